@@ -1,0 +1,36 @@
+"""The typed errors coopnn raises: every user-facing failure is a subclass of CoopnnError."""
+
+from __future__ import annotations
+
+
+class CoopnnError(Exception):
+    """Base of every error coopnn raises on purpose."""
+
+
+class ModelFormatError(CoopnnError):
+    """The model could not be read: not ONNX, fails the checker, bad initializers, unsafe external data."""
+
+
+class UnsupportedOperatorError(CoopnnError):
+    """An ONNX node uses an operator (or an operator form) that coopnn cannot run."""
+
+    def __init__(self, op_type: str, node_name: str, opset: int, supported: list[str], detail: str = ""):
+        self.op_type = op_type
+        self.node_name = node_name
+        self.opset = opset
+        self.supported = list(supported)
+        what = f"operator {op_type!r} (node {node_name!r}, opset {opset})"
+        why = f": {detail}" if detail else " is not supported"
+        super().__init__(f"{what}{why}. Supported operators: {', '.join(self.supported)}")
+
+
+class InputError(CoopnnError):
+    """Inputs given to a model do not match its name, shape or dtype."""
+
+
+class BackendUnavailableError(CoopnnError):
+    """The requested backend cannot run here; the message says what is missing and how to get it."""
+
+
+class CompileError(CoopnnError):
+    """A model cannot be compiled for the requested target (for example a shape the target does not support)."""

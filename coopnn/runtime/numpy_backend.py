@@ -1,0 +1,48 @@
+"""The numpy reference backend: interprets the graph IR in float32, chunk by chunk along the batch axis."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from coopnn.graph import ops
+from coopnn.graph.ir import Graph
+
+# Samples per chunk: bounds the interpreter's working set (a few MB per feature column) whatever the batch size.
+DEFAULT_CHUNK = 1 << 16
+
+
+def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], chunk: int = DEFAULT_CHUNK) -> dict[str, np.ndarray]:
+    """Evaluate every graph output for float32 `feeds` keyed by input name (all with the same batch size)."""
+    batch = next(iter(feeds.values())).shape[0] if feeds else 1
+    outputs = {v.name: np.empty((batch,) + v.features, np.bool_ if v.dtype == "bool" else np.float32)
+               for v in graph.outputs}
+    for start in range(0, max(batch, 1), chunk):
+        stop = min(start + chunk, batch)
+        part = _run_chunk(graph, {k: v[start:stop] for k, v in feeds.items()})
+        for name, array in part.items():
+            outputs[name][start:stop] = array
+    return outputs
+
+
+def _run_chunk(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    env: dict[str, np.ndarray] = dict(graph.constants)
+    env.update(feeds)
+    last_use = {}
+    for i, node in enumerate(graph.nodes):
+        for name in node.inputs:
+            last_use[name] = i
+    keep = {v.name for v in graph.outputs}
+    for i, node in enumerate(graph.nodes):
+        result = ops.evaluate(node.op, [env[n] for n in node.inputs], node.attrs)
+        env[node.outputs[0]] = result
+        for name in node.inputs:
+            # free intermediates early: chunks of wide layers are the backend's whole memory footprint
+            if last_use.get(name) == i and name not in keep and name not in graph.constants and name not in feeds:
+                del env[name]
+    return {v.name: np.broadcast_to(env[v.name], (_batch(feeds),) + v.features) for v in graph.outputs}
+
+
+def _batch(feeds: Mapping[str, np.ndarray]) -> int:
+    return next(iter(feeds.values())).shape[0] if feeds else 1
