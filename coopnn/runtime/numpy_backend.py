@@ -8,6 +8,7 @@ import numpy as np
 
 from coopnn.graph import ops
 from coopnn.graph.ir import Graph
+from coopnn.layouts.formats import FORMATS, emulate_weights
 
 # Samples per chunk: bounds the interpreter's working set (a few MB per feature column) whatever the batch size.
 DEFAULT_CHUNK = 1 << 16
@@ -46,3 +47,33 @@ def _run_chunk(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.nd
 
 def _batch(feeds: Mapping[str, np.ndarray]) -> int:
     return next(iter(feeds.values())).shape[0] if feeds else 1
+
+
+class NumpyExecutable:
+    def __init__(self, graph: Graph):
+        self.graph = graph
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return run_graph(self.graph, feeds)
+
+    def close(self) -> None:
+        self.graph = None
+
+
+class NumpyBackend:
+    """Always available: the oracle for tests and the fallback where no Vulkan device exists."""
+
+    name = "numpy"
+    priority = 0
+    description = "numpy reference interpreter (float32, CPU)"
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+    def unsupported_reason(self, graph: Graph, weights: str, device) -> str | None:
+        if weights not in FORMATS:
+            return f"weight format {weights!r} is not supported; supported: {', '.join(FORMATS)}"
+        return None
+
+    def prepare(self, graph: Graph, *, weights: str, device) -> NumpyExecutable:
+        return NumpyExecutable(emulate_weights(graph, weights))

@@ -1,0 +1,43 @@
+"""coopnn: run and train small neural-shading MLPs on Vulkan GPUs through cooperative vectors.
+
+The public surface: `load`, `Model`, `backends`, and the errors. Nothing here imports the `vulkan` package: Vulkan
+is loaded only when a Vulkan backend is asked for or probed.
+"""
+
+from __future__ import annotations
+
+from coopnn.errors import (
+    BackendUnavailableError,
+    CompileError,
+    CoopnnError,
+    InputError,
+    ModelFormatError,
+    UnsupportedOperatorError,
+)
+from coopnn.model import Model, TensorInfo, load
+from coopnn.runtime.backends import BackendStatus
+
+__version__ = "0.1.0"
+
+
+def backends() -> list[BackendStatus]:
+    """Every backend, whether it can run here, and if not, why."""
+    from coopnn.runtime.backends import statuses
+
+    return statuses()
+
+
+__all__ = [
+    "BackendStatus",
+    "BackendUnavailableError",
+    "CompileError",
+    "CoopnnError",
+    "InputError",
+    "Model",
+    "ModelFormatError",
+    "TensorInfo",
+    "UnsupportedOperatorError",
+    "__version__",
+    "backends",
+    "load",
+]

@@ -1,0 +1,150 @@
+"""The `coopnn` command line: each subcommand is a function registered in COMMANDS with its argument setup.
+
+User errors (a coopnn error, a missing or unreadable file) print one line and exit with status 1, no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+import numpy as np
+
+from coopnn.errors import CoopnnError
+
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+
+
+def command(name: str, help: str, setup: Callable[[argparse.ArgumentParser], None]):
+    def register(fn: Callable[[argparse.Namespace], int]):
+        COMMANDS[name] = (help, setup, fn)
+        return fn
+
+    return register
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(lines)
+
+
+def _info_setup(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+@command("info", "version, backends, and the Vulkan devices with their cooperative-vector support", _info_setup)
+def cmd_info(args: argparse.Namespace) -> int:
+    import coopnn
+
+    print(f"coopnn {coopnn.__version__}")
+    print("backends:")
+    for status in coopnn.backends():
+        state = "available" if status.available else f"unavailable: {status.reason}"
+        print(f"  {status.name:10s} {state}")
+    from coopnn.runtime.device_report import device_report
+
+    print(device_report())
+    return 0
+
+
+def _model_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="path to an .onnx model")
+
+
+def _inspect_setup(p: argparse.ArgumentParser) -> None:
+    _model_arg(p)
+
+
+@command("inspect", "a layer table of a model: op, shapes, parameters, activation", _inspect_setup)
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from coopnn.graph.onnx.importer import import_model
+    from coopnn.graph.passes import optimize
+    from coopnn.graph.summary import layer_table
+
+    graph = optimize(import_model(args.model))
+    rows = layer_table(graph)
+    print(f"model {graph.name!r}, opset {graph.opset}")
+    for v in graph.inputs:
+        print(f"  input  {v.name}: [batch, {', '.join(map(str, v.features))}]")
+    for v in graph.outputs:
+        print(f"  output {v.name}: [batch, {', '.join(map(str, v.features))}]")
+    print(_table([[r.name, r.op, r.inputs, r.output, r.parameters, r.activation] for r in rows],
+                 ["node", "op", "input shapes", "output shape", "params", "activation"]))
+    print(f"{graph.parameter_count()} parameters in all")
+    return 0
+
+
+def _run_setup(p: argparse.ArgumentParser) -> None:
+    _model_arg(p)
+    p.add_argument("--input", "-i", required=True, help=".npy (one input) or .npz keyed by input name")
+    p.add_argument("--output", "-o", required=True, help=".npy (one output) or .npz keyed by output name")
+    p.add_argument("--backend", "-b", default="auto", help="backend name or auto (see `coopnn info`)")
+    p.add_argument("--weights", default="fp32", help="weight format (fp32, fp16, ...)")
+    p.add_argument("--device", default=None, help="Vulkan device index or name substring")
+
+
+def _read_inputs(path: str, model) -> object:
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise CoopnnError(f"cannot read input file {path!r}: {e}") from None
+    if isinstance(data, np.lib.npyio.NpzFile):
+        with data:
+            return {k: data[k] for k in data.files}
+    if len(model.inputs) != 1:
+        names = ", ".join(t.name for t in model.inputs)
+        raise CoopnnError(f"the model has several inputs ({names}): give an .npz keyed by input name")
+    return data
+
+
+def _write_outputs(path: str, outputs) -> None:
+    if isinstance(outputs, dict):
+        if not path.endswith(".npz"):
+            raise CoopnnError(f"the model has several outputs ({', '.join(outputs)}): write them to an .npz file")
+        np.savez(path, **outputs)
+    else:
+        np.save(path, outputs)
+
+
+@command("run", "run a model on inputs from .npy/.npz and write the outputs", _run_setup)
+def cmd_run(args: argparse.Namespace) -> int:
+    import coopnn
+
+    with coopnn.load(args.model, backend=args.backend, weights=args.weights, device=args.device) as model:
+        outputs = model.run(_read_inputs(args.input, model))
+        _write_outputs(args.output, outputs)
+        print(f"wrote {args.output} ({model.backend})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="coopnn", description="Run and train neural-shading MLPs on Vulkan.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, (help, setup, fn) in COMMANDS.items():
+        p = sub.add_parser(name, help=help, description=help)
+        setup(p)
+        p.set_defaults(func=fn)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CoopnnError as e:
+        print(f"coopnn: error: {e}", file=sys.stderr)
+        return 1
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
+        print(f"coopnn: error: {e.strerror}: {e.filename}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("coopnn: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""The user-facing Model: `coopnn.load(...)` imports, optimises and prepares a graph; `Model.run` checks inputs."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import onnx
+
+from coopnn.dtypes import ACCEPTED_INPUT_NUMPY
+from coopnn.errors import InputError
+from coopnn.graph.ir import Graph, Value
+from coopnn.graph.onnx.importer import import_model
+from coopnn.graph.passes import optimize
+from coopnn.runtime import backends
+
+log = logging.getLogger("coopnn")
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A model input or output: its name, its shape with the batch axis as None, and its element type."""
+
+    name: str
+    shape: tuple
+    dtype: np.dtype
+
+    @classmethod
+    def of(cls, value: Value) -> "TensorInfo":
+        return cls(value.name, (None,) + value.features, np.dtype(np.bool_ if value.dtype == "bool" else np.float32))
+
+
+class Model:
+    """A graph prepared on one backend. Call `run(x)` (or the model itself); close it, or use it in a `with`."""
+
+    def __init__(self, graph: Graph, choice: backends.Choice, executable: backends.Executable, weights: str):
+        self.graph = graph
+        self.backend: str = choice.backend.name
+        self.backend_reason: str = choice.reason
+        self.weights = weights
+        self.inputs = tuple(TensorInfo.of(v) for v in graph.inputs)
+        self.outputs = tuple(TensorInfo.of(v) for v in graph.outputs)
+        self._executable: backends.Executable | None = executable
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{t.name}{list(t.shape)}" for t in self.inputs)
+        outs = ", ".join(f"{t.name}{list(t.shape)}" for t in self.outputs)
+        return f"<coopnn.Model {self.graph.name!r} ({ins}) -> ({outs}) on {self.backend}, weights {self.weights}>"
+
+    def run(self, x: Any) -> np.ndarray | dict[str, np.ndarray]:
+        """Run a batch: an array for a one-input, one-output model; otherwise dicts keyed by name, in and out."""
+        if self._executable is None:
+            raise InputError("this model is closed")
+        single = len(self.inputs) == 1 and len(self.outputs) == 1
+        if isinstance(x, Mapping):
+            feeds = self._check_names(x)
+        elif len(self.inputs) == 1:
+            feeds = {self.inputs[0].name: x}
+        else:
+            names = ", ".join(t.name for t in self.inputs)
+            raise InputError(f"model {self.graph.name!r} has {len(self.inputs)} inputs ({names}): pass a dict")
+        feeds = self._check_arrays(feeds)
+        outputs = self._executable.run(feeds)
+        return outputs[self.outputs[0].name] if single else {t.name: outputs[t.name] for t in self.outputs}
+
+    __call__ = run
+
+    def close(self) -> None:
+        if self._executable is not None:
+            self._executable.close()
+            self._executable = None
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # Collection must release the backend's device objects even when the user never called close().
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _check_names(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+        expected = {t.name for t in self.inputs}
+        missing, extra = expected - set(feeds), set(feeds) - expected
+        if missing or extra:
+            parts = []
+            if missing:
+                parts.append(f"missing {sorted(missing)}")
+            if extra:
+                parts.append(f"unknown {sorted(extra)}")
+            raise InputError(f"inputs of model {self.graph.name!r}: {', '.join(parts)}; expected {sorted(expected)}")
+        return dict(feeds)
+
+    def _check_arrays(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        out, batch = {}, None
+        for info in self.inputs:
+            try:
+                array = np.asarray(feeds[info.name])
+            except (TypeError, ValueError) as e:
+                raise InputError(f"input {info.name!r} is not an array: {e}") from None
+            if array.dtype not in ACCEPTED_INPUT_NUMPY:
+                raise InputError(
+                    f"input {info.name!r} has dtype {array.dtype}; supported: float16, float32, float64"
+                )
+            features = info.shape[1:]
+            if array.ndim != len(info.shape) or tuple(array.shape[1:]) != features:
+                want = "[batch, " + ", ".join(str(d) for d in features) + "]"
+                hint = " (add a batch axis: x[None])" if tuple(array.shape) == features else ""
+                raise InputError(f"input {info.name!r} has shape {list(array.shape)}; expected {want}{hint}")
+            if batch is not None and array.shape[0] != batch:
+                raise InputError(f"input {info.name!r} has batch {array.shape[0]}, other inputs have {batch}")
+            batch = array.shape[0]
+            out[info.name] = np.ascontiguousarray(array, dtype=np.float32)
+        return out
+
+
+def load(
+    model: str | os.PathLike | bytes | onnx.ModelProto,
+    *,
+    backend: str = "auto",
+    weights: str = "fp32",
+    device: str | int | None = None,
+) -> Model:
+    """Import an ONNX model (path, bytes or ModelProto), optimise it and prepare it on a backend."""
+    graph = optimize(import_model(model))
+    return prepare(graph, backend=backend, weights=weights, device=device)
+
+
+def prepare(graph: Graph, *, backend: str = "auto", weights: str = "fp32", device: str | int | None = None) -> Model:
+    """Prepare an already imported and optimised graph on a backend."""
+    choice = backends.choose(backend, graph, weights, device)
+    if backend == "auto" and choice.backend.name == "numpy":
+        log.warning("coopnn: no Vulkan backend can run %r here, using numpy (%s)", graph.name, choice.reason)
+    executable = choice.backend.prepare(graph, weights=weights, device=device)
+    return Model(graph, choice, executable, weights)

@@ -1,0 +1,30 @@
+"""Shared test fixtures: the model zoo and onnxruntime, the oracle every backend is compared with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ZOO = sorted((ROOT / "models").glob("*.onnx"))
+BENCHMARK_MLPS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
+
+
+def zoo_ids() -> list[str]:
+    return [p.stem for p in ZOO]
+
+
+def ort_run(model_path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Outputs of onnxruntime on the CPU in float32, keyed by output name."""
+    ort = pytest.importorskip("onnxruntime")
+    session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds)))
+
+
+def random_feeds(model, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs in [-1, 1] for every input of a coopnn Model, with the given batch size."""
+    rng = np.random.default_rng(seed)
+    return {t.name: rng.uniform(-1, 1, (batch,) + t.shape[1:]).astype(np.float32) for t in model.inputs}

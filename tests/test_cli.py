@@ -1,0 +1,79 @@
+"""The coopnn command line: info, inspect, run, and one-line errors without tracebacks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from coopnn.cli import main
+from tests.conftest import ROOT
+
+MLP = ROOT / "models" / "mlp_32_64x4_16.onnx"
+NERF = ROOT / "models" / "nerf_skip_two_heads.onnx"
+
+
+def test_info_lists_version_and_backends(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "coopnn 0." in out and "numpy" in out and "available" in out
+
+
+def test_inspect_prints_a_layer_table(capsys):
+    assert main(["inspect", str(MLP)]) == 0
+    out = capsys.readouterr().out
+    assert "linear" in out and "relu" in out and "[batch, 64]" in out
+    assert f"{32 * 64 + 64 + 3 * (64 * 64 + 64) + 64 * 16 + 16} parameters" in out
+
+
+def test_run_npy_round_trip(tmp_path):
+    x = np.random.default_rng(0).uniform(-1, 1, (9, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(MLP), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"), "-b", "numpy"]) == 0
+    import coopnn
+
+    with coopnn.load(MLP, backend="numpy") as model:
+        np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), model.run(x))
+
+
+def test_run_npz_for_several_outputs(tmp_path):
+    import coopnn
+
+    with coopnn.load(NERF, backend="numpy") as model:
+        feeds = {t.name: np.zeros((4,) + t.shape[1:], np.float32) for t in model.inputs}
+        names = [t.name for t in model.outputs]
+    np.savez(tmp_path / "x.npz", **feeds)
+    assert main(["run", str(NERF), "-i", str(tmp_path / "x.npz"), "-o", str(tmp_path / "y.npz"), "-b", "numpy"]) == 0
+    with np.load(tmp_path / "y.npz") as out:
+        assert sorted(out.files) == sorted(names)
+    assert main(["run", str(NERF), "-i", str(tmp_path / "x.npz"), "-o", str(tmp_path / "y.npy"), "-b", "numpy"]) == 1
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["inspect", "/nonexistent/model.onnx"], "model.onnx"),
+        (["run", str(MLP), "-i", "/nonexistent/x.npy", "-o", "/tmp/y.npy"], "x.npy"),
+        (["run", str(MLP), "-i", "{x}", "-o", "/tmp/y.npy", "-b", "tpu"], "unknown backend"),
+    ],
+)
+def test_user_errors_print_one_line_without_traceback(tmp_path, argv, message):
+    np.save(tmp_path / "x.npy", np.zeros((2, 32), np.float32))
+    argv = [a.replace("{x}", str(tmp_path / "x.npy")) for a in argv]
+    proc = subprocess.run([sys.executable, "-m", "coopnn.cli", *argv], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("coopnn: error:")]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_wrong_shape_on_cli_is_one_line(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((2, 5), np.float32))
+    proc = subprocess.run(
+        [sys.executable, "-m", "coopnn.cli", "run", str(MLP), "-i", str(tmp_path / "x.npy"), "-o",
+         str(tmp_path / "y.npy"), "-b", "numpy"],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr and "expected [batch, 32]" in proc.stderr
