@@ -183,6 +183,21 @@ class LegacyEncodingActivations(nn.Module):
         return torch.sigmoid(self.out(h))
 
 
+class LegacyLayerNormSoftmax(nn.Module):
+    """LayerNorm, softmax and a few activations through the legacy exporter at an opset without LayerNormalization."""
+
+    def __init__(self):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Linear(5, 32), nn.LayerNorm(32), nn.LeakyReLU(0.2), nn.Linear(32, 32), nn.ELU(),
+                                   nn.Linear(32, 32), nn.Hardsigmoid())
+        self.logits = nn.Linear(32, 6)
+        self.value = nn.Linear(32, 2)
+
+    def forward(self, x):
+        h = self.trunk(x)
+        return torch.softmax(self.logits(h), dim=-1), torch.clamp(self.value(h), -1.0, 1.0)
+
+
 class ResidualMatmul(nn.Module):
     """Bias-free layers, a residual add, a sigmoid gate multiplied in, a soft-sign divide, and an explicit x @ W + b."""
 
@@ -265,6 +280,10 @@ ZOO: tuple[ZooEntry, ...] = (
     ZooEntry("legacy_encoding_activations", LegacyEncodingActivations, (("uv", 2),), (("rgb", 3),), "legacy", 15,
              "legacy exporter, opset 15: frequency encoding via reshape(batch, -1), exact gelu, silu, "
              "Softplus(beta=2, threshold=10), hardswish, sigmoid"),
+    ZooEntry("legacy_layernorm_softmax", LegacyLayerNormSoftmax, (("x", 5),), (("probabilities", 6), ("value", 2)),
+             "legacy", 14,
+             "legacy exporter, opset 14: LayerNorm written out (ReduceMean, Sub, Pow, Sqrt, Div), softmax, LeakyReLU, "
+             "ELU, HardSigmoid, clamp (Clip) with both bounds; two outputs"),
     ZooEntry("residual_matmul_mlp", ResidualMatmul, (("x", 16),), (("y", 4),), "dynamo", 23,
              "bias-free Linear, residual add, sigmoid gate multiplied in, x / (1 + |x|), explicit MatMul + Add"),
 )

@@ -1,0 +1,47 @@
+"""The registry of live Vulkan objects: one entry per handle, destroyed in reverse creation order.
+
+Every Vulkan handle coopnn creates is added here with the function that destroys it. Python objects owning handles
+release their entries on `destroy()` or when collected (a `weakref.finalize` holding only the tracker and tokens, never
+the owner); `VulkanContext.close()` releases whatever is left, children before the device and the device before the
+instance. `counts()` is what the soak and close tests read.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Callable, Iterable
+
+
+class ObjectTracker:
+    """Live Vulkan handles by token, each with its kind (e.g. "VkBuffer") and destroy function."""
+
+    def __init__(self) -> None:
+        self._live: dict[int, tuple[str, Callable[[], None]]] = {}
+        self._next_token = 0
+
+    def add(self, kind: str, destroy: Callable[[], None]) -> int:
+        token = self._next_token
+        self._next_token += 1
+        self._live[token] = (kind, destroy)
+        return token
+
+    def release(self, token: int) -> None:
+        """Destroy the handle behind `token`; a token already released is ignored."""
+        entry = self._live.pop(token, None)
+        if entry is not None:
+            entry[1]()
+
+    def release_many(self, tokens: Iterable[int]) -> None:
+        """Release `tokens` last-created first, so objects go before what they were made from."""
+        for token in sorted(tokens, reverse=True):
+            self.release(token)
+
+    def release_all(self) -> None:
+        self.release_many(list(self._live))
+
+    def counts(self) -> dict[str, int]:
+        """Live handles per kind; empty once everything is destroyed."""
+        return dict(Counter(kind for kind, _ in self._live.values()))
+
+    def __len__(self) -> int:
+        return len(self._live)

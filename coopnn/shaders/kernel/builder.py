@@ -1,0 +1,91 @@
+"""KernelBuilder: the instruction-emitting helper that lowering functions write kernel programs with."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from coopnn.shaders.kernel.program import Instr, Param, Program, VecType
+
+
+class KernelBuilder:
+    """Accumulates parameters and instructions; constant parameters with equal contents are shared."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.params: list[Param] = []
+        self.constants: dict[str, np.ndarray] = {}
+        self.body: list[Instr] = []
+        self.types: dict[str, VecType] = {}
+        self._by_content: dict[tuple, str] = {}
+        self._splats: dict[tuple, str] = {}
+
+    # ----- parameters ---------------------------------------------------------------------------------------------
+
+    def add_param(self, name: str, role: str, shape: tuple[int, ...], graph_name: str = "") -> Param:
+        param = Param(name, role, tuple(int(d) for d in shape), graph_name)
+        self.params.append(param)
+        return param
+
+    def constant_param(self, array: np.ndarray, role: str, prefix: str) -> str:
+        """A matrix or vector parameter holding `array`; parameters with identical contents are shared."""
+        array = np.ascontiguousarray(array, dtype=np.float32)
+        key = (role, array.shape, array.tobytes())
+        if key in self._by_content:
+            return self._by_content[key]
+        name = f"{prefix}{len(self.constants)}"
+        self.add_param(name, role, array.shape)
+        self.constants[name] = array
+        self._by_content[key] = name
+        return name
+
+    # ----- instructions -------------------------------------------------------------------------------------------
+
+    def emit(self, op: str, type: VecType | None, args: Sequence[str] = (), **attrs: Any) -> str | None:
+        result = None if type is None else str(len(self.types))
+        self.body.append(Instr(op, result, type, tuple(args), attrs))
+        if result is not None:
+            self.types[result] = type
+        return result
+
+    def type_of(self, value: str) -> VecType:
+        return self.types[value]
+
+    def splat(self, value: float, size: int, dtype: str = "f32") -> str:
+        """A vector with every component `value` (emitted once per value and size)."""
+        key = (float(value), size, dtype)
+        if key not in self._splats:
+            self._splats[key] = self.emit("constant", VecType(dtype, size), value=float(value))
+        return self._splats[key]
+
+    def unary(self, op: str, x: str) -> str:
+        return self.emit(op, self.type_of(x), (x,))
+
+    def binary(self, op: str, a: str, b: str) -> str:
+        return self.emit(op, self.type_of(a), (a, b))
+
+    def scalar(self, op: str, x: str, value: float, *, left: bool = False) -> str:
+        """`x op value` (or `value op x` with left=True) with `value` broadcast to x's size."""
+        c = self.splat(value, self.type_of(x).size)
+        return self.binary(op, c, x) if left else self.binary(op, x, c)
+
+    def compare(self, op: str, a: str, b: str) -> str:
+        return self.emit(op, VecType("bool", self.type_of(a).size), (a, b))
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        return self.emit("select", self.type_of(a), (cond, a, b))
+
+    def gather(self, sources: Sequence[str], index: Sequence[tuple[int, int]], dtype: str = "f32") -> str:
+        """A vector whose component i is component index[i][1] of sources[index[i][0]]."""
+        index = tuple((int(s), int(c)) for s, c in index)
+        if len(sources) == 1 and index == tuple((0, i) for i in range(self.type_of(sources[0]).size)):
+            return sources[0]
+        return self.emit("gather", VecType(dtype, len(index)), tuple(sources), index=index)
+
+    def reduce(self, op: str, x: str, group: int) -> str:
+        size = self.type_of(x).size
+        return self.emit(op, VecType("f32", size // group), (x,), group=group)
+
+    def build(self) -> Program:
+        return Program(self.name, tuple(self.params), tuple(self.body), dict(self.constants))
