@@ -92,19 +92,18 @@ def export_dynamo(entry: ZooEntry, module: torch.nn.Module, example: tuple[torch
     batch = torch.export.Dim("batch")
     program = torch.onnx.export(
         module, example, dynamo=True, opset_version=entry.opset, verbose=False,
-        input_names=[name for name, _ in entry.inputs], output_names=[name for name, _ in entry.outputs],
+        input_names=entry.input_names, output_names=entry.output_names,
         dynamic_shapes=tuple({0: batch} for _ in example),
     )
     return program.model_proto
 
 
 def export_legacy(entry: ZooEntry, module: torch.nn.Module, example: tuple[torch.Tensor, ...]) -> onnx.ModelProto:
-    names = [name for name, _ in entry.inputs] + [name for name, _ in entry.outputs]
     buffer = io.BytesIO()
     torch.onnx.export(
         module, example, buffer, dynamo=False, opset_version=entry.opset,
-        input_names=[name for name, _ in entry.inputs], output_names=[name for name, _ in entry.outputs],
-        dynamic_axes={name: {0: "batch"} for name in names},
+        input_names=entry.input_names, output_names=entry.output_names,
+        dynamic_axes={name: {0: "batch"} for name in entry.input_names + entry.output_names},
     )
     return onnx.load_from_string(buffer.getvalue())
 
@@ -151,7 +150,7 @@ def compare_with_torch(entry: ZooEntry, module: torch.nn.Module, model_bytes: by
     session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
     onnx_outputs = session.run(None, feeds)
     with torch.no_grad():
-        torch_outputs = module(*(torch.from_numpy(feeds[name]) for name, _ in entry.inputs))
+        torch_outputs = module(*(torch.from_numpy(feeds[name]) for name in entry.input_names))
     if isinstance(torch_outputs, torch.Tensor):
         torch_outputs = (torch_outputs,)
     worst = 0.0
@@ -201,32 +200,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="rebuild in memory; fail if a committed file differs")
     args = parser.parse_args(argv)
 
-    entries = [e for e in ZOO if args.only in (None, e.name)]
-    rows, stale = [], []
-    for entry in entries:
-        model_bytes, row = build(entry)
+    built, rows = {}, []
+    for entry in (e for e in ZOO if args.only in (None, e.name)):
+        built[entry.name], row = build(entry)
         rows.append(row)
-        path = MODELS_DIR / f"{entry.name}.onnx"
-        if args.check:
-            if not path.exists() or path.read_bytes() != model_bytes:
-                stale.append(path.name)
-        else:
-            path.write_bytes(model_bytes)
     print_table(rows)
 
-    readme = render_readme(ZOO, MODELS_DIR)
-    readme_path = MODELS_DIR / "README.md"
+    # With --only the README still covers the whole zoo: the models not rebuilt are read from disk.
+    model_bytes = {e.name: built.get(e.name) or (MODELS_DIR / f"{e.name}.onnx").read_bytes() for e in ZOO}
+    outputs = {f"{name}.onnx": data for name, data in built.items()}
+    outputs["README.md"] = render_readme(ZOO, model_bytes).encode()
     if args.check:
-        if not readme_path.exists() or readme_path.read_text() != readme:
-            stale.append(readme_path.name)
+        stale = [name for name, data in outputs.items()
+                 if not (MODELS_DIR / name).exists() or (MODELS_DIR / name).read_bytes() != data]
         if stale:
             print(f"\nout of date (rerun python3 models/build_zoo.py): {', '.join(stale)}", file=sys.stderr)
             return 1
         print("\nevery committed file matches a fresh build")
-    else:
-        readme_path.write_text(readme)
-        total = sum((MODELS_DIR / f"{e.name}.onnx").stat().st_size for e in ZOO)
-        print(f"\nwrote {len(entries)} model(s) and README.md; zoo total {total} bytes")
+        return 0
+    for name, data in outputs.items():
+        (MODELS_DIR / name).write_bytes(data)
+    print(f"\nwrote {', '.join(outputs)}; zoo total {sum(map(len, model_bytes.values()))} bytes")
     return 0
 
 

@@ -24,6 +24,14 @@ class ZooEntry:
     opset: int
     exercises: str
 
+    @property
+    def input_names(self) -> list[str]:
+        return [name for name, _ in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [name for name, _ in self.outputs]
+
 
 class NeuralMaterial(nn.Module):
     """Frequency-encoded uv and the two directions of a BRDF lookup → rgb reflectance in (0, 1)."""
@@ -57,7 +65,7 @@ class Siren(nn.Module):
 
 
 class NerfSkipTwoHeads(nn.Module):
-    """NeRF in small: encoded position through a trunk with a skip concat, a density head and a view-dependent colour head."""
+    """Small NeRF: encoded position through a trunk with a skip concat, a density head, a view-dependent colour head."""
 
     def __init__(self):
         super().__init__()
@@ -116,7 +124,7 @@ class RadianceCacheLayerNorm(nn.Module):
 
 
 class PiecewiseWhere(nn.Module):
-    """Branch-free piecewise functions: comparisons against constants and tensors feeding where, plus abs/sqrt/pow/div."""
+    """Branch-free piecewise functions: comparisons with constants and tensors feeding where; abs, sqrt, pow, div."""
 
     def __init__(self):
         super().__init__()
@@ -148,7 +156,7 @@ class SplitHeads(nn.Module):
 
 
 class SdfSoftplus(nn.Module):
-    """An IDR/VolSDF-style SDF network: softplus(beta=100), input skip at the middle scaled by 1/sqrt(2), sdf + feature."""
+    """IDR/VolSDF-style SDF network: softplus(beta=100), mid-network input skip scaled by 1/sqrt(2), sdf + feature."""
 
     def __init__(self):
         super().__init__()

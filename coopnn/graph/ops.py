@@ -35,7 +35,7 @@ class OpDef:
     @property
     def fusable_activation(self) -> bool:
         """Whether the op can ride on a LINEAR node as its activation (unary, float in and out)."""
-        return self.kind == "unary" and not self.bool_out and self.op not in (Op.NOT, Op.IDENTITY)
+        return self.kind == "unary" and not self.bool_out and self.op not in (Op.NOT, Op.IDENTITY, Op.CAST)
 
 
 REGISTRY: dict[Op, OpDef] = {}

@@ -38,7 +38,7 @@ def _run_chunk(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.nd
     for i, node in enumerate(graph.nodes):
         result = ops.evaluate(node.op, [env[n] for n in node.inputs], node.attrs)
         env[node.outputs[0]] = result
-        for name in node.inputs:
+        for name in set(node.inputs):  # a node may read one value twice (x * x)
             # free intermediates early: chunks of wide layers are the backend's whole memory footprint
             if last_use.get(name) == i and name not in keep and name not in graph.constants and name not in feeds:
                 del env[name]

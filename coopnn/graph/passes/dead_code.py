@@ -52,7 +52,7 @@ def _bypass_pass_through(graph: Graph) -> Graph:
         if result not in outputs:
             renamed[result] = source
         elif source in producers and source not in outputs:
-            # `source` is computed by a kept node: that node now writes the output under its own name
+            # `source` is computed by a kept node, which now writes its result under the output name directly
             renamed[source] = result
         else:
             kept.append(node)

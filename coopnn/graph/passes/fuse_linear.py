@@ -1,8 +1,10 @@
-"""Linear fusion: MatMul and Gemm against constant weights become LINEAR, and a following constant Add its bias.
+"""Linear fusion: MatMul and Gemm against constant weights become LINEAR, and constant Adds and Muls after it fold in.
 
 LINEAR computes x · weight[out, in]^T + bias[out]. A Gemm's alpha and transB are folded into the weight and its beta
-into the bias. Forms with no LINEAR equivalent (a Gemm with transA set on the batched operand, a right-hand side or a
-Gemm C computed at run time) are left as they are, for the backends that cannot run them to report.
+into the bias; an Add of a per-output constant joins the bias and a Mul by one scales the weight rows and the bias
+(so SIREN's sin(30 · linear) becomes one LINEAR that can carry sin). Forms with no LINEAR equivalent (a Gemm with
+transA set on the batched operand, a right-hand side or a Gemm C computed at run time) are left as they are, for the
+backends that cannot run them to report.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ _GEMM_DEFAULTS = {"alpha": 1.0, "beta": 1.0, "trans_a": 0, "trans_b": 0}  # ONNX
 
 
 def fuse_linear(graph: Graph) -> Graph:
-    """The graph with every fusable MATMUL and GEMM turned into LINEAR and constant Adds folded into LINEAR biases."""
+    """The graph with every fusable MATMUL and GEMM turned into LINEAR, and per-output constant Adds and Muls of a
+    LINEAR result that nothing else reads folded into the LINEAR's weight and bias."""
     return _LinearFuser(graph).run()
 
 
@@ -95,22 +98,36 @@ class _LinearFuser:
         self.emit(Node(Op.LINEAR, node.name, inputs, node.outputs))
         return True
 
-    def add(self, node: Node) -> bool:
+    def lone_linear(self, name: str) -> int | None:
+        """Where the LINEAR producing `name` sits, if it has no activation yet and nothing else reads `name`."""
+        index = self.position.get(name)
+        if index is None or self.uses[name] != 1:
+            return None
+        node = self.nodes[index]
+        return index if node.op is Op.LINEAR and node.activation is None else None
+
+    def fold_into_linear(self, node: Node) -> bool:
+        """An ADD or MUL of a lone LINEAR result and a per-output constant, folded into that LINEAR's parameters."""
         for y, c in (node.inputs, node.inputs[::-1]):
-            index = self.position.get(y)
-            linear = self.nodes[index] if index is not None else None
-            if linear is None or linear.op is not Op.LINEAR or linear.activation is not None:
+            index = self.lone_linear(y)
+            if index is None:
                 continue
+            linear = self.nodes[index]
+            x, weight, *bias = linear.inputs
             width, rank = self.width(y), len(self.graph.values[y].shape)
-            x, weight, *old_bias = linear.inputs
-            if any(name not in self.constants for name in (c, *old_bias)) or self.uses[y] != 1:
+            if any(name not in self.constants for name in (c, *bias)) or not _fits_bias(self.constants[c], width, rank):
                 continue
-            if not _fits_bias(self.constants[c], width, rank):
+            folded = _FOLDS[node.op](
+                self.constants[weight],
+                _as_bias(self.constants[bias[0]], width) if bias else None,
+                _as_bias(self.constants[c], width),
+            )
+            if folded is None:
                 continue
-            bias = _as_bias(self.constants[c], width)
-            if old_bias:
-                bias = _as_bias(self.constants[old_bias[0]], width) + bias
-            inputs = (x, weight, self.add_constant(f"{linear.name}_bias", bias))
+            new_weight, new_bias = folded
+            if new_weight is not self.constants[weight]:
+                weight = self.add_constant(f"{linear.name}_weight", new_weight)
+            inputs = (x, weight) + (() if new_bias is None else (self.add_constant(f"{linear.name}_bias", new_bias),))
             self.nodes[index] = Node(Op.LINEAR, linear.name, inputs, node.outputs, linear.attrs)
             del self.position[y]
             self.position[node.outputs[0]] = index
@@ -118,8 +135,25 @@ class _LinearFuser:
         return False
 
 
+def _add_to_linear(weight: np.ndarray, bias: np.ndarray | None, addend: np.ndarray):
+    return weight, addend if bias is None else bias + addend
+
+
+def _scale_linear(weight: np.ndarray, bias: np.ndarray | None, factor: np.ndarray):
+    if not np.all(np.isfinite(factor)):
+        return None  # x · (w * inf) and (x · w) * inf disagree where x · w is zero
+    return weight * factor[:, None], None if bias is None else bias * factor
+
+
+# (weight [out, in], bias [out] or None, per-output constant [out]) -> the new (weight, bias), or None to leave it
+_FOLDS: dict[Op, Callable[[np.ndarray, np.ndarray | None, np.ndarray], tuple | None]] = {
+    Op.ADD: _add_to_linear,
+    Op.MUL: _scale_linear,
+}
+
 _REWRITES: dict[Op, Callable[[_LinearFuser, Node], bool]] = {
     Op.MATMUL: _LinearFuser.matmul,
     Op.GEMM: _LinearFuser.gemm,
-    Op.ADD: _LinearFuser.add,
+    Op.ADD: _LinearFuser.fold_into_linear,
+    Op.MUL: _LinearFuser.fold_into_linear,
 }

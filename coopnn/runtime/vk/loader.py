@@ -28,15 +28,6 @@ def load_vulkan() -> ModuleType:
         raise BackendUnavailableError(f"no Vulkan loader (libvulkan.so.1) could be loaded: {exc}; {INSTALL_HINT}") from exc
 
 
-def vulkan_unavailable_reason() -> str | None:
-    """None when the `vulkan` package and a loader import cleanly, else the reason they do not."""
-    try:
-        load_vulkan()
-    except BackendUnavailableError as exc:
-        return str(exc)
-    return None
-
-
 def check(vk: ModuleType, result: int, call: str) -> None:
     """Raise pyvulkan's exception for `result` of a raw `vk.lib` call that pyvulkan does not wrap."""
     if result != vk.VK_SUCCESS:

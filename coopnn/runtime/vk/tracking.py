@@ -32,12 +32,16 @@ class ObjectTracker:
             entry[1]()
 
     def release_many(self, tokens: Iterable[int]) -> None:
-        """Release `tokens` last-created first, so objects go before what they were made from."""
-        for token in sorted(tokens, reverse=True):
+        """Release `tokens` in the order given (owners list a buffer before the memory bound to it)."""
+        for token in tokens:
             self.release(token)
 
     def release_all(self) -> None:
-        self.release_many(list(self._live))
+        """Release everything, last-created first, so objects go before what they were made from."""
+        self.release_many(sorted(self._live, reverse=True))
+
+    def alive(self, token: int) -> bool:
+        return token in self._live
 
     def counts(self) -> dict[str, int]:
         """Live handles per kind; empty once everything is destroyed."""

@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from coopnn.shaders.kernel.program import Instr, Param, Program, VecType
+from coopnn.shaders.kernel.program import Instr, Param, KernelProgram, VecType
 
 
 class KernelBuilder:
@@ -87,5 +87,5 @@ class KernelBuilder:
         size = self.type_of(x).size
         return self.emit(op, VecType("f32", size // group), (x,), group=group)
 
-    def build(self) -> Program:
-        return Program(self.name, tuple(self.params), tuple(self.body), dict(self.constants))
+    def build(self) -> KernelProgram:
+        return KernelProgram(self.name, tuple(self.params), tuple(self.body), dict(self.constants))

@@ -6,7 +6,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from coopnn.shaders.kernel.program import Instr, Program
+from coopnn.shaders.kernel.program import Instr, KernelProgram
 
 _F = np.float32
 _UNARY: dict[str, Callable] = {
@@ -54,7 +54,7 @@ def _step(instr: Instr, env: dict, params: Mapping[str, np.ndarray], batch: int,
     env[instr.result] = result.astype(bool if instr.type.dtype == "bool" else _F)
 
 
-def run_program(program: Program, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def run_program(program: KernelProgram, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run `program` on float32 inputs keyed by graph input name; returns outputs keyed by graph output name."""
     batch = next(iter(feeds.values())).shape[0]
     params = dict(program.constants)

@@ -16,7 +16,7 @@ from coopnn.graph import ops
 from coopnn.graph.ir import Graph, Node, Op, Value
 from coopnn.shaders.kernel import activations
 from coopnn.shaders.kernel.builder import KernelBuilder
-from coopnn.shaders.kernel.program import Program, VecType
+from coopnn.shaders.kernel.program import KernelProgram, VecType
 
 Lowering = Callable[["Lowerer", Node], str]
 LOWERINGS: dict[Op, Lowering] = {}
@@ -63,7 +63,7 @@ class Lowerer:
         numbers = np.broadcast_to(numbers, out_features).ravel()
         return self.k.gather([source], [(0, int(i)) for i in numbers], self.k.type_of(source).dtype)
 
-    def lower(self) -> Program:
+    def lower(self) -> KernelProgram:
         for v in self.graph.inputs:
             param = self.k.add_param(f"in{len(self.k.params)}", "input", (v.feature_size,), v.name)
             self.vectors[v.name] = self.k.emit("load", VecType("f32", v.feature_size), (param.name,))
@@ -86,7 +86,7 @@ class Lowerer:
         return self.k.build()
 
 
-def lower(graph: Graph) -> Program:
+def lower(graph: Graph) -> KernelProgram:
     """The kernel program of an optimised graph; raises CompileError for what the kernel level cannot express."""
     return Lowerer(graph).lower()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coopnn.shaders.kernel.program import Instr, Program
+from coopnn.shaders.kernel.program import Instr, KernelProgram
 
 
 def _gather_index(instr: Instr) -> str:
@@ -20,7 +20,7 @@ def _gather_index(instr: Instr) -> str:
     return ", ".join(parts)
 
 
-def _operands(instr: Instr, program: Program) -> str:
+def _operands(instr: Instr, program: KernelProgram) -> str:
     op, args = instr.op, instr.args
     if op == "constant":
         return repr(float(instr.attrs["value"]))
@@ -38,7 +38,7 @@ def _operands(instr: Instr, program: Program) -> str:
     return ", ".join("%" + a for a in args)
 
 
-def _line(instr: Instr, program: Program) -> str:
+def _line(instr: Instr, program: KernelProgram) -> str:
     name = instr.op + (".n" if instr.op == "gemv" else "")
     text = f"{name} {_operands(instr, program)}"
     if instr.result is None:
@@ -46,7 +46,7 @@ def _line(instr: Instr, program: Program) -> str:
     return f"%{instr.result} = {text} : {instr.type}"
 
 
-def print_program(program: Program, work_group_size: int = 64) -> str:
+def print_program(program: KernelProgram, work_group_size: int = 64) -> str:
     args = ",\n    ".join(f"%{p.name}: {p.memref}" for p in program.params)
     lines = [
         f"; kernel {program.name}: one sample per work-item; coopvector<TxN> is coopnn's extension",

@@ -76,7 +76,7 @@ class Instr:
 
 
 @dataclass(frozen=True)
-class Program:
+class KernelProgram:
     """A kernel: parameters, the body run per sample, and the constant data bound to the constant parameters."""
 
     name: str

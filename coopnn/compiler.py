@@ -1,0 +1,68 @@
+"""`coopnn.compile`: a model to SPIR-V for one target, with the kernel program's text and the binding layout."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import onnx
+
+from coopnn.graph.ir import Graph
+from coopnn.graph.onnx.importer import import_model
+from coopnn.graph.passes import optimize
+from coopnn.shaders.kernel.lower import lower
+from coopnn.shaders.kernel.printer import print_program
+from coopnn.shaders.kernel.program import KernelProgram
+from coopnn.shaders.spirv import disassemble
+from coopnn.shaders.targets import Binary, target
+
+
+@dataclass(frozen=True)
+class Program:
+    """A compiled model: `.spirv` (bytes), `.text` (the kernel program), entry point, bindings and push constants."""
+
+    graph: Graph
+    kernel: KernelProgram
+    binary: Binary
+    text: str
+
+    @property
+    def spirv(self) -> bytes:
+        return self.binary.spirv
+
+    @property
+    def entry_point(self) -> str:
+        return self.binary.entry_point
+
+    @property
+    def bindings(self):
+        return self.binary.bindings
+
+    @property
+    def push_constants(self):
+        return self.binary.push_constants
+
+    @property
+    def workgroup_size(self) -> tuple[int, int, int]:
+        return self.binary.workgroup_size
+
+    @property
+    def weights(self) -> bytes:
+        return self.binary.weights.data
+
+    def spvasm(self) -> str:
+        return disassemble(self.binary.spirv)
+
+
+def compile_graph(graph: Graph, *, target_name: str = "portable", weights: str = "fp32",
+                  workgroup_size: int = 64) -> Program:
+    kernel = lower(graph)
+    binary = target(target_name).compile(kernel, weights, workgroup_size)
+    return Program(graph, kernel, binary, print_program(kernel, workgroup_size))
+
+
+def compile(model: str | os.PathLike | bytes | onnx.ModelProto, *, target: str = "portable", weights: str = "fp32",
+            workgroup_size: int = 64) -> Program:
+    """Compile a model (path, bytes or ModelProto) for `target` ("portable", ...) with weights in format `weights`."""
+    return compile_graph(optimize(import_model(model)), target_name=target, weights=weights,
+                         workgroup_size=workgroup_size)

@@ -1,0 +1,116 @@
+"""Reading an ONNX model safely: a path, bytes or ModelProto in; a ModelProto with its external data filled in out.
+
+External data is read by this module, never by onnx's loader, and only from regular files inside the model's folder:
+locations that are absolute, climb out with "..", or resolve (through symlinks) outside the folder are refused
+before anything is opened.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Iterator
+
+import onnx
+from onnx import GraphProto, TensorProto
+
+from coopnn.errors import ModelFormatError
+
+def load_proto(model: str | os.PathLike | bytes | onnx.ModelProto, base_dir: str | os.PathLike | None) -> onnx.ModelProto:
+    """Parse `model` and load its external data from `base_dir` (default: the folder of a model given by path)."""
+    if isinstance(model, onnx.ModelProto):
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)  # external data is filled in below: never touch the caller's proto
+        folder = base_dir
+    elif isinstance(model, (bytes, bytearray, memoryview)):
+        proto = _parse(bytes(model), "the given bytes")
+        folder = base_dir
+    elif isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise ModelFormatError(f"cannot read model file {str(path)!r}: {e.strerror or e}") from e
+        proto = _parse(data, repr(str(path)))
+        folder = base_dir if base_dir is not None else path.parent
+    else:
+        raise TypeError(f"import_model takes a path, bytes or onnx.ModelProto, not {type(model).__name__}")
+    _load_external_data(proto, None if folder is None else Path(folder))
+    return proto
+
+
+def _parse(data: bytes, source: str) -> onnx.ModelProto:
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception as e:  # protobuf raises DecodeError, or RuntimeError from its C++ parser
+        raise ModelFormatError(f"{source} is not an ONNX model: {e}") from e
+    if not proto.HasField("graph"):
+        raise ModelFormatError(f"{source} is not an ONNX model: it has no graph")
+    return proto
+
+
+def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
+    """Every tensor stored in `graph` and its subgraphs: initializers and tensor-valued node attributes."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.HasField("t"):
+                yield attr.t
+            yield from attr.tensors
+            if attr.HasField("sparse_tensor"):
+                yield attr.sparse_tensor.values
+                yield attr.sparse_tensor.indices
+            if attr.HasField("g"):
+                yield from _graph_tensors(attr.g)
+            for sub in attr.graphs:
+                yield from _graph_tensors(sub)
+
+
+def _load_external_data(proto: onnx.ModelProto, folder: Path | None) -> None:
+    for tensor in _graph_tensors(proto.graph):
+        if tensor.data_location != TensorProto.EXTERNAL:
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = info.get("location", "")
+        what = f"tensor {tensor.name!r} (external data {location!r})"
+        if folder is None:
+            raise ModelFormatError(f"{what} needs the model's folder; import the model from its path or pass base_dir")
+        path = _inside(folder, location, what)
+        tensor.raw_data = _read_range(path, info, what)
+        del tensor.external_data[:]
+        tensor.data_location = TensorProto.DEFAULT
+
+
+def _inside(folder: Path, location: str, what: str) -> Path:
+    """The file `location` names, refused unless it is a regular file inside `folder` once symlinks are resolved."""
+    if not location:
+        raise ModelFormatError(f"{what} gives no file location")
+    for flavour in (PurePosixPath(location), PureWindowsPath(location)):
+        if flavour.is_absolute() or flavour.drive or flavour.root or ".." in flavour.parts:
+            raise ModelFormatError(f"{what} must name a file inside the model's folder without '..' or an absolute path")
+    root = folder.resolve()
+    target = (root / location).resolve()
+    if root != target and root not in target.parents:
+        raise ModelFormatError(f"{what} resolves to {str(target)!r}, outside the model's folder {str(root)!r}")
+    if not target.is_file():
+        raise ModelFormatError(f"{what} is not a regular file in the model's folder")
+    return target
+
+
+def _read_range(path: Path, info: dict[str, str], what: str) -> bytes:
+    try:
+        offset = int(info.get("offset", "0"))
+        length = int(info["length"]) if "length" in info else None
+    except ValueError as e:
+        raise ModelFormatError(f"{what} has a malformed offset or length: {e}") from e
+    size = path.stat().st_size
+    end = size if length is None else offset + length
+    if offset < 0 or (length is not None and length < 0) or end > size:
+        raise ModelFormatError(f"{what} asks for bytes {offset}..{end} of a {size}-byte file")
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(end - offset)

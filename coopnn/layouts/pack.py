@@ -1,0 +1,90 @@
+"""Packing a kernel program's constant parameters into one weight buffer, described by a manifest of entries.
+
+Row-major and column-major layouts are packed here; the device-specific optimal layouts are produced by the
+driver at load time, from the row-major entries, and only their sizes and offsets are recorded here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+
+from coopnn.layouts.formats import weight_format
+
+# The cooperative-vector extension needs matrices at 64-byte and vectors at 16-byte offsets; the portable target
+# is satisfied by the same alignment, so every layout uses it.
+MATRIX_ALIGNMENT = 64
+VECTOR_ALIGNMENT = 16
+
+STORAGE_DTYPES = {"fp32": np.float32, "fp16": np.float16}
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    offset: int  # bytes from the start of the buffer
+    size: int  # bytes
+    shape: tuple[int, ...]
+    layout: str  # "vector", "row_major", "column_major", "inferencing_optimal", "training_optimal"
+    dtype: str  # "fp32" or "fp16"
+    stride: int = 0  # bytes between rows (row-major) or columns (column-major); 0 for vectors and optimal layouts
+
+
+@dataclass(frozen=True)
+class PackedWeights:
+    data: bytes
+    entries: Mapping[str, Entry]
+
+    def entry(self, name: str) -> Entry:
+        return self.entries[name]
+
+
+def _align(n: int, alignment: int) -> int:
+    return (n + alignment - 1) // alignment * alignment
+
+
+def pack(constants: Mapping[str, np.ndarray], roles: Mapping[str, str], fmt: str = "fp32",
+         matrix_layout: str = "row_major") -> PackedWeights:
+    """Pack `constants` (param name -> array; `roles` says "matrix" or "vector") into one buffer in format `fmt`.
+
+    Values are rounded as the format's emulation says, so the numpy oracle and the packed buffer agree exactly.
+    """
+    if fmt not in STORAGE_DTYPES:
+        raise ValueError(f"weight format {fmt!r} cannot be packed in plain layouts; supported: {list(STORAGE_DTYPES)}")
+    if matrix_layout not in ("row_major", "column_major"):
+        raise ValueError(f"unknown plain layout {matrix_layout!r}; use row_major or column_major")
+    storage = np.dtype(STORAGE_DTYPES[fmt])
+    emulate = weight_format(fmt).emulate
+    chunks: list[tuple[int, bytes]] = []
+    entries: dict[str, Entry] = {}
+    offset = 0
+    for name, array in constants.items():
+        array = emulate(np.asarray(array, np.float32))
+        is_matrix = roles[name] == "matrix"
+        offset = _align(offset, MATRIX_ALIGNMENT if is_matrix else VECTOR_ALIGNMENT)
+        if is_matrix and matrix_layout == "column_major":
+            stored = np.ascontiguousarray(array.T)
+        else:
+            stored = np.ascontiguousarray(array)
+        raw = stored.astype(storage).tobytes()
+        layout = matrix_layout if is_matrix else "vector"
+        stride = stored.shape[-1] * storage.itemsize if is_matrix else 0
+        entries[name] = Entry(name, offset, len(raw), tuple(array.shape), layout, fmt, stride)
+        chunks.append((offset, raw))
+        offset += len(raw)
+    buffer = bytearray(_align(max(offset, 4), 16))
+    for start, raw in chunks:
+        buffer[start:start + len(raw)] = raw
+    return PackedWeights(bytes(buffer), entries)
+
+
+def unpack(packed: PackedWeights, name: str) -> np.ndarray:
+    """The float32 values of one plain-layout entry (the inverse of `pack`, for tests and inspection)."""
+    e = packed.entries[name]
+    storage = np.dtype(STORAGE_DTYPES[e.dtype])
+    flat = np.frombuffer(packed.data, storage, count=e.size // storage.itemsize, offset=e.offset).astype(np.float32)
+    if e.layout == "column_major":
+        return flat.reshape(e.shape[::-1]).T.copy()
+    return flat.reshape(e.shape)

@@ -1,0 +1,160 @@
+"""`VulkanContext`: the instance, the chosen device, and every Vulkan object made on them, closed as one.
+
+A context is made once per model (or per backend) and owns a dispatcher, the pipeline cache and the live-object
+registry. Buffers and kernels are created through it and keep it alive; `close()` (or collection of the context once
+nothing uses it) waits for the device and destroys everything left, children first. Closing twice is harmless.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from coopnn.runtime.vk.commands import Dispatch, Dispatcher
+from coopnn.runtime.vk.device import Device, create_device
+from coopnn.runtime.vk.device_info import DeviceInfo, query_device_info
+from coopnn.runtime.vk.instance import Instance, create_instance
+from coopnn.runtime.vk.loader import load_vulkan
+from coopnn.runtime.vk.memory import (DOWNLOAD_STAGING_PREFERENCES, STAGING_USAGE, UPLOAD_STAGING_PREFERENCES, Buffer,
+                                      HostAccess, Placement, RawBuffer)
+from coopnn.runtime.vk.pipeline import ComputeKernel, SpecializationValue
+from coopnn.runtime.vk.pipeline_cache import PipelineCache
+from coopnn.runtime.vk.selection import select_device
+from coopnn.runtime.vk.tracking import ObjectTracker
+
+vk = load_vulkan()
+
+
+def list_devices() -> list[DeviceInfo]:
+    """Every physical device the loader reports, queried through a short-lived instance."""
+    tracker = ObjectTracker()
+    try:
+        instance = create_instance(vk, tracker, validation=False)
+        return [query_device_info(instance.handle, pd, i)
+                for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(instance.handle))]
+    finally:
+        tracker.release_all()
+
+
+class VulkanContext:
+    """One Vulkan device ready for compute.
+
+    device: index or case-insensitive name substring (default: COOPNN_DEVICE, else the best device: discrete first).
+    features / extensions: exactly what to enable, by Vulkan name (e.g. "shaderFloat16", "cooperativeVector").
+    validation: load VK_LAYER_KHRONOS_validation and collect its messages in `debug_messages`.
+    pipeline_cache_dir: root of the on-disk pipeline cache (default: see `pipeline_cache.default_cache_root`).
+    """
+
+    def __init__(self, device: str | int | None = None, *, features: Iterable[str] = (),
+                 extensions: Iterable[str] = (), validation: bool = False, pipeline_cache_dir: Path | None = None):
+        self.tracker = ObjectTracker()
+        self._idle_waits: list[Callable[[], None]] = []
+        self._closer = weakref.finalize(self, _close, self.tracker, self._idle_waits)
+        try:
+            self.instance: Instance = create_instance(vk, self.tracker, validation)
+            physical_devices = vk.vkEnumeratePhysicalDevices(self.instance.handle)
+            self.devices = [query_device_info(self.instance.handle, pd, i) for i, pd in enumerate(physical_devices)]
+            self.info: DeviceInfo = select_device(self.devices, device)
+            self.device: Device = create_device(self.tracker, physical_devices[self.info.index], self.info,
+                                                features, extensions)
+            handle = self.device.handle
+            self._idle_waits.append(lambda: vk.vkDeviceWaitIdle(handle))
+            self.pipeline_cache = PipelineCache(self.info, pipeline_cache_dir)
+            self.dispatcher = Dispatcher(self.device, self.tracker)
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def debug_messages(self) -> list[str]:
+        """Validation-layer warnings and errors so far (always empty without validation)."""
+        return self.instance.messages
+
+    def live_objects(self) -> dict[str, int]:
+        """Live Vulkan objects by kind (the instance and device included); empty after close()."""
+        return self.tracker.counts()
+
+    @property
+    def closed(self) -> bool:
+        return not self._closer.alive
+
+    def create_buffer(self, size: int, host_access: HostAccess = HostAccess.READ_WRITE,
+                      placement: Placement | None = None, device_address: bool = False) -> Buffer:
+        self._check_open()
+        return Buffer(self, size, host_access, placement, device_address)
+
+    def create_kernel(self, spirv: bytes, binding_count: int, push_constant_size: int = 0,
+                      workgroup_size: tuple[int, int, int] = (64, 1, 1),
+                      specialization: Mapping[int, SpecializationValue] | None = None, entry_point: str = "main",
+                      name: str = "") -> ComputeKernel:
+        self._check_open()
+        return ComputeKernel(self, spirv, binding_count, push_constant_size, workgroup_size, specialization,
+                             entry_point, name)
+
+    def run(self, dispatches: Sequence[Dispatch],
+            downloads: Mapping[Buffer, tuple[int, int]] | None = None) -> float | None:
+        """Run `dispatches` in one submission (see `Dispatcher.run`); GPU ms of the dispatches, or None."""
+        self._check_open()
+        return self.dispatcher.run(dispatches, downloads)
+
+    def submit(self, record: Callable[[object], None]) -> None:
+        """Record any commands with `record(command_buffer)` and run them to completion, ordered after all earlier
+        work on the queue and with their writes visible to later work and to the host."""
+        self._check_open()
+
+        def ordered(cmd) -> None:
+            self.dispatcher.barrier(cmd, "after_previous_work")
+            record(cmd)
+            self.dispatcher.barrier(cmd, "device_to_host")
+
+        self.dispatcher.submit(ordered)
+
+    def copy(self, src, dst, src_offset: int, dst_offset: int, nbytes: int) -> None:
+        """Copy bytes between two VkBuffers now (see `submit` for the ordering)."""
+        self.submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, src, dst, 1, vk.VkBufferCopy(
+            srcOffset=src_offset, dstOffset=dst_offset, size=nbytes)))
+
+    def transfer_to_device(self, buffer: Buffer, data: np.ndarray, offset: int) -> None:
+        """Copy `data` (uint8) into a device-only buffer through a temporary staging buffer."""
+        staging = RawBuffer(self, data.size, STAGING_USAGE, UPLOAD_STAGING_PREFERENCES, mapped=True)
+        try:
+            staging.host[:] = data
+            self.copy(staging.handle, buffer.handle, 0, offset, data.size)
+        finally:
+            self.tracker.release_many(staging.tokens)
+
+    def transfer_from_device(self, buffer: Buffer, offset: int, nbytes: int) -> np.ndarray:
+        """`nbytes` from a device-only buffer as a uint8 array, through a temporary staging buffer."""
+        staging = RawBuffer(self, nbytes, STAGING_USAGE, DOWNLOAD_STAGING_PREFERENCES, mapped=True)
+        try:
+            self.copy(buffer.handle, staging.handle, offset, 0, nbytes)
+            return staging.host.copy()
+        finally:
+            self.tracker.release_many(staging.tokens)
+
+    def close(self) -> None:
+        """Wait for the device and destroy every Vulkan object of this context; harmless when already closed."""
+        self._closer()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("this VulkanContext is closed")
+
+    def __enter__(self) -> VulkanContext:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _close(tracker: ObjectTracker, idle_waits: list[Callable[[], None]]) -> None:
+    """The context's finalizer: nothing may be in flight when objects go, and a lost device must not stop the rest
+    from being freed."""
+    for wait_idle in idle_waits:
+        with contextlib.suppress(vk.VkError):
+            wait_idle()
+    tracker.release_all()

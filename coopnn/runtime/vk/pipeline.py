@@ -1,0 +1,186 @@
+"""`ComputeKernel`: one compute shader made ready to dispatch, built once and reused by every run.
+
+A kernel owns its shader's pipeline, the descriptor set layout of its N storage buffers (bindings 0..N-1 of set 0),
+the pipeline layout with one push-constant range, and a small pool of descriptor sets cached by the buffers bound, so
+repeated runs on the same buffers allocate and update nothing. Specialization constants are optional (id → value).
+"""
+
+from __future__ import annotations
+
+import struct
+import weakref
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+import numpy as np
+
+from coopnn.runtime.vk.commands import Dispatch
+from coopnn.runtime.vk.loader import load_vulkan
+from coopnn.runtime.vk.pipeline_cache import PipelineKey
+
+if TYPE_CHECKING:
+    from coopnn.runtime.vk.context import VulkanContext
+    from coopnn.runtime.vk.memory import Buffer
+
+vk = load_vulkan()
+
+SPIRV_MAGIC = 0x07230203
+DESCRIPTOR_SET_CAPACITY = 8
+"""Distinct buffer bindings a kernel keeps descriptor sets for (and the most one submission may use)."""
+
+SpecializationValue = int | float | bool | np.generic
+
+
+def encode_specialization(constants: Mapping[int, SpecializationValue]) -> tuple[list[tuple[int, int, int]], bytes]:
+    """Map entries (constant id, offset, size) and data: bools as VkBool32, Python ints as 32-bit, floats as float32,
+    numpy scalars as their own type (e.g. np.float16 for a 16-bit constant)."""
+    entries, data = [], b""
+    for constant_id, value in sorted(constants.items()):
+        if isinstance(value, np.generic):
+            raw = value.tobytes()
+        elif isinstance(value, bool):
+            raw = struct.pack("<I", int(value))
+        elif isinstance(value, int):
+            raw = struct.pack("<i" if value < 0 else "<I", value)
+        elif isinstance(value, float):
+            raw = struct.pack("<f", value)
+        else:
+            raise TypeError(f"specialization constant {constant_id} has unsupported type {type(value).__name__}")
+        entries.append((constant_id, len(data), len(raw)))
+        data += raw
+    return entries, data
+
+
+class ComputeKernel:
+    """A compute pipeline over `binding_count` storage buffers and `push_constant_size` bytes of push constants."""
+
+    descriptor_set_capacity = DESCRIPTOR_SET_CAPACITY
+
+    def __init__(self, context: VulkanContext, spirv: bytes, binding_count: int, push_constant_size: int = 0,
+                 workgroup_size: tuple[int, int, int] = (64, 1, 1),
+                 specialization: Mapping[int, SpecializationValue] | None = None, entry_point: str = "main",
+                 name: str = ""):
+        self.context = context
+        self.name = name or f"kernel_{id(self):x}"
+        self.binding_count = binding_count
+        self.push_constant_size = push_constant_size
+        self.workgroup_size = tuple(workgroup_size)
+        _validate(context, spirv, binding_count, push_constant_size, self.workgroup_size)
+        device = context.device.handle
+        tracker = context.tracker
+        tokens = []
+
+        def track(kind: str, destroy) -> None:
+            tokens.append(tracker.add(kind, destroy))
+
+        try:
+            bindings = [vk.VkDescriptorSetLayoutBinding(binding=i, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                        descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
+                        for i in range(binding_count)]
+            set_layout = vk.vkCreateDescriptorSetLayout(device, vk.VkDescriptorSetLayoutCreateInfo(
+                pBindings=bindings), None)
+            track("VkDescriptorSetLayout", lambda: vk.vkDestroyDescriptorSetLayout(device, set_layout, None))
+            ranges = [vk.VkPushConstantRange(stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0,
+                                             size=push_constant_size)] if push_constant_size else None
+            self.layout = vk.vkCreatePipelineLayout(device, vk.VkPipelineLayoutCreateInfo(
+                pSetLayouts=[set_layout], pPushConstantRanges=ranges), None)
+            layout = self.layout
+            track("VkPipelineLayout", lambda: vk.vkDestroyPipelineLayout(device, layout, None))
+            self.pipeline = self._create_pipeline(spirv, specialization or {}, entry_point)
+            pipeline = self.pipeline
+            track("VkPipeline", lambda: vk.vkDestroyPipeline(device, pipeline, None))
+            pool = vk.vkCreateDescriptorPool(device, vk.VkDescriptorPoolCreateInfo(
+                maxSets=DESCRIPTOR_SET_CAPACITY,
+                pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                    descriptorCount=DESCRIPTOR_SET_CAPACITY * binding_count)]), None)
+            track("VkDescriptorPool", lambda: vk.vkDestroyDescriptorPool(device, pool, None))
+        except BaseException:
+            tracker.release_many(reversed(tokens))
+            raise
+        self._set_layout = set_layout
+        self._pool = pool
+        self._sets: OrderedDict[tuple, object] = OrderedDict()
+        self._tokens = list(reversed(tokens))
+        self._release = weakref.finalize(self, tracker.release_many, self._tokens)
+
+    def _create_pipeline(self, spirv: bytes, specialization: Mapping[int, SpecializationValue], entry_point: str):
+        device = self.context.device.handle
+        entries, data = encode_specialization(specialization)
+        module = vk.vkCreateShaderModule(device, vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv), None)
+        token = self.context.tracker.add("VkShaderModule", lambda: vk.vkDestroyShaderModule(device, module, None))
+        try:
+            specialization_info = vk.VkSpecializationInfo(
+                pMapEntries=[vk.VkSpecializationMapEntry(constantID=i, offset=o, size=s) for i, o, s in entries],
+                dataSize=len(data), pData=vk.ffi.from_buffer(data)) if entries else None
+            stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module,
+                                                       pName=entry_point, pSpecializationInfo=specialization_info)
+            key = PipelineKey(bytes(spirv), entry_point,
+                              b"".join(struct.pack("<III", *entry) for entry in entries) + data,
+                              self.binding_count, self.push_constant_size)
+            return self.context.pipeline_cache.create_pipeline(
+                self.context.tracker, device, key, vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout))
+        finally:
+            # The pipeline keeps what it needs; the module can go as soon as it is built.
+            self.context.tracker.release(token)
+
+    def descriptor_set(self, buffers: Sequence[Buffer]):
+        """The descriptor set binding `buffers` to 0..N-1 (as a one-element VkDescriptorSet array, ready for
+        vkCmdBindDescriptorSets), reused when the same buffers were bound before."""
+        if len(buffers) != self.binding_count:
+            raise ValueError(f"{self.name} takes {self.binding_count} buffers, got {len(buffers)}")
+        key = tuple(int(vk.ffi.cast("uintptr_t", b.handle)) for b in buffers)
+        if key in self._sets:
+            self._sets.move_to_end(key)
+            return self._sets[key]
+        limit = self.context.info.limits.max_storage_buffer_range
+        for binding, buffer in enumerate(buffers):
+            if buffer.size > limit:
+                raise ValueError(f"{self.name}: buffer at binding {binding} has {buffer.size} bytes, over this "
+                                 f"device's maxStorageBufferRange of {limit}; split the batch")
+        if len(self._sets) < DESCRIPTOR_SET_CAPACITY:
+            descriptor_set = vk.vkAllocateDescriptorSets(self.context.device.handle, vk.VkDescriptorSetAllocateInfo(
+                descriptorPool=self._pool, pSetLayouts=[self._set_layout]))
+        else:
+            _, descriptor_set = self._sets.popitem(last=False)
+        writes = [vk.VkWriteDescriptorSet(
+            dstSet=descriptor_set[0], dstBinding=binding, descriptorCount=1,
+            descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=buffer.handle, offset=0, range=buffer.size)])
+            for binding, buffer in enumerate(buffers)]
+        vk.vkUpdateDescriptorSets(self.context.device.handle, len(writes), writes, 0, None)
+        self._sets[key] = descriptor_set
+        return descriptor_set
+
+    def group_count_for(self, invocations: int) -> int:
+        """Workgroups along x covering `invocations` (the shader bounds-checks the tail)."""
+        return -(-invocations // self.workgroup_size[0])
+
+    def run(self, buffers: Sequence[Buffer], push_constants=b"", group_count: int | tuple[int, int, int] = 1,
+            downloads=None) -> float | None:
+        """Upload pending writes, dispatch once, download readable buffers; the GPU time in ms (None without
+        timestamp support)."""
+        return self.context.run([Dispatch(self, tuple(buffers), push_constants, group_count)], downloads=downloads)
+
+    def destroy(self) -> None:
+        self._release()
+
+    @property
+    def alive(self) -> bool:
+        return self._release.alive and all(self.context.tracker.alive(t) for t in self._tokens)
+
+
+def _validate(context: VulkanContext, spirv: bytes, binding_count: int, push_constant_size: int,
+              workgroup_size: tuple[int, ...]) -> None:
+    limits = context.info.limits
+    if len(spirv) % 4 or len(spirv) < 20 or struct.unpack_from("<I", spirv)[0] != SPIRV_MAGIC:
+        raise ValueError("spirv must be a little-endian SPIR-V module (bytes, a multiple of 4, starting 0x07230203)")
+    if binding_count < 1:
+        raise ValueError(f"a kernel needs at least one storage buffer, got binding_count={binding_count}")
+    if push_constant_size % 4 or not 0 <= push_constant_size <= limits.max_push_constants_size:
+        raise ValueError(f"push_constant_size {push_constant_size} must be a multiple of 4 within "
+                         f"maxPushConstantsSize={limits.max_push_constants_size}")
+    if (len(workgroup_size) != 3 or any(s < 1 or s > m for s, m in zip(workgroup_size, limits.max_compute_work_group_size))
+            or int(np.prod(workgroup_size)) > limits.max_compute_work_group_invocations):
+        raise ValueError(f"workgroup size {workgroup_size} exceeds maxComputeWorkGroupSize="
+                         f"{limits.max_compute_work_group_size} / maxComputeWorkGroupInvocations="
+                         f"{limits.max_compute_work_group_invocations}")

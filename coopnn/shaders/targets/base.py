@@ -1,0 +1,126 @@
+"""What every target produces (a `Binary`), the registry of targets, and the shader scaffolding they share.
+
+The shared interface of every compiled model: binding 0 holds the weights, then one binding per graph input and
+one per graph output, each a tightly packed float32 array of `features` values per sample; a push constant holds
+the number of samples in the dispatch; invocation i of the dispatch handles sample i.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from coopnn.layouts.pack import PackedWeights
+from coopnn.shaders.kernel.program import KernelProgram
+from coopnn.shaders.spirv import Module
+
+
+@dataclass(frozen=True)
+class Binding:
+    index: int
+    role: str  # "weights", "input" or "output"
+    name: str  # the graph input or output, or "weights"
+    features: int  # float32 values per sample (0 for weights)
+
+
+@dataclass(frozen=True)
+class PushConstant:
+    name: str
+    offset: int
+    type: str
+
+
+PUSH_CONSTANTS = (PushConstant("count", 0, "u32"),)
+PUSH_CONSTANT_SIZE = 4
+
+
+@dataclass(frozen=True)
+class Binary:
+    """A compiled kernel: SPIR-V, how to bind it, and the packed weights it reads."""
+
+    target: str
+    spirv: bytes
+    entry_point: str
+    workgroup_size: tuple[int, int, int]
+    bindings: tuple[Binding, ...]
+    push_constants: tuple[PushConstant, ...]
+    weights: PackedWeights
+    features: frozenset[str]  # Vulkan device features the module needs
+    extensions: frozenset[str]  # Vulkan device extensions the module needs
+
+    @property
+    def push_constant_size(self) -> int:
+        return PUSH_CONSTANT_SIZE
+
+
+class Target(Protocol):
+    name: str
+
+    def compile(self, program: KernelProgram, weights: str, workgroup_size: int) -> Binary: ...
+
+
+TARGETS: dict[str, Callable[[], Target]] = {}
+
+
+def register_target(name: str):
+    def register(factory):
+        TARGETS[name] = factory
+        return factory
+
+    return register
+
+
+def bindings_of(program: KernelProgram) -> tuple[Binding, ...]:
+    bindings = [Binding(0, "weights", "weights", 0)]
+    for p in program.params_of("input") + program.params_of("output"):
+        bindings.append(Binding(len(bindings), p.role, p.graph_name, p.shape[0]))
+    return tuple(bindings)
+
+
+class ShaderFrame:
+    """A compute shader's common frame: typed storage buffers per binding, the push constant, and `main` with the
+    sample index computed and out-of-range invocations returned early."""
+
+    def __init__(self, bindings: tuple[Binding, ...], weight_type_width: int, workgroup_size: int):
+        m = self.module = Module()
+        self.f32, self.u32, self.bool = m.type_float(32), m.type_int(32, False), m.type_bool()
+        self.weight_scalar = m.type_float(weight_type_width)
+        self.buffers: dict[int, object] = {}
+        for b in bindings:
+            scalar = self.weight_scalar if b.role == "weights" else self.f32
+            array = m.type_runtime_array(scalar, stride=weight_type_width // 8 if b.role == "weights" else 4)
+            block = m.type_struct([array], offsets=[0], decorations=["Block"],
+                                  name="Weights" if b.role == "weights" else "Samples")
+            decorations = [("DescriptorSet", 0), ("Binding", b.index)]
+            if b.role != "output":
+                decorations.insert(0, "NonWritable")
+            self.buffers[b.index] = m.global_variable("StorageBuffer", block, name=f"{b.role}_{b.index}",
+                                                      decorations=decorations)
+        push_block = m.type_struct([self.u32], offsets=[0], decorations=["Block"], name="Push",
+                                   member_names=[PUSH_CONSTANTS[0].name])
+        self.push = m.global_variable("PushConstant", push_block, name="push")
+        invocation = m.builtin_input("GlobalInvocationId", m.type_vector(self.u32, 3))
+        self.main = fn = m.function(m.type_void(), name="main")
+        self.zero = m.constant(self.u32, 0)
+        gid = fn.emit("OpLoad", m.type_vector(self.u32, 3), invocation)
+        self.sample = fn.emit("OpCompositeExtract", self.u32, gid, 0, name="sample")
+        count = fn.emit("OpLoad", self.u32, fn.emit("OpAccessChain", m.type_pointer("PushConstant", self.u32),
+                                                     self.push, self.zero))
+        with fn.if_(fn.emit("OpUGreaterThanEqual", self.bool, self.sample, count)):
+            fn.return_()
+        self.workgroup_size = (workgroup_size, 1, 1)
+
+    def element_pointer(self, binding: int, index, scalar=None):
+        """A pointer to element `index` (a u32 id) of the runtime array in `binding`."""
+        m = self.module
+        pointee = scalar if scalar is not None else self.f32
+        return self.main.emit("OpAccessChain", m.type_pointer("StorageBuffer", pointee), self.buffers[binding],
+                              self.zero, index)
+
+    def uint(self, value: int):
+        return self.module.constant(self.u32, value)
+
+    def finish(self) -> bytes:
+        self.main.return_()
+        self.module.entry_point(self.main, "main", "GLCompute", local_size=self.workgroup_size)
+        return self.module.to_bytes()

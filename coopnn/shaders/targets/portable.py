@@ -1,0 +1,250 @@
+"""The portable target: plain SPIR-V 1.6 for any Vulkan 1.3 device, one invocation per sample.
+
+Each kernel vector is a private (Function-storage) array; instructions become loops over its components, `gemv`
+a pair of loops reading the weight buffer, `gather` unrolled copies. Arithmetic is float32; `weights="fp16"`
+stores weights as float16 (StorageBuffer16BitAccess) and widens them on load. Maxima, minima and clamps are
+written with ordered comparisons so that NaN propagates as numpy propagates it.
+"""
+
+from __future__ import annotations
+
+from coopnn.errors import CompileError
+from coopnn.layouts.pack import pack
+from coopnn.shaders.kernel.program import Instr, KernelProgram
+from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bindings_of, register_target
+
+_FLOAT_BINARY = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv"}
+_BOOL_BINARY = {"and": "OpLogicalAnd", "or": "OpLogicalOr", "xor": "OpLogicalNotEqual"}
+_COMPARE = {"cmp.lt": "OpFOrdLessThan", "cmp.le": "OpFOrdLessThanEqual", "cmp.gt": "OpFOrdGreaterThan",
+            "cmp.ge": "OpFOrdGreaterThanEqual", "cmp.eq": "OpFOrdEqual"}
+_GLSL_UNARY = {"abs": "FAbs", "exp": "Exp", "log": "Log", "sin": "Sin", "cos": "Cos", "sqrt": "Sqrt",
+               "floor": "Floor", "ceil": "Ceil", "sign": "FSign"}
+# tanh(±10) is ±1 in float32; clamping first keeps implementations that compute tanh through exp from inf/inf.
+_TANH_LIMIT = 10.0
+
+WEIGHT_WIDTH = {"fp32": 32, "fp16": 16}
+
+
+class PortableEmitter:
+    def __init__(self, program: KernelProgram, weights: str, workgroup_size: int):
+        if weights not in WEIGHT_WIDTH:
+            raise CompileError(f"the portable target stores weights as {' or '.join(WEIGHT_WIDTH)}, not {weights!r}")
+        self.program = program
+        self.bindings = bindings_of(program)
+        self.frame = ShaderFrame(self.bindings, WEIGHT_WIDTH[weights], workgroup_size)
+        self.m, self.fn = self.frame.module, self.frame.main
+        self.packed = pack(program.constants, {p.name: p.role for p in program.params_of("matrix", "vector")},
+                           weights)
+        self.itemsize = WEIGHT_WIDTH[weights] // 8
+        self.binding_of = {b.name: b.index for b in self.bindings if b.role != "weights"}
+        self.arrays: dict[str, object] = {}  # kernel value -> Function-storage array variable
+        self.splats: dict[str, object] = {}  # kernel value -> scalar constant id
+        self.types = program.value_types()
+
+    # ----- values ---------------------------------------------------------------------------------------------------
+
+    def scalar_type(self, value: str):
+        return self.frame.bool if self.types[value].dtype == "bool" else self.frame.f32
+
+    def new_array(self, value: str):
+        t = self.types[value]
+        element = self.frame.bool if t.dtype == "bool" else self.frame.f32
+        array = self.m.type_array(element, self.m.constant(self.frame.u32, t.size))
+        self.arrays[value] = self.fn.variable(array, name=f"v{value}")
+        return self.arrays[value]
+
+    def component(self, value: str, index):
+        if value in self.splats:
+            return self.splats[value]
+        t = self.scalar_type(value)
+        pointer = self.fn.emit("OpAccessChain", self.m.type_pointer("Function", t), self.arrays[value], index)
+        return self.fn.emit("OpLoad", t, pointer)
+
+    def store_component(self, value: str, index, x) -> None:
+        pointer = self.fn.emit("OpAccessChain", self.m.type_pointer("Function", self.scalar_type(value)),
+                               self.arrays[value], index)
+        self.fn.emit("OpStore", pointer, x)
+
+    def f32(self, x: float):
+        return self.m.constant(self.frame.f32, float(x))
+
+    def weight(self, param: str, index):
+        """Element `index` (u32 id, relative to the entry) of a constant parameter, widened to float32."""
+        entry = self.packed.entry(param)
+        base = self.fn.emit("OpIAdd", self.frame.u32, self.frame.uint(entry.offset // self.itemsize), index)
+        raw = self.fn.emit("OpLoad", self.frame.weight_scalar,
+                           self.frame.element_pointer(0, base, self.frame.weight_scalar))
+        return raw if self.itemsize == 4 else self.fn.emit("OpFConvert", self.frame.f32, raw)
+
+    def elementwise(self, instr: Instr, compute) -> None:
+        """result[i] = compute(i) over the result's components."""
+        self.new_array(instr.result)
+        with self.fn.for_range(self.frame.zero, self.frame.uint(instr.type.size)) as i:
+            self.store_component(instr.result, i, compute(i))
+
+    # ----- scalar helpers -------------------------------------------------------------------------------------------
+
+    def select(self, cond, a, b, t=None):
+        return self.fn.emit("OpSelect", t or self.frame.f32, cond, a, b)
+
+    def max(self, a, b, b_is_number: bool):
+        """numpy's maximum: NaN if either operand is NaN."""
+        larger = self.select(self.fn.emit("OpFOrdLessThan", self.frame.bool, a, b), b, a)
+        if b_is_number:
+            return larger
+        return self.select(self.fn.emit("OpIsNan", self.frame.bool, b), b, larger)
+
+    def min(self, a, b, b_is_number: bool):
+        smaller = self.select(self.fn.emit("OpFOrdGreaterThan", self.frame.bool, a, b), b, a)
+        if b_is_number:
+            return smaller
+        return self.select(self.fn.emit("OpIsNan", self.frame.bool, b), b, smaller)
+
+    def glsl(self, name: str, *args):
+        return self.fn.ext_inst(self.frame.f32, name, *args)
+
+    def tanh(self, x):
+        limit = self.f32(_TANH_LIMIT)
+        clamped = self.min(self.max(x, self.f32(-_TANH_LIMIT), True), limit, True)
+        return self.glsl("Tanh", clamped)
+
+    def pow(self, a, b):
+        """numpy's power: negative bases give a signed result for integer exponents and NaN otherwise."""
+        boolean = self.frame.bool
+        magnitude = self.glsl("Pow", self.glsl("FAbs", a), b)
+        negative = self.fn.emit("OpFOrdLessThan", boolean, a, self.f32(0.0))
+        integral = self.fn.emit("OpFOrdEqual", boolean, self.glsl("Floor", b), b)
+        half = self.fn.emit("OpFMul", self.frame.f32, b, self.f32(0.5))
+        odd = self.fn.emit("OpFOrdNotEqual", boolean, self.glsl("Floor", half), half)
+        signed = self.select(odd, self.fn.emit("OpFNegate", self.frame.f32, magnitude), magnitude)
+        on_negative = self.select(integral, signed, self.f32(float("nan")))
+        return self.select(negative, on_negative, magnitude)
+
+    # ----- instructions ---------------------------------------------------------------------------------------------
+
+    def emit(self, instr: Instr) -> None:
+        op, args = instr.op, instr.args
+        if op == "constant":
+            value = instr.attrs["value"]
+            self.splats[instr.result] = (self.m.constant(self.frame.bool, bool(value)) if instr.type.dtype == "bool"
+                                         else self.f32(value))
+        elif op == "load":
+            self.load(instr)
+        elif op == "store":
+            self.store(instr)
+        elif op == "gemv":
+            self.gemv(instr)
+        elif op == "gather":
+            self.new_array(instr.result)
+            for j, (src, c) in enumerate(instr.attrs["index"]):
+                self.store_component(instr.result, self.frame.uint(j), self.component(args[src], self.frame.uint(c)))
+        elif op in ("reduce_sum", "reduce_max"):
+            self.reduce(instr)
+        else:
+            self.elementwise(instr, lambda i: self.scalar_op(instr, [self.component(a, i) for a in args]))
+
+    def scalar_op(self, instr: Instr, xs: list):
+        op, f32, boolean = instr.op, self.frame.f32, self.frame.bool
+        if op in _FLOAT_BINARY:
+            return self.fn.emit(_FLOAT_BINARY[op], f32, *xs)
+        if op in _BOOL_BINARY:
+            return self.fn.emit(_BOOL_BINARY[op], boolean, *xs)
+        if op in _COMPARE:
+            return self.fn.emit(_COMPARE[op], boolean, *xs)
+        if op in _GLSL_UNARY:
+            return self.glsl(_GLSL_UNARY[op], xs[0])
+        number = instr.args[-1] in self.splats
+        simple = {
+            "max": lambda: self.max(xs[0], xs[1], number),
+            "min": lambda: self.min(xs[0], xs[1], number),
+            "pow": lambda: self.pow(xs[0], xs[1]),
+            "neg": lambda: self.fn.emit("OpFNegate", f32, xs[0]),
+            "not": lambda: self.fn.emit("OpLogicalNot", boolean, xs[0]),
+            "tanh": lambda: self.tanh(xs[0]),
+            "select": lambda: self.select(xs[0], xs[1], xs[2], self.scalar_type(instr.args[1])),
+            "cast": lambda: self.cast(instr, xs[0]),
+        }
+        if op not in simple:
+            raise CompileError(f"the portable target has no lowering for kernel instruction {op!r}")
+        return simple[op]()
+
+    def cast(self, instr: Instr, x):
+        if instr.type.dtype == "bool":
+            return self.fn.emit("OpFUnordNotEqual", self.frame.bool, x, self.f32(0.0))
+        return self.select(x, self.f32(1.0), self.f32(0.0))
+
+    def sample_base(self, features: int):
+        return self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.frame.uint(features))
+
+    def load(self, instr: Instr) -> None:
+        param = self.program.param(instr.args[0])
+        if param.role == "input":
+            binding = self.binding_of[param.graph_name]
+            base = self.sample_base(param.shape[0])
+
+            def read(i):
+                index = self.fn.emit("OpIAdd", self.frame.u32, base, i)
+                return self.fn.emit("OpLoad", self.frame.f32, self.frame.element_pointer(binding, index))
+
+            self.elementwise(instr, read)
+        else:
+            self.elementwise(instr, lambda i: self.weight(param.name, i))
+
+    def store(self, instr: Instr) -> None:
+        value, target = instr.args
+        param = self.program.param(target)
+        binding = self.binding_of[param.graph_name]
+        base = self.sample_base(param.shape[0])
+        with self.fn.for_range(self.frame.zero, self.frame.uint(param.shape[0])) as i:
+            index = self.fn.emit("OpIAdd", self.frame.u32, base, i)
+            self.fn.emit("OpStore", self.frame.element_pointer(binding, index), self.component(value, i))
+
+    def gemv(self, instr: Instr) -> None:
+        matrix, x = instr.args[0], instr.args[1]
+        rows, cols = self.program.param(matrix).shape
+        accumulator = self.fn.variable(self.frame.f32, name="acc")
+        self.new_array(instr.result)
+        u32, f32 = self.frame.u32, self.frame.f32
+        with self.fn.for_range(self.frame.zero, self.frame.uint(rows)) as r:
+            start = self.weight(instr.args[2], r) if len(instr.args) > 2 else self.f32(0.0)
+            self.fn.emit("OpStore", accumulator, start)
+            row = self.fn.emit("OpIMul", u32, r, self.frame.uint(cols))
+            with self.fn.for_range(self.frame.zero, self.frame.uint(cols)) as c:
+                w = self.weight(matrix, self.fn.emit("OpIAdd", u32, row, c))
+                product = self.fn.emit("OpFMul", f32, w, self.component(x, c))
+                total = self.fn.emit("OpFAdd", f32, self.fn.emit("OpLoad", f32, accumulator), product)
+                self.fn.emit("OpStore", accumulator, total)
+            self.store_component(instr.result, r, self.fn.emit("OpLoad", f32, accumulator))
+
+    def reduce(self, instr: Instr) -> None:
+        group = instr.attrs["group"]
+        source = instr.args[0]
+        accumulator = self.fn.variable(self.frame.f32, name="acc")
+        self.new_array(instr.result)
+        u32, f32 = self.frame.u32, self.frame.f32
+        is_sum = instr.op == "reduce_sum"
+        with self.fn.for_range(self.frame.zero, self.frame.uint(instr.type.size)) as g:
+            self.fn.emit("OpStore", accumulator, self.f32(0.0 if is_sum else float("-inf")))
+            first = self.fn.emit("OpIMul", u32, g, self.frame.uint(group))
+            with self.fn.for_range(self.frame.zero, self.frame.uint(group)) as j:
+                x = self.component(source, self.fn.emit("OpIAdd", u32, first, j))
+                acc = self.fn.emit("OpLoad", f32, accumulator)
+                total = self.fn.emit("OpFAdd", f32, acc, x) if is_sum else self.max(acc, x, False)
+                self.fn.emit("OpStore", accumulator, total)
+            self.store_component(instr.result, g, self.fn.emit("OpLoad", f32, accumulator))
+
+    def compile(self) -> Binary:
+        for instr in self.program.body:
+            self.emit(instr)
+        spirv = self.frame.finish()
+        features = {"vulkanMemoryModel"} | ({"storageBuffer16BitAccess"} if self.itemsize == 2 else set())
+        return Binary("portable", spirv, "main", self.frame.workgroup_size, self.bindings, PUSH_CONSTANTS,
+                      self.packed, frozenset(features), frozenset())
+
+
+@register_target("portable")
+class PortableTarget:
+    name = "portable"
+
+    def compile(self, program: KernelProgram, weights: str = "fp32", workgroup_size: int = 64) -> Binary:
+        return PortableEmitter(program, weights, workgroup_size).compile()

@@ -1,0 +1,45 @@
+"""Packing constant parameters into one buffer: alignment, layouts, formats, and the round trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, pack, unpack
+
+
+def _params():
+    rng = np.random.default_rng(0)
+    constants = {"w0": rng.normal(size=(5, 3)), "b0": rng.normal(size=5), "w1": rng.normal(size=(2, 5)),
+                 "c0": rng.normal(size=7)}
+    roles = {"w0": "matrix", "b0": "vector", "w1": "matrix", "c0": "vector"}
+    return {k: v.astype(np.float32) for k, v in constants.items()}, roles
+
+
+@pytest.mark.parametrize("layout", ["row_major", "column_major"])
+@pytest.mark.parametrize("fmt", ["fp32", "fp16"])
+def test_round_trip_and_alignment(fmt, layout):
+    constants, roles = _params()
+    packed = pack(constants, roles, fmt, layout)
+    for name, array in constants.items():
+        e = packed.entry(name)
+        assert e.offset % (MATRIX_ALIGNMENT if roles[name] == "matrix" else VECTOR_ALIGNMENT) == 0
+        want = array if fmt == "fp32" else array.astype(np.float16).astype(np.float32)
+        np.testing.assert_array_equal(unpack(packed, name), want)
+    offsets = sorted((e.offset, e.offset + e.size) for e in packed.entries.values())
+    assert all(a[1] <= b[0] for a, b in zip(offsets, offsets[1:])), "entries overlap"
+    assert len(packed.data) % 16 == 0 and len(packed.data) >= offsets[-1][1]
+
+
+def test_strides_say_how_rows_or_columns_are_laid_out():
+    constants, roles = _params()
+    assert pack(constants, roles, "fp32", "row_major").entry("w0").stride == 3 * 4
+    assert pack(constants, roles, "fp16", "column_major").entry("w0").stride == 5 * 2
+
+
+def test_unknown_format_or_layout():
+    constants, roles = _params()
+    with pytest.raises(ValueError, match="fp8"):
+        pack(constants, roles, "fp8")
+    with pytest.raises(ValueError, match="diagonal"):
+        pack(constants, roles, "fp32", "diagonal")
