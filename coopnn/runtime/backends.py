@@ -60,8 +60,9 @@ def _load_builtin() -> None:
     if _REGISTRY:
         return
     from coopnn.runtime.numpy_backend import NumpyBackend
+    from coopnn.runtime.portable_backend import PortableBackend
 
-    for backend in (NumpyBackend(),):
+    for backend in (NumpyBackend(), PortableBackend()):
         register(backend)
 
 

@@ -58,7 +58,7 @@ class ConversionContext:
         return name in self.static
 
     def shape(self, name: str) -> Shape:
-        """The IR shape of `name`: None at axis 0 for a value computed from inputs, the array's shape for a static one."""
+        """The IR shape of `name`: None at axis 0 when computed from inputs, the array's shape when static."""
         if name in self.static:
             return tuple(self.static[name].shape)
         return tuple(self.values[name].shape)
@@ -96,7 +96,7 @@ class ConversionContext:
             shape = ops.output_shape(op, shapes, attrs)
         except ops.ShapeError as e:
             self.fail(f"{op.value} on shapes {_fmt(shapes)}: {e}")
-        name = output if output is not None else self._fresh(f"{self._current_name()}/{op.value}", self._taken)
+        name = output if output is not None else self._fresh(f"{self._onnx_node().name}/{op.value}", self._taken)
         if all(self.is_static(n) for n in inputs):
             self.check_constant_size(shape)
             try:
@@ -108,7 +108,7 @@ class ConversionContext:
             self.fail(f"{op.value} on shapes {_fmt(shapes)} gives {_fmt([shape])}: the batch axis must stay first")
         for operand in inputs:
             self._materialize(operand)
-        node_name = self._fresh(self._current_name(), self._node_names)
+        node_name = self._fresh(self._onnx_node().name, self._node_names)
         self.nodes.append(Node(op, node_name, tuple(inputs), (name,), attrs))
         self.values[name] = Value(name, ops.output_dtype(op, attrs), shape)
         self._taken.add(name)
@@ -116,6 +116,8 @@ class ConversionContext:
 
     def check_constant_size(self, shape: Shape) -> None:
         """Refuse to build a constant larger than MAX_CONSTANT_ELEMENTS (a malformed model must not exhaust memory)."""
+        if any(int(d) < 0 for d in shape):
+            self.fail(f"it would build a constant of shape {list(shape)}, which has a negative dimension")
         count = 1
         for d in shape:
             count *= int(d)
@@ -123,9 +125,8 @@ class ConversionContext:
             self.fail(f"it would build a constant of shape {list(shape)}, more than {MAX_CONSTANT_ELEMENTS} elements")
 
     def fail(self, detail: str) -> NoReturn:
-        node = self.node
-        if node is None:
-            raise AssertionError(f"conversion failed outside a node: {detail}")
+        """Raise UnsupportedOperatorError for the node being converted, with `detail` saying what is not supported."""
+        node = self._onnx_node()
         raise UnsupportedOperatorError(node.op_type, node.name, node.opset, registry.supported_operators(), detail)
 
     # ----- internals -------------------------------------------------------------------------------------------
@@ -140,8 +141,9 @@ class ConversionContext:
         self.constants[name] = array
         self.values[name] = Value(name, "bool" if array.dtype == np.bool_ else "f32", tuple(array.shape))
 
-    def _current_name(self) -> str:
-        return self.node.name if self.node is not None else "import"
+    def _onnx_node(self) -> OnnxNode:
+        assert self.node is not None, "converters run with the node they convert set on the context"
+        return self.node
 
     @staticmethod
     def _fresh(base: str, taken: set[str]) -> str:

@@ -22,7 +22,13 @@ from coopnn.graph.onnx.node import OnnxNode, canonical_domain
 from coopnn.graph.onnx.tensors import element_type_name
 from coopnn.graph.onnx.validation import check_and_infer, read_initializers
 
-_FLOAT_INPUTS = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE}
+# ONNX element types an input may have → the IR type of its values (floats are computed in float32)
+_INPUT_DTYPES = {
+    TensorProto.FLOAT: "f32",
+    TensorProto.FLOAT16: "f32",
+    TensorProto.DOUBLE: "f32",
+    TensorProto.BOOL: "bool",
+}
 
 
 def import_model(model: str | os.PathLike | bytes | onnx.ModelProto, *,
@@ -37,29 +43,39 @@ def import_model(model: str | os.PathLike | bytes | onnx.ModelProto, *,
     proto = check_and_infer(proto)
     graph = proto.graph
     opsets = {canonical_domain(o.domain): o.version for o in proto.opset_import}
-    taken = {v.name for v in graph.input} | set(initializers) | {o for n in graph.node for o in n.output}
-    ctx = ConversionContext(taken)
+    names = {v.name for v in graph.input} | set(initializers) | {o for n in graph.node for o in n.output}
+    ctx = ConversionContext(names)
     for name, array in initializers.items():
         ctx.set_static(name, array)
     unusable = _declare_inputs(ctx, graph, initializers)
-    producers: dict[str, OnnxNode] = {}
-    for index, proto_node in enumerate(graph.node):
-        node = OnnxNode.from_proto(proto_node, index, opsets)
-        producers.update((name, node) for name in node.outputs)
-        ctx.node = node
-        _refuse_unusable_inputs(ctx, node, unusable)
-        convert = registry.lookup(node.domain, node.op_type, node.opset)
-        if convert is None:
-            first = registry.first_version(node.domain, node.op_type)
-            ctx.fail(f"supported from opset {first}" if first is not None else "")
-        convert(node, ctx)
+    producers = _convert_nodes(ctx, graph, opsets, unusable)
     outputs = tuple(_output(ctx, v, producers.get(v.name)) for v in graph.output)
     inputs = tuple(ctx.values[v.name] for v in graph.input if v.name not in initializers and v.name not in unusable)
     return Graph(name=graph.name or "model", inputs=inputs, outputs=outputs, nodes=tuple(ctx.nodes),
                  values=dict(ctx.values), constants=dict(ctx.constants), opset=opsets.get("", 0))
 
 
-def _declare_inputs(ctx: ConversionContext, graph: onnx.GraphProto, initializers: dict[str, np.ndarray]) -> dict[str, str]:
+def _convert_nodes(ctx: ConversionContext, graph: onnx.GraphProto, opsets: dict[str, int],
+                   unusable: dict[str, str]) -> dict[str, OnnxNode]:
+    """Convert every node with its registered converter; return the node that produced each ONNX value."""
+    producers: dict[str, OnnxNode] = {}
+    for index, proto_node in enumerate(graph.node):
+        node = OnnxNode.from_proto(proto_node, index, opsets)
+        producers.update((name, node) for name in node.outputs)
+        ctx.node = node
+        for name in node.inputs:
+            if name in unusable:
+                ctx.fail(unusable[name])
+        convert = registry.lookup(node.domain, node.op_type, node.opset)
+        if convert is None:
+            first = registry.first_version(node.domain, node.op_type)
+            ctx.fail(f"supported from opset {first}" if first is not None else "")
+        convert(node, ctx)
+    return producers
+
+
+def _declare_inputs(ctx: ConversionContext, graph: onnx.GraphProto,
+                    initializers: dict[str, np.ndarray]) -> dict[str, str]:
     """Add the graph inputs as batched values; return those no IR value can hold, with the reason.
 
     A missing shape or an unknown feature size is a malformed model for coopnn. A scalar or a tensor of another
@@ -82,7 +98,7 @@ def _declare_inputs(ctx: ConversionContext, graph: onnx.GraphProto, initializers
                 raise ModelFormatError(f"input {info.name!r} has an unknown size on axis {axis} "
                                        f"({dim.dim_param or 'unnamed'}); only axis 0, the batch, may vary")
             features.append(dim.dim_value)
-        dtype = "f32" if tensor_type.elem_type in _FLOAT_INPUTS else "bool" if tensor_type.elem_type == TensorProto.BOOL else None
+        dtype = _INPUT_DTYPES.get(tensor_type.elem_type)
         if len(dims) == 0:
             unusable[info.name] = f"input {info.name!r} is a scalar; coopnn inputs have a batch axis first"
         elif dtype is None:
@@ -91,12 +107,6 @@ def _declare_inputs(ctx: ConversionContext, graph: onnx.GraphProto, initializers
         else:
             ctx.add_input(Value(info.name, dtype, (None, *features)))
     return unusable
-
-
-def _refuse_unusable_inputs(ctx: ConversionContext, node: OnnxNode, unusable: dict[str, str]) -> None:
-    for name in node.inputs:
-        if name in unusable:
-            ctx.fail(unusable[name])
 
 
 def _output(ctx: ConversionContext, info: onnx.ValueInfoProto, producer: OnnxNode | None) -> Value:

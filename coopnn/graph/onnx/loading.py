@@ -16,7 +16,8 @@ from onnx import GraphProto, TensorProto
 
 from coopnn.errors import ModelFormatError
 
-def load_proto(model: str | os.PathLike | bytes | onnx.ModelProto, base_dir: str | os.PathLike | None) -> onnx.ModelProto:
+def load_proto(model: str | os.PathLike | bytes | onnx.ModelProto,
+               base_dir: str | os.PathLike | None) -> onnx.ModelProto:
     """Parse `model` and load its external data from `base_dir` (default: the folder of a model given by path)."""
     if isinstance(model, onnx.ModelProto):
         proto = onnx.ModelProto()
@@ -34,7 +35,7 @@ def load_proto(model: str | os.PathLike | bytes | onnx.ModelProto, base_dir: str
         proto = _parse(data, repr(str(path)))
         folder = base_dir if base_dir is not None else path.parent
     else:
-        raise TypeError(f"import_model takes a path, bytes or onnx.ModelProto, not {type(model).__name__}")
+        raise ModelFormatError(f"a model is a path, bytes or an onnx.ModelProto, not {type(model).__name__}")
     _load_external_data(proto, None if folder is None else Path(folder))
     return proto
 
@@ -91,7 +92,7 @@ def _inside(folder: Path, location: str, what: str) -> Path:
         raise ModelFormatError(f"{what} gives no file location")
     for flavour in (PurePosixPath(location), PureWindowsPath(location)):
         if flavour.is_absolute() or flavour.drive or flavour.root or ".." in flavour.parts:
-            raise ModelFormatError(f"{what} must name a file inside the model's folder without '..' or an absolute path")
+            raise ModelFormatError(f"{what} must name a file inside the model's folder, without '..' or a root")
     root = folder.resolve()
     target = (root / location).resolve()
     if root != target and root not in target.parents:

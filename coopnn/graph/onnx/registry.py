@@ -29,7 +29,8 @@ class Registration:
     convert: Converter
 
 
-def converter(op_type: str, since: int | Iterable[int], domain: str = DEFAULT_DOMAIN) -> Callable[[Converter], Converter]:
+def converter(op_type: str, since: int | Iterable[int],
+              domain: str = DEFAULT_DOMAIN) -> Callable[[Converter], Converter]:
     """Register the decorated function for `op_type` at each operator version in `since`."""
     versions = (since,) if isinstance(since, int) else tuple(since)
 

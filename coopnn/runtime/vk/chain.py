@@ -88,8 +88,6 @@ FEATURE_OWNER: dict[str, str] = {
 }
 """Every feature name coopnn can query or enable, mapped to the struct that holds it."""
 
-FEATURE_STRUCT_BY_NAME = {s.type_name: s for s in FEATURE_STRUCTS}
-
 
 def link(head, nodes: list) -> None:
     """Point `head` through `nodes` in order (structs of either FFI; they share the `void*` type)."""

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from coopnn.runtime.vk.device import Device
     from coopnn.runtime.vk.device_info import DeviceInfo
     from coopnn.runtime.vk.memory import Buffer
-    from coopnn.runtime.vk.tracking import ObjectTracker
     from coopnn.runtime.vk.pipeline import ComputeKernel
+    from coopnn.runtime.vk.tracking import ObjectTracker
 
 vk = load_vulkan()
 ffi, lib = vk.ffi, vk.lib
@@ -48,7 +48,7 @@ BARRIERS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Dispatch:
     """One vkCmdDispatch of `kernel` over `buffers` (bindings 0..N-1) with `push_constants` bytes."""
 
@@ -126,9 +126,11 @@ class Dispatcher:
         if downloads is None:
             downloads = {b: (0, b.size) for b in bound
                          if b.placement is Placement.STAGED and HostAccess.READ in b.host_access}
-        uploads = [(b, r) for b in bound if b.placement is Placement.STAGED for r in [b.take_pending_upload()] if r]
+        _check_downloads(downloads)
         commands = [(d.kernel, d.kernel.descriptor_set(d.buffers), _push_bytes(d), _group_count(self.info, d))
                     for d in dispatches]
+        # Taken only once every dispatch has been checked, so a refused run leaves pending uploads pending.
+        uploads = [(b, r) for b in bound if b.placement is Placement.STAGED for r in [b.take_pending_upload()] if r]
 
         def record(cmd) -> None:
             self.barrier(cmd, "after_previous_work")
@@ -200,12 +202,20 @@ def _group_count(info: DeviceInfo, dispatch: Dispatch) -> tuple[int, int, int]:
     return groups
 
 
+def _check_downloads(downloads: Mapping[Buffer, tuple[int, int]]) -> None:
+    for buffer, (offset, size) in downloads.items():
+        if buffer.placement is not Placement.STAGED:
+            raise ValueError(f"only STAGED buffers are downloaded; this one is {buffer.placement.name}")
+        if offset < 0 or size <= 0 or offset + size > buffer.size:
+            raise ValueError(f"download range ({offset}, {size}) does not fit a buffer of {buffer.size} bytes")
+
+
 def _check_descriptor_capacity(dispatches: Sequence[Dispatch]) -> None:
     """A kernel's cached descriptor sets are recycled least-recently-used first, which is only safe while one
     submission binds it to no more distinct buffer lists than it keeps sets for."""
     distinct: dict[int, set] = {}
     for d in dispatches:
-        distinct.setdefault(id(d.kernel), set()).add(tuple(id(b) for b in d.buffers))
+        distinct.setdefault(id(d.kernel), set()).add(tuple(b.serial for b in d.buffers))
     for d in dispatches:
         if len(distinct[id(d.kernel)]) > d.kernel.descriptor_set_capacity:
             raise ValueError(f"one submission binds {d.kernel.name} to more than {d.kernel.descriptor_set_capacity} "

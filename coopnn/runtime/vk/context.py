@@ -12,15 +12,12 @@ import weakref
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-import numpy as np
-
 from coopnn.runtime.vk.commands import Dispatch, Dispatcher
 from coopnn.runtime.vk.device import Device, create_device
 from coopnn.runtime.vk.device_info import DeviceInfo, query_device_info
 from coopnn.runtime.vk.instance import Instance, create_instance
 from coopnn.runtime.vk.loader import load_vulkan
-from coopnn.runtime.vk.memory import (DOWNLOAD_STAGING_PREFERENCES, STAGING_USAGE, UPLOAD_STAGING_PREFERENCES, Buffer,
-                                      HostAccess, Placement, RawBuffer)
+from coopnn.runtime.vk.memory import Buffer, HostAccess, Placement
 from coopnn.runtime.vk.pipeline import ComputeKernel, SpecializationValue
 from coopnn.runtime.vk.pipeline_cache import PipelineCache
 from coopnn.runtime.vk.selection import select_device
@@ -33,7 +30,7 @@ def list_devices() -> list[DeviceInfo]:
     """Every physical device the loader reports, queried through a short-lived instance."""
     tracker = ObjectTracker()
     try:
-        instance = create_instance(vk, tracker, validation=False)
+        instance = create_instance(tracker, validation=False)
         return [query_device_info(instance.handle, pd, i)
                 for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(instance.handle))]
     finally:
@@ -55,7 +52,7 @@ class VulkanContext:
         self._idle_waits: list[Callable[[], None]] = []
         self._closer = weakref.finalize(self, _close, self.tracker, self._idle_waits)
         try:
-            self.instance: Instance = create_instance(vk, self.tracker, validation)
+            self.instance: Instance = create_instance(self.tracker, validation)
             physical_devices = vk.vkEnumeratePhysicalDevices(self.instance.handle)
             self.devices = [query_device_info(self.instance.handle, pd, i) for i, pd in enumerate(physical_devices)]
             self.info: DeviceInfo = select_device(self.devices, device)
@@ -117,24 +114,6 @@ class VulkanContext:
         """Copy bytes between two VkBuffers now (see `submit` for the ordering)."""
         self.submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, src, dst, 1, vk.VkBufferCopy(
             srcOffset=src_offset, dstOffset=dst_offset, size=nbytes)))
-
-    def transfer_to_device(self, buffer: Buffer, data: np.ndarray, offset: int) -> None:
-        """Copy `data` (uint8) into a device-only buffer through a temporary staging buffer."""
-        staging = RawBuffer(self, data.size, STAGING_USAGE, UPLOAD_STAGING_PREFERENCES, mapped=True)
-        try:
-            staging.host[:] = data
-            self.copy(staging.handle, buffer.handle, 0, offset, data.size)
-        finally:
-            self.tracker.release_many(staging.tokens)
-
-    def transfer_from_device(self, buffer: Buffer, offset: int, nbytes: int) -> np.ndarray:
-        """`nbytes` from a device-only buffer as a uint8 array, through a temporary staging buffer."""
-        staging = RawBuffer(self, nbytes, STAGING_USAGE, DOWNLOAD_STAGING_PREFERENCES, mapped=True)
-        try:
-            self.copy(buffer.handle, staging.handle, offset, 0, nbytes)
-            return staging.host.copy()
-        finally:
-            self.tracker.release_many(staging.tokens)
 
     def close(self) -> None:
         """Wait for the device and destroy every Vulkan object of this context; harmless when already closed."""

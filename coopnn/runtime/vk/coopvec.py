@@ -10,11 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
-import numpy as np
-
 from coopnn.errors import BackendUnavailableError
 from coopnn.runtime.vk import nv_ffi
-from coopnn.runtime.vk.loader import load_vulkan
+from coopnn.runtime.vk.loader import check, load_vulkan
+from coopnn.runtime.vk.memory import as_bytes
 from coopnn.runtime.vk.nv_ffi import ComponentType, MatrixLayout, StructureType, ffi
 
 if TYPE_CHECKING:
@@ -83,9 +82,7 @@ def _device(context: VulkanContext):
 
 def _convert(context: VulkanContext, info) -> int:
     function = nv_ffi.device_function(vk, context.device.handle, "vkConvertCooperativeVectorMatrixNV")
-    result = function(_device(context), info)
-    if result != vk.VK_SUCCESS:
-        raise vk.exception_codes.get(result, RuntimeError)(f"vkConvertCooperativeVectorMatrixNV returned {result}")
+    check(vk, function(_device(context), info), "vkConvertCooperativeVectorMatrixNV")
     return info.pDstSize[0]
 
 
@@ -99,8 +96,7 @@ def converted_size(context: VulkanContext, src_format: MatrixFormat, dst_format:
 def convert_on_host(context: VulkanContext, data, src_format: MatrixFormat, dst_format: MatrixFormat) -> bytes:
     """`data` (bytes or a contiguous array in `src_format`) converted on the host to `dst_format`."""
     _require(context)
-    source = np.ascontiguousarray(data).reshape(-1).view(np.uint8) if isinstance(data, np.ndarray) \
-        else np.frombuffer(data, np.uint8)
+    source = as_bytes(data)
     size = ffi.new("size_t*")
     needed = _convert(context, _info(src_format, dst_format, 0, size))
     out = ffi.new("uint8_t[]", max(needed, 1))

@@ -38,18 +38,19 @@ def create_device(tracker: ObjectTracker, physical_device, info: DeviceInfo, fea
     features = frozenset(features)
     chain, feature_extensions = enable_chain(features)
     extensions = frozenset(extensions) | feature_extensions
-    missing_features = sorted(f for f in features if not info.features.get(f))
-    missing_extensions = sorted(extensions - info.extensions)
-    if missing_features or missing_extensions:
-        raise BackendUnavailableError(
-            f"{info.describe()} lacks " + "; ".join(
-                part for part in (f"features {missing_features}" if missing_features else "",
-                                  f"extensions {missing_extensions}" if missing_extensions else "") if part))
+    missing = (("features", sorted(f for f in features if not info.features.get(f))),
+               ("extensions", sorted(extensions - info.extensions)))
+    lacks = [f"{kind} {names}" for kind, names in missing if names]
+    if lacks:
+        raise BackendUnavailableError(f"{info.describe()} lacks {'; '.join(lacks)}")
     queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=info.compute_queue_family, pQueuePriorities=[1.0])
     create_info = vk.VkDeviceCreateInfo(pNext=chain.head, pQueueCreateInfos=[queue_info],
                                         ppEnabledExtensionNames=sorted(extensions))
-    handle = vk.vkCreateDevice(physical_device, create_info, None)
-
+    try:
+        handle = vk.vkCreateDevice(physical_device, create_info, None)
+    except vk.VkError as exc:
+        raise BackendUnavailableError(f"{info.describe()} refused to create a device ({type(exc).__name__}) with "
+                                      f"features {sorted(features)} and extensions {sorted(extensions)}") from exc
     tracker.add("VkDevice", lambda: vk.vkDestroyDevice(handle, None))
     return Device(handle=handle, physical_device=physical_device, info=info,
                   queue=vk.vkGetDeviceQueue(handle, info.compute_queue_family, 0),

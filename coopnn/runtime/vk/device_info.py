@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping
+from typing import Callable, Mapping
 
 from coopnn.runtime.vk import nv_ffi
-from coopnn.runtime.vk.chain import KHR_COOPERATIVE_MATRIX_EXTENSION, query_features, query_properties
-from coopnn.runtime.vk.loader import load_vulkan
+from coopnn.runtime.vk.chain import KHR_COOPERATIVE_MATRIX_EXTENSION, bool_fields, query_features, query_properties
+from coopnn.runtime.vk.loader import check, load_vulkan
 
 vk = load_vulkan()
 
@@ -252,7 +252,7 @@ def _memory_types(physical_device) -> tuple[MemoryType, ...]:
 
 def _compute_queue_family(physical_device) -> tuple[int | None, int]:
     """The first compute-capable queue family with timestamps, else the first compute-capable one."""
-    families = list(vk.vkGetPhysicalDeviceQueueFamilyProperties(physical_device))
+    families = vk.vkGetPhysicalDeviceQueueFamilyProperties(physical_device)  # the array owns the rows read below
     compute = [(i, f.timestampValidBits) for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
     ranked = sorted(compute, key=lambda family: family[1] == 0)
     return ranked[0] if ranked else (None, 0)
@@ -262,10 +262,12 @@ def _cooperative_vector(instance, physical_device, features, chain, extensions) 
     if nv_ffi.COOPERATIVE_VECTOR_EXTENSION not in extensions:
         return None
     props = chain["VkPhysicalDeviceCooperativeVectorPropertiesNV"]
-    rows = _enumerate(nv_ffi.instance_function(vk, instance, "vkGetPhysicalDeviceCooperativeVectorPropertiesNV"),
-                      physical_device, "VkCooperativeVectorPropertiesNV",
-                      nv_ffi.StructureType.COOPERATIVE_VECTOR_PROPERTIES_NV)
     ct = nv_ffi.ComponentType
+    combinations = _enumerate(
+        nv_ffi.instance_function(vk, instance, "vkGetPhysicalDeviceCooperativeVectorPropertiesNV"), physical_device,
+        "VkCooperativeVectorPropertiesNV", nv_ffi.StructureType.COOPERATIVE_VECTOR_PROPERTIES_NV,
+        lambda r: CooperativeVectorCombination(ct(r.inputType), ct(r.inputInterpretation), ct(r.matrixInterpretation),
+                                               ct(r.biasInterpretation), ct(r.resultType), bool(r.transpose)))
     return CooperativeVectorSupport(
         cooperative_vector=features["cooperativeVector"],
         training=features["cooperativeVectorTraining"],
@@ -273,10 +275,7 @@ def _cooperative_vector(instance, physical_device, features, chain, extensions) 
         training_float16_accumulation=bool(props.cooperativeVectorTrainingFloat16Accumulation),
         training_float32_accumulation=bool(props.cooperativeVectorTrainingFloat32Accumulation),
         max_components=props.maxCooperativeVectorComponents,
-        combinations=tuple(
-            CooperativeVectorCombination(ct(r.inputType), ct(r.inputInterpretation), ct(r.matrixInterpretation),
-                                         ct(r.biasInterpretation), ct(r.resultType), bool(r.transpose))
-            for r in rows))
+        combinations=combinations)
 
 
 def _cooperative_matrix(instance, physical_device, features, chain, extensions) -> CooperativeMatrixSupport | None:
@@ -294,15 +293,15 @@ def _cooperative_matrix2(instance, physical_device, features, chain, extensions)
     if nv_ffi.COOPERATIVE_MATRIX_2_EXTENSION not in extensions:
         return None
     props = chain["VkPhysicalDeviceCooperativeMatrix2PropertiesNV"]
-    names = [n for n, _ in nv_ffi.ffi.typeof("VkPhysicalDeviceCooperativeMatrix2FeaturesNV").fields][2:]
+    names = bool_fields(nv_ffi.ffi, "VkPhysicalDeviceCooperativeMatrix2FeaturesNV")
     flexible = ()
     if features["cooperativeMatrixFlexibleDimensions"]:
-        rows = _enumerate(
-            nv_ffi.instance_function(vk, instance, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"),
-            physical_device, "VkCooperativeMatrixFlexibleDimensionsPropertiesNV",
-            nv_ffi.StructureType.COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV)
-        flexible = tuple(_matrix_shape(r, r.MGranularity, r.NGranularity, r.KGranularity, r.workgroupInvocations)
-                         for r in rows)
+        query = "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"
+        flexible = _enumerate(
+            nv_ffi.instance_function(vk, instance, query), physical_device,
+            "VkCooperativeMatrixFlexibleDimensionsPropertiesNV",
+            nv_ffi.StructureType.COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV,
+            lambda r: _matrix_shape(r, r.MGranularity, r.NGranularity, r.KGranularity, r.workgroupInvocations))
     return CooperativeMatrix2Support(
         features=MappingProxyType({n: features[n] for n in names}),
         workgroup_scope_max_workgroup_size=props.cooperativeMatrixWorkgroupScopeMaxWorkgroupSize,
@@ -317,18 +316,16 @@ def _matrix_shape(row, m: int, n: int, k: int, workgroup_invocations: int = 0) -
                                   bool(row.saturatingAccumulation), nv_ffi.Scope(row.scope), workgroup_invocations)
 
 
-def _enumerate(function, physical_device, struct_name: str, structure_type: int) -> list:
-    """The two-call count-then-fill pattern for an NV query, with every output struct's sType set."""
+def _enumerate(function, physical_device, struct_name: str, structure_type: int, convert: Callable) -> tuple:
+    """The two-call count-then-fill pattern for an NV query, each row converted by `convert` while the array that
+    owns the rows is still alive (row cdata do not keep it alive)."""
     handle = nv_ffi.ffi.cast("VkPhysicalDevice", nv_ffi.address(vk.ffi, physical_device))
     count = nv_ffi.ffi.new("uint32_t*")
-    _check_nv(function(handle, count, nv_ffi.ffi.NULL), struct_name)
+    # VK_INCOMPLETE only says the driver had more rows than asked for; the rows asked for are valid.
+    accepted = (vk.VK_SUCCESS, vk.VK_INCOMPLETE)
+    check(vk, function(handle, count, nv_ffi.ffi.NULL), f"querying {struct_name}", accepted)
     rows = nv_ffi.ffi.new(f"{struct_name}[]", count[0])
     for row in rows:
         row.sType = structure_type
-    _check_nv(function(handle, count, rows), struct_name)
-    return list(rows)[:count[0]]
-
-
-def _check_nv(result: int, what: str) -> None:
-    if result not in (vk.VK_SUCCESS, vk.VK_INCOMPLETE):
-        raise vk.exception_codes.get(result, RuntimeError)(f"querying {what} returned {result}")
+    check(vk, function(handle, count, rows), f"querying {struct_name}", accepted)
+    return tuple(convert(rows[i]) for i in range(count[0]))

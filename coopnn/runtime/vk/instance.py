@@ -8,11 +8,12 @@ creation so messages from vkCreateInstance and vkDestroyInstance are caught.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import ModuleType
 
 from coopnn.errors import BackendUnavailableError
-from coopnn.runtime.vk.loader import INSTALL_HINT
+from coopnn.runtime.vk.loader import INSTALL_HINT, load_vulkan
 from coopnn.runtime.vk.tracking import ObjectTracker
+
+vk = load_vulkan()
 
 API_VERSION_1_3 = (1 << 22) | (3 << 12)
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
@@ -29,17 +30,17 @@ class Instance:
     messages: list[str] = field(default_factory=list)
 
 
-def available_layers(vk: ModuleType) -> set[str]:
+def available_layers() -> set[str]:
     return {layer.layerName for layer in vk.vkEnumerateInstanceLayerProperties()}
 
 
-def create_instance(vk: ModuleType, tracker: ObjectTracker, validation: bool) -> Instance:
+def create_instance(tracker: ObjectTracker, validation: bool) -> Instance:
     """Create the instance (and the debug messenger when `validation`), registering both with `tracker`."""
-    if validation and VALIDATION_LAYER not in available_layers(vk):
+    if validation and VALIDATION_LAYER not in available_layers():
         raise BackendUnavailableError(f"validation was requested but {VALIDATION_LAYER} is not installed; "
                                       f"{VALIDATION_HINT}")
     instance = Instance(handle=None, validation=validation)
-    messenger_info, callback = _messenger_create_info(vk, instance.messages) if validation else (None, None)
+    messenger_info, callback = _messenger_create_info(instance.messages) if validation else (None, None)
     validation_features = vk.VkValidationFeaturesEXT(
         pNext=messenger_info,
         pEnabledValidationFeatures=[vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT]
@@ -53,7 +54,8 @@ def create_instance(vk: ModuleType, tracker: ObjectTracker, validation: bool) ->
     try:
         handle = vk.vkCreateInstance(create_info, None)
     except (vk.VkErrorIncompatibleDriver, vk.VkErrorInitializationFailed) as exc:
-        raise BackendUnavailableError(f"no Vulkan driver could be loaded ({type(exc).__name__}); {INSTALL_HINT}") from exc
+        raise BackendUnavailableError(
+            f"no Vulkan driver could be loaded ({type(exc).__name__}); {INSTALL_HINT}") from exc
     instance.handle = handle
 
     # The callback is bound as a default so it outlives the instance: the messenger chained at creation reports
@@ -63,11 +65,11 @@ def create_instance(vk: ModuleType, tracker: ObjectTracker, validation: bool) ->
 
     tracker.add("VkInstance", destroy_instance)
     if validation:
-        _create_messenger(vk, tracker, handle, messenger_info, callback)
+        _create_messenger(tracker, handle, messenger_info, callback)
     return instance
 
 
-def _messenger_create_info(vk: ModuleType, messages: list[str]):
+def _messenger_create_info(messages: list[str]):
     """A VkDebugUtilsMessengerCreateInfoEXT whose callback appends to `messages`, and that callback.
 
     Built with the raw FFI rather than pyvulkan's struct helper, which routes every messenger through one module-level
@@ -87,14 +89,15 @@ def _messenger_create_info(vk: ModuleType, messages: list[str]):
     create_info = ffi.new("VkDebugUtilsMessengerCreateInfoEXT*", {
         "sType": vk.VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
         "messageSeverity": sum(severity_names),
-        "messageType": (vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT
+        "messageType": (vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT
+                        | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT
                         | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT),
         "pfnUserCallback": on_message,
     })
     return create_info[0], on_message
 
 
-def _create_messenger(vk: ModuleType, tracker: ObjectTracker, instance, create_info, callback) -> None:
+def _create_messenger(tracker: ObjectTracker, instance, create_info, callback) -> None:
     create = vk.vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT")
     destroy = vk.vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT")
     messenger = create(instance, create_info, None)

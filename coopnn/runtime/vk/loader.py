@@ -25,11 +25,13 @@ def load_vulkan() -> ModuleType:
             f"`pip install 'vulkan>=1.3.275' cffi`") from exc
     except OSError as exc:
         # pyvulkan dlopens libvulkan.so.1 at import time and raises OSError when no loader is installed.
-        raise BackendUnavailableError(f"no Vulkan loader (libvulkan.so.1) could be loaded: {exc}; {INSTALL_HINT}") from exc
+        raise BackendUnavailableError(
+            f"no Vulkan loader (libvulkan.so.1) could be loaded: {exc}; {INSTALL_HINT}") from exc
 
 
-def check(vk: ModuleType, result: int, call: str) -> None:
-    """Raise pyvulkan's exception for `result` of a raw `vk.lib` call that pyvulkan does not wrap."""
-    if result != vk.VK_SUCCESS:
+def check(vk: ModuleType, result: int, call: str, accepted: tuple[int, ...] = (0,)) -> None:
+    """Raise pyvulkan's exception for `result` of a raw call (pyvulkan's wrappers raise by themselves) unless it is one
+    of `accepted` (VK_SUCCESS by default)."""
+    if result not in accepted:
         error = vk.exception_codes.get(result)
         raise error(f"{call} returned {result}") if error else RuntimeError(f"{call} returned {result}")

@@ -16,11 +16,13 @@ over PCIe crawl), and a small host-visible device-local heap (the 256 MiB BAR wi
 from __future__ import annotations
 
 import enum
+import itertools
 import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from coopnn.errors import BackendUnavailableError
 from coopnn.runtime.vk.device_info import DeviceInfo, MemoryType
 from coopnn.runtime.vk.loader import load_vulkan
 
@@ -41,6 +43,8 @@ MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT = 0x00000002
 STORAGE_USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
                  | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 STAGING_USAGE = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+
+_serials = itertools.count()
 
 # Host-visible device-local heaps at most this large are the legacy BAR window, too small to hold batches.
 BAR_WINDOW_BYTES = 256 << 20
@@ -85,7 +89,8 @@ def _memory_type(info: DeviceInfo, allowed_bits: int, preferences: tuple[int, ..
         for memory_type in info.memory_types:
             if allowed_bits & (1 << memory_type.index) and memory_type.has(flags):
                 return memory_type
-    raise MemoryError(f"{info.name} has no memory type with any of the properties {[hex(p) for p in preferences]}")
+    raise BackendUnavailableError(
+        f"{info.name} has no memory type with any of the properties {[hex(p) for p in preferences]}")
 
 
 DEVICE_PREFERENCES = (DEVICE_LOCAL, 0)
@@ -107,20 +112,29 @@ class RawBuffer:
             size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)
         handle = self.handle
         self.tokens = [tracker.add("VkBuffer", lambda: vk.vkDestroyBuffer(device, handle, None))]
-        requirements = vk.vkGetBufferMemoryRequirements(device, handle)
-        self.memory_type = _memory_type(context.info, requirements.memoryTypeBits, preferences)
-        flags_info = vk.VkMemoryAllocateFlagsInfo(flags=MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT) if device_address else None
         try:
-            memory = vk.vkAllocateMemory(device, vk.VkMemoryAllocateInfo(
-                pNext=flags_info, allocationSize=requirements.size, memoryTypeIndex=self.memory_type.index), None)
+            requirements = vk.vkGetBufferMemoryRequirements(device, handle)
+            self.memory_type = _memory_type(context.info, requirements.memoryTypeBits, preferences)
+            memory = _allocate(context.info, device, requirements.size, self.memory_type, device_address)
+            self.tokens.append(tracker.add("VkDeviceMemory", lambda: vk.vkFreeMemory(device, memory, None)))
+            vk.vkBindBufferMemory(device, handle, memory, 0)
+            # Mapped memory is unmapped by vkFreeMemory; the numpy view must not outlive the buffer.
+            self.host = np.frombuffer(vk.vkMapMemory(device, memory, 0, size, 0), np.uint8) if mapped else None
+            self.device_address = _device_address(device, handle) if device_address else None
         except BaseException:
             tracker.release_many(self.tokens)
             raise
-        self.tokens.append(tracker.add("VkDeviceMemory", lambda: vk.vkFreeMemory(device, memory, None)))
-        vk.vkBindBufferMemory(device, handle, memory, 0)
-        # Mapped memory is unmapped by vkFreeMemory; the numpy view must not outlive the buffer.
-        self.host = np.frombuffer(vk.vkMapMemory(device, memory, 0, size, 0), np.uint8) if mapped else None
-        self.device_address = _device_address(device, handle) if device_address else None
+
+
+def _allocate(info: DeviceInfo, device, size: int, memory_type: MemoryType, device_address: bool):
+    flags_info = vk.VkMemoryAllocateFlagsInfo(flags=MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT) if device_address else None
+    try:
+        return vk.vkAllocateMemory(device, vk.VkMemoryAllocateInfo(
+            pNext=flags_info, allocationSize=size, memoryTypeIndex=memory_type.index), None)
+    except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as exc:
+        raise BackendUnavailableError(
+            f"{info.name} is out of memory allocating {size} bytes (memory type {memory_type.index}, heap of "
+            f"{memory_type.heap_size} bytes); use smaller batches or free other GPU work") from exc
 
 
 def _device_address(device, buffer) -> int:
@@ -150,6 +164,7 @@ class Buffer:
                              f"{min(limits.max_buffer_size, limits.max_memory_allocation_size)} bytes")
         self.context = context
         self.size = size
+        self.serial = next(_serials)  # never reused, unlike Vulkan handles and Python ids: keys descriptor-set caches
         self.host_access = host_access
         self.placement = placement or choose_placement(context.info, host_access)
         host_reads = HostAccess.READ in host_access
@@ -163,11 +178,16 @@ class Buffer:
         else:
             self._device = RawBuffer(context, size, STORAGE_USAGE, DEVICE_PREFERENCES, mapped=False,
                                      device_address=device_address)
-            self._staging = RawBuffer(context, size, STAGING_USAGE, DOWNLOAD_STAGING_PREFERENCES if host_reads
-                                      else UPLOAD_STAGING_PREFERENCES, mapped=True) \
-                if self.placement is Placement.STAGED else None
+            self._staging = None
+        if self.placement is Placement.STAGED:
+            try:
+                self._staging = RawBuffer(context, size, STAGING_USAGE, DOWNLOAD_STAGING_PREFERENCES if host_reads
+                                          else UPLOAD_STAGING_PREFERENCES, mapped=True)
+            except BaseException:
+                context.tracker.release_many(self._device.tokens)
+                raise
         self._pending_upload: tuple[int, int] | None = None
-        tokens = self._device.tokens + (self._staging.tokens if self._staging not in (None, self._device) else [])
+        tokens = self._device.tokens + (self._staging.tokens if self.placement is Placement.STAGED else [])
         self._release = weakref.finalize(self, context.tracker.release_many, tokens)
 
     @property
@@ -186,10 +206,10 @@ class Buffer:
 
     def write(self, data, offset: int = 0) -> None:
         """Copy `data` (bytes or a contiguous numpy array) to byte `offset` for the next dispatch."""
-        source = _as_bytes(data)
+        source = as_bytes(data)
         self._check_range(offset, source.size)
         if self.placement is Placement.DEVICE:
-            self.context.transfer_to_device(self, source, offset)
+            self._write_through_temporary_staging(source, offset)
             return
         self._staging.host[offset:offset + source.size] = source
         if self.placement is Placement.STAGED:
@@ -203,7 +223,7 @@ class Buffer:
         nbytes = count * dtype.itemsize
         self._check_range(offset, nbytes)
         if self.placement is Placement.DEVICE:
-            return self.context.transfer_from_device(self, offset, nbytes).view(dtype)
+            return self._read_through_temporary_staging(offset, nbytes).view(dtype)
         return self._staging.host[offset:offset + nbytes].copy().view(dtype)
 
     def upload(self, data, offset: int = 0) -> None:
@@ -228,6 +248,22 @@ class Buffer:
             self.context.copy(self.handle, self._staging.handle, offset, offset, count * dtype.itemsize)
         return self.read(dtype, count, offset)
 
+    def _write_through_temporary_staging(self, data: np.ndarray, offset: int) -> None:
+        staging = RawBuffer(self.context, data.size, STAGING_USAGE, UPLOAD_STAGING_PREFERENCES, mapped=True)
+        try:
+            staging.host[:] = data
+            self.context.copy(staging.handle, self.handle, 0, offset, data.size)
+        finally:
+            self.context.tracker.release_many(staging.tokens)
+
+    def _read_through_temporary_staging(self, offset: int, nbytes: int) -> np.ndarray:
+        staging = RawBuffer(self.context, nbytes, STAGING_USAGE, DOWNLOAD_STAGING_PREFERENCES, mapped=True)
+        try:
+            self.context.copy(self.handle, staging.handle, offset, 0, nbytes)
+            return staging.host.copy()
+        finally:
+            self.context.tracker.release_many(staging.tokens)
+
     def take_pending_upload(self) -> tuple[int, int] | None:
         """The (start, stop) byte range written since the last dispatch of a STAGED buffer, clearing it."""
         pending, self._pending_upload = self._pending_upload, None
@@ -248,7 +284,7 @@ class Buffer:
         return self._release.alive and self.context.tracker.alive(self._device.tokens[0])
 
 
-def _as_bytes(data) -> np.ndarray:
+def as_bytes(data) -> np.ndarray:
     """`data` (bytes-like or numpy array) as a flat uint8 array, without copying when it is contiguous."""
     if isinstance(data, np.ndarray):
         return np.ascontiguousarray(data).reshape(-1).view(np.uint8)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
+from coopnn.errors import CompileError
 from coopnn.runtime.vk.commands import Dispatch
 from coopnn.runtime.vk.loader import load_vulkan
 from coopnn.runtime.vk.pipeline_cache import PipelineKey
@@ -104,6 +105,13 @@ class ComputeKernel:
         self._release = weakref.finalize(self, tracker.release_many, self._tokens)
 
     def _create_pipeline(self, spirv: bytes, specialization: Mapping[int, SpecializationValue], entry_point: str):
+        try:
+            return self._build_pipeline(spirv, specialization, entry_point)
+        except vk.VkError as exc:
+            raise CompileError(f"{self.context.info.name} rejected the compute pipeline of {self.name} "
+                               f"({type(exc).__name__}); validate its SPIR-V with spirv-val") from exc
+
+    def _build_pipeline(self, spirv: bytes, specialization: Mapping[int, SpecializationValue], entry_point: str):
         device = self.context.device.handle
         entries, data = encode_specialization(specialization)
         module = vk.vkCreateShaderModule(device, vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv), None)
@@ -128,7 +136,7 @@ class ComputeKernel:
         vkCmdBindDescriptorSets), reused when the same buffers were bound before."""
         if len(buffers) != self.binding_count:
             raise ValueError(f"{self.name} takes {self.binding_count} buffers, got {len(buffers)}")
-        key = tuple(int(vk.ffi.cast("uintptr_t", b.handle)) for b in buffers)
+        key = tuple(b.serial for b in buffers)
         if key in self._sets:
             self._sets.move_to_end(key)
             return self._sets[key]
@@ -179,7 +187,8 @@ def _validate(context: VulkanContext, spirv: bytes, binding_count: int, push_con
     if push_constant_size % 4 or not 0 <= push_constant_size <= limits.max_push_constants_size:
         raise ValueError(f"push_constant_size {push_constant_size} must be a multiple of 4 within "
                          f"maxPushConstantsSize={limits.max_push_constants_size}")
-    if (len(workgroup_size) != 3 or any(s < 1 or s > m for s, m in zip(workgroup_size, limits.max_compute_work_group_size))
+    sizes_fit = all(1 <= s <= m for s, m in zip(workgroup_size, limits.max_compute_work_group_size))
+    if (len(workgroup_size) != 3 or not sizes_fit
             or int(np.prod(workgroup_size)) > limits.max_compute_work_group_invocations):
         raise ValueError(f"workgroup size {workgroup_size} exceeds maxComputeWorkGroupSize="
                          f"{limits.max_compute_work_group_size} / maxComputeWorkGroupInvocations="

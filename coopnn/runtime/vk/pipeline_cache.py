@@ -107,9 +107,9 @@ class PipelineCache:
     def create_pipeline(self, tracker: ObjectTracker, device, key: PipelineKey, create_info):
         """vkCreateComputePipelines through a VkPipelineCache seeded from disk; stores the blob after a miss."""
         initial = self.load(key)
-        cache = vk.vkCreatePipelineCache(device, vk.VkPipelineCacheCreateInfo(
-            initialDataSize=len(initial) if initial else 0, pInitialData=vk.ffi.from_buffer(initial) if initial else None),
-            None)
+        seed = vk.ffi.from_buffer(initial) if initial else None
+        cache_info = vk.VkPipelineCacheCreateInfo(initialDataSize=len(initial) if initial else 0, pInitialData=seed)
+        cache = vk.vkCreatePipelineCache(device, cache_info, None)
         token = tracker.add("VkPipelineCache", lambda: vk.vkDestroyPipelineCache(device, cache, None))
         try:
             pipeline = vk.vkCreateComputePipelines(device, cache, 1, [create_info], None)[0]

@@ -12,7 +12,7 @@ import onnx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, external_data_helper, helper, numpy_helper
+from onnx import TensorProto, external_data_helper, helper
 
 from coopnn.errors import CoopnnError, ModelFormatError, UnsupportedOperatorError
 from coopnn.graph.ir import Op
@@ -73,7 +73,10 @@ def test_half_and_double_inputs_become_float32_values(onnx_model, elem_type):
 
 
 def test_double_initializers_become_float32_constants(onnx_model, check_import):
-    nodes = [helper.make_node("Cast", ["x"], ["xd"], to=TensorProto.DOUBLE), helper.make_node("Mul", ["xd", "c"], ["y"])]
+    nodes = [
+        helper.make_node("Cast", ["x"], ["xd"], to=TensorProto.DOUBLE),
+        helper.make_node("Mul", ["xd", "c"], ["y"]),
+    ]
     graph = check_import(onnx_model(nodes, {"x": ["N", 3]}, ["y"], {"c": np.float64([0.5, 2.0, -1.0])}))
     assert graph.constants["c"].dtype == np.float32
 
@@ -104,6 +107,11 @@ def test_the_callers_proto_is_left_alone(tmp_path, mlp):
 
 
 # ----- unreadable models ----------------------------------------------------------------------------------------
+
+
+def test_object_that_is_not_a_model():
+    with pytest.raises(ModelFormatError, match="not int"):
+        import_model(12345)
 
 
 def test_missing_file(tmp_path):

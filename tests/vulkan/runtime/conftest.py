@@ -33,9 +33,8 @@ def vulkan_skip_reason() -> str | None:
 def validation_off_reason() -> str | None:
     """Why the tests run without the validation layer, or None when it is on."""
     from coopnn.runtime.vk.instance import VALIDATION_HINT, VALIDATION_LAYER, available_layers
-    from coopnn.runtime.vk.loader import load_vulkan
 
-    if VALIDATION_LAYER in available_layers(load_vulkan()):
+    if VALIDATION_LAYER in available_layers():
         return None
     return f"{VALIDATION_LAYER} is not installed; {VALIDATION_HINT}"
 

@@ -5,6 +5,7 @@ These tests need no Vulkan device (they simulate its absence), so they run every
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import types
@@ -14,8 +15,8 @@ import pytest
 from coopnn.errors import BackendUnavailableError
 
 
-def _run_python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+def _run_python(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, **env})
 
 
 def test_coopnn_and_the_numpy_backend_never_import_vulkan():
@@ -35,7 +36,8 @@ def test_missing_loader_says_what_to_install(monkeypatch):
     from coopnn.runtime.vk import loader
 
     monkeypatch.setattr(loader, "importlib", _failing_import(OSError("Cannot find Vulkan SDK version")))
-    with pytest.raises(BackendUnavailableError, match=r"libvulkan\.so\.1.*apt-get install libvulkan1 mesa-vulkan-drivers"):
+    with pytest.raises(BackendUnavailableError,
+                       match=r"libvulkan\.so\.1.*apt-get install libvulkan1 mesa-vulkan-drivers"):
         loader.load_vulkan()
 
 
@@ -68,3 +70,22 @@ def test_modules_needing_vulkan_raise_the_typed_error_when_it_is_missing():
     result = _run_python(code)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("typed: the Python package 'vulkan' is not importable")
+
+
+def test_a_loader_without_any_driver_is_a_typed_error():
+    from coopnn.runtime.vk.loader import load_vulkan
+
+    try:
+        load_vulkan()
+    except BackendUnavailableError as exc:
+        pytest.skip(f"needs a Vulkan loader to run without drivers: {exc}")
+    code = ("from coopnn.errors import BackendUnavailableError\n"
+            "from coopnn.runtime.vk.context import VulkanContext\n"
+            "try:\n"
+            "    VulkanContext()\n"
+            "except BackendUnavailableError as exc:\n"
+            "    print('typed:', exc)\n")
+    result = _run_python(code, VK_DRIVER_FILES="/nonexistent/icd.json", VK_ICD_FILENAMES="/nonexistent/icd.json")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("typed: no Vulkan driver could be loaded")
+    assert "mesa-vulkan-drivers" in result.stdout

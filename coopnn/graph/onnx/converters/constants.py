@@ -28,18 +28,17 @@ _CAST_TARGETS = {
 }
 
 
+# Constant's plain-number attributes and the element type of the array each gives
+_NUMBER_ATTRIBUTES = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
+                      "value_ints": np.int64}
+
+
 def _constant_value(node: OnnxNode) -> np.ndarray | None:
-    attrs = node.attrs
-    if "value" in attrs:
-        return tensor_to_array(attrs["value"], f"Constant node {node.name!r}")
-    if "value_float" in attrs:
-        return np.asarray(attrs["value_float"], np.float32)
-    if "value_floats" in attrs:
-        return np.asarray(attrs["value_floats"], np.float32)
-    if "value_int" in attrs:
-        return np.asarray(attrs["value_int"], np.int64)
-    if "value_ints" in attrs:
-        return np.asarray(attrs["value_ints"], np.int64)
+    if "value" in node.attrs:
+        return tensor_to_array(node.attrs["value"], f"Constant node {node.name!r}")
+    for key, kind in _NUMBER_ATTRIBUTES.items():
+        if key in node.attrs:
+            return np.asarray(node.attrs[key], kind)
     return None
 
 

@@ -25,7 +25,10 @@ def test_constant_feeds_a_node(onnx_model, check_import, attrs, opset):
     assert [n.op for n in graph.nodes] == [Op.MUL] and graph.constants["c"].dtype == np.float32
 
 
-@pytest.mark.parametrize("attrs, out_shape", [({"value_int": 1}, ["N", 1, 3]), ({"value_ints": [1, 2]}, ["N", 1, 1, 3])])
+@pytest.mark.parametrize("attrs, out_shape", [
+    ({"value_int": 1}, ["N", 1, 3]),
+    ({"value_ints": [1, 2]}, ["N", 1, 1, 3]),
+])
 def test_integer_constants_feed_shape_computations(onnx_model, check_import, attrs, out_shape):
     nodes = [
         helper.make_node("Constant", [], ["axes"], **attrs),
@@ -112,3 +115,15 @@ def test_cast_of_constants_rounds(onnx_model, check_import, to):
     ]
     constants = {"c": np.float32([0.1, -2.7, 1000.3])}
     check_import(onnx_model(nodes, {"x": ["N", 3]}, ["y"], constants), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dims", [[-3], [1 << 20, 1 << 10, 3]])
+def test_constant_of_shape_refuses_negative_or_huge_shapes(onnx_model, dims):
+    nodes = [  # dims behind an Identity, where ONNX shape inference does not look
+        helper.make_node("Identity", ["dims"], ["dims_copy"]),
+        helper.make_node("ConstantOfShape", ["dims_copy"], ["filled"], name="fill"),
+        helper.make_node("Add", ["x", "filled"], ["y"]),
+    ]
+    model = onnx_model(nodes, {"x": ["N", 3]}, ["y"], {"dims": np.int64(dims)})
+    with pytest.raises(UnsupportedOperatorError, match="fill.*would build a constant"):
+        import_model(model)

@@ -92,7 +92,7 @@ def test_logical_on_boolean_inputs(onnx_model, check_import):
 
 @pytest.mark.parametrize("opset", [9, 16])
 def test_where_selects_between_branches(onnx_model, check_import, opset):
-    """The thresholded Softplus the dynamo exporter writes: where(beta * x > threshold, x, softplus(beta * x) / beta)."""
+    """The thresholded Softplus of the dynamo exporter: where(beta*x > threshold, x, softplus(beta*x) / beta)."""
     nodes = [
         helper.make_node("Mul", ["x", "beta"], ["scaled"]),
         helper.make_node("Softplus", ["scaled"], ["soft"]),

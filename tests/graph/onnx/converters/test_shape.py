@@ -12,7 +12,7 @@ FREQS = np.float32([1.0, 2.0, 4.0, 8.0])
 
 
 def _encoding(head):
-    """x[N, 3] → unsqueeze → * freqs → [N, 3, 4], then `head` nodes that flatten it into "flat" [N, 12], then sin."""
+    """x[N, 3] → unsqueeze → * freqs → [N, 3, 4]; `head` nodes flatten it into "flat" [N, 12]; then sin."""
     return [
         helper.make_node("Unsqueeze", ["x", "last"], ["u"]),
         helper.make_node("Mul", ["u", "freqs"], ["scaled"]),

@@ -1,0 +1,43 @@
+"""`backend="portable"`: the portable SPIR-V target on any Vulkan 1.3 device (lavapipe included)."""
+
+from __future__ import annotations
+
+from coopnn.errors import CompileError
+from coopnn.graph.ir import Graph
+from coopnn.runtime.kernel_backend import KernelExecutable, chosen_device, device_unavailable_reason
+from coopnn.shaders.kernel.lower import lower
+from coopnn.shaders.targets import target
+from coopnn.shaders.targets.portable import WEIGHT_WIDTH
+
+
+def _needs(info) -> str | None:
+    if not info.features.get("vulkanMemoryModel"):
+        return f"{info.name} lacks the vulkanMemoryModel feature"
+    return None
+
+
+class PortableBackend:
+    name = "portable"
+    priority = 10
+    description = "portable SPIR-V on any Vulkan 1.3 device, float32 arithmetic, one invocation per sample"
+
+    def unavailable_reason(self) -> str | None:
+        return device_unavailable_reason(None, _needs)
+
+    def unsupported_reason(self, graph: Graph, weights: str, device) -> str | None:
+        if weights not in WEIGHT_WIDTH:
+            return f"weight format {weights!r} is not supported; supported: {', '.join(WEIGHT_WIDTH)}"
+        why = device_unavailable_reason(device, _needs)
+        if why:
+            return why
+        if weights == "fp16" and not chosen_device(device).features.get("storageBuffer16BitAccess"):
+            return "fp16 weights need the storageBuffer16BitAccess feature"
+        try:
+            lower(graph)
+        except CompileError as e:
+            return str(e)
+        return None
+
+    def prepare(self, graph: Graph, *, weights: str, device) -> KernelExecutable:
+        binary = target("portable").compile(lower(graph), weights, 64)
+        return KernelExecutable(binary, graph, device)
