@@ -68,6 +68,16 @@ class Model:
 
     __call__ = run
 
+    @property
+    def last_gpu_ms(self) -> float | None:
+        """GPU time of the last `run()` in milliseconds, from timestamp queries (None on the numpy backend)."""
+        return getattr(self._executable, "last_gpu_ms", None)
+
+    @property
+    def device_messages(self) -> list[str]:
+        """What the Vulkan validation layer reported for this model (it runs when COOPNN_VALIDATION=1)."""
+        return list(getattr(self._executable, "debug_messages", []))
+
     def close(self) -> None:
         if self._executable is not None:
             self._executable.close()

@@ -1,7 +1,8 @@
 """Helpers for the ONNX importer tests: build small models with onnx.helper and check an import against onnxruntime.
 
-This folder has no __init__.py on purpose: as a package it would be named `onnx` and hide the real onnx package.
-Helpers are therefore fixtures (`onnx_model`, `check_import`) rather than an importable module.
+This folder has no __init__.py on purpose: should tests/graph ever lose its own, a package here would be named `onnx`
+and hide the real onnx package. Its test modules are therefore imported by file name (kept distinct from other
+folders' names), and helpers are fixtures (`onnx_model`, `check_import`) rather than an importable module.
 """
 
 from __future__ import annotations
@@ -90,8 +91,3 @@ def onnx_model() -> Callable[..., onnx.ModelProto]:
 @pytest.fixture
 def check_import() -> Callable[..., Graph]:
     return check_against_ort
-
-
-@pytest.fixture
-def feeds_for() -> Callable[..., dict[str, np.ndarray]]:
-    return random_feeds

@@ -123,3 +123,12 @@ def test_explicit_device_argument_wins_over_the_environment(make_context, device
     target = next(d for d in devices if d.unsuitable_reason is None)
     monkeypatch.setenv(DEVICE_ENV, "no-such-gpu-9000")
     assert make_context(device=target.index).info.name == target.name
+
+
+def test_probe_answers_without_raising(devices):
+    from coopnn.runtime.vk.probe import vulkan_unavailable_reason
+
+    assert vulkan_unavailable_reason() is None
+    assert vulkan_unavailable_reason(devices[0].index) is None or devices[0].unsuitable_reason
+    reason = vulkan_unavailable_reason("no-such-gpu-9000")
+    assert "no-such-gpu-9000" in reason and devices[0].name in reason

@@ -1,0 +1,118 @@
+"""The portable backend on a real Vulkan device (lavapipe in CI) with the validation layer on: every zoo model
+against onnxruntime, batch splitting, auto selection, and a soak for leaks."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import numpy as np
+import pytest
+
+import coopnn
+from tests.conftest import ROOT, ZOO, ort_run, random_feeds
+from tests.vulkan.runtime.conftest import validation_off_reason, vulkan_skip_reason
+
+pytestmark = pytest.mark.vulkan
+TIMINGS: dict[str, float] = {}
+
+
+@pytest.fixture(autouse=True)
+def validated(monkeypatch):
+    reason = vulkan_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    if validation_off_reason() is None:
+        monkeypatch.setenv("COOPNN_VALIDATION", "1")
+
+
+def _as_dict(model, out):
+    return out if isinstance(out, dict) else {model.outputs[0].name: out}
+
+
+def _check(model, path, batch, seed=0):
+    feeds = random_feeds(model, batch, seed)
+    got = _as_dict(model, model.run(feeds))
+    want = ort_run(path, feeds)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5, err_msg=f"{path.stem}:{name}")
+    assert model.device_messages == []
+
+
+@pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
+def test_zoo_model_matches_onnxruntime_on_vulkan(path):
+    with coopnn.load(path, backend="portable") as model:
+        assert model.backend == "portable"
+        for batch in (1, 31, 65, 1000):
+            _check(model, path, batch, seed=batch)
+        start = time.perf_counter()
+        model.run(random_feeds(model, 4096))
+        TIMINGS[path.stem] = (time.perf_counter() - start) / 4096
+
+
+def test_report_time_per_sample(capsys):
+    with capsys.disabled():
+        for name, seconds in sorted(TIMINGS.items()):
+            print(f"\n  portable {name}: {seconds * 1e6:.2f} us/sample (batch 4096, host time)", end="")
+        print()
+
+
+@pytest.mark.slow
+def test_batch_of_2_pow_20_is_split_and_correct():
+    path = ROOT / "models" / "mlp_3_64x2_3.onnx"
+    with coopnn.load(path, backend="portable") as model:
+        model._executable.max_chunk = 1 << 18  # force several chunks through the same buffers
+        _check(model, path, 1 << 20)
+
+
+def test_fp16_weights_match_an_fp16_rounded_reference():
+    path = ROOT / "models" / "mlp_32_64x4_16.onnx"
+    x = np.random.default_rng(3).uniform(-1, 1, (257, 32)).astype(np.float32)
+    with coopnn.load(path, backend="portable", weights="fp16") as model:
+        got = model.run(x)
+        assert model.device_messages == []
+    with coopnn.load(path, backend="numpy", weights="fp16") as reference:
+        want = reference.run(x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_auto_prefers_portable_over_numpy():
+    with coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx") as model:
+        assert model.backend in ("portable", "coopvec")
+
+
+def test_nan_propagates():
+    with coopnn.load(ROOT / "models" / "mlp_32_64x4_16.onnx", backend="portable") as model:
+        x = np.zeros((4, 32), np.float32)
+        x[2, 0] = np.nan
+        y = model.run(x)
+    assert np.isnan(y[2]).all() and not np.isnan(y[[0, 1, 3]]).any()
+
+
+def test_gpu_time_is_measured():
+    with coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="portable") as model:
+        model.run(np.zeros((100, 3), np.float32))
+        assert model.last_gpu_ms is None or model.last_gpu_ms > 0
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+
+@pytest.mark.slow
+def test_soak_2000_runs_no_growth(monkeypatch):
+    monkeypatch.delenv("COOPNN_VALIDATION", raising=False)  # the layer's own bookkeeping grows by design
+    x = np.random.default_rng(0).uniform(-1, 1, (64, 3)).astype(np.float32)
+    with coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="portable") as model:
+        context = model._executable.context
+        for _ in range(200):
+            model.run(x)
+        gc.collect()
+        objects, rss = context.live_objects(), _rss_bytes()
+        for _ in range(2000):
+            model.run(x)
+        gc.collect()
+        assert context.live_objects() == objects
+        assert _rss_bytes() - rss < 8 << 20, "host memory grew by more than 8 MiB over 2,000 runs"
+    assert context.live_objects() == {}
