@@ -1,6 +1,6 @@
 """coopnn: run and train small neural-shading MLPs on Vulkan GPUs through cooperative vectors.
 
-The public surface: `load`, `Model`, `backends`, and the errors. Nothing here imports the `vulkan` package: Vulkan
+The public surface: `load`, `Model`, `compile`, `Program`, `backends`, and the errors. Nothing here imports the `vulkan` package: Vulkan
 is loaded only when a Vulkan backend is asked for or probed.
 """
 
@@ -14,6 +14,7 @@ from coopnn.errors import (
     ModelFormatError,
     UnsupportedOperatorError,
 )
+from coopnn.compiler import Program, compile
 from coopnn.model import Model, TensorInfo, load
 from coopnn.runtime.backends import BackendStatus
 
@@ -34,6 +35,8 @@ __all__ = [
     "CoopnnError",
     "InputError",
     "Model",
+    "Program",
+    "compile",
     "ModelFormatError",
     "TensorInfo",
     "UnsupportedOperatorError",

@@ -121,6 +121,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _compile_setup(p: argparse.ArgumentParser) -> None:
+    _model_arg(p)
+    p.add_argument("--target", "-t", default="portable", help="target (portable, coopvec, ...)")
+    p.add_argument("--emit", "-e", default="spirv", choices=["spirv", "spvasm", "tl"],
+                   help="SPIR-V binary, SPIR-V assembly, or the kernel program in the tensor language")
+    p.add_argument("--weights", default="fp32", help="weight format (fp32, fp16, ...)")
+    p.add_argument("--output", "-o", required=True, help="file to write")
+
+
+@command("compile", "compile a model to SPIR-V (or its assembly, or the kernel program text)", _compile_setup)
+def cmd_compile(args: argparse.Namespace) -> int:
+    import coopnn
+
+    program = coopnn.compile(args.model, target=args.target, weights=args.weights)
+    emitted = {"spirv": lambda: program.spirv, "spvasm": lambda: program.spvasm().encode(),
+               "tl": lambda: program.text.encode()}[args.emit]()
+    with open(args.output, "wb") as f:
+        f.write(emitted)
+    print(f"wrote {args.output} ({len(emitted)} bytes, target {args.target}, entry point {program.entry_point}, "
+          f"{len(program.bindings)} bindings)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coopnn", description="Run and train neural-shading MLPs on Vulkan.")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -77,3 +77,17 @@ def test_wrong_shape_on_cli_is_one_line(tmp_path):
         capture_output=True, text=True, cwd=ROOT,
     )
     assert proc.returncode == 1 and "Traceback" not in proc.stderr and "expected [batch, 32]" in proc.stderr
+
+
+@pytest.mark.parametrize("emit, check", [("spirv", lambda b: b[:4] == b"\x03\x02\x23\x07"),
+                                         ("spvasm", lambda b: b"OpEntryPoint GLCompute" in b),
+                                         ("tl", lambda b: b"gemv.n" in b and b"coopvector<f32x64>" in b)])
+def test_compile_emits_spirv_assembly_or_kernel_text(tmp_path, emit, check):
+    out = tmp_path / "out"
+    assert main(["compile", str(ROOT / "models" / "mlp_3_64x2_3.onnx"), "--emit", emit, "-o", str(out)]) == 0
+    assert check(out.read_bytes())
+
+
+def test_compile_unknown_target_is_one_line(capsys):
+    assert main(["compile", str(MLP), "--target", "cuda", "-o", "/tmp/never"]) == 1
+    assert "unknown target 'cuda'" in capsys.readouterr().err

@@ -65,10 +65,10 @@ class KernelExecutable:
                 self.weights = prepare_weights(self.context, binary)
             self.inputs = [b for b in binary.bindings if b.role == "input"]
             self.outputs = [b for b in binary.bindings if b.role == "output"]
-            widest = max(b.features for b in binary.bindings if b.role != "weights")
+            widest = max(max(b.features for b in binary.bindings if b.role != "weights"), 1)
             group_limit = info.limits.max_compute_work_group_count[0] * binary.workgroup_size[0]
-            range_limit = info.limits.max_storage_buffer_range // (4 * max(widest, 1))
-            self.max_chunk = max(1, min(group_limit, range_limit, MAX_IO_BUFFER_BYTES // (4 * max(widest, 1))))
+            range_limit = info.limits.max_storage_buffer_range // (4 * widest)
+            self.max_chunk = max(1, min(group_limit, range_limit, MAX_IO_BUFFER_BYTES // (4 * widest)))
             self.capacity = 0
             self.io_buffers: dict[int, object] = {}
             self.last_gpu_ms: float | None = None
@@ -87,7 +87,7 @@ class KernelExecutable:
         self.io_buffers = {}
         for b in self.inputs + self.outputs:
             access = HostAccess.WRITE if b.role == "input" else HostAccess.READ
-            self.io_buffers[b.index] = self.context.create_buffer(capacity * b.features * 4, access)
+            self.io_buffers[b.index] = self.context.create_buffer(capacity * b.features * b.itemsize, access)
         self.capacity = capacity
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -101,16 +101,17 @@ class KernelExecutable:
             n = min(self.max_chunk, batch - start)
             self._ensure_capacity(n)
             for b in self.inputs:
-                self.io_buffers[b.index].write(np.ascontiguousarray(feeds[b.name][start:start + n]).reshape(-1))
+                chunk = feeds[b.name][start:start + n].reshape(n, -1)
+                self.io_buffers[b.index].write(np.ascontiguousarray(chunk, dtype=b.numpy_dtype).reshape(-1))
             buffers = (self.weights,) + tuple(self.io_buffers[b.index] for b in self.inputs + self.outputs)
             groups = -(-n // self.binary.workgroup_size[0])
             # only staged buffers are copied back; direct ones are read in place
-            downloads = {self.io_buffers[b.index]: (0, n * b.features * 4) for b in self.outputs
+            downloads = {self.io_buffers[b.index]: (0, n * b.features * b.itemsize) for b in self.outputs
                          if self.io_buffers[b.index].placement is Placement.STAGED}
             gpu_ms = self.context.run([Dispatch(self.kernel, buffers, np.uint32([n]), groups)], downloads)
             self.last_gpu_ms = None if gpu_ms is None else self.last_gpu_ms + gpu_ms
             for b in self.outputs:
-                outputs[b.name][start:start + n] = self.io_buffers[b.index].read(np.float32, n * b.features).reshape(
+                outputs[b.name][start:start + n] = self.io_buffers[b.index].read(b.numpy_dtype, n * b.features).reshape(
                     n, b.features)
         return self._shape_outputs(outputs, batch)
 

@@ -7,7 +7,7 @@ from coopnn.graph.ir import Graph
 from coopnn.runtime.kernel_backend import KernelExecutable, chosen_device, device_unavailable_reason
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.targets import target
-from coopnn.shaders.targets.portable import WEIGHT_WIDTH
+from coopnn.shaders.targets.portable import FP16_FEATURES, WEIGHT_WIDTH
 
 
 def _needs(info) -> str | None:
@@ -30,8 +30,10 @@ class PortableBackend:
         why = device_unavailable_reason(device, _needs)
         if why:
             return why
-        if weights == "fp16" and not chosen_device(device).features.get("storageBuffer16BitAccess"):
-            return "fp16 weights need the storageBuffer16BitAccess feature"
+        features = chosen_device(device).features
+        missing = sorted(f for f in FP16_FEATURES if not features.get(f)) if weights == "fp16" else []
+        if missing:
+            return f"fp16 weights need the device features {', '.join(missing)}"
         try:
             lower(graph)
         except CompileError as e:

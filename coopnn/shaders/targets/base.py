@@ -1,7 +1,8 @@
 """What every target produces (a `Binary`), the registry of targets, and the shader scaffolding they share.
 
 The shared interface of every compiled model: binding 0 holds the weights, then one binding per graph input and
-one per graph output, each a tightly packed float32 array of `features` values per sample; a push constant holds
+one per graph output, each a tightly packed array of `features` values per sample (float32, or float16 where
+the target says so); a push constant holds
 the number of samples in the dispatch; invocation i of the dispatch handles sample i.
 """
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Protocol
+
+import numpy as np
 
 from coopnn.layouts.pack import PackedWeights
 from coopnn.shaders.kernel.program import KernelProgram
@@ -20,7 +23,16 @@ class Binding:
     index: int
     role: str  # "weights", "input" or "output"
     name: str  # the graph input or output, or "weights"
-    features: int  # float32 values per sample (0 for weights)
+    features: int  # values per sample (0 for weights)
+    dtype: str = "f32"  # element type of input and output buffers: "f32" or "f16" (the host converts)
+
+    @property
+    def itemsize(self) -> int:
+        return 2 if self.dtype == "f16" else 4
+
+    @property
+    def numpy_dtype(self):
+        return np.float16 if self.dtype == "f16" else np.float32
 
 
 @dataclass(frozen=True)

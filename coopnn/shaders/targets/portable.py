@@ -2,7 +2,7 @@
 
 Each kernel vector is a private (Function-storage) array; instructions become loops over its components, `gemv`
 a pair of loops reading the weight buffer, `gather` unrolled copies. Arithmetic is float32; `weights="fp16"`
-stores weights as float16 (StorageBuffer16BitAccess) and widens them on load. Maxima, minima and clamps are
+stores weights as float16 (StorageBuffer16BitAccess, Float16) and widens them on load. Maxima, minima and clamps are
 written with ordered comparisons so that NaN propagates as numpy propagates it.
 """
 
@@ -23,6 +23,7 @@ _GLSL_UNARY = {"abs": "FAbs", "exp": "Exp", "log": "Log", "sin": "Sin", "cos": "
 _TANH_LIMIT = 10.0
 
 WEIGHT_WIDTH = {"fp32": 32, "fp16": 16}
+FP16_FEATURES = frozenset({"storageBuffer16BitAccess", "shaderFloat16"})
 
 
 class PortableEmitter:
@@ -237,7 +238,8 @@ class PortableEmitter:
         for instr in self.program.body:
             self.emit(instr)
         spirv = self.frame.finish()
-        features = {"vulkanMemoryModel"} | ({"storageBuffer16BitAccess"} if self.itemsize == 2 else set())
+        # f16 weights declare OpTypeFloat 16, which needs Float16 (shaderFloat16) besides the 16-bit storage access
+        features = {"vulkanMemoryModel"} | (FP16_FEATURES if self.itemsize == 2 else set())
         return Binary("portable", spirv, "main", self.frame.workgroup_size, self.bindings, PUSH_CONSTANTS,
                       self.packed, frozenset(features), frozenset())
 
