@@ -144,6 +144,60 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _batch_list(text: str) -> tuple[int, ...]:
+    from coopnn.bench.suite import parse_batches
+
+    try:
+        return parse_batches(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{e} (expected e.g. 16384,262144 or 2^14,2^18)") from None
+
+
+def _bench_setup(p: argparse.ArgumentParser) -> None:
+    from coopnn.bench.measure import Budget
+    from coopnn.bench.suite import DEFAULT_BATCHES
+
+    budget = Budget()
+    _model_arg(p)
+    p.add_argument("--backend", "-b", default="all", help="coopnn backends: all, or names separated by commas")
+    p.add_argument("--baseline", default="none",
+                   help="baselines run alongside: none, all, or names (torch-cuda-fp16, onnxruntime-cuda, "
+                        "torch-cpu-fp32, onnxruntime-cpu)")
+    p.add_argument("--batch", type=_batch_list, default=DEFAULT_BATCHES,
+                   help="batch sizes, e.g. 16384,262144,2097152 or 2^14,2^18,2^21 (the default)")
+    p.add_argument("--weights", default="fp16", help="coopnn weight format (fp16, fp32, ...); default fp16")
+    p.add_argument("--runs", type=int, default=budget.runs, help=f"timed runs per batch (default {budget.runs})")
+    p.add_argument("--warmup", type=int, default=budget.warmup, help=f"warm-up runs (default {budget.warmup})")
+    p.add_argument("--budget", type=float, default=budget.seconds_per_batch,
+                   help=f"seconds of timed runs per batch before runs are cut, to at least {budget.min_runs} "
+                        f"(default {budget.seconds_per_batch:g})")
+    p.add_argument("--max-run", type=float, default=budget.max_run_seconds,
+                   help="skip batches whose single run would take longer than this many seconds "
+                        f"(default {budget.max_run_seconds:g})")
+    p.add_argument("--json", help="also write the results document to this JSON file")
+
+
+@command("bench", "time a model on every backend: GPU and host time, samples/s, TFLOP/s, first call", _bench_setup)
+def cmd_bench(args: argparse.Namespace) -> int:
+    from coopnn.bench.measure import Budget
+    from coopnn.bench.report import save, text_report
+    from coopnn.bench.runners import select_runners
+    from coopnn.bench.suite import Settings, run_suite
+
+    runs = max(args.runs, 1)
+    budget = Budget(runs=runs, warmup=args.warmup, min_runs=min(Budget().min_runs, runs),
+                    seconds_per_batch=args.budget, max_run_seconds=args.max_run)
+    specs = select_runners(args.backend, args.baseline)
+    if not specs:
+        raise CoopnnError("nothing to benchmark: --backend and --baseline select no runner")
+    document = run_suite([args.model], specs, Settings(batches=args.batch, weights=args.weights, budget=budget))
+    print(text_report(document))
+    if args.json:
+        save(document, args.json)
+        print(f"wrote {args.json}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="coopnn", description="Run and train neural-shading MLPs on Vulkan.")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -59,10 +59,11 @@ def _load_builtin() -> None:
     # Listed explicitly so that a backend can't vanish because an import was forgotten.
     if _REGISTRY:
         return
+    from coopnn.runtime.coopvec_backend import CoopvecBackend
     from coopnn.runtime.numpy_backend import NumpyBackend
     from coopnn.runtime.portable_backend import PortableBackend
 
-    for backend in (NumpyBackend(), PortableBackend()):
+    for backend in (NumpyBackend(), PortableBackend(), CoopvecBackend()):
         register(backend)
 
 

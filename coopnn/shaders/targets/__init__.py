@@ -8,7 +8,7 @@ from coopnn.shaders.targets.base import TARGETS, Binary, Binding, PushConstant, 
 
 def _load_builtin() -> None:
     # Listed explicitly so that a target can't vanish because an import was forgotten.
-    from coopnn.shaders.targets import portable  # noqa: F401
+    from coopnn.shaders.targets import coopvec, portable  # noqa: F401
 
 
 def target(name: str) -> Target:

@@ -1,0 +1,178 @@
+"""Reading a results document: speed-up ratios against the baseline, and the terminal and markdown tables.
+
+Everything here works on the plain document (as run_suite returns it or as loaded from its JSON file), so tables and
+plots can be made again later from a saved file. A speed-up compares GPU times when both sides have one and host
+times otherwise, and always says which.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from coopnn.bench.runners import REFERENCE_ORDER
+
+
+def load(path: str | Path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def save(document: dict, path: str | Path) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(document, f, indent=1)
+        f.write("\n")
+
+
+def _measured(document: dict):
+    """(result, batch record) for every measured batch."""
+    for result in document["results"]:
+        for record in result["batches"]:
+            if record["status"] == "measured":
+                yield result, record
+
+
+def _time_ms(record: dict, basis: str) -> float:
+    return record[f"{basis}_ms"]["median"]
+
+
+def comparisons(document: dict) -> list[dict]:
+    """For each model and batch, every runner's speed-up over the reference baseline (the first of REFERENCE_ORDER
+    measured there): reference time / runner time, on GPU times where both have them, else host times."""
+    by_key: dict[tuple[str, int], dict[str, dict]] = {}
+    for result, record in _measured(document):
+        by_key.setdefault((result["model"], record["batch"]), {})[result["runner"]] = record
+    out = []
+    for (model, batch), records in by_key.items():
+        reference = next((name for name in REFERENCE_ORDER if name in records), None)
+        if reference is None:
+            continue
+        ref = records[reference]
+        for runner, record in records.items():
+            basis = "gpu" if record["gpu_ms"] and ref["gpu_ms"] else "host"
+            out.append({"model": model, "batch": batch, "runner": runner, "reference": reference, "basis": basis,
+                        "speedup": _time_ms(ref, basis) / _time_ms(record, basis)})
+    return out
+
+
+def _ms(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return f"{x:,.0f}" if x >= 1000 else f"{x:.4g}"
+
+
+def _si(x: float | None) -> str:
+    if x is None:
+        return "-"
+    for scale, suffix in ((1e12, " T"), (1e9, " G"), (1e6, " M"), (1e3, " k")):
+        if x >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def _percent(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.3g}%"
+
+
+def batch_label(n: int) -> str:
+    return f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else str(n)
+
+
+def format_table(header: list[str], rows: list[list[str]], markdown: bool = False) -> str:
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip(), "  ".join("-" * w for w in widths)]
+    return "\n".join(lines + ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows])
+
+
+TIMING_HEADER = ["model", "runner", "batch", "GPU ms median (min, p90)", "host ms median", "samples/s", "TFLOP/s",
+                 "% fp16 peak", "% bw bound", "speed-up", "note"]
+FIRST_CALL_HEADER = ["model", "runner", "precision", "status", "first call ms cold", "warm", "max abs error",
+                     "reason"]
+
+
+def timing_rows(document: dict) -> list[list[str]]:
+    speedups = {(c["model"], c["batch"], c["runner"]): c for c in document.get("comparisons", [])}
+    rows = []
+    for result in document["results"]:
+        for r in result["batches"]:
+            if r["status"] != "measured":
+                rows.append([result["model"], result["runner"], batch_label(r["batch"])] + ["-"] * 7 + [r["note"]])
+                continue
+            gpu = r["gpu_ms"]
+            c = speedups.get((result["model"], r["batch"], result["runner"]))
+            rows.append([
+                result["model"], result["runner"], batch_label(r["batch"]),
+                f"{_ms(gpu['median'])} ({_ms(gpu['min'])}, {_ms(gpu['p90'])})" if gpu else "-",
+                _ms(r["host_ms"]["median"]), _si(r["samples_per_s"]), f"{r['tflops']:.3g}",
+                _percent(r["fraction_of_fp16_peak"]), _percent(r["fraction_of_bandwidth_bound"]),
+                f"{c['speedup']:.3g}x {c['basis']} vs {c['reference']}" if c else "-",
+                r["note"],
+            ])
+    return rows
+
+
+def first_call_rows(document: dict) -> list[list[str]]:
+    rows = []
+    for r in document["results"]:
+        first = r["first_call_ms"] or {}
+        error = "-" if r["max_abs_error"] is None else f"{r['max_abs_error']:.2g} (of {r['max_abs_reference']:.2g})"
+        rows.append([r["model"], r["runner"], r["precision"], r["status"], _ms(first.get("cold")),
+                     _ms(first.get("warm")), error, r["reason"]])
+    return rows
+
+
+def _device_line(document: dict) -> str:
+    env, peak = document["environment"], document["peaks"]
+    limits = (f"fp16 dense peak {peak['fp16_dense_tflops']:g} TFLOP/s, memory bandwidth "
+              f"{peak['memory_bandwidth_gbs']:g} GB/s ({peak['label']})" if "fp16_dense_tflops" in peak
+              else "peaks unknown (not in coopnn.bench.peaks)")
+    return f"{env['device']}, driver {env['driver']}, {env['date']}; {limits}"
+
+
+def text_report(document: dict) -> str:
+    return "\n\n".join([
+        _device_line(document),
+        format_table(TIMING_HEADER, timing_rows(document)),
+        format_table(FIRST_CALL_HEADER, first_call_rows(document)),
+    ])
+
+
+def _model_line(model: dict) -> str:
+    bounds = ""
+    if model["bandwidth_bound_samples_per_s"] is not None:
+        bounds = (f"; bandwidth bound {_si(model['bandwidth_bound_samples_per_s'])} samples/s, fp16 compute bound "
+                  f"{_si(model['compute_bound_samples_per_s'])} samples/s")
+    return (f"- `{model['name']}`: {model['parameters']} parameters, {model['flops_per_sample']} FLOP and "
+            f"{model['io_bytes_per_sample']} bytes in and out per sample{bounds}")
+
+
+def markdown_report(document: dict) -> str:
+    env, settings = document["environment"], document["settings"]
+    versions = [f"coopnn {env['coopnn']}", f"Python {env['python']}", f"numpy {env['numpy']}"]
+    if env["torch"]:
+        versions.append(f"PyTorch {env['torch']['version']} (CUDA {env['torch']['cuda']})")
+    if env["onnxruntime"]:
+        versions.append(f"onnxruntime {env['onnxruntime']['version']}")
+    unavailable = [f"- {r['name']}: {r['reason']}" for r in document["runners"] if not r["available"]]
+    parts = [
+        f"# coopnn benchmark: {env['device']}",
+        f"{_device_line(document)}. CPU: {env['cpu']} ({env['cpu_count']} threads). {', '.join(versions)}.",
+        f"Batches {', '.join(batch_label(b) for b in settings['batches'])}; {settings['runs']} timed runs after "
+        f"warm-up (up to {settings['warmup']}), fewer where they would exceed {settings['seconds_per_batch']:g} s per "
+        f"batch; coopnn weights {settings['weights']}. Samples/s and TFLOP/s come from the median GPU time where "
+        f"the runner has a GPU clock, else from the median host time; host time includes the copies in and out. "
+        f"Speed-ups are against the first baseline measured of {', '.join(REFERENCE_ORDER)}.",
+        "## Models\n\n" + "\n".join(_model_line(m) for m in document["models"]),
+        "## Timings\n\n" + format_table(TIMING_HEADER, timing_rows(document), markdown=True),
+        "## First call and accuracy\n\nFirst call: prepare plus one run at batch "
+        f"{settings['first_call_batch']}, with an empty (cold) and then a filled (warm) pipeline cache. Max abs error: "
+        "against the numpy reference with float32 weights on that batch.\n\n"
+        + format_table(FIRST_CALL_HEADER, first_call_rows(document), markdown=True),
+    ]
+    if unavailable:
+        parts.append("## Not run here\n\n" + "\n".join(unavailable))
+    return "\n\n".join(parts) + "\n"

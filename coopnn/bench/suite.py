@@ -1,0 +1,188 @@
+"""A benchmark suite: every chosen runner on every model, into one results document (plain data, saved as JSON).
+
+For each model and runner: the first call (prepare plus one small run) with a cold and then a warm pipeline cache,
+the largest difference from the numpy reference on that small batch, and the timings at each batch size with the
+throughput derived from them. A runner that is unavailable, cannot run the model, or fails is recorded with the
+reason and the suite goes on.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from coopnn.bench import environment, peaks
+from coopnn.bench.caches import disable_driver_shader_caches, pipeline_cache_at
+from coopnn.bench.measure import BatchTiming, Budget, measure_batches, timed_run
+from coopnn.bench.models import BenchModel
+from coopnn.bench.report import comparisons
+from coopnn.bench.runners import RunnerSpec
+from coopnn.progress import Progress
+from coopnn.runtime.numpy_backend import run_graph
+
+SCHEMA = "coopnn-bench/1"
+DEFAULT_BATCHES = (1 << 14, 1 << 18, 1 << 21)
+
+
+@dataclass(frozen=True)
+class Settings:
+    batches: tuple[int, ...] = DEFAULT_BATCHES
+    weights: str = "fp16"  # the coopnn weight format; baselines keep their own precision
+    budget: Budget = field(default_factory=Budget)
+    first_call_batch: int = 256  # also the batch the outputs are checked against the numpy reference on
+    seed: int = 0
+
+
+def parse_batches(text: str) -> tuple[int, ...]:
+    """"16384,262144" or "2^14,2^18" (mixed too) -> (16384, 262144); ValueError for anything else."""
+    batches = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        base, _, exponent = part.partition("^")
+        value = int(base) ** int(exponent) if exponent else int(base)
+        if value < 1:
+            raise ValueError(f"batch sizes must be positive, got {part}")
+        batches.append(value)
+    if not batches:
+        raise ValueError("no batch sizes given")
+    return tuple(sorted(set(batches)))
+
+
+def _max_abs(outputs: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray]) -> tuple[float, float]:
+    error = scale = 0.0
+    for name, want in reference.items():
+        want = np.asarray(want, np.float32)
+        got = np.asarray(outputs[name], np.float32)
+        error = max(error, float(np.max(np.abs(got - want))))
+        scale = max(scale, float(np.max(np.abs(want))))
+    return error, scale
+
+
+def _throughput(timing: BatchTiming, model: BenchModel, peak: peaks.DevicePeak | None) -> dict:
+    record = asdict(timing)
+    if timing.status != "measured":
+        return record
+    source = "gpu" if timing.gpu_ms is not None else "host"
+    seconds = (timing.gpu_ms or timing.host_ms).median / 1e3
+    samples_per_s = timing.batch / seconds
+    tflops = samples_per_s * model.flops_per_sample / 1e12
+    record.update(
+        time_source=source,
+        samples_per_s=samples_per_s,
+        host_samples_per_s=timing.batch / (timing.host_ms.median / 1e3),
+        tflops=tflops,
+        fraction_of_fp16_peak=tflops / peak.fp16_dense_tflops if peak else None,
+        fraction_of_bandwidth_bound=samples_per_s / peaks.bandwidth_bound_samples_per_s(
+            model.io_bytes_per_sample, peak.memory_bandwidth_gbs) if peak else None,
+    )
+    return record
+
+
+class SuiteRun:
+    """Runs the suite, advancing `progress` by one step per (model, runner, batch)."""
+
+    def __init__(self, specs: list[RunnerSpec], settings: Settings, peak: peaks.DevicePeak | None, progress: Progress):
+        self.specs = specs
+        self.settings = settings
+        self.peak = peak
+        self.progress = progress
+
+    def model(self, model: BenchModel) -> list[dict]:
+        small = model.feeds(self.settings.first_call_batch, self.settings.seed)
+        reference = run_graph(model.graph, small)
+        cached: dict[int, dict[str, np.ndarray]] = {}
+
+        def feeds_for(batch: int) -> dict[str, np.ndarray]:
+            if batch not in cached:
+                cached.clear()  # one batch of inputs at a time: the largest are hundreds of MB
+                cached[batch] = model.feeds(batch, self.settings.seed)
+            return cached[batch]
+
+        return [self.runner(model, spec, small, reference, feeds_for) for spec in self.specs]
+
+    def runner(self, model: BenchModel, spec: RunnerSpec, small, reference, feeds_for) -> dict:
+        weights = self.settings.weights
+        record = {"model": model.name, "runner": spec.name, "kind": spec.kind,
+                  "precision": spec.precision or f"{weights} weights", "status": "ok", "reason": "",
+                  "first_call_ms": None, "max_abs_error": None, "max_abs_reference": None, "batches": []}
+        why = spec.unavailable_reason()
+        status = "unavailable"
+        if why is None:
+            why, status = spec.unsupported_reason(model, weights), "unsupported"
+        if why is not None:
+            record.update(status=status, reason=why)
+            self.progress.advance(len(self.settings.batches), f"{model.name} {spec.name}: {status}")
+            return record
+        done = 0
+
+        def on_batch(batch: int) -> None:
+            nonlocal done
+            done += 1
+            self.progress.advance(1, f"{model.name} {spec.name} {batch}")
+
+        runner = None
+        try:
+            with tempfile.TemporaryDirectory(prefix="coopnn-bench-cache-") as cache:
+                first_call = {}
+                for state in ("cold", "warm"):
+                    if runner is not None:
+                        runner.close()
+                    with pipeline_cache_at(Path(cache)):
+                        start = time.perf_counter()
+                        runner = spec.prepare(model, weights)
+                        _, _, outputs = timed_run(runner, small)
+                        first_call[state] = (time.perf_counter() - start) * 1e3
+            record["first_call_ms"] = first_call
+            record["max_abs_error"], record["max_abs_reference"] = _max_abs(outputs, reference)
+            timings = measure_batches(runner, list(self.settings.batches), feeds_for, self.settings.budget, on_batch)
+            record["batches"] = [_throughput(t, model, self.peak) for t in timings]
+        except Exception as e:  # a failing runner is a result to report; the rest of the suite still runs
+            record.update(status="failed", reason=f"{type(e).__name__}: {e}")
+            self.progress.note(f"{model.name} on {spec.name} failed: {record['reason']}")
+            self.progress.advance(len(self.settings.batches) - done)
+        finally:
+            if runner is not None:
+                runner.close()
+        return record
+
+
+def run_suite(model_paths: list[str | Path], specs: list[RunnerSpec], settings: Settings,
+              label: str = "bench") -> dict:
+    """Benchmark every runner in `specs` on every model; returns the results document (see bench/README.md)."""
+    switches = disable_driver_shader_caches()
+    env = environment.describe_environment()
+    device = environment.device_name(env)
+    peak = peaks.device_peak(device)
+    models = [BenchModel.load(p) for p in model_paths]
+    started = time.perf_counter()
+    results = []
+    with Progress(len(models) * len(specs) * len(settings.batches), label) as progress:
+        suite = SuiteRun(specs, settings, peak, progress)
+        for model in models:
+            results += suite.model(model)
+    document = {
+        "schema": SCHEMA,
+        "environment": {**env, "device": device, "driver": environment.driver(env), "driver_shader_caches": switches},
+        "peaks": peaks.peak_record(device),
+        "settings": {"batches": list(settings.batches), "weights": settings.weights, **asdict(settings.budget),
+                     "first_call_batch": settings.first_call_batch, "seed": settings.seed},
+        "models": [_model_record(m, peak) for m in models],
+        "runners": [spec.record() for spec in specs],
+        "results": results,
+        "seconds": time.perf_counter() - started,
+    }
+    document["comparisons"] = comparisons(document)
+    return document
+
+
+def _model_record(model: BenchModel, peak: peaks.DevicePeak | None) -> dict:
+    record = model.record()
+    record["bandwidth_bound_samples_per_s"] = (
+        peaks.bandwidth_bound_samples_per_s(model.io_bytes_per_sample, peak.memory_bandwidth_gbs) if peak else None)
+    record["compute_bound_samples_per_s"] = (
+        peaks.compute_bound_samples_per_s(model.flops_per_sample, peak.fp16_dense_tflops) if peak else None)
+    return record

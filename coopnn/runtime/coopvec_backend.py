@@ -1,0 +1,130 @@
+"""`backend="coopvec"`: the cooperative-vector target on a device with VK_NV_cooperative_vector.
+
+It is offered only where the device lists every type combination the model's matrix-vector products use and holds
+vectors as long as the model's. Weights are converted to the driver's InferencingOptimal layout on the host
+(vkConvertCooperativeVectorMatrixNV: size query, then conversion) through a short-lived context, once per model,
+device and driver: the packed buffer and its manifest are cached on disk next to the pipeline cache (`weights/`). The
+SPIR-V is then compiled against that manifest and run by the shared `KernelExecutable`.
+"""
+
+from __future__ import annotations
+
+from coopnn.errors import CompileError
+from coopnn.graph.ir import Graph
+from coopnn.layouts.optimal import WeightPlan, pack_plan
+from coopnn.layouts.pack import PackedWeights
+from coopnn.layouts.weight_cache import PackedWeightCache
+from coopnn.runtime.kernel_backend import KernelExecutable, chosen_device, device_unavailable_reason
+from coopnn.shaders.kernel.lower import lower
+from coopnn.shaders.kernel.program import KernelProgram
+from coopnn.shaders.targets import target
+from coopnn.shaders.targets.coopvec import FEATURES, WEIGHT_FORMATS, requirements, weight_plan
+
+# Measured on the H100 with mlp_32_64x4_16 and mlp_64_128x4_16 at 2^14 to 2^21 samples: 64 was fastest, 32 and
+# 128 within a few per cent, 256 slower.
+WORKGROUP_SIZE = 64
+LAYOUT = "inferencing_optimal"
+COMPUTE_STAGE_BIT = 0x20  # VK_SHADER_STAGE_COMPUTE_BIT
+
+
+def _device_needs(info) -> str | None:
+    support = info.cooperative_vector
+    if support is None or not support.cooperative_vector:
+        return f"{info.name} lacks VK_NV_cooperative_vector"
+    if not support.supported_stages & COMPUTE_STAGE_BIT:
+        return f"{info.name} offers cooperative vectors outside compute shaders only"
+    missing = sorted(f for f in FEATURES if not info.features.get(f))
+    if missing:
+        return f"{info.name} lacks the features {', '.join(missing)}"
+    return None
+
+
+def _combination(c) -> tuple[str, ...]:
+    return tuple(t.name for t in (c.input_type, c.input_interpretation, c.matrix_interpretation,
+                                  c.bias_interpretation, c.result_type))
+
+
+def program_unsupported_reason(info, program: KernelProgram) -> str | None:
+    """None when the device lists every combination the program needs and holds its longest vector."""
+    needs = requirements(program)
+    support = info.cooperative_vector
+    missing = needs.combinations - {_combination(c) for c in support.combinations}
+    if missing:
+        listed = "; ".join("/".join(c) for c in sorted(missing))
+        return (f"{info.name} does not list the cooperative-vector type combination(s) {listed} "
+                f"(input/input interpretation/matrix/bias/result)")
+    if needs.components > support.max_components:
+        return (f"the model needs cooperative vectors of {needs.components} components; {info.name} holds at most "
+                f"{support.max_components}")
+    return None
+
+
+def weight_cache() -> PackedWeightCache:
+    from coopnn.runtime.vk.pipeline_cache import default_cache_root
+
+    return PackedWeightCache(default_cache_root().parent / "weights")
+
+
+def convert_weights(plan: WeightPlan, device: str | int | None) -> PackedWeights:
+    """The plan packed in the driver's InferencingOptimal layout, converted on the host by the device's driver."""
+    from coopnn.runtime.vk.context import VulkanContext
+    from coopnn.runtime.vk.coopvec import MatrixFormat, convert_on_host
+    from coopnn.runtime.vk.nv_ffi import ComponentType, MatrixLayout
+
+    with VulkanContext(device, features={"cooperativeVector"}) as context:
+        def convert(matrix):
+            rows, columns = matrix.shape
+            row_major = MatrixFormat(rows, columns, ComponentType.FLOAT16, MatrixLayout.ROW_MAJOR,
+                                     columns * matrix.itemsize)
+            optimal = MatrixFormat(rows, columns, ComponentType.FLOAT16, MatrixLayout.INFERENCING_OPTIMAL)
+            return convert_on_host(context, matrix, row_major, optimal)
+
+        return pack_plan(plan, LAYOUT, convert)
+
+
+def optimal_weights(plan: WeightPlan, device: str | int | None) -> PackedWeights:
+    """The converted weights of `plan` for `device`, from the on-disk cache when this driver converted them before."""
+    from coopnn.runtime.vk.pipeline_cache import device_key
+
+    if not plan.matrices:
+        return pack_plan(plan)
+    cache = weight_cache()
+    key = f"coopvec:{LAYOUT}:{plan.digest()}:{device_key(chosen_device(device))}"
+    packed = cache.get(key)
+    if packed is None:
+        packed = convert_weights(plan, device)
+        cache.put(key, packed)
+    return packed
+
+
+def prepare_coopvec(graph: Graph, device: str | int | None, workgroup_size: int = WORKGROUP_SIZE) -> KernelExecutable:
+    program = lower(graph)
+    packed = optimal_weights(weight_plan(program), device)
+    binary = target("coopvec").compile(program, "fp16", workgroup_size, packed=packed)
+    return KernelExecutable(binary, graph, device)
+
+
+class CoopvecBackend:
+    name = "coopvec"
+    priority = 20
+    description = ("cooperative vectors (VK_NV_cooperative_vector): float16 matrix-vector products on tensor cores, "
+                   "one invocation per sample")
+
+    def unavailable_reason(self) -> str | None:
+        return device_unavailable_reason(None, _device_needs)
+
+    def unsupported_reason(self, graph: Graph, weights: str, device) -> str | None:
+        if weights not in WEIGHT_FORMATS:
+            return (f"weight format {weights!r} is not supported: its matrix-vector products take float16 matrices "
+                    f"(load with weights='fp16')")
+        why = device_unavailable_reason(device, _device_needs)
+        if why:
+            return why
+        try:
+            program = lower(graph)
+        except CompileError as e:
+            return str(e)
+        return program_unsupported_reason(chosen_device(device), program)
+
+    def prepare(self, graph: Graph, *, weights: str, device) -> KernelExecutable:
+        return prepare_coopvec(graph, device)

@@ -1,0 +1,335 @@
+"""The cooperative-vector target: SPIR-V 1.6 with SPV_NV_cooperative_vector, one invocation per sample.
+
+Each `gemv` is one OpCooperativeVectorMatrixMulAddNV (float16 input, matrix, bias and result; the driver turns the
+converged invocations of a subgroup into tensor-core work), reading matrices and biases from one float16 weight buffer
+at the offsets of its manifest (`coopnn.layouts.optimal`): InferencingOptimal where the backend converted them on the
+device's driver, row- or column-major with a stride otherwise. Inputs and outputs are float16 buffers, read and written
+with OpCooperativeVectorLoadNV/StoreNV where a sample's row is a whole number of 16-byte groups, component by
+component otherwise.
+
+Numerics, which `coopnn.layouts.formats.run_fp16_emulation` reproduces: inputs, matrix-vector operands and results,
+and outputs are float16; everything else is float32. Instructions whose result is exact in float16 when their operands
+are (max, min, neg, abs, comparisons, selects, gathers) stay in float16, so ReLU layers never leave it. Whole-vector
+instructions are used where the extension allows them on cooperative vectors (arithmetic, FMax, FMin, FClamp, Exp,
+Log, Tanh); the rest (Sin, Cos, Sqrt, Floor, Ceil, FSign, Pow, comparisons, selects, gathers, reductions) go component
+by component. FMax/FMin follow the driver on NaN operands. Control flow is uniform but for the bounds check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from coopnn.errors import CompileError
+from coopnn.layouts.optimal import COMPONENT_ALIGNMENT, WeightPlan, pack_plan, padded, plan_weights
+from coopnn.layouts.pack import PackedWeights
+from coopnn.shaders.kernel.program import Instr, KernelProgram
+from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bindings_of, register_target
+from coopnn.shaders.targets.coopvec_values import Forms, Held
+
+WEIGHT_FORMATS = ("fp16",)
+LAYOUT_ENUMERANTS = {"row_major": "RowMajorNV", "column_major": "ColumnMajorNV",
+                     "inferencing_optimal": "InferencingOptimalNV", "training_optimal": "TrainingOptimalNV"}
+# The type combination every matrix-vector product uses (vkGetPhysicalDeviceCooperativeVectorPropertiesNV's input
+# type, input, matrix and bias interpretations, result type), by VkComponentTypeKHR name.
+FLOAT16_COMBINATION = ("FLOAT16", "FLOAT16", "FLOAT16", "FLOAT16", "FLOAT16")
+FEATURES = frozenset({"cooperativeVector", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
+# tanh(±10) is ±1 in float32; clamping first keeps implementations that compute tanh through exp from inf/inf.
+TANH_LIMIT = 10.0
+IO_BYTES_PER_COMPONENT = 2
+
+_VECTOR_ARITHMETIC = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv"}
+_VECTOR_GLSL = {"exp": "Exp", "log": "Log"}
+_SCALAR_GLSL = {"sin": "Sin", "cos": "Cos", "sqrt": "Sqrt", "floor": "Floor", "ceil": "Ceil", "sign": "FSign"}
+_EXACT_MINMAX = {"max": "FMax", "min": "FMin"}
+_COMPARE = {"cmp.lt": "OpFOrdLessThan", "cmp.le": "OpFOrdLessThanEqual", "cmp.gt": "OpFOrdGreaterThan",
+            "cmp.ge": "OpFOrdGreaterThanEqual", "cmp.eq": "OpFOrdEqual"}
+_LOGICAL = {"and": "OpLogicalAnd", "or": "OpLogicalOr", "xor": "OpLogicalNotEqual"}
+
+
+def weight_plan(program: KernelProgram) -> WeightPlan:
+    """The matrices and biases the program's `gemv` instructions read, rounded to float16 and padded."""
+    gemvs = [i for i in program.body if i.op == "gemv"]
+    return plan_weights({i.args[0]: program.constants[i.args[0]] for i in gemvs},
+                        {i.args[2]: program.constants[i.args[2]] for i in gemvs if len(i.args) > 2})
+
+
+@dataclass(frozen=True)
+class Requirements:
+    """What a device must offer to run a program: type combinations and cooperative-vector length."""
+
+    combinations: frozenset[tuple[str, ...]]
+    components: int  # the longest cooperative vector, padding included
+
+
+def requirements(program: KernelProgram) -> Requirements:
+    sizes = [i.type.size for i in program.body if i.type is not None and i.type.dtype != "bool"]
+    gemvs = [program.param(i.args[0]).shape for i in program.body if i.op == "gemv"]
+    sizes += [padded(n) for shape in gemvs for n in shape]
+    return Requirements(frozenset({FLOAT16_COMBINATION} if gemvs else ()), max(sizes, default=1))
+
+
+def _io_vectorized(features: int) -> bool:
+    """Whether each sample's row starts on a 16-byte boundary, as OpCooperativeVectorLoadNV/StoreNV need."""
+    return features * IO_BYTES_PER_COMPONENT % (COMPONENT_ALIGNMENT * IO_BYTES_PER_COMPONENT) == 0
+
+
+class CoopvecEmitter:
+    def __init__(self, program: KernelProgram, packed: PackedWeights, workgroup_size: int):
+        self.program = program
+        self.packed = packed
+        self.bindings = tuple(b if b.role == "weights" else dataclasses.replace(b, dtype="f16")
+                              for b in bindings_of(program))
+        self.frame = ShaderFrame(self.bindings[:1], 16, workgroup_size)
+        self.m, self.fn = self.frame.module, self.frame.main
+        self.forms = Forms(self.m, self.fn)
+        self.f16, self.f32, self.boolean = (self.forms.scalar_types[t] for t in ("f16", "f32", "bool"))
+        self.halves = self.m.type_runtime_array(self.f16, stride=IO_BYTES_PER_COMPONENT)
+        block = self.m.type_struct([self.halves], offsets=[0], decorations=["Block"], name="Samples")
+        for b in self.bindings[1:]:
+            decorations = [("DescriptorSet", 0), ("Binding", b.index)] + (["NonWritable"] if b.role == "input" else [])
+            self.frame.buffers[b.index] = self.m.global_variable("StorageBuffer", block, name=f"{b.role}_{b.index}",
+                                                                 decorations=decorations)
+        self.binding_of = {b.name: b.index for b in self.bindings[1:]}
+        self.held: dict[str, Held] = {}
+        self.array_pointers: dict[int, object] = {}
+        self.handlers = {
+            "constant": self.constant, "load": self.load, "store": self.store, "gemv": self.gemv,
+            "gather": self.gather, "select": self.select, "cast": self.cast, "pow": self.pow, "neg": self.neg,
+            "abs": self.abs, "tanh": self.tanh, "not": self.logical, "reduce_sum": self.reduce,
+            "reduce_max": self.reduce,
+            **dict.fromkeys(_VECTOR_ARITHMETIC, self.arithmetic), **dict.fromkeys(_VECTOR_GLSL, self.vector_glsl),
+            **dict.fromkeys(_SCALAR_GLSL, self.scalar_glsl), **dict.fromkeys(_EXACT_MINMAX, self.minmax),
+            **dict.fromkeys(_COMPARE, self.compare), **dict.fromkeys(_LOGICAL, self.logical),
+        }
+
+    # ----- helpers --------------------------------------------------------------------------------------------------
+
+    def uint(self, value: int):
+        return self.frame.uint(value)
+
+    def array_pointer(self, binding: int):
+        """The runtime array of `binding`, as the cooperative-vector instructions take it (the body is one block
+        after the bounds check, so one access chain serves every later use)."""
+        if binding not in self.array_pointers:
+            self.array_pointers[binding] = self.fn.emit(
+                "OpAccessChain", self.m.type_pointer("StorageBuffer", self.halves), self.frame.buffers[binding],
+                self.frame.zero)
+        return self.array_pointers[binding]
+
+    def operands(self, instr: Instr) -> list[Held]:
+        return [self.held[a] for a in instr.args]
+
+    @staticmethod
+    def exact_dtype(held: list[Held]) -> str:
+        """float16 when every operand is exact in it (the instruction then is too), else float32."""
+        return "f16" if all(h.is_f16 for h in held) else "f32"
+
+    def vector_result(self, instr: Instr, dtype: str, vector) -> Held:
+        return self.forms.from_vector(dtype, instr.type.size, vector)
+
+    def per_component(self, dtype: str, result_dtype: str, held: list[Held], compute) -> Held:
+        """A value computed component by component: compute(*scalars of each operand in `dtype`)."""
+        columns = [self.forms.components(h, dtype) for h in held]
+        return self.forms.from_scalars(result_dtype, [compute(*row) for row in zip(*columns)])
+
+    def glsl(self, result_type, name: str, *args):
+        return self.fn.ext_inst(result_type, name, *args)
+
+    # ----- instructions ---------------------------------------------------------------------------------------------
+
+    def constant(self, instr: Instr) -> Held:
+        return self.forms.known(np.full(instr.type.size, instr.attrs["value"]), instr.type.dtype)
+
+    def load(self, instr: Instr) -> Held:
+        param = self.program.param(instr.args[0])
+        if param.role != "input":
+            return self.forms.known(self.program.constants[param.name])
+        binding, features = self.binding_of[param.graph_name], param.shape[0]
+        if _io_vectorized(features):
+            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample,
+                                  self.uint(features * IO_BYTES_PER_COMPONENT))
+            vector = self.fn.emit("OpCooperativeVectorLoadNV", self.forms.vector_type("f16", features),
+                                  self.array_pointer(binding), offset)
+            return self.vector_result(instr, "f16", vector)
+        first = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features))
+        scalars = [self.fn.emit("OpLoad", self.f16, self.frame.element_pointer(
+            binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), self.f16))
+            for i in range(features)]
+        return self.forms.from_scalars("f16", scalars)
+
+    def store(self, instr: Instr) -> None:
+        held, param = self.held[instr.args[0]], self.program.param(instr.args[1])
+        binding, features = self.binding_of[param.graph_name], param.shape[0]
+        if _io_vectorized(features):
+            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample,
+                                  self.uint(features * IO_BYTES_PER_COMPONENT))
+            self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding), offset,
+                         self.forms.vector(held, "f16"))
+            return
+        first = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features))
+        for i, scalar in enumerate(self.forms.components(held, "f16")):
+            index = self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i))
+            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, self.f16), scalar)
+
+    def gemv(self, instr: Instr) -> Held:
+        matrix = self.packed.entry(instr.args[0])
+        rows, columns = matrix.shape
+        m, float16 = self.m, self.m.enum_constant("ComponentType", "Float16NV")
+        x = self.forms.padded_vector(self.held[instr.args[1]], columns)
+        weights = self.array_pointer(0)
+        operands = [x, float16, weights, self.uint(matrix.offset), float16]
+        if len(instr.args) > 2:
+            operands += [weights, self.uint(self.packed.entry(instr.args[2]).offset), float16]
+        operands += [self.uint(rows), self.uint(columns),
+                     m.enum_constant("CooperativeVectorMatrixLayout", LAYOUT_ENUMERANTS[matrix.layout]),
+                     m.constant(self.boolean, False)]
+        if matrix.stride:
+            operands.append(self.uint(matrix.stride))
+        opname = "OpCooperativeVectorMatrixMulAddNV" if len(instr.args) > 2 else "OpCooperativeVectorMatrixMulNV"
+        y = self.fn.emit(opname, self.forms.vector_type("f16", rows), *operands)
+        if rows == instr.type.size:
+            return self.vector_result(instr, "f16", y)
+        return self.forms.from_scalars("f16", [self.fn.emit("OpCompositeExtract", self.f16, y, i)
+                                               for i in range(instr.type.size)])
+
+    def arithmetic(self, instr: Instr) -> Held:
+        a, b = (self.forms.vector(h, "f32") for h in self.operands(instr))
+        vector_type = self.forms.vector_type("f32", instr.type.size)
+        return self.vector_result(instr, "f32", self.fn.emit(_VECTOR_ARITHMETIC[instr.op], vector_type, a, b))
+
+    def vector_glsl(self, instr: Instr) -> Held:
+        x = self.forms.vector(self.held[instr.args[0]], "f32")
+        vector_type = self.forms.vector_type("f32", instr.type.size)
+        return self.vector_result(instr, "f32", self.glsl(vector_type, _VECTOR_GLSL[instr.op], x))
+
+    def tanh(self, instr: Instr) -> Held:
+        x = self.forms.vector(self.held[instr.args[0]], "f32")
+        vector_type = self.forms.vector_type("f32", instr.type.size)
+        limit = self.forms.known(np.full(instr.type.size, TANH_LIMIT))
+        clamped = self.glsl(vector_type, "FClamp", x, self.forms.vector(self.forms.known(-limit.constant), "f32"),
+                            self.forms.vector(limit, "f32"))
+        return self.vector_result(instr, "f32", self.glsl(vector_type, "Tanh", clamped))
+
+    def minmax(self, instr: Instr) -> Held:
+        held = self.operands(instr)
+        dtype = self.exact_dtype(held)
+        vectors = [self.forms.vector(h, dtype) for h in held]
+        result = self.glsl(self.forms.vector_type(dtype, instr.type.size), _EXACT_MINMAX[instr.op], *vectors)
+        return self.vector_result(instr, dtype, result)
+
+    def neg(self, instr: Instr) -> Held:
+        x = self.held[instr.args[0]]
+        vector_type = self.forms.vector_type(x.dtype, x.size)
+        return self.vector_result(instr, x.dtype, self.fn.emit("OpFNegate", vector_type, self.forms.vector(x, x.dtype)))
+
+    def abs(self, instr: Instr) -> Held:
+        # FAbs is not among the instructions allowed on cooperative vectors; max(x, -x) is, and is exact.
+        x = self.held[instr.args[0]]
+        vector_type = self.forms.vector_type(x.dtype, x.size)
+        v = self.forms.vector(x, x.dtype)
+        return self.vector_result(instr, x.dtype,
+                                  self.glsl(vector_type, "FMax", v, self.fn.emit("OpFNegate", vector_type, v)))
+
+    def scalar_glsl(self, instr: Instr) -> Held:
+        return self.per_component("f32", "f32", self.operands(instr),
+                                  lambda x: self.glsl(self.f32, _SCALAR_GLSL[instr.op], x))
+
+    def pow(self, instr: Instr) -> Held:
+        return self.per_component("f32", "f32", self.operands(instr), self.scalar_pow)
+
+    def scalar_pow(self, a, b):
+        """numpy's power: negative bases give a signed result for integer exponents and NaN otherwise."""
+        f32, boolean, emit = self.f32, self.boolean, self.fn.emit
+        magnitude = self.glsl(f32, "Pow", self.glsl(f32, "FAbs", a), b)
+        negative = emit("OpFOrdLessThan", boolean, a, self.forms.constant("f32", 0.0))
+        integral = emit("OpFOrdEqual", boolean, self.glsl(f32, "Floor", b), b)
+        half = emit("OpFMul", f32, b, self.forms.constant("f32", 0.5))
+        odd = emit("OpFOrdNotEqual", boolean, self.glsl(f32, "Floor", half), half)
+        signed = emit("OpSelect", f32, odd, emit("OpFNegate", f32, magnitude), magnitude)
+        on_negative = emit("OpSelect", f32, integral, signed, self.forms.constant("f32", float("nan")))
+        return emit("OpSelect", f32, negative, on_negative, magnitude)
+
+    def compare(self, instr: Instr) -> Held:
+        held = self.operands(instr)
+        return self.per_component(self.exact_dtype(held), "bool", held,
+                                  lambda a, b: self.fn.emit(_COMPARE[instr.op], self.boolean, a, b))
+
+    def logical(self, instr: Instr) -> Held:
+        if instr.op == "not":
+            return self.per_component("bool", "bool", self.operands(instr),
+                                      lambda x: self.fn.emit("OpLogicalNot", self.boolean, x))
+        return self.per_component("bool", "bool", self.operands(instr),
+                                  lambda a, b: self.fn.emit(_LOGICAL[instr.op], self.boolean, a, b))
+
+    def select(self, instr: Instr) -> Held:
+        cond, a, b = self.operands(instr)
+        dtype = "bool" if instr.type.dtype == "bool" else self.exact_dtype([a, b])
+        conditions = self.forms.components(cond, "bool")
+        choices = zip(conditions, self.forms.components(a, dtype), self.forms.components(b, dtype))
+        return self.forms.from_scalars(dtype, [self.fn.emit("OpSelect", self.forms.scalar_types[dtype], c, x, y)
+                                               for c, x, y in choices])
+
+    def gather(self, instr: Instr) -> Held:
+        sources = self.operands(instr)
+        dtype = "bool" if instr.type.dtype == "bool" else self.exact_dtype(sources)
+        if all(s.constant is not None for s in sources):
+            return self.forms.known(np.array([sources[s].constant[c] for s, c in instr.attrs["index"]]), dtype)
+        return self.forms.from_scalars(dtype, [self.forms.components(sources[s], dtype)[c]
+                                               for s, c in instr.attrs["index"]])
+
+    def cast(self, instr: Instr) -> Held:
+        x = self.held[instr.args[0]]
+        if instr.type.dtype == "bool":
+            zero = self.forms.constant("f32", 0.0)
+            # numpy's bool(x): NaN is true, hence unordered
+            return self.per_component("f32", "bool", [x],
+                                      lambda v: self.fn.emit("OpFUnordNotEqual", self.boolean, v, zero))
+        one, zero = self.forms.constant("f16", 1.0), self.forms.constant("f16", 0.0)
+        return self.per_component("bool", "f16", [x], lambda c: self.fn.emit("OpSelect", self.f16, c, one, zero))
+
+    def reduce(self, instr: Instr) -> Held:
+        x = self.held[instr.args[0]]
+        group = instr.attrs["group"]
+        is_sum = instr.op == "reduce_sum"
+        dtype = "f32" if is_sum else x.dtype
+        scalars = self.forms.components(x, dtype)
+        totals = []
+        for g in range(instr.type.size):
+            total = scalars[g * group]
+            for s in scalars[g * group + 1:(g + 1) * group]:
+                total = (self.fn.emit("OpFAdd", self.f32, total, s) if is_sum
+                         else self.glsl(self.forms.scalar_types[dtype], "FMax", total, s))
+            totals.append(total)
+        return self.forms.from_scalars(dtype, totals)
+
+    def compile(self) -> bytes:
+        for instr in self.program.body:
+            handler = self.handlers.get(instr.op)
+            if handler is None:
+                raise CompileError(f"the coopvec target has no lowering for kernel instruction {instr.op!r}")
+            result = handler(instr)
+            if instr.result is not None:
+                self.held[instr.result] = result
+        return self.frame.finish()
+
+
+@register_target("coopvec")
+class CoopvecTarget:
+    name = "coopvec"
+
+    def compile(self, program: KernelProgram, weights: str = "fp16", workgroup_size: int = 64, *,
+                packed: PackedWeights | None = None) -> Binary:
+        """SPIR-V for `program`; matrices and biases at the offsets of `packed` (a manifest made from
+        `weight_plan(program)`), or packed row-major here when it is None."""
+        if weights not in WEIGHT_FORMATS:
+            raise CompileError(f"the coopvec target stores weights as {' or '.join(WEIGHT_FORMATS)}, not {weights!r} "
+                               f"(its matrix-vector products take float16 matrices)")
+        packed = packed if packed is not None else pack_plan(weight_plan(program))
+        emitter = CoopvecEmitter(program, packed, workgroup_size)
+        spirv = emitter.compile()
+        return Binary("coopvec", spirv, "main", emitter.frame.workgroup_size, emitter.bindings, PUSH_CONSTANTS,
+                      packed, FEATURES, frozenset())
+

@@ -1,0 +1,38 @@
+"""The on-disk cache of packed weights: round trip, keys, and corrupt files treated as misses."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from coopnn.layouts.optimal import pack_plan, plan_weights
+from coopnn.layouts.weight_cache import PackedWeightCache
+
+
+def _packed():
+    rng = np.random.default_rng(1)
+    plan = plan_weights({"w0": rng.normal(size=(16, 5)).astype(np.float32)},
+                        {"b0": rng.normal(size=16).astype(np.float32)})
+    return pack_plan(plan, "inferencing_optimal", lambda m: m.tobytes()[::-1])
+
+
+def test_round_trip(tmp_path):
+    cache, packed = PackedWeightCache(tmp_path), _packed()
+    assert cache.get("model-a:device-1") is None
+    cache.put("model-a:device-1", packed)
+    again = PackedWeightCache(tmp_path).get("model-a:device-1")
+    assert again == packed
+    assert (cache.hits, cache.misses) == (0, 1)
+    assert PackedWeightCache(tmp_path).get("model-a:device-2") is None
+
+
+def test_corrupt_or_truncated_files_are_misses_and_removed(tmp_path):
+    cache, packed = PackedWeightCache(tmp_path), _packed()
+    cache.put("k", packed)
+    path = cache.path("k")
+    raw = path.read_bytes()
+    path.write_bytes(raw[:-1] + bytes([raw[-1] ^ 1]))
+    assert cache.get("k") is None and not path.exists()
+    cache.put("k", packed)
+    path.write_bytes(raw[:10])
+    assert cache.get("k") is None and not path.exists()
+    assert cache.misses == 2
