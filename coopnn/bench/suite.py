@@ -42,8 +42,8 @@ def parse_batches(text: str) -> tuple[int, ...]:
     """"16384,262144" or "2^14,2^18" (mixed too) -> (16384, 262144); ValueError for anything else."""
     batches = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
-        base, _, exponent = part.partition("^")
-        value = int(base) ** int(exponent) if exponent else int(base)
+        base, power, exponent = part.partition("^")
+        value = int(base) ** int(exponent) if power else int(base)
         if value < 1:
             raise ValueError(f"batch sizes must be positive, got {part}")
         batches.append(value)
@@ -62,16 +62,20 @@ def _max_abs(outputs: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarr
     return error, scale
 
 
+DERIVED = ("time_source", "samples_per_s", "host_samples_per_s", "tflops", "fraction_of_fp16_peak",
+           "fraction_of_bandwidth_bound")
+
+
 def _throughput(timing: BatchTiming, model: BenchModel, peak: peaks.DevicePeak | None) -> dict:
-    record = asdict(timing)
+    """The batch record: the timing, and what follows from it (null for a skipped batch)."""
+    record = {**asdict(timing), **dict.fromkeys(DERIVED)}
     if timing.status != "measured":
         return record
-    source = "gpu" if timing.gpu_ms is not None else "host"
     seconds = (timing.gpu_ms or timing.host_ms).median / 1e3
     samples_per_s = timing.batch / seconds
     tflops = samples_per_s * model.flops_per_sample / 1e12
     record.update(
-        time_source=source,
+        time_source="host" if timing.gpu_ms is None else "gpu",
         samples_per_s=samples_per_s,
         host_samples_per_s=timing.batch / (timing.host_ms.median / 1e3),
         tflops=tflops,

@@ -50,8 +50,9 @@ def emulate_weights(graph: Graph, fmt: str) -> Graph:
 
 
 def round_fp16(x: np.ndarray) -> np.ndarray:
-    """float32 values rounded to the nearest float16 (ties to even), as float32."""
-    return np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
+    """float32 values rounded to the nearest float16 (ties to even, beyond its range to inf), as float32."""
+    with np.errstate(over="ignore"):
+        return np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
 
 
 def run_fp16_emulation(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -7,6 +7,7 @@ inputs as batched values, convert node by node with the registered converters, t
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -51,7 +52,9 @@ def import_model(model: str | os.PathLike | bytes | onnx.ModelProto, *,
     producers = _convert_nodes(ctx, graph, opsets, unusable)
     outputs = tuple(_output(ctx, v, producers.get(v.name)) for v in graph.output)
     inputs = tuple(ctx.values[v.name] for v in graph.input if v.name not in initializers and v.name not in unusable)
-    return Graph(name=graph.name or "model", inputs=inputs, outputs=outputs, nodes=tuple(ctx.nodes),
+    # a file's name says more than the exporters' generic graph names ("main_graph", "torch_jit")
+    name = Path(model).stem if isinstance(model, (str, os.PathLike)) else graph.name or "model"
+    return Graph(name=name, inputs=inputs, outputs=outputs, nodes=tuple(ctx.nodes),
                  values=dict(ctx.values), constants=dict(ctx.constants), opset=opsets.get("", 0))
 
 

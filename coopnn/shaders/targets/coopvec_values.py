@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from coopnn.layouts.formats import round_fp16
 from coopnn.shaders.spirv import Function, Id, Module
 
 
@@ -34,8 +35,7 @@ class Held:
 
 def float16_exact(values: np.ndarray) -> bool:
     values = np.asarray(values, np.float32)
-    with np.errstate(over="ignore"):
-        return bool(np.array_equal(values.astype(np.float16).astype(np.float32), values))
+    return bool(np.array_equal(round_fp16(values), values))
 
 
 class Forms:

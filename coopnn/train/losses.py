@@ -1,0 +1,121 @@
+"""Training losses by name: each gives the batch loss and its gradient with respect to the prediction.
+
+Every loss is the mean of a per-element term over all elements of the batch (samples times output features), so
+its gradient is the per-element derivative divided by that count. Values are accumulated in float64 and returned as
+Python floats; gradients keep the prediction's dtype (float32 in training, float64 in the gradient checks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable, Mapping
+
+import numpy as np
+
+from coopnn.errors import InputError
+
+
+@dataclass(frozen=True)
+class Loss:
+    """A loss: `terms(prediction, target)` gives the per-element values and their derivatives in the prediction."""
+
+    name = ""
+
+    def terms(self, prediction: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def options(self) -> dict:
+        """The loss's settings (what a checkpoint records and a GPU training kernel reads)."""
+        return asdict(self)
+
+    def value_and_gradient(self, prediction: np.ndarray, target: np.ndarray) -> tuple[float, np.ndarray]:
+        """The mean loss over every element and its gradient with respect to `prediction`."""
+        values, derivatives = self.terms(prediction, target)
+        count = max(prediction.size, 1)
+        return float(np.sum(values, dtype=np.float64) / count), derivatives / prediction.dtype.type(count)
+
+    def value(self, prediction: np.ndarray, target: np.ndarray) -> float:
+        return self.value_and_gradient(prediction, target)[0]
+
+
+@dataclass(frozen=True)
+class L2(Loss):
+    """Squared error (p - t)^2."""
+
+    name = "l2"
+
+    def terms(self, prediction, target):
+        difference = prediction - target
+        return difference * difference, 2 * difference
+
+
+@dataclass(frozen=True)
+class L1(Loss):
+    """Absolute error |p - t|; its gradient at p = t is 0."""
+
+    name = "l1"
+
+    def terms(self, prediction, target):
+        difference = prediction - target
+        return np.abs(difference), np.sign(difference)
+
+
+@dataclass(frozen=True)
+class RelativeL2(Loss):
+    """(p - t)^2 / (p^2 + epsilon), the relative L2 of Noise2Noise used to train radiance caches (Müller et al. 2021).
+
+    As there, the denominator is treated as a constant when differentiating: the gradient is 2 (p - t) / (p^2 +
+    epsilon), so bright and dark samples pull alike while the prediction is never pushed up just to shrink the loss.
+    """
+
+    epsilon: float = 0.01
+    name = "relative_l2"
+
+    def terms(self, prediction, target):
+        difference = prediction - target
+        scale = 1 / (prediction * prediction + self.epsilon)
+        return difference * difference * scale, 2 * difference * scale
+
+
+@dataclass(frozen=True)
+class Huber(Loss):
+    """0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta), with d = p - t (PyTorch's HuberLoss)."""
+
+    delta: float = 1.0
+    name = "huber"
+
+    def terms(self, prediction, target):
+        difference = prediction - target
+        magnitude = np.abs(difference)
+        inside = magnitude <= self.delta
+        values = np.where(inside, 0.5 * difference * difference, self.delta * (magnitude - 0.5 * self.delta))
+        return values, np.clip(difference, -self.delta, self.delta)
+
+
+@dataclass(frozen=True)
+class BCEWithLogits(Loss):
+    """Binary cross-entropy of sigmoid(p) against targets t in [0, 1], computed from the logits p without overflow."""
+
+    name = "bce_with_logits"
+
+    def terms(self, prediction, target):
+        values = np.maximum(prediction, 0) - prediction * target + np.log1p(np.exp(-np.abs(prediction)))
+        sigmoid = 0.5 + 0.5 * np.tanh(0.5 * prediction)  # the logistic function, overflow-free in any float dtype
+        return values, sigmoid - target
+
+
+LOSSES: Mapping[str, Callable[..., Loss]] = {cls.name: cls for cls in (L2, L1, RelativeL2, Huber, BCEWithLogits)}
+
+
+def get_loss(loss: str | Loss, **options) -> Loss:
+    """The loss registered as `loss` made with `options` (a Loss is returned as it is)."""
+    if isinstance(loss, Loss):
+        return loss
+    try:
+        factory = LOSSES[loss]
+    except (KeyError, TypeError):
+        raise InputError(f"unknown loss {loss!r}; losses: {', '.join(LOSSES)}") from None
+    try:
+        return factory(**options)
+    except TypeError as e:
+        raise InputError(f"loss {loss!r}: {e}") from None

@@ -1,0 +1,34 @@
+"""Fixtures for tests that need a device with VK_NV_cooperative_vector: they skip, with the reason, everywhere else.
+
+The converted-weight and pipeline caches go to a temporary directory for the session, so the tests neither read
+nor leave anything in the user's cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import pytest
+
+
+@functools.cache
+def coopvec_skip_reason() -> str | None:
+    from coopnn.runtime.coopvec_backend import CoopvecBackend
+
+    reason = CoopvecBackend().unavailable_reason()
+    return f"no device with cooperative vectors: {reason}" if reason else None
+
+
+@pytest.fixture(scope="session")
+def coopvec_device(tmp_path_factory):
+    reason = coopvec_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    previous = os.environ.get("COOPNN_CACHE_DIR")
+    os.environ["COOPNN_CACHE_DIR"] = str(tmp_path_factory.mktemp("coopnn-cache"))
+    yield
+    if previous is None:
+        del os.environ["COOPNN_CACHE_DIR"]
+    else:
+        os.environ["COOPNN_CACHE_DIR"] = previous

@@ -1,0 +1,48 @@
+"""The float16 emulation (the cooperative-vector backend's oracle): where it rounds, and where it does not."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from coopnn.graph.ir import Activation, Graph, Node, Op, Value
+from coopnn.layouts.formats import round_fp16, run_fp16_emulation
+
+
+def _graph(weight, bias, activation=None, tail=None) -> Graph:
+    x, h = Value("x", "f32", (None, 2)), Value("h", "f32", (None, 1))
+    values = {"x": x, "h": h, "w": Value("w", "f32", weight.shape), "b": Value("b", "f32", bias.shape)}
+    nodes = [Node(Op.LINEAR, "fc", ("x", "w", "b"), ("h",), {"activation": activation} if activation else {})]
+    outputs = (h,)
+    if tail:
+        y = Value("y", "f32", (None, 1))
+        values["y"] = y
+        nodes.append(Node(tail, "tail", ("h",), ("y",)))
+        outputs = (y,)
+    return Graph("g", (x,), outputs, tuple(nodes), values, {"w": weight, "b": bias})
+
+
+def test_round_fp16_is_nearest_even():
+    assert round_fp16(np.float32(1 + 2 ** -11)) == 1.0  # a tie: to the even neighbour
+    assert round_fp16(np.float32(1 + 3 * 2 ** -11)) == 1 + 2 ** -9
+    assert round_fp16(np.float32(70000.0)) == np.inf
+
+
+def test_inputs_weights_bias_and_the_linear_result_are_rounded():
+    w = np.array([[1 + 2 ** -12, 1.0]], np.float32)
+    b = np.array([2 ** -14 * 1.3], np.float32)
+    x = np.array([[1 + 2 ** -12, 0.1]], np.float32)
+    got = run_fp16_emulation(_graph(w, b), {"x": x})["h"]
+    xr, wr, br = round_fp16(x), round_fp16(w), round_fp16(b)
+    want = round_fp16(xr @ wr.T + br)
+    np.testing.assert_array_equal(got, want)
+    assert want.dtype == np.float32 and not np.array_equal(want, x @ w.T + b)
+
+
+def test_activations_and_later_operators_run_in_float32_until_the_output():
+    w, b = np.array([[0.75, 0.5]], np.float32), np.array([0.125], np.float32)
+    x = np.array([[0.3, -0.7]], np.float32)
+    pre = round_fp16(round_fp16(x) @ w.T + b)
+    fused = run_fp16_emulation(_graph(w, b, Activation(Op.SIGMOID)), {"x": x})["h"]
+    np.testing.assert_array_equal(fused, round_fp16(1 / (1 + np.exp(-pre))))
+    chained = run_fp16_emulation(_graph(w, b, tail=Op.EXP), {"x": x})["y"]
+    np.testing.assert_array_equal(chained, round_fp16(np.exp(pre)))

@@ -1,0 +1,114 @@
+"""The cooperative-vector target without a GPU: every zoo module passes spirv-val in every weight layout, the
+instructions it chooses (whole vectors, float16 where exact, padding of odd sizes), its requirements, golden dumps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coopnn.compiler import compile, compile_graph
+from coopnn.errors import CompileError
+from coopnn.layouts.optimal import pack_plan
+from coopnn.shaders.spirv import disassemble
+from coopnn.shaders.targets import target
+from coopnn.shaders.targets.coopvec import FLOAT16_COMBINATION, requirements, weight_plan
+from tests.conftest import ROOT, ZOO
+from tests.shaders.targets.test_portable import encoding, spirv_val, tiny_mlp
+
+GOLDEN = Path(__file__).parent / "golden"
+VALIDATED: list[str] = []
+
+
+def _driver_double(matrix: np.ndarray) -> bytes:
+    """Stands in for vkConvertCooperativeVectorMatrixNV: a driver whose optimal layout is row-major plus a tail."""
+    return matrix.tobytes() + bytes(64)
+
+
+def _packed(program, layout: str):
+    plan = weight_plan(program)
+    return pack_plan(plan, layout, _driver_double if layout == "inferencing_optimal" else None)
+
+
+def _counts(program, *opnames: str) -> dict[str, int]:
+    lines = program.spvasm().splitlines()
+    return {op: sum(1 for line in lines if f" {op} " in f" {line} ") for op in opnames}
+
+
+@pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
+def test_every_zoo_module_passes_spirv_val_in_every_layout(path, tmp_path):
+    program = compile(path, target="coopvec", weights="fp16")
+    assert program.binary.target == "coopvec" and program.workgroup_size == (64, 1, 1)
+    assert [b.dtype for b in program.bindings[1:]] == ["f16"] * (len(program.bindings) - 1)
+    for layout in ("row_major", "column_major", "inferencing_optimal"):
+        binary = target("coopvec").compile(program.kernel, "fp16", 64, packed=_packed(program.kernel, layout))
+        spirv_val(binary.spirv, tmp_path)
+        VALIDATED.append(f"{path.stem}/{layout}")
+
+
+def test_report_validated_module_count(capsys):
+    with capsys.disabled():
+        print(f"\ncoopvec target: {len(VALIDATED)} SPIR-V modules passed spirv-val")
+
+
+def test_module_declares_the_extension_and_the_vulkan_memory_model():
+    text = compile(ROOT / "models" / "mlp_32_64x4_16.onnx", target="coopvec", weights="fp16").spvasm()
+    for line in ("OpCapability CooperativeVectorNV", "OpCapability VulkanMemoryModel", "OpCapability Float16",
+                 'OpExtension "SPV_NV_cooperative_vector"', "OpMemoryModel Logical Vulkan"):
+        assert line in text
+
+
+def test_relu_mlp_runs_on_whole_float16_vectors():
+    program = compile(ROOT / "models" / "mlp_32_64x4_16.onnx", target="coopvec", weights="fp16")
+    counts = _counts(program, "OpCooperativeVectorLoadNV", "OpCooperativeVectorStoreNV",
+                     "OpCooperativeVectorMatrixMulAddNV", "FMax", "OpFConvert", "OpCompositeExtract", "OpLoad")
+    assert counts == {"OpCooperativeVectorLoadNV": 1, "OpCooperativeVectorStoreNV": 1,
+                      "OpCooperativeVectorMatrixMulAddNV": 5, "FMax": 4, "OpFConvert": 0, "OpCompositeExtract": 1,
+                      "OpLoad": 2}  # the invocation id and the sample count
+
+
+def test_odd_sizes_are_padded_and_moved_component_by_component():
+    program = compile(ROOT / "models" / "mlp_3_64x2_3.onnx", target="coopvec", weights="fp16")
+    entries = program.binary.weights.entries
+    shapes = [entries[i.args[0]].shape for i in program.kernel.body if i.op == "gemv"]
+    assert shapes == [(64, 8), (64, 64), (8, 64)]
+    counts = _counts(program, "OpCooperativeVectorLoadNV", "OpCooperativeVectorStoreNV", "OpStore")
+    assert counts == {"OpCooperativeVectorLoadNV": 0, "OpCooperativeVectorStoreNV": 0, "OpStore": 3}
+
+
+@pytest.mark.parametrize("layout, enumerant, strided", [("row_major", 0, True), ("column_major", 1, True),
+                                                        ("inferencing_optimal", 2, False)])
+def test_layout_and_stride_operands_follow_the_manifest(layout, enumerant, strided):
+    kernel = compile(ROOT / "models" / "mlp_32_64x4_16.onnx", target="coopvec", weights="fp16").kernel
+    packed = _packed(kernel, layout)
+    text = disassemble(target("coopvec").compile(kernel, "fp16", 64, packed=packed).spirv)
+    gemvs = [line.split("=", 1)[1].split() for line in text.splitlines() if "OpCooperativeVectorMatrixMulAddNV" in line]
+    # opname, result type and 12 operands, then the stride for plain layouts
+    assert {len(words) for words in gemvs} == {14 + strided}
+    assert all(words[12:14] == [f"%uint_{enumerant}", "%false"] for words in gemvs)
+    assert all(e.layout == (layout if len(e.shape) == 2 else "vector") for e in packed.entries.values())
+
+
+def test_requirements_name_the_float16_combination_and_the_longest_vector():
+    needs = requirements(compile(ROOT / "models" / "mlp_64_128x4_16.onnx").kernel)
+    assert needs.combinations == {FLOAT16_COMBINATION} and needs.components == 128
+    assert requirements(compile_graph(encoding()).kernel).combinations == frozenset()
+    assert requirements(compile(ROOT / "models" / "mlp_3_64x2_3.onnx").kernel).components == 64
+
+
+def test_only_float16_weights():
+    with pytest.raises(CompileError, match="coopvec target stores weights as fp16, not 'fp32'"):
+        compile_graph(tiny_mlp(), target_name="coopvec", weights="fp32")
+
+
+@pytest.mark.parametrize("name, make", [("tiny_mlp", tiny_mlp), ("encoding", encoding)])
+def test_golden_dumps(name, make, tmp_path):
+    program = compile_graph(make(), target_name="coopvec", weights="fp16")
+    spirv_val(program.spirv, tmp_path)
+    text = program.spvasm()
+    golden = GOLDEN / f"coopvec_{name}.txt"
+    if not golden.exists():
+        golden.write_text(text)
+        pytest.fail(f"wrote the missing golden file {golden}: review it and commit it")
+    assert text == golden.read_text(), f"if the change is intended, delete {golden}, rerun, review and commit"
