@@ -14,6 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
 
+from coopnn.bench.caches import disable_driver_shader_caches  # noqa: E402
 from coopnn.bench.environment import results_stem  # noqa: E402
 from coopnn.bench.measure import Budget  # noqa: E402
 from coopnn.bench.plot import plot_throughput, plot_unavailable_reason  # noqa: E402
@@ -88,6 +89,7 @@ def write_results(document: dict, out: Path, stem: str, plot: bool) -> list[str]
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    disable_driver_shader_caches()  # before anything loads a Vulkan driver, which reads them once
     try:
         paths = model_paths(args.models)
         specs = select_runners(args.backend, args.baseline)

@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from coopnn.errors import CoopnnError
+from coopnn.tables import format_table
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
 
@@ -22,14 +23,6 @@ def command(name: str, help: str, setup: Callable[[argparse.ArgumentParser], Non
         return fn
 
     return register
-
-
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    lines = ["  ".join(str(h).ljust(w) for h, w in zip(header, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
-    return "\n".join(lines)
 
 
 def _info_setup(p: argparse.ArgumentParser) -> None:
@@ -72,8 +65,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         print(f"  input  {v.name}: [batch, {', '.join(map(str, v.features))}]")
     for v in graph.outputs:
         print(f"  output {v.name}: [batch, {', '.join(map(str, v.features))}]")
-    print(_table([[r.name, r.op, r.inputs, r.output, r.parameters, r.activation] for r in rows],
-                 ["node", "op", "input shapes", "output shape", "params", "activation"]))
+    print(format_table(["node", "op", "input shapes", "output shape", "params", "activation"],
+                       [[r.name, r.op, r.inputs, r.output, str(r.parameters), r.activation] for r in rows]))
     print(f"{graph.parameter_count()} parameters in all")
     return 0
 
@@ -155,14 +148,14 @@ def _batch_list(text: str) -> tuple[int, ...]:
 
 def _bench_setup(p: argparse.ArgumentParser) -> None:
     from coopnn.bench.measure import Budget
+    from coopnn.bench.runners import REFERENCE_ORDER
     from coopnn.bench.suite import DEFAULT_BATCHES
 
     budget = Budget()
     _model_arg(p)
-    p.add_argument("--backend", "-b", default="all", help="coopnn backends: all, or names separated by commas")
+    p.add_argument("--backend", "-b", default="all", help="coopnn backends: all, none, or names separated by commas")
     p.add_argument("--baseline", default="none",
-                   help="baselines run alongside: none, all, or names (torch-cuda-fp16, onnxruntime-cuda, "
-                        "torch-cpu-fp32, onnxruntime-cpu)")
+                   help=f"baselines run alongside: none, all, or names ({', '.join(REFERENCE_ORDER)})")
     p.add_argument("--batch", type=_batch_list, default=DEFAULT_BATCHES,
                    help="batch sizes, e.g. 16384,262144,2097152 or 2^14,2^18,2^21 (the default)")
     p.add_argument("--weights", default="fp16", help="coopnn weight format (fp16, fp32, ...); default fp16")
@@ -179,11 +172,13 @@ def _bench_setup(p: argparse.ArgumentParser) -> None:
 
 @command("bench", "time a model on every backend: GPU and host time, samples/s, TFLOP/s, first call", _bench_setup)
 def cmd_bench(args: argparse.Namespace) -> int:
+    from coopnn.bench.caches import disable_driver_shader_caches
     from coopnn.bench.measure import Budget
     from coopnn.bench.report import save, text_report
     from coopnn.bench.runners import select_runners
     from coopnn.bench.suite import Settings, run_suite
 
+    disable_driver_shader_caches()  # before anything loads a Vulkan driver, which reads them once
     runs = max(args.runs, 1)
     budget = Budget(runs=runs, warmup=args.warmup, min_runs=min(Budget().min_runs, runs),
                     seconds_per_batch=args.budget, max_run_seconds=args.max_run)
@@ -196,6 +191,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
         save(document, args.json)
         print(f"wrote {args.json}")
     return 0
+
+
+def _fit_image_setup(p: argparse.ArgumentParser) -> None:
+    from coopnn.examples.fit_image import add_arguments
+
+    add_arguments(p)
+
+
+@command("fit-image", "learn an image with a frequency encoding and an MLP; write PNGs and a PSNR plot",
+         _fit_image_setup)
+def cmd_fit_image(args: argparse.Namespace) -> int:
+    from coopnn.examples.fit_image import run
+
+    return run(args)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,6 +7,7 @@ prints a message above the bar without tearing it.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from typing import TextIO
@@ -85,7 +86,8 @@ class Progress:
             self.stream.flush()
 
     def _draw(self) -> None:
-        text = self.line()
+        # a line longer than the terminal would wrap, and "\r" would then redraw only its last part
+        text = self.line()[:shutil.get_terminal_size().columns - 1]
         self.stream.write("\r" + text.ljust(self._line_width))
         self._line_width = len(text)
         self.stream.flush()

@@ -21,11 +21,14 @@ from coopnn.bench.runners import Runner
 
 @dataclass(frozen=True)
 class Budget:
-    runs: int = 30
-    warmup: int = 3
-    min_runs: int = 3
-    seconds_per_batch: float = 5.0
-    max_run_seconds: float = 0.5
+    """How many runs, and how much time a runner may spend. The defaults let the full suite (8 models, 3 batches up
+    to 2^21, CPU runners included) finish in minutes on a 16-core GPU machine while GPU runners get all 30 runs."""
+
+    runs: int = 30  # timed runs per batch
+    warmup: int = 3  # untimed runs before them (at least 1: the first run at a size allocates or captures)
+    min_runs: int = 5  # never fewer timed runs than this, whatever the budget
+    seconds_per_batch: float = 6.0  # timed runs stop being added past this
+    max_run_seconds: float = 1.0  # a batch projected to take longer per run is skipped
 
 
 @dataclass(frozen=True)
@@ -60,12 +63,16 @@ def timed_run(runner: Runner, feeds: Mapping[str, np.ndarray]) -> tuple[float, f
 
 def measure_batch(runner: Runner, feeds: Mapping[str, np.ndarray], budget: Budget) -> BatchTiming:
     batch = next(iter(feeds.values())).shape[0]
-    first_ms, _, _ = timed_run(runner, feeds)  # the first run at a new size may allocate or capture: warm-up only
-    affordable = int(budget.seconds_per_batch * 1e3 // max(first_ms, 1e-3))
-    warmup = 1 + min(max(budget.warmup, 1) - 1, affordable // 4)
-    for _ in range(warmup - 1):
-        timed_run(runner, feeds)
-    runs = max(budget.min_runs, min(budget.runs, affordable))
+    # The first run at a new size may allocate or capture, so the cost of a run is judged by the fastest warm-up run;
+    # slow runners get fewer warm-up runs too (at most a quarter of what the budget affords).
+    warm = [timed_run(runner, feeds)[0]]
+
+    def affordable() -> int:
+        return int(budget.seconds_per_batch * 1e3 // max(min(warm), 1e-3))
+
+    while len(warm) < budget.warmup and len(warm) <= affordable() // 4:
+        warm.append(timed_run(runner, feeds)[0])
+    runs = max(budget.min_runs, min(budget.runs, affordable()))
     host, gpu = [], []
     # a collection in the middle of a run would be charged to that run
     gc.collect()
@@ -79,7 +86,7 @@ def measure_batch(runner: Runner, feeds: Mapping[str, np.ndarray], budget: Budge
         gc.enable()
     note = f"runs cut to {runs} by the {budget.seconds_per_batch:g} s budget per batch" if runs < budget.runs else ""
     gpu_stats = None if any(g is None for g in gpu) else Stats.of(gpu)
-    return BatchTiming(batch, "measured", note, runs, warmup, Stats.of(host), gpu_stats)
+    return BatchTiming(batch, "measured", note, runs, len(warm), Stats.of(host), gpu_stats)
 
 
 def measure_batches(runner: Runner, batches: list[int], feeds_for: Callable[[int], Mapping[str, np.ndarray]],

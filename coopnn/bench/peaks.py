@@ -1,4 +1,5 @@
-"""What the hardware allows: known GPUs' fp16 dense tensor peak and memory bandwidth, and the bounds they put on a model.
+"""What the hardware allows: known GPUs' fp16 dense tensor peak and memory bandwidth, and the bounds they put on a
+model.
 
 Devices are matched by a substring of the name the driver reports (most specific first); anything else is "unknown"
 and its reports simply carry no reference lines. Numbers are the vendors' datasheet figures, dense (no sparsity).

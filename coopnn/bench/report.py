@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from coopnn.bench.runners import REFERENCE_ORDER
+from coopnn.tables import format_table
 
 
 def load(path: str | Path) -> dict:
@@ -77,15 +78,6 @@ def _percent(x: float | None) -> str:
 
 def batch_label(n: int) -> str:
     return f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else str(n)
-
-
-def format_table(header: list[str], rows: list[list[str]], markdown: bool = False) -> str:
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
-    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip(), "  ".join("-" * w for w in widths)]
-    return "\n".join(lines + ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows])
 
 
 TIMING_HEADER = ["model", "runner", "batch", "GPU ms median (min, p90)", "host ms median", "samples/s", "TFLOP/s",

@@ -21,7 +21,7 @@ from coopnn.bench.caches import disable_driver_shader_caches, pipeline_cache_at
 from coopnn.bench.measure import BatchTiming, Budget, measure_batches, timed_run
 from coopnn.bench.models import BenchModel
 from coopnn.bench.report import comparisons
-from coopnn.bench.runners import RunnerSpec
+from coopnn.bench.runners import Runner, RunnerSpec
 from coopnn.progress import Progress
 from coopnn.runtime.numpy_backend import run_graph
 
@@ -31,6 +31,8 @@ DEFAULT_BATCHES = (1 << 14, 1 << 18, 1 << 21)
 
 @dataclass(frozen=True)
 class Settings:
+    """What a suite measures besides the models and runners."""
+
     batches: tuple[int, ...] = DEFAULT_BATCHES
     weights: str = "fp16"  # the coopnn weight format; baselines keep their own precision
     budget: Budget = field(default_factory=Budget)
@@ -39,7 +41,7 @@ class Settings:
 
 
 def parse_batches(text: str) -> tuple[int, ...]:
-    """"16384,262144" or "2^14,2^18" (mixed too) -> (16384, 262144); ValueError for anything else."""
+    """Sorted batch sizes from text such as "16384,262144" or "2^14,2^18" (mixed too); ValueError otherwise."""
     batches = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         base, power, exponent = part.partition("^")
@@ -98,11 +100,10 @@ class SuiteRun:
     def model(self, model: BenchModel) -> list[dict]:
         small = model.feeds(self.settings.first_call_batch, self.settings.seed)
         reference = run_graph(model.graph, small)
-        cached: dict[int, dict[str, np.ndarray]] = {}
+        cached: dict[int, dict[str, np.ndarray]] = {}  # every runner of this model gets the same inputs
 
         def feeds_for(batch: int) -> dict[str, np.ndarray]:
             if batch not in cached:
-                cached.clear()  # one batch of inputs at a time: the largest are hundreds of MB
                 cached[batch] = model.feeds(batch, self.settings.seed)
             return cached[batch]
 
@@ -130,17 +131,11 @@ class SuiteRun:
 
         runner = None
         try:
-            with tempfile.TemporaryDirectory(prefix="coopnn-bench-cache-") as cache:
-                first_call = {}
-                for state in ("cold", "warm"):
-                    if runner is not None:
-                        runner.close()
-                    with pipeline_cache_at(Path(cache)):
-                        start = time.perf_counter()
-                        runner = spec.prepare(model, weights)
-                        _, _, outputs = timed_run(runner, small)
-                        first_call[state] = (time.perf_counter() - start) * 1e3
-            record["first_call_ms"] = first_call
+            with tempfile.TemporaryDirectory(prefix="coopnn-bench-cache-") as cache, pipeline_cache_at(Path(cache)):
+                cold, cold_ms, _ = self._first_call(spec, model, small)
+                cold.close()
+                runner, warm_ms, outputs = self._first_call(spec, model, small)
+            record["first_call_ms"] = {"cold": cold_ms, "warm": warm_ms}
             record["max_abs_error"], record["max_abs_reference"] = _max_abs(outputs, reference)
             timings = measure_batches(runner, list(self.settings.batches), feeds_for, self.settings.budget, on_batch)
             record["batches"] = [_throughput(t, model, self.peak) for t in timings]
@@ -152,6 +147,17 @@ class SuiteRun:
             if runner is not None:
                 runner.close()
         return record
+
+    def _first_call(self, spec: RunnerSpec, model: BenchModel, small) -> tuple[Runner, float, dict]:
+        """Prepare (compile, pack, create pipelines) and one small run: the runner, the milliseconds, the outputs."""
+        start = time.perf_counter()
+        runner = spec.prepare(model, self.settings.weights)
+        try:
+            _, _, outputs = timed_run(runner, small)
+        except BaseException:
+            runner.close()
+            raise
+        return runner, (time.perf_counter() - start) * 1e3, outputs
 
 
 def run_suite(model_paths: list[str | Path], specs: list[RunnerSpec], settings: Settings,
