@@ -1,6 +1,7 @@
 """coopnn: run and train small neural-shading MLPs on Vulkan GPUs through cooperative vectors.
 
-The public surface: `load`, `Model`, `compile`, `Program`, `backends`, and the errors. Nothing here imports the `vulkan` package: Vulkan
+The public surface: `load`, `Model`, `compile`, `Program`, `backends`, the errors, and training: `Trainer`, `optim`
+(Adam, SGD) and `mlp` (models built without ONNX). Nothing here imports the `vulkan` package: Vulkan
 is loaded only when a Vulkan backend is asked for or probed.
 """
 
@@ -17,6 +18,9 @@ from coopnn.errors import (
 from coopnn.compiler import Program, compile
 from coopnn.model import Model, TensorInfo, load
 from coopnn.runtime.backends import BackendStatus
+from coopnn.train import optim
+from coopnn.train.builders import mlp
+from coopnn.train.trainer import Trainer
 
 __version__ = "0.1.0"
 
@@ -39,8 +43,11 @@ __all__ = [
     "compile",
     "ModelFormatError",
     "TensorInfo",
+    "Trainer",
     "UnsupportedOperatorError",
     "__version__",
     "backends",
     "load",
+    "mlp",
+    "optim",
 ]

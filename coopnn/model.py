@@ -1,11 +1,15 @@
-"""The user-facing Model: `coopnn.load(...)` imports, optimises and prepares a graph; `Model.run` checks inputs."""
+"""The user-facing Model: `coopnn.load(...)` imports, optimises and prepares a graph; `Model.run` checks inputs.
+
+A model's parameters can be replaced (by a trainer, or from a weights file); the backend then prepares the new graph
+when the model next runs, so `run` always uses the latest weights.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import onnx
@@ -16,6 +20,7 @@ from coopnn.graph.ir import Graph, Value
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.runtime import backends
+from coopnn.train.parameters import parameters, with_parameters
 
 log = logging.getLogger("coopnn")
 
@@ -36,14 +41,57 @@ class TensorInfo:
 class Model:
     """A graph prepared on one backend. Call `run(x)` (or the model itself); close it, or use it in a `with`."""
 
-    def __init__(self, graph: Graph, choice: backends.Choice, executable: backends.Executable, weights: str):
-        self.graph = graph
+    def __init__(self, graph: Graph, choice: backends.Choice, executable: backends.Executable, weights: str,
+                 device: str | int | None = None):
         self.backend: str = choice.backend.name
         self.backend_reason: str = choice.reason
         self.weights = weights
+        self.device = device
         self.inputs = tuple(TensorInfo.of(v) for v in graph.inputs)
         self.outputs = tuple(TensorInfo.of(v) for v in graph.outputs)
+        self._graph = graph
+        self._prepared_backend = choice.backend
         self._executable: backends.Executable | None = executable
+        self._pending_parameters: Callable[[], Mapping[str, np.ndarray]] | None = None
+        self._executable_is_stale = False
+
+    @property
+    def graph(self) -> Graph:
+        """The model's graph, holding its latest parameters."""
+        if self._pending_parameters is not None:
+            source, self._pending_parameters = self._pending_parameters, None
+            self._graph = with_parameters(self._graph, source())
+            self._executable_is_stale = True
+        return self._graph
+
+    def parameters(self) -> dict[str, np.ndarray]:
+        """The trainable parameters (read-only float32 arrays) by stable name, such as "layers.0.weight"."""
+        return parameters(self.graph)
+
+    def set_parameters(self, values: Mapping[str, np.ndarray] | Callable[[], Mapping[str, np.ndarray]]) -> None:
+        """Replace the parameters named in `values` (InputError for unknown names or wrong shapes).
+
+        `values` may also be a function returning them, called only when the model next needs its graph: a trainer
+        hands over its weights this way, so training steps never wait for a copy the model may not use.
+        """
+        if callable(values):
+            self._pending_parameters = values
+            return
+        self._pending_parameters = None
+        self._graph = with_parameters(self.graph, values)
+        self._executable_is_stale = True
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the model as an ONNX file (opset and operators in `coopnn.train.export`)."""
+        from coopnn.train.export import export_onnx
+
+        onnx.save(export_onnx(self.graph), os.fspath(path))
+
+    def save_weights(self, path: str | os.PathLike) -> None:
+        """Write the parameters to a safetensors file keyed by stable name (read back by `load(weights_file=)`)."""
+        from coopnn.train.weights_file import save_weights
+
+        save_weights(self.graph, path)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{t.name}{list(t.shape)}" for t in self.inputs)
@@ -54,7 +102,20 @@ class Model:
         """Run a batch: an array for a one-input, one-output model; otherwise dicts keyed by name, in and out."""
         if self._executable is None:
             raise InputError("this model is closed")
+        feeds = self.feeds(x)
+        graph = self.graph
+        if self._executable_is_stale:
+            executable = self._prepared_backend.prepare(graph, weights=self.weights, device=self.device)
+            self._executable.close()
+            self._executable, self._executable_is_stale = executable, False
+        outputs = self._executable.run(feeds)
         single = len(self.inputs) == 1 and len(self.outputs) == 1
+        return outputs[self.outputs[0].name] if single else {t.name: outputs[t.name] for t in self.outputs}
+
+    __call__ = run
+
+    def feeds(self, x: Any) -> dict[str, np.ndarray]:
+        """`x` checked as `run` checks it: float32 arrays keyed by input name (InputError naming what is wrong)."""
         if isinstance(x, Mapping):
             feeds = self._check_names(x)
         elif len(self.inputs) == 1:
@@ -62,11 +123,7 @@ class Model:
         else:
             names = ", ".join(t.name for t in self.inputs)
             raise InputError(f"model {self.graph.name!r} has {len(self.inputs)} inputs ({names}): pass a dict")
-        feeds = self._check_arrays(feeds)
-        outputs = self._executable.run(feeds)
-        return outputs[self.outputs[0].name] if single else {t.name: outputs[t.name] for t in self.outputs}
-
-    __call__ = run
+        return self._check_arrays(feeds)
 
     @property
     def last_gpu_ms(self) -> float | None:
@@ -137,9 +194,18 @@ def load(
     backend: str = "auto",
     weights: str = "fp32",
     device: str | int | None = None,
+    weights_file: str | os.PathLike | None = None,
 ) -> Model:
-    """Import an ONNX model (path, bytes or ModelProto), optimise it and prepare it on a backend."""
+    """Import an ONNX model (path, bytes or ModelProto), optimise it and prepare it on a backend.
+
+    `weights_file` (a safetensors file from `Model.save_weights`) replaces every parameter by the tensor of the same
+    stable name; ModelFormatError when it is unreadable or does not hold exactly the model's parameters.
+    """
     graph = optimize(import_model(model))
+    if weights_file is not None:
+        from coopnn.train.weights_file import load_weights
+
+        graph = load_weights(graph, weights_file)
     return prepare(graph, backend=backend, weights=weights, device=device)
 
 
@@ -149,4 +215,4 @@ def prepare(graph: Graph, *, backend: str = "auto", weights: str = "fp32", devic
     if backend == "auto" and choice.backend.name == "numpy":
         log.warning("coopnn: no Vulkan backend can run %r here, using numpy (%s)", graph.name, choice.reason)
     executable = choice.backend.prepare(graph, weights=weights, device=device)
-    return Model(graph, choice, executable, weights)
+    return Model(graph, choice, executable, weights, device)

@@ -132,6 +132,37 @@ def _softmax(r: Record, g: Array, needs: Sequence[bool]) -> list[Array | None]:
     return [y * (g - np.sum(g * y, axis=axis, keepdims=True))]
 
 
+def _log_softmax(r: Record, g: Array, needs: Sequence[bool]) -> list[Array | None]:
+    axis = r.node.attrs["axis"]
+    return [g - np.exp(r.output) * np.sum(g, axis=axis, keepdims=True)]
+
+
+def _reduced_gradient(r: Record, g: Array) -> tuple[Array, Array, tuple[int, ...]]:
+    """The gradient and output of a reduction with the reduced axes kept (as size 1), and those axes."""
+    x = r.inputs[0]
+    axes = tuple(a % x.ndim for a in r.node.attrs["axes"])
+    if r.node.attrs.get("keepdims", True):
+        return g, r.output, axes
+    return np.expand_dims(g, axes), np.expand_dims(r.output, axes), axes
+
+
+def _reduce_sum(r: Record, g: Array, needs: Sequence[bool]) -> list[Array | None]:
+    return [np.broadcast_to(_reduced_gradient(r, g)[0], r.inputs[0].shape)]
+
+
+def _reduce_mean(r: Record, g: Array, needs: Sequence[bool]) -> list[Array | None]:
+    g, _, axes = _reduced_gradient(r, g)
+    count = int(np.prod([r.inputs[0].shape[a] for a in axes]))
+    return [np.broadcast_to(g / count, r.inputs[0].shape)]
+
+
+def _reduce_extreme(r: Record, g: Array, needs: Sequence[bool]) -> list[Array | None]:
+    """Max and min: the gradient goes to the elements equal to the result, shared evenly among ties."""
+    g, y, axes = _reduced_gradient(r, g)
+    hits = r.inputs[0] == y
+    return [g * hits / np.sum(hits, axis=axes, keepdims=True)]
+
+
 def _layer_norm(r: Record, g: Array, needs: Sequence[bool]) -> list[Array | None]:
     x, scale, *bias = r.inputs
     attrs = {**forward_defaults(Op.LAYER_NORM), **r.node.attrs}
@@ -164,7 +195,12 @@ RULES: dict[Op, Rule] = {
     Op.RESHAPE: lambda r, g, needs: [g.reshape(r.inputs[0].shape)],
     Op.TRANSPOSE: _transpose,
     Op.SOFTMAX: _softmax,
+    Op.LOG_SOFTMAX: _log_softmax,
     Op.LAYER_NORM: _layer_norm,
+    Op.REDUCE_SUM: _reduce_sum,
+    Op.REDUCE_MEAN: _reduce_mean,
+    Op.REDUCE_MAX: _reduce_extreme,
+    Op.REDUCE_MIN: _reduce_extreme,
 }
 
 

@@ -7,6 +7,7 @@ Python floats; gradients keep the prediction's dtype (float32 in training, float
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
 from typing import Callable, Mapping
 
@@ -16,13 +17,14 @@ from coopnn.errors import InputError
 
 
 @dataclass(frozen=True)
-class Loss:
+class Loss(ABC):
     """A loss: `terms(prediction, target)` gives the per-element values and their derivatives in the prediction."""
 
     name = ""
 
+    @abstractmethod
     def terms(self, prediction: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
+        """Per-element loss values and their derivatives in `prediction`."""
 
     def options(self) -> dict:
         """The loss's settings (what a checkpoint records and a GPU training kernel reads)."""

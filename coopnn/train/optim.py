@@ -8,6 +8,7 @@ per-parameter `slots` in the same shapes, so `state_dict()` means the same which
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
@@ -15,7 +16,7 @@ import numpy as np
 from coopnn.errors import InputError, ModelFormatError
 
 
-class Optimizer:
+class Optimizer(ABC):
     """Updates parameters in place from their gradients; `slots` name the per-parameter state it keeps."""
 
     name: ClassVar[str]
@@ -25,11 +26,13 @@ class Optimizer:
         self.step_count = 0
         self.state: dict[str, dict[str, np.ndarray]] = {slot: {} for slot in self.slots}
 
+    @abstractmethod
     def hyperparameters(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """The settings that define the update rule, as `__init__` takes them."""
 
+    @abstractmethod
     def update_one(self, name: str, parameter: np.ndarray, gradient: np.ndarray) -> None:
-        raise NotImplementedError
+        """Move one parameter (in place) along its gradient, keeping its slots."""
 
     def update(self, parameters: Mapping[str, np.ndarray], gradients: Mapping[str, np.ndarray]) -> None:
         """One optimizer step: every parameter (float32, changed in place) moves along its gradient."""
@@ -54,12 +57,16 @@ class Optimizer:
         """Take over a state from `state_dict()` of an optimizer of the same type, hyperparameters included."""
         if state.get("type") != self.name:
             raise ModelFormatError(f"optimizer state of type {state.get('type')!r} cannot load into {self.name!r}")
-        restored = type(self)(**state["hyperparameters"])
         slots = state.get("slots", {})
         if set(slots) - set(self.slots):
             raise ModelFormatError(f"{self.name} keeps the slots {list(self.slots)}, not {sorted(slots)}")
+        try:
+            restored = type(self)(**state["hyperparameters"])
+            step = int(state["step"])
+        except (KeyError, TypeError, ValueError, InputError) as e:
+            raise ModelFormatError(f"malformed {self.name} optimizer state: {e}") from e
         self.__dict__.update(restored.__dict__)
-        self.step_count = int(state["step"])
+        self.step_count = step
         self.state = {slot: {k: np.array(v, np.float32) for k, v in slots.get(slot, {}).items()} for slot in self.slots}
 
 
@@ -77,10 +84,12 @@ class Adam(Optimizer):
     def __init__(self, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0):
         _check(lr >= 0, f"Adam lr must be >= 0, not {lr}")
-        _check(len(betas) == 2 and all(0 <= b < 1 for b in betas), f"Adam betas must be two numbers in [0, 1), not {betas}")
+        _check(len(betas) == 2 and all(0 <= b < 1 for b in betas),
+               f"Adam betas must be two numbers in [0, 1), not {betas}")
         _check(eps >= 0 and weight_decay >= 0, f"Adam eps and weight_decay must be >= 0, not {eps}, {weight_decay}")
         super().__init__()
-        self.lr, self.betas, self.eps, self.weight_decay = float(lr), (float(betas[0]), float(betas[1])), float(eps), float(weight_decay)
+        self.lr, self.betas = float(lr), (float(betas[0]), float(betas[1]))
+        self.eps, self.weight_decay = float(eps), float(weight_decay)
 
     def hyperparameters(self) -> dict[str, Any]:
         return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
@@ -133,12 +142,3 @@ class SGD(Optimizer):
 
 OPTIMIZERS: Mapping[str, type[Optimizer]] = {cls.name: cls for cls in (Adam, SGD)}
 
-
-def from_state_dict(state: Mapping[str, Any]) -> Optimizer:
-    """A new optimizer of the type `state` records, holding that state."""
-    cls = OPTIMIZERS.get(state.get("type"))
-    if cls is None:
-        raise ModelFormatError(f"unknown optimizer type {state.get('type')!r}; optimizers: {', '.join(OPTIMIZERS)}")
-    optimizer = cls(**state["hyperparameters"])
-    optimizer.load_state_dict(state)
-    return optimizer

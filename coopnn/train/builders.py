@@ -1,0 +1,112 @@
+"""Models made without ONNX: `coopnn.mlp(...)` builds the graph IR of an MLP directly and prepares it.
+
+Weights and biases start as PyTorch's nn.Linear starts them (uniform in +-1/sqrt(fan_in)), drawn from a seeded
+generator, so a seed gives the same network everywhere. Layers are LINEAR nodes named `layers.{i}` with their
+activation fused, so the parameters are named `layers.{i}.weight` and `layers.{i}.bias` like a PyTorch Sequential.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from coopnn.errors import InputError
+from coopnn.graph import ops
+from coopnn.graph.ir import Activation, Graph, Node, Op, Value
+from coopnn.graph.verify import verify
+from coopnn.model import Model, prepare
+from coopnn.train.encodings import encode
+
+ACTIVATIONS = tuple(sorted(op.value for op, d in ops.REGISTRY.items() if d.fusable_activation))
+
+
+class GraphBuilder:
+    """Adds nodes and constants one at a time; every node's output shape comes from the operator table."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.inputs: list[Value] = []
+        self.nodes: list[Node] = []
+        self.values: dict[str, Value] = {}
+        self.constants: dict[str, np.ndarray] = {}
+
+    def input(self, name: str, width: int) -> str:
+        self.values[name] = Value(name, "f32", (None, width))
+        self.inputs.append(self.values[name])
+        return name
+
+    def constant(self, name: str, array: Any) -> str:
+        self.constants[name] = np.asarray(array, np.float32)
+        self.values[name] = Value(name, "f32", self.constants[name].shape)
+        return name
+
+    def width(self, name: str) -> int:
+        return self.values[name].shape[-1]
+
+    def node(self, op: Op, name: str, inputs: Sequence[str], output: str | None = None, **attrs: Any) -> str:
+        """Add node `name`; its result is the value `output` (default: the node's name)."""
+        output = name if output is None else output
+        shape = ops.output_shape(op, [self.values[i].shape for i in inputs], attrs)
+        self.nodes.append(Node(op, name, tuple(inputs), (output,), attrs))
+        self.values[output] = Value(output, ops.output_dtype(op, attrs), shape)
+        return output
+
+    def graph(self, outputs: Sequence[str]) -> Graph:
+        return verify(Graph(self.name, tuple(self.inputs), tuple(self.values[o] for o in outputs), tuple(self.nodes),
+                            self.values, self.constants))
+
+
+def _activation(name: str | None, role: str) -> Activation | None:
+    if name is None or name == "none":
+        return None
+    if name not in ACTIVATIONS:
+        raise InputError(f"unknown {role} {name!r}; activations: none, {', '.join(ACTIVATIONS)}")
+    return Activation(Op(name))
+
+
+def _positive(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InputError(f"{what} must be a whole number >= 1, not {value!r}")
+    return int(value)
+
+
+def mlp_graph(in_features: int, hidden: Sequence[int] = (64, 64), out_features: int = 3, *,
+              activation: str | None = "relu", output_activation: str | None = None, encoding: str | None = None,
+              octaves: int | None = None, seed: int = 0, name: str = "mlp") -> Graph:
+    """The graph IR of the MLP `mlp` prepares (same arguments, less the backend's)."""
+    widths = [_positive(in_features, "in_features"), *(_positive(h, "hidden width") for h in hidden),
+              _positive(out_features, "out_features")]
+    hidden_act, output_act = _activation(activation, "activation"), _activation(output_activation, "output_activation")
+    builder = GraphBuilder(name)
+    x = builder.input("x", widths[0])
+    if encoding is not None:
+        x, widths[0] = encode(builder, x, encoding, {} if octaves is None else {"octaves": octaves})
+    elif octaves is not None:
+        raise InputError("octaves configures an encoding: pass encoding='frequency' as well")
+    rng = np.random.default_rng(seed)
+    layers = len(widths) - 1
+    for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:])):
+        bound = 1 / np.sqrt(fan_in)
+        weight = builder.constant(f"layers.{i}.weight", rng.uniform(-bound, bound, (fan_out, fan_in)))
+        bias = builder.constant(f"layers.{i}.bias", rng.uniform(-bound, bound, fan_out))
+        last = i == layers - 1
+        act = output_act if last else hidden_act
+        x = builder.node(Op.LINEAR, f"layers.{i}", [x, weight, bias], output="y" if last else None,
+                         **({} if act is None else {"activation": act}))
+    return builder.graph([x])
+
+
+def mlp(in_features: int, hidden: Sequence[int] = (64, 64), out_features: int = 3, *,
+        activation: str | None = "relu", output_activation: str | None = None, encoding: str | None = None,
+        octaves: int | None = None, seed: int = 0, name: str = "mlp", backend: str = "auto", weights: str = "fp32",
+        device: str | int | None = None) -> Model:
+    """An MLP in_features -> hidden... -> out_features, prepared on `backend` like `coopnn.load`.
+
+    `activation` follows every hidden layer and `output_activation` the last (names: `ACTIVATIONS`, or None).
+    `encoding="frequency"` puts NeRF's positional encoding with `octaves` octaves (default 6) before the first layer.
+    The input is named "x" and the output "y".
+    """
+    graph = mlp_graph(in_features, hidden, out_features, activation=activation, output_activation=output_activation,
+                      encoding=encoding, octaves=octaves, seed=seed, name=name)
+    return prepare(graph, backend=backend, weights=weights, device=device)
