@@ -20,8 +20,8 @@ from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.targets import target
 from coopnn.shaders.targets.coopvec import FEATURES, WEIGHT_FORMATS, requirements, weight_plan
 
-# Measured on the H100 with mlp_32_64x4_16 and mlp_64_128x4_16 at 2^14 to 2^21 samples: 64 was fastest, 32 and
-# 128 within a few per cent, 256 slower.
+# Measured on the H100 (tests/gpu/test_coopvec_speed.py) for the benchmark MLPs at 2^14 to 2^21 samples: 32 and 64
+# within 2% of each other everywhere, 128 up to 5% slower at 2^21.
 WORKGROUP_SIZE = 64
 LAYOUT = "inferencing_optimal"
 COMPUTE_STAGE_BIT = 0x20  # VK_SHADER_STAGE_COMPUTE_BIT

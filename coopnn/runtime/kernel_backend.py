@@ -65,10 +65,10 @@ class KernelExecutable:
                 self.weights = prepare_weights(self.context, binary)
             self.inputs = [b for b in binary.bindings if b.role == "input"]
             self.outputs = [b for b in binary.bindings if b.role == "output"]
-            widest = max(max(b.features for b in binary.bindings if b.role != "weights"), 1)
+            widest = max(max(b.features * b.itemsize for b in binary.bindings if b.role != "weights"), 1)
             group_limit = info.limits.max_compute_work_group_count[0] * binary.workgroup_size[0]
-            range_limit = info.limits.max_storage_buffer_range // (4 * widest)
-            self.max_chunk = max(1, min(group_limit, range_limit, MAX_IO_BUFFER_BYTES // (4 * widest)))
+            range_limit = info.limits.max_storage_buffer_range // widest
+            self.max_chunk = max(1, min(group_limit, range_limit, MAX_IO_BUFFER_BYTES // widest))
             self.capacity = 0
             self.io_buffers: dict[int, object] = {}
             self.last_gpu_ms: float | None = None

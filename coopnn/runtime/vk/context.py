@@ -26,15 +26,26 @@ from coopnn.runtime.vk.tracking import ObjectTracker
 vk = load_vulkan()
 
 
+# NVIDIA's driver (580) fails vkCreateInstance with VK_ERROR_INCOMPATIBLE_DRIVER after about 27 instances were
+# created and destroyed in one process with none alive in between; one instance kept for the process's lifetime
+# keeps the driver loaded and avoids it. Device listing uses that instance, so nothing is made twice.
+_PROCESS_TRACKER = ObjectTracker()
+_process_instance: Instance | None = None
+
+
+def process_instance() -> Instance:
+    """The instance (without validation) that lives as long as the process; created on first use."""
+    global _process_instance
+    if _process_instance is None:
+        _process_instance = create_instance(_PROCESS_TRACKER, validation=False)
+    return _process_instance
+
+
 def list_devices() -> list[DeviceInfo]:
-    """Every physical device the loader reports, queried through a short-lived instance."""
-    tracker = ObjectTracker()
-    try:
-        instance = create_instance(tracker, validation=False)
-        return [query_device_info(instance.handle, pd, i)
-                for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(instance.handle))]
-    finally:
-        tracker.release_all()
+    """Every physical device the loader reports."""
+    instance = process_instance()
+    return [query_device_info(instance.handle, pd, i)
+            for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(instance.handle))]
 
 
 class VulkanContext:
@@ -52,6 +63,7 @@ class VulkanContext:
         self._idle_waits: list[Callable[[], None]] = []
         self._closer = weakref.finalize(self, _close, self.tracker, self._idle_waits)
         try:
+            process_instance()
             self.instance: Instance = create_instance(self.tracker, validation)
             physical_devices = vk.vkEnumeratePhysicalDevices(self.instance.handle)
             self.devices = [query_device_info(self.instance.handle, pd, i) for i, pd in enumerate(physical_devices)]
