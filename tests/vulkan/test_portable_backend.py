@@ -11,19 +11,14 @@ import pytest
 
 import coopnn
 from tests.conftest import ROOT, ZOO, ort_run, random_feeds
-from tests.vulkan.runtime.conftest import validation_off_reason, vulkan_skip_reason
 
 pytestmark = pytest.mark.vulkan
 TIMINGS: dict[str, float] = {}
 
 
 @pytest.fixture(autouse=True)
-def validated(monkeypatch):
-    reason = vulkan_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    if validation_off_reason() is None:
-        monkeypatch.setenv("COOPNN_VALIDATION", "1")
+def validated(validated_device):
+    """Every test here runs on the device with the validation layer on."""
 
 
 def _as_dict(model, out):

@@ -8,18 +8,13 @@ import pytest
 
 import coopnn
 from coopnn.runtime.numpy_backend import run_graph
-from tests.vulkan.runtime.conftest import validation_off_reason, vulkan_skip_reason
 
 pytestmark = pytest.mark.vulkan
 
 
 @pytest.fixture(autouse=True)
-def validated(monkeypatch):
-    reason = vulkan_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    if validation_off_reason() is None:
-        monkeypatch.setenv("COOPNN_VALIDATION", "1")
+def validated(validated_device):
+    """Every test here runs on the device with the validation layer on."""
 
 
 def test_mlp_with_encoding_on_auto_prefers_the_device():
