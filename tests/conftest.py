@@ -28,3 +28,13 @@ def random_feeds(model, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
     """Inputs in [-1, 1] for every input of a coopnn Model, with the given batch size."""
     rng = np.random.default_rng(seed)
     return {t.name: rng.uniform(-1, 1, (batch,) + t.shape[1:]).astype(np.float32) for t in model.inputs}
+
+
+@pytest.fixture(autouse=True)
+def _driver_shader_caches_restored(monkeypatch):
+    """The benchmark switches the drivers' shader caches off for its process; inside the test process that must
+    not outlive the test that ran it, or every later test compiles its shaders cold."""
+    from coopnn.bench.caches import DRIVER_SHADER_CACHE_SWITCHES
+
+    for name in DRIVER_SHADER_CACHE_SWITCHES:
+        monkeypatch.delenv(name, raising=False)  # recorded now, restored at teardown whatever the test set
