@@ -16,18 +16,18 @@ DEFAULT_CHUNK = 1 << 16
 
 def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], chunk: int = DEFAULT_CHUNK) -> dict[str, np.ndarray]:
     """Evaluate every graph output for float32 `feeds` keyed by input name (all with the same batch size)."""
-    batch = next(iter(feeds.values())).shape[0] if feeds else 1
+    batch = _batch(feeds)
     outputs = {v.name: np.empty((batch,) + v.features, np.bool_ if v.dtype == "bool" else np.float32)
                for v in graph.outputs}
     for start in range(0, max(batch, 1), chunk):
         stop = min(start + chunk, batch)
-        part = _run_chunk(graph, {k: v[start:stop] for k, v in feeds.items()})
+        part = _run_chunk(graph, {k: v[start:stop] for k, v in feeds.items()}, stop - start)
         for name, array in part.items():
             outputs[name][start:stop] = array
     return outputs
 
 
-def _run_chunk(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _run_chunk(graph: Graph, feeds: Mapping[str, np.ndarray], batch: int) -> dict[str, np.ndarray]:
     env: dict[str, np.ndarray] = dict(graph.constants)
     env.update(feeds)
     last_use = {}
@@ -42,7 +42,7 @@ def _run_chunk(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.nd
             # free intermediates early: chunks of wide layers are the backend's whole memory footprint
             if last_use.get(name) == i and name not in keep and name not in graph.constants and name not in feeds:
                 del env[name]
-    return {v.name: np.broadcast_to(env[v.name], (_batch(feeds),) + v.features) for v in graph.outputs}
+    return {v.name: np.broadcast_to(env[v.name], (batch,) + v.features) for v in graph.outputs}
 
 
 def _batch(feeds: Mapping[str, np.ndarray]) -> int:
