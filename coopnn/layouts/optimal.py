@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, Entry, PackedWeights, _align, pack
+from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, Entry, PackedWeights, align_up, pack
 
 # float16 components per 16 bytes: vector loads and stores, and plain-layout strides, come in these steps.
 COMPONENT_ALIGNMENT = 8
@@ -29,7 +29,7 @@ Converter = Callable[[np.ndarray], bytes]
 
 def padded(n: int) -> int:
     """`n` components rounded up to whole 16-byte groups of float16."""
-    return _align(n, COMPONENT_ALIGNMENT)
+    return align_up(n, COMPONENT_ALIGNMENT)
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,10 @@ def pack_plan(plan: WeightPlan, layout: str = "row_major", convert: Converter | 
     pieces += [(name, b.tobytes(), b.shape, "vector", VECTOR_ALIGNMENT) for name, b in plan.biases.items()]
     entries, offset = {}, 0
     for name, raw, shape, kind, alignment in pieces:
-        offset = _align(offset, alignment)
+        offset = align_up(offset, alignment)
         entries[name] = Entry(name, offset, len(raw), tuple(shape), kind, "fp16")
         offset += len(raw)
-    buffer = bytearray(_align(max(offset, 4), VECTOR_ALIGNMENT))
+    buffer = bytearray(align_up(max(offset, 4), VECTOR_ALIGNMENT))
     for (_, raw, *_), entry in zip(pieces, entries.values()):
         buffer[entry.offset:entry.offset + entry.size] = raw
     return PackedWeights(bytes(buffer), entries)

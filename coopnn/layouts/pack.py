@@ -41,7 +41,7 @@ class PackedWeights:
         return self.entries[name]
 
 
-def _align(n: int, alignment: int) -> int:
+def align_up(n: int, alignment: int) -> int:
     return (n + alignment - 1) // alignment * alignment
 
 
@@ -63,7 +63,7 @@ def pack(constants: Mapping[str, np.ndarray], roles: Mapping[str, str], fmt: str
     for name, array in constants.items():
         array = emulate(np.asarray(array, np.float32))
         is_matrix = roles[name] == "matrix"
-        offset = _align(offset, MATRIX_ALIGNMENT if is_matrix else VECTOR_ALIGNMENT)
+        offset = align_up(offset, MATRIX_ALIGNMENT if is_matrix else VECTOR_ALIGNMENT)
         if is_matrix and matrix_layout == "column_major":
             stored = np.ascontiguousarray(array.T)
         else:
@@ -74,7 +74,7 @@ def pack(constants: Mapping[str, np.ndarray], roles: Mapping[str, str], fmt: str
         entries[name] = Entry(name, offset, len(raw), tuple(array.shape), layout, fmt, stride)
         chunks.append((offset, raw))
         offset += len(raw)
-    buffer = bytearray(_align(max(offset, 4), 16))
+    buffer = bytearray(align_up(max(offset, 4), 16))
     for start, raw in chunks:
         buffer[start:start + len(raw)] = raw
     return PackedWeights(bytes(buffer), entries)

@@ -28,6 +28,7 @@ from coopnn.layouts.pack import PackedWeights
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bindings_of, register_target
 from coopnn.shaders.targets.coopvec_values import Forms, Held
+from coopnn.shaders.targets.scalar_math import numpy_pow
 
 WEIGHT_FORMATS = ("fp16",)
 LAYOUT_ENUMERANTS = {"row_major": "RowMajorNV", "column_major": "ColumnMajorNV",
@@ -241,16 +242,8 @@ class CoopvecEmitter:
         return self.per_component("f32", "f32", self.operands(instr), self.scalar_pow)
 
     def scalar_pow(self, a, b):
-        """numpy's power: negative bases give a signed result for integer exponents and NaN otherwise."""
-        f32, boolean, emit = self.f32, self.boolean, self.fn.emit
-        magnitude = self.glsl(f32, "Pow", self.glsl(f32, "FAbs", a), b)
-        negative = emit("OpFOrdLessThan", boolean, a, self.forms.constant("f32", 0.0))
-        integral = emit("OpFOrdEqual", boolean, self.glsl(f32, "Floor", b), b)
-        half = emit("OpFMul", f32, b, self.forms.constant("f32", 0.5))
-        odd = emit("OpFOrdNotEqual", boolean, self.glsl(f32, "Floor", half), half)
-        signed = emit("OpSelect", f32, odd, emit("OpFNegate", f32, magnitude), magnitude)
-        on_negative = emit("OpSelect", f32, integral, signed, self.forms.constant("f32", float("nan")))
-        return emit("OpSelect", f32, negative, on_negative, magnitude)
+        return numpy_pow(self.fn, self.f32, self.boolean, lambda name, *args: self.glsl(self.f32, name, *args),
+                         lambda x: self.forms.constant("f32", x), a, b)
 
     def compare(self, instr: Instr) -> Held:
         held = self.operands(instr)

@@ -12,6 +12,7 @@ from coopnn.errors import CompileError
 from coopnn.layouts.pack import pack
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bindings_of, register_target
+from coopnn.shaders.targets.scalar_math import numpy_pow
 
 _FLOAT_BINARY = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv"}
 _BOOL_BINARY = {"and": "OpLogicalAnd", "or": "OpLogicalOr", "xor": "OpLogicalNotEqual"}
@@ -110,16 +111,7 @@ class PortableEmitter:
         return self.glsl("Tanh", clamped)
 
     def pow(self, a, b):
-        """numpy's power: negative bases give a signed result for integer exponents and NaN otherwise."""
-        boolean = self.frame.bool
-        magnitude = self.glsl("Pow", self.glsl("FAbs", a), b)
-        negative = self.fn.emit("OpFOrdLessThan", boolean, a, self.f32(0.0))
-        integral = self.fn.emit("OpFOrdEqual", boolean, self.glsl("Floor", b), b)
-        half = self.fn.emit("OpFMul", self.frame.f32, b, self.f32(0.5))
-        odd = self.fn.emit("OpFOrdNotEqual", boolean, self.glsl("Floor", half), half)
-        signed = self.select(odd, self.fn.emit("OpFNegate", self.frame.f32, magnitude), magnitude)
-        on_negative = self.select(integral, signed, self.f32(float("nan")))
-        return self.select(negative, on_negative, magnitude)
+        return numpy_pow(self.fn, self.frame.f32, self.frame.bool, self.glsl, self.f32, a, b)
 
     # ----- instructions ---------------------------------------------------------------------------------------------
 
