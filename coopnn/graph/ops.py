@@ -6,6 +6,7 @@ read it, and the GPU targets are tested against its numpy semantics.
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
@@ -47,6 +48,13 @@ def _register(op: Op, kind: str, n_in: tuple[int, int], shape_fn, eval_fn, bool_
 
 def opdef(op: Op) -> OpDef:
     return REGISTRY[op]
+
+
+def forward_defaults(op: Op) -> dict[str, Any]:
+    """The attribute defaults of `op`'s forward function: the one place they are written, so that derivative rules
+    and kernel expansions read them rather than repeat them."""
+    parameters = list(inspect.signature(opdef(op).eval_fn).parameters.values())[1:]
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
 
 
 # ----- shape rules -----------------------------------------------------------------------------------------------

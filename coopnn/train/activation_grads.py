@@ -9,7 +9,6 @@ through them: they have no rule, and training through them is a compile error.
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Any, Callable, Mapping
 
@@ -17,6 +16,7 @@ import numpy as np
 
 from coopnn.graph import ops
 from coopnn.graph.ir import Op
+from coopnn.graph.ops import forward_defaults
 
 _GELU_TANH_COEFFICIENT = 0.044715  # of tanh(sqrt(2 / pi) (x + c x^3)), the tanh form of GELU
 
@@ -81,12 +81,6 @@ _RULES: dict[Op, Callable[..., Any]] = {
     Op.ERF: lambda x, y: 2 / math.sqrt(math.pi) * np.exp(-x * x),
     Op.IDENTITY: lambda x, y: np.ones_like(x),
 }
-
-
-def forward_defaults(op: Op) -> dict[str, Any]:
-    """The attribute defaults of `op`'s forward function in `coopnn.graph.ops`."""
-    parameters = list(inspect.signature(ops.opdef(op).eval_fn).parameters.values())[1:]
-    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
 
 
 _DEFAULTS: dict[Op, dict[str, Any]] = {op: forward_defaults(op) for op in _RULES}

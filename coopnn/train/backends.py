@@ -60,9 +60,13 @@ def _load_builtin() -> None:
     # Listed explicitly so that a backend can't vanish because an import was forgotten.
     if _REGISTRY:
         return
+    from coopnn.train.gpu.coopvec_session import CoopvecTrainingBackend
+    from coopnn.train.gpu.portable_session import PortableTrainingBackend
     from coopnn.train.numpy_backend import NumpyTrainingBackend
 
     register(NumpyTrainingBackend())
+    register(PortableTrainingBackend())
+    register(CoopvecTrainingBackend())
 
 
 def training_backends() -> list[str]:

@@ -16,7 +16,8 @@ import numpy as np
 from coopnn.errors import CompileError
 from coopnn.graph import ops
 from coopnn.graph.ir import Graph, Node, Op
-from coopnn.train.activation_grads import DIFFERENTIABLE_UNARY, derivative, forward_defaults
+from coopnn.graph.ops import forward_defaults
+from coopnn.train.activation_grads import DIFFERENTIABLE_UNARY, derivative
 from coopnn.train.parameters import parameter_constants
 
 Array = np.ndarray

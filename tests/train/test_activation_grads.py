@@ -7,7 +7,8 @@ import pytest
 
 from coopnn.graph import ops
 from coopnn.graph.ir import Op
-from coopnn.train.activation_grads import DIFFERENTIABLE_UNARY, derivative, forward_defaults
+from coopnn.graph.ops import forward_defaults
+from coopnn.train.activation_grads import DIFFERENTIABLE_UNARY, derivative
 from tests.train.conftest import STEP
 
 # points on both sides of every kink (0, +-3 for hard_swish, the hard_sigmoid corners) but not on them

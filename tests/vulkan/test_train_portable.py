@@ -1,5 +1,6 @@
-"""Training for a model that runs on the portable backend: the numpy backend trains, and the model on the Vulkan
-device (lavapipe in CI, validation layer on) runs the new weights at once."""
+"""Training on the portable target (lavapipe in CI, validation layer on): the step kernel, the tape gradient kernel
+and the optimizer kernel reproduce the numpy oracle's gradients, steps and loss curves, and the model runs the
+trained weights at once."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ import numpy as np
 import pytest
 
 import coopnn
+from coopnn.errors import CompileError, InputError
 from coopnn.runtime.numpy_backend import run_graph
+from coopnn.train.builders import mlp_graph
+from coopnn.train.gpu import session as session_module
+from coopnn.train.gpu.portable_session import PortableTrainingSession
+from coopnn.train.losses import get_loss
+from coopnn.train.numpy_backend import NumpyTrainingSession
+from coopnn.train.optim import SGD, Adam
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.vulkan
 
@@ -17,6 +26,13 @@ def validated(validated_device):
     """Every test here runs on the device with the validation layer on."""
 
 
+def _data(n: int, inputs: int, outputs: int, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (n, inputs)).astype(np.float32)
+    y = rng.uniform(0, 1, (n, outputs)).astype(np.float32)
+    return x, y
+
+
 def test_mlp_with_encoding_on_auto_prefers_the_device():
     with coopnn.mlp(2, [16], 3, encoding="frequency", octaves=3) as model:
         assert model.backend == "portable"
@@ -24,18 +40,100 @@ def test_mlp_with_encoding_on_auto_prefers_the_device():
         np.testing.assert_allclose(model.run(x), run_graph(model.graph, {"x": x})["y"], rtol=1e-4, atol=1e-5)
 
 
-def test_portable_model_runs_weights_trained_on_numpy():
+@pytest.mark.parametrize("activation, output_activation, loss", [
+    ("relu", None, "l2"), ("tanh", None, "l1"), ("silu", "sigmoid", "huber"), ("gelu", None, "relative_l2"),
+    ("softplus", None, "bce_with_logits"), ("leaky_relu", "tanh", "l2"),
+])
+def test_gradients_and_one_step_equal_the_numpy_ones(activation, output_activation, loss):
+    graph = mlp_graph(3, [16, 12], 4, activation=activation, output_activation=output_activation,
+                      encoding="frequency", octaves=2, seed=3)
+    x, y = _data(77, 3, 4)
+    feeds, targets = {"x": x}, {"y": y}
+    oracle = NumpyTrainingSession(graph, get_loss(loss), Adam(lr=1e-2))
+    device = PortableTrainingSession(graph, get_loss(loss), Adam(lr=1e-2), None)
+    try:
+        expected_loss, expected = oracle.loss_and_gradients(feeds, targets)
+        gradients = device.gradients(feeds, targets)
+        assert device.loss(feeds, targets) == pytest.approx(expected_loss, rel=1e-5)
+        for name, gradient in expected.items():
+            np.testing.assert_allclose(gradients[name], gradient, rtol=1e-4, atol=1e-7, err_msg=name)
+        assert device.step(feeds, targets) == pytest.approx(oracle.step(feeds, targets), rel=1e-5)
+        after = device.parameters()
+        for name, value in oracle.parameters().items():
+            np.testing.assert_allclose(after[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
+        assert device.context.debug_messages == []
+    finally:
+        device.close()
+
+
+@pytest.mark.parametrize("optimizer", [lambda: Adam(lr=3e-3, weight_decay=1e-3),
+                                       lambda: SGD(lr=0.05, momentum=0.9, nesterov=True)], ids=["adam", "sgd"])
+def test_loss_curve_matches_the_numpy_backend(optimizer):
+    x, y = _data(600, 2, 3, seed=4)
+    curves = {}
+    for backend in ("numpy", "portable"):
+        with coopnn.mlp(2, [32, 32], 3, encoding="frequency", octaves=3, seed=2, backend=backend) as model:
+            trainer = coopnn.Trainer(model, optimizer=optimizer(), seed=7)
+            assert trainer.backend == backend
+            curves[backend] = trainer.fit(x, y, steps=40, batch_size=128, progress=False)
+    np.testing.assert_allclose(curves["portable"], curves["numpy"], rtol=2e-4)
+    assert curves["portable"][-1] < curves["portable"][0] / 2
+
+
+def test_trained_weights_run_at_once_and_evaluate_agrees():
     rng = np.random.default_rng(1)
     x = rng.uniform(0, 1, (256, 2)).astype(np.float32)
     y = np.stack([np.sin(4 * x[:, 0]), x[:, 1], x[:, 0] * x[:, 1]], axis=1)
     with coopnn.mlp(2, [16, 16], 3, encoding="frequency", octaves=3, backend="portable") as model:
-        with pytest.raises(coopnn.BackendUnavailableError, match="backends that train: numpy"):
-            coopnn.Trainer(model)
-        trainer = coopnn.Trainer(model, backend="numpy", optimizer=coopnn.optim.Adam(lr=1e-2))
+        trainer = coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=1e-2))
         before = model.run(x)
         trainer.fit(x, y, steps=30, batch_size=64, progress=False)
         after = model.run(x)
         assert not np.allclose(before, after)
         np.testing.assert_allclose(after, run_graph(model.graph, {"x": x})["y"], rtol=1e-4, atol=1e-5)
-        assert ((after - y) ** 2).mean() == pytest.approx(trainer.evaluate(x, y), rel=1e-3)
+        assert ((after - y) ** 2).mean() == pytest.approx(trainer.evaluate(x, y), rel=1e-4)
         assert model.device_messages == []
+        assert trainer.session.context.debug_messages == []
+
+
+def test_checkpoint_round_trip_continues_the_same_curve(tmp_path):
+    x, y = _data(300, 2, 3, seed=5)
+    with coopnn.mlp(2, [16], 3, backend="portable") as model:
+        trainer = coopnn.Trainer(model, seed=3)
+        trainer.fit(x, y, steps=5, batch_size=64, progress=False)
+        trainer.save_checkpoint(tmp_path / "c.safetensors")
+        expected = trainer.fit(x, y, steps=5, batch_size=64, progress=False)
+    with coopnn.mlp(2, [16], 3, seed=99, backend="portable") as model:
+        trainer = coopnn.Trainer(model)
+        trainer.load_checkpoint(tmp_path / "c.safetensors")
+        np.testing.assert_allclose(trainer.fit(x, y, steps=5, batch_size=64, progress=False), expected, rtol=1e-6)
+
+
+def test_zoo_mlp_trains_on_the_device_like_numpy():
+    model = coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="numpy")
+    x, y = _data(200, 3, 3, seed=6)
+    oracle = NumpyTrainingSession(model.graph, get_loss("l2"), Adam())
+    device = PortableTrainingSession(model.graph, get_loss("l2"), Adam(), None)
+    try:
+        _, expected = oracle.loss_and_gradients({model.inputs[0].name: x}, {model.outputs[0].name: y})
+        gradients = device.gradients({model.inputs[0].name: x}, {model.outputs[0].name: y})
+        for name, gradient in expected.items():
+            np.testing.assert_allclose(gradients[name], gradient, rtol=1e-4, atol=1e-7, err_msg=name)
+    finally:
+        device.close()
+
+
+def test_graph_outside_the_kernels_reach_names_the_node_and_the_numpy_way():
+    model = coopnn.load(ROOT / "models" / "nerf_skip_two_heads.onnx", backend="numpy")
+    with pytest.raises(CompileError, match="outputs.*backend='numpy'"):
+        coopnn.Trainer(model, backend="portable")
+
+
+def test_a_batch_beyond_the_tape_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(session_module, "MAX_TAPE_BYTES", 64 * 1024)
+    with coopnn.mlp(2, [16], 3, backend="portable") as model:
+        trainer = coopnn.Trainer(model)
+        x, y = _data(4096, 2, 3)
+        with pytest.raises(InputError, match="at most .* samples.*batch_size"):
+            trainer.step(x, y)
+        trainer.step(x[:100], y[:100])

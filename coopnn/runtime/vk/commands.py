@@ -58,6 +58,14 @@ class Dispatch:
     group_count: int | tuple[int, int, int] = 1
 
 
+@dataclass(frozen=True, eq=False)
+class Recorded:
+    """Commands other than dispatches recorded in a run's sequence (buffer fills, copies, matrix conversions) by
+    `record(command_buffer)`; full memory barriers order them against the dispatches around them."""
+
+    record: Callable[[object], None]
+
+
 class Dispatcher:
     """Records and submits work on the context's compute queue, one submission at a time."""
 
@@ -113,22 +121,24 @@ class Dispatcher:
         src_stage, dst_stage, memory_barrier = self._barriers[name]
         lib.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, memory_barrier, 0, ffi.NULL, 0, ffi.NULL)
 
-    def run(self, dispatches: Sequence[Dispatch],
+    def run(self, steps: Sequence[Dispatch | Recorded],
             downloads: Mapping[Buffer, tuple[int, int]] | None = None) -> float | None:
         """Upload, dispatch and download in one submission; the dispatches' GPU time in ms (None if the queue has no
-        timestamps).
+        timestamps). `steps` are dispatches, and recorded commands run between them in order.
 
         `downloads` maps STAGED buffers to the (offset, size) byte range to bring back; by default every bound STAGED
         buffer the host reads comes back whole.
         """
+        dispatches = [d for d in steps if isinstance(d, Dispatch)]
         bound = list(dict.fromkeys(b for d in dispatches for b in d.buffers))
         _check_descriptor_capacity(dispatches)
         if downloads is None:
             downloads = {b: (0, b.size) for b in bound
                          if b.placement is Placement.STAGED and HostAccess.READ in b.host_access}
         _check_downloads(downloads)
-        commands = [(d.kernel, d.kernel.descriptor_set(d.buffers), _push_bytes(d), _group_count(self.info, d))
-                    for d in dispatches]
+        commands = [d if isinstance(d, Recorded) else
+                    (d.kernel, d.kernel.descriptor_set(d.buffers), _push_bytes(d), _group_count(self.info, d))
+                    for d in steps]
         # Taken only once every dispatch has been checked, so a refused run leaves pending uploads pending.
         uploads = [(b, r) for b in bound if b.placement is Placement.STAGED for r in [b.take_pending_upload()] if r]
 
@@ -141,9 +151,15 @@ class Dispatcher:
             if uploads:
                 self.barrier(cmd, "uploads_to_shaders")
             self._timestamp(cmd, 0)
-            for index, (kernel, descriptor_sets, push, groups) in enumerate(commands):
+            for index, command in enumerate(commands):
+                recorded = isinstance(command, Recorded)
                 if index:
-                    self.barrier(cmd, "between_dispatches")
+                    after_recorded = isinstance(commands[index - 1], Recorded)
+                    self.barrier(cmd, "after_previous_work" if recorded or after_recorded else "between_dispatches")
+                if recorded:
+                    command.record(cmd)
+                    continue
+                kernel, descriptor_sets, push, groups = command
                 lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
                 lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1,
                                             descriptor_sets, 0, ffi.NULL)

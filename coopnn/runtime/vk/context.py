@@ -12,7 +12,7 @@ import weakref
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
 
-from coopnn.runtime.vk.commands import Dispatch, Dispatcher
+from coopnn.runtime.vk.commands import Dispatch, Dispatcher, Recorded
 from coopnn.runtime.vk.device import Device, create_device
 from coopnn.runtime.vk.device_info import DeviceInfo, query_device_info
 from coopnn.runtime.vk.instance import Instance, create_instance
@@ -104,11 +104,11 @@ class VulkanContext:
         return ComputeKernel(self, spirv, binding_count, push_constant_size, workgroup_size, specialization,
                              entry_point, name)
 
-    def run(self, dispatches: Sequence[Dispatch],
+    def run(self, steps: Sequence[Dispatch | Recorded],
             downloads: Mapping[Buffer, tuple[int, int]] | None = None) -> float | None:
-        """Run `dispatches` in one submission (see `Dispatcher.run`); GPU ms of the dispatches, or None."""
+        """Run `steps` in one submission (see `Dispatcher.run`); GPU ms of the dispatches, or None."""
         self._check_open()
-        return self.dispatcher.run(dispatches, downloads)
+        return self.dispatcher.run(steps, downloads)
 
     def submit(self, record: Callable[[object], None]) -> None:
         """Record any commands with `record(command_buffer)` and run them to completion, ordered after all earlier

@@ -40,6 +40,12 @@ class KernelBuilder:
         self._by_content[key] = name
         return name
 
+    def own_param(self, name: str, array: np.ndarray, role: str) -> str:
+        """A matrix or vector parameter holding `array`, never shared (trained weights change independently)."""
+        self.add_param(name, role, np.shape(array))
+        self.constants[name] = np.ascontiguousarray(array, dtype=np.float32)
+        return name
+
     # ----- instructions -------------------------------------------------------------------------------------------
 
     def emit(self, op: str, type: VecType | None, args: Sequence[str] = (), **attrs: Any) -> str | None:

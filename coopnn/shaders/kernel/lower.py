@@ -63,20 +63,27 @@ class Lowerer:
         numbers = np.broadcast_to(numbers, out_features).ravel()
         return self.k.gather([source], [(0, int(i)) for i in numbers], self.k.type_of(source).dtype)
 
-    def lower(self) -> KernelProgram:
+    def lower_inputs(self) -> None:
+        """A parameter and a load for every graph input."""
         for v in self.graph.inputs:
             param = self.k.add_param(f"in{len(self.k.params)}", "input", (v.feature_size,), v.name)
             self.vectors[v.name] = self.k.emit("load", VecType("f32", v.feature_size), (param.name,))
+
+    def lower_node(self, node: Node) -> None:
+        if not self.value(node.outputs[0]).batched:
+            raise CompileError(f"node {node.name!r} computes a constant; run the constant-folding pass first")
+        fn = LOWERINGS.get(node.op)
+        if fn is None:
+            raise CompileError(
+                f"node {node.name!r}: operator {node.op.value} has no kernel lowering "
+                f"(a MatMul or Gemm whose weights are not constant cannot run on a kernel target)"
+            )
+        self.vectors[node.outputs[0]] = fn(self, node)
+
+    def lower(self) -> KernelProgram:
+        self.lower_inputs()
         for node in self.graph.nodes:
-            if not self.value(node.outputs[0]).batched:
-                raise CompileError(f"node {node.name!r} computes a constant; run the constant-folding pass first")
-            fn = LOWERINGS.get(node.op)
-            if fn is None:
-                raise CompileError(
-                    f"node {node.name!r}: operator {node.op.value} has no kernel lowering "
-                    f"(a MatMul or Gemm whose weights are not constant cannot run on a kernel target)"
-                )
-            self.vectors[node.outputs[0]] = fn(self, node)
+            self.lower_node(node)
         for v in self.graph.outputs:
             param = self.k.add_param(f"out{len(self.k.params)}", "output", (v.feature_size,), v.name)
             source = self.vectors[v.name]

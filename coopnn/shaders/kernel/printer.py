@@ -27,7 +27,12 @@ def _operands(instr: Instr, program: KernelProgram) -> str:
     if op == "load":
         return f"%{args[0]}[:, %i]" if program.param(args[0]).role == "input" else f"%{args[0]}[]"
     if op == "store":
+        if "layout" in instr.attrs:
+            a = instr.attrs
+            return f"%{args[0]}, %{args[1]}[{a['start']}:+{a['width']}, %i] {{layout={a['layout']}}}"
         return f"%{args[0]}, %{args[1]}[:, %i]"
+    if op == "uniform":
+        return f"%{instr.attrs['name']}"
     if op == "gather":
         return _gather_index(instr)
     if op in ("reduce_sum", "reduce_max"):
@@ -39,7 +44,7 @@ def _operands(instr: Instr, program: KernelProgram) -> str:
 
 
 def _line(instr: Instr, program: KernelProgram) -> str:
-    name = instr.op + (".n" if instr.op == "gemv" else "")
+    name = instr.op + ((".t" if instr.attrs.get("transpose") else ".n") if instr.op == "gemv" else "")
     text = f"{name} {_operands(instr, program)}"
     if instr.result is None:
         return text

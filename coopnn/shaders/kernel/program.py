@@ -7,6 +7,11 @@ instructions, documented in `coopnn/shaders/kernel/README.md`, are `gemv` return
 (components picked from several vectors by constant indices), `reduce_sum`/`reduce_max` over contiguous groups,
 and the math functions the targets provide (tanh, sqrt, pow, ...).
 
+Training kernels add four things: `gemv` with `transpose=True` (the product with the matrix's transpose, for
+gradients), parameters of role "tape" (`store` into them carries `start`, `width` and `layout`, see
+`coopnn.shaders.training.layout`) and "loss" (one float32 per sample), `uniform` (a push constant such as the loss
+scale, splatted over a vector) and `sample_mask` (1 for samples of the batch, 0 for padding a target adds).
+
 Weights and constant vectors are function parameters (`memref<f32xMxK>`, `memref<f32xN>`); how they are laid out
 in device memory (one buffer, offsets, f16, InferencingOptimal) is the packer's and the target's business.
 """
@@ -37,13 +42,13 @@ class Param:
     """A function parameter: a per-sample input or output (memref<f32xFx?>) or a constant tensor."""
 
     name: str
-    role: str  # "input", "output", "matrix" (rows x cols, row-major), "vector"
+    role: str  # "input", "output", "matrix" (rows x cols, row-major), "vector", "tape", "loss"
     shape: tuple[int, ...]  # input/output: (features,); matrix: (rows, cols); vector: (size,)
     graph_name: str = ""  # the graph value (input/output) or constant it stands for
 
     @property
     def memref(self) -> str:
-        if self.role in ("input", "output"):
+        if self.role in ("input", "output", "tape", "loss"):
             return f"memref<f32x{self.shape[0]}x?>"
         return "memref<f32x" + "x".join(str(d) for d in self.shape) + ">"
 
@@ -53,7 +58,8 @@ ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "max", "min", "pow", "and", "o
 ELEMENTWISE_UNARY = ("abs", "neg", "not", "exp", "log", "sin", "cos", "tanh", "sqrt", "floor", "ceil", "sign")
 COMPARISONS = ("cmp.lt", "cmp.le", "cmp.gt", "cmp.ge", "cmp.eq")
 OPCODES = (
-    ("load", "store", "constant", "gemv", "select", "gather", "reduce_sum", "reduce_max", "cast")
+    ("load", "store", "constant", "gemv", "select", "gather", "reduce_sum", "reduce_max", "cast", "uniform",
+     "sample_mask")
     + ELEMENTWISE_BINARY
     + ELEMENTWISE_UNARY
     + COMPARISONS

@@ -39,11 +39,19 @@ class Binding:
 class PushConstant:
     name: str
     offset: int
-    type: str
+    type: str  # "u32" or "f32"
 
 
-PUSH_CONSTANTS = (PushConstant("count", 0, "u32"),)
-PUSH_CONSTANT_SIZE = 4
+def push_constant_block(*fields: tuple[str, str]) -> tuple[PushConstant, ...]:
+    """Push constants (name, type) packed in order, four bytes each."""
+    return tuple(PushConstant(name, 4 * i, type) for i, (name, type) in enumerate(fields))
+
+
+PUSH_CONSTANTS = push_constant_block(("count", "u32"))
+# A training step's kernel: `count` invocations (the batch, padded where the target wants whole groups of samples),
+# `batch` real samples, the tape's `capacity` in samples, and the factor the loss gradient is scaled by.
+TRAINING_PUSH_CONSTANTS = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"),
+                                              ("loss_scale", "f32"))
 
 
 @dataclass(frozen=True)
@@ -62,7 +70,7 @@ class Binary:
 
     @property
     def push_constant_size(self) -> int:
-        return PUSH_CONSTANT_SIZE
+        return 4 * len(self.push_constants)
 
 
 class Target(Protocol):
@@ -83,17 +91,23 @@ def register_target(name: str):
 
 
 def bindings_of(program: KernelProgram) -> tuple[Binding, ...]:
+    """Weights, inputs, outputs, then a training kernel's loss and tape (named after their parameters)."""
     bindings = [Binding(0, "weights", "weights", 0)]
-    for p in program.params_of("input") + program.params_of("output"):
-        bindings.append(Binding(len(bindings), p.role, p.graph_name, p.shape[0]))
+    for p in program.params_of("input") + program.params_of("output") + program.params_of("loss", "tape"):
+        bindings.append(Binding(len(bindings), p.role, p.graph_name or p.name, p.shape[0]))
     return tuple(bindings)
+
+
+def push_constants_of(program: KernelProgram) -> tuple[PushConstant, ...]:
+    return TRAINING_PUSH_CONSTANTS if program.params_of("tape") else PUSH_CONSTANTS
 
 
 class ShaderFrame:
     """A compute shader's common frame: typed storage buffers per binding, the push constant, and `main` with the
     sample index computed and out-of-range invocations returned early."""
 
-    def __init__(self, bindings: tuple[Binding, ...], weight_type_width: int, workgroup_size: int):
+    def __init__(self, bindings: tuple[Binding, ...], weight_type_width: int, workgroup_size: int,
+                 push_constants: tuple[PushConstant, ...] = PUSH_CONSTANTS):
         m = self.module = Module()
         self.f32, self.u32, self.bool = m.type_float(32), m.type_int(32, False), m.type_bool()
         self.weight_scalar = m.type_float(weight_type_width)
@@ -108,19 +122,33 @@ class ShaderFrame:
                 decorations.insert(0, "NonWritable")
             self.buffers[b.index] = m.global_variable("StorageBuffer", block, name=f"{b.role}_{b.index}",
                                                       decorations=decorations)
-        push_block = m.type_struct([self.u32], offsets=[0], decorations=["Block"], name="Push",
-                                   member_names=[PUSH_CONSTANTS[0].name])
+        if push_constants[0].name != "count":
+            raise ValueError("the first push constant is the invocation count the frame checks")
+        self.push_constants = push_constants
+        push_types = [self.u32 if p.type == "u32" else self.f32 for p in push_constants]
+        push_block = m.type_struct(push_types, offsets=[p.offset for p in push_constants], decorations=["Block"],
+                                   name="Push", member_names=[p.name for p in push_constants])
         self.push = m.global_variable("PushConstant", push_block, name="push")
         invocation = m.builtin_input("GlobalInvocationId", m.type_vector(self.u32, 3))
         self.main = fn = m.function(m.type_void(), name="main")
         self.zero = m.constant(self.u32, 0)
-        gid = fn.emit("OpLoad", m.type_vector(self.u32, 3), invocation)
+        self.invocation_id = gid = fn.emit("OpLoad", m.type_vector(self.u32, 3), invocation)
         self.sample = fn.emit("OpCompositeExtract", self.u32, gid, 0, name="sample")
-        count = fn.emit("OpLoad", self.u32, fn.emit("OpAccessChain", m.type_pointer("PushConstant", self.u32),
-                                                     self.push, self.zero))
+        self.push_values: dict[str, object] = {}
+        count = self.push_value("count")
         with fn.if_(fn.emit("OpUGreaterThanEqual", self.bool, self.sample, count)):
             fn.return_()
         self.workgroup_size = (workgroup_size, 1, 1)
+
+    def push_value(self, name: str):
+        """The push constant `name`, loaded once (at its first use, which must dominate later ones)."""
+        if name not in self.push_values:
+            index = [p.name for p in self.push_constants].index(name)
+            scalar = self.u32 if self.push_constants[index].type == "u32" else self.f32
+            pointer = self.main.emit("OpAccessChain", self.module.type_pointer("PushConstant", scalar), self.push,
+                                     self.uint(index))
+            self.push_values[name] = self.main.emit("OpLoad", scalar, pointer)
+        return self.push_values[name]
 
     def element_pointer(self, binding: int, index, scalar=None):
         """A pointer to element `index` (a u32 id) of the runtime array in `binding`."""

@@ -26,7 +26,7 @@ from coopnn.errors import CompileError
 from coopnn.layouts.optimal import COMPONENT_ALIGNMENT, WeightPlan, pack_plan, padded, plan_weights
 from coopnn.layouts.pack import PackedWeights
 from coopnn.shaders.kernel.program import Instr, KernelProgram
-from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bindings_of, register_target
+from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of, register_target
 from coopnn.shaders.targets.coopvec_values import Forms, Held
 from coopnn.shaders.targets.scalar_math import numpy_pow
 
@@ -81,9 +81,11 @@ class CoopvecEmitter:
     def __init__(self, program: KernelProgram, packed: PackedWeights, workgroup_size: int):
         self.program = program
         self.packed = packed
-        self.bindings = tuple(b if b.role == "weights" else dataclasses.replace(b, dtype="f16")
+        # per-sample losses stay float32: their sum over a large batch is the reported loss
+        self.bindings = tuple(b if b.role in ("weights", "loss") else dataclasses.replace(b, dtype="f16")
                               for b in bindings_of(program))
-        self.frame = ShaderFrame(self.bindings[:1], 16, workgroup_size)
+        self.push_constants = push_constants_of(program)
+        self.frame = ShaderFrame(self.bindings[:1], 16, workgroup_size, self.push_constants)
         self.m, self.fn = self.frame.module, self.frame.main
         self.forms = Forms(self.m, self.fn)
         self.f16, self.f32, self.boolean = (self.forms.scalar_types[t] for t in ("f16", "f32", "bool"))
@@ -91,8 +93,13 @@ class CoopvecEmitter:
         block = self.m.type_struct([self.halves], offsets=[0], decorations=["Block"], name="Samples")
         for b in self.bindings[1:]:
             decorations = [("DescriptorSet", 0), ("Binding", b.index)] + (["NonWritable"] if b.role == "input" else [])
-            self.frame.buffers[b.index] = self.m.global_variable("StorageBuffer", block, name=f"{b.role}_{b.index}",
-                                                                 decorations=decorations)
+            if b.role == "loss":
+                block_type = self.m.type_struct([self.m.type_runtime_array(self.f32, stride=4)], offsets=[0],
+                                                decorations=["Block"], name="Losses")
+            else:
+                block_type = block
+            self.frame.buffers[b.index] = self.m.global_variable("StorageBuffer", block_type,
+                                                                 name=f"{b.role}_{b.index}", decorations=decorations)
         self.binding_of = {b.name: b.index for b in self.bindings[1:]}
         self.held: dict[str, Held] = {}
         self.array_pointers: dict[int, object] = {}
@@ -100,7 +107,7 @@ class CoopvecEmitter:
             "constant": self.constant, "load": self.load, "store": self.store, "gemv": self.gemv,
             "gather": self.gather, "select": self.select, "cast": self.cast, "pow": self.pow, "neg": self.neg,
             "abs": self.abs, "tanh": self.tanh, "not": self.logical, "reduce_sum": self.reduce,
-            "reduce_max": self.reduce,
+            "reduce_max": self.reduce, "uniform": self.uniform, "sample_mask": self.sample_mask,
             **dict.fromkeys(_VECTOR_ARITHMETIC, self.arithmetic), **dict.fromkeys(_VECTOR_GLSL, self.vector_glsl),
             **dict.fromkeys(_SCALAR_GLSL, self.scalar_glsl), **dict.fromkeys(_EXACT_MINMAX, self.minmax),
             **dict.fromkeys(_COMPARE, self.compare), **dict.fromkeys(_LOGICAL, self.logical),
@@ -163,6 +170,9 @@ class CoopvecEmitter:
 
     def store(self, instr: Instr) -> None:
         held, param = self.held[instr.args[0]], self.program.param(instr.args[1])
+        if param.role in ("tape", "loss"):
+            self.store_training(instr, held, param)
+            return
         binding, features = self.binding_of[param.graph_name], param.shape[0]
         if _io_vectorized(features):
             offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample,
@@ -175,10 +185,47 @@ class CoopvecEmitter:
             index = self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i))
             self.fn.emit("OpStore", self.frame.element_pointer(binding, index, self.f16), scalar)
 
+    def store_training(self, instr: Instr, held: Held, param) -> None:
+        """The sample's loss (float32), or a tape region (float16; `coopnn.shaders.training.layout`): a layer input
+        as one padded vector store, a delta component by component (feature-major: consecutive samples of one
+        subgroup write consecutive halves)."""
+        binding, u32 = self.binding_of[param.name], self.frame.u32
+        if param.role == "loss":
+            pointer = self.frame.element_pointer(binding, self.frame.sample, self.f32)
+            self.fn.emit("OpStore", pointer, self.forms.components(held, "f32")[0])
+            return
+        attrs = instr.attrs
+        capacity = self.frame.push_value("capacity")
+        region = self.fn.emit("OpIMul", u32, capacity, self.uint(attrs["start"]))
+        if attrs["layout"] == "samples":
+            first = self.fn.emit("OpIAdd", u32, region, self.fn.emit("OpIMul", u32, self.frame.sample,
+                                                                     self.uint(attrs["width"])))
+            offset = self.fn.emit("OpIMul", u32, first, self.uint(IO_BYTES_PER_COMPONENT))
+            self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding), offset,
+                         self.forms.padded_vector(held, attrs["width"]))
+            return
+        first = self.fn.emit("OpIAdd", u32, region, self.frame.sample)
+        for i, scalar in enumerate(self.forms.components(held, "f16")):
+            index = self.fn.emit("OpIAdd", u32, first, self.fn.emit("OpIMul", u32, capacity, self.uint(i)))
+            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, self.f16), scalar)
+
+    def uniform(self, instr: Instr) -> Held:
+        return self.forms.from_scalars("f32", [self.frame.push_value(instr.attrs["name"])] * instr.type.size)
+
+    def sample_mask(self, instr: Instr) -> Held:
+        inside = self.fn.emit("OpULessThan", self.boolean, self.frame.sample, self.frame.push_value("batch"))
+        mask = self.fn.emit("OpSelect", self.f32, inside, self.forms.constant("f32", 1.0),
+                            self.forms.constant("f32", 0.0))
+        return self.forms.from_scalars("f32", [mask] * instr.type.size)
+
     def gemv(self, instr: Instr) -> Held:
         matrix = self.packed.entry(instr.args[0])
         rows, columns = matrix.shape
         m, float16 = self.m, self.m.enum_constant("ComponentType", "Float16NV")
+        transpose = bool(instr.attrs.get("transpose"))
+        if transpose:
+            # the product with the stored rows x columns matrix's transpose: `rows` in, `columns` out
+            rows, columns = columns, rows
         x = self.forms.padded_vector(self.held[instr.args[1]], columns)
         weights = self.array_pointer(0)
         operands = [x, float16, weights, self.uint(matrix.offset), float16]
@@ -186,7 +233,7 @@ class CoopvecEmitter:
             operands += [weights, self.uint(self.packed.entry(instr.args[2]).offset), float16]
         operands += [self.uint(rows), self.uint(columns),
                      m.enum_constant("CooperativeVectorMatrixLayout", LAYOUT_ENUMERANTS[matrix.layout]),
-                     m.constant(self.boolean, False)]
+                     m.constant(self.boolean, transpose)]
         if matrix.stride:
             operands.append(self.uint(matrix.stride))
         opname = "OpCooperativeVectorMatrixMulAddNV" if len(instr.args) > 2 else "OpCooperativeVectorMatrixMulNV"
@@ -323,6 +370,6 @@ class CoopvecTarget:
         packed = packed if packed is not None else pack_plan(weight_plan(program))
         emitter = CoopvecEmitter(program, packed, workgroup_size)
         spirv = emitter.compile()
-        return Binary("coopvec", spirv, "main", emitter.frame.workgroup_size, emitter.bindings, PUSH_CONSTANTS,
+        return Binary("coopvec", spirv, "main", emitter.frame.workgroup_size, emitter.bindings, emitter.push_constants,
                       packed, FEATURES, frozenset())
 

@@ -9,9 +9,9 @@ written with ordered comparisons so that NaN propagates as numpy propagates it.
 from __future__ import annotations
 
 from coopnn.errors import CompileError
-from coopnn.layouts.pack import pack
+from coopnn.layouts.pack import PackedWeights, pack
 from coopnn.shaders.kernel.program import Instr, KernelProgram
-from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bindings_of, register_target
+from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of, register_target
 from coopnn.shaders.targets.scalar_math import numpy_pow
 
 _FLOAT_BINARY = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv"}
@@ -28,17 +28,18 @@ FP16_FEATURES = frozenset({"storageBuffer16BitAccess", "shaderFloat16"})
 
 
 class PortableEmitter:
-    def __init__(self, program: KernelProgram, weights: str, workgroup_size: int):
+    def __init__(self, program: KernelProgram, weights: str, workgroup_size: int, packed: PackedWeights | None):
         if weights not in WEIGHT_WIDTH:
             raise CompileError(f"the portable target stores weights as {' or '.join(WEIGHT_WIDTH)}, not {weights!r}")
         self.program = program
         self.bindings = bindings_of(program)
-        self.frame = ShaderFrame(self.bindings, WEIGHT_WIDTH[weights], workgroup_size)
+        self.push_constants = push_constants_of(program)
+        self.frame = ShaderFrame(self.bindings, WEIGHT_WIDTH[weights], workgroup_size, self.push_constants)
         self.m, self.fn = self.frame.module, self.frame.main
-        self.packed = pack(program.constants, {p.name: p.role for p in program.params_of("matrix", "vector")},
-                           weights)
+        self.packed = packed if packed is not None else pack(
+            program.constants, {p.name: p.role for p in program.params_of("matrix", "vector")}, weights)
         self.itemsize = WEIGHT_WIDTH[weights] // 8
-        self.binding_of = {b.name: b.index for b in self.bindings if b.role != "weights"}
+        self.binding_of = {b.name: b.index for b in self.bindings if b.role != "weights"}  # graph value or param
         self.arrays: dict[str, object] = {}  # kernel value -> Function-storage array variable
         self.splats: dict[str, object] = {}  # kernel value -> scalar constant id
         self.types = program.value_types()
@@ -133,6 +134,11 @@ class PortableEmitter:
                 self.store_component(instr.result, self.frame.uint(j), self.component(args[src], self.frame.uint(c)))
         elif op in ("reduce_sum", "reduce_max"):
             self.reduce(instr)
+        elif op == "uniform":
+            self.elementwise(instr, lambda i: self.frame.push_value(instr.attrs["name"]))
+        elif op == "sample_mask":
+            inside = self.fn.emit("OpULessThan", self.frame.bool, self.frame.sample, self.frame.push_value("batch"))
+            self.elementwise(instr, lambda i: self.select(inside, self.f32(1.0), self.f32(0.0)))
         else:
             self.elementwise(instr, lambda i: self.scalar_op(instr, [self.component(a, i) for a in args]))
 
@@ -186,24 +192,48 @@ class PortableEmitter:
     def store(self, instr: Instr) -> None:
         value, target = instr.args
         param = self.program.param(target)
-        binding = self.binding_of[param.graph_name]
+        binding = self.binding_of[param.graph_name or param.name]
+        if param.role == "tape":
+            self.store_tape(instr, binding)
+            return
         base = self.sample_base(param.shape[0])
         with self.fn.for_range(self.frame.zero, self.frame.uint(param.shape[0])) as i:
             index = self.fn.emit("OpIAdd", self.frame.u32, base, i)
             self.fn.emit("OpStore", self.frame.element_pointer(binding, index), self.component(value, i))
 
+    def store_tape(self, instr: Instr, binding: int) -> None:
+        """Into the tape region of `instr.attrs` (`coopnn.shaders.training.layout`): sample-major or feature-major."""
+        u32, value = self.frame.u32, instr.args[0]
+        capacity = self.frame.push_value("capacity")
+        region = self.fn.emit("OpIMul", u32, capacity, self.frame.uint(instr.attrs["start"]))
+        samples = instr.attrs["layout"] == "samples"
+        if samples:
+            base = self.fn.emit("OpIAdd", u32, region, self.sample_base(instr.attrs["width"]))
+        else:
+            base = self.fn.emit("OpIAdd", u32, region, self.frame.sample)
+        with self.fn.for_range(self.frame.zero, self.frame.uint(self.types[value].size)) as i:
+            step = i if samples else self.fn.emit("OpIMul", u32, i, capacity)
+            index = self.fn.emit("OpIAdd", u32, base, step)
+            self.fn.emit("OpStore", self.frame.element_pointer(binding, index), self.component(value, i))
+
     def gemv(self, instr: Instr) -> None:
+        """result[r] = bias[r] + sum over c of W[r, c] x[c], with W's transpose when `transpose` is set."""
         matrix, x = instr.args[0], instr.args[1]
         rows, cols = self.program.param(matrix).shape
+        # index of W[r, c] is r * row_step + c * col_step in the stored row-major matrix
+        row_step, col_step = (1, cols) if instr.attrs.get("transpose") else (cols, 1)
+        if instr.attrs.get("transpose"):
+            rows, cols = cols, rows
         accumulator = self.fn.variable(self.frame.f32, name="acc")
         self.new_array(instr.result)
         u32, f32 = self.frame.u32, self.frame.f32
         with self.fn.for_range(self.frame.zero, self.frame.uint(rows)) as r:
             start = self.weight(instr.args[2], r) if len(instr.args) > 2 else self.f32(0.0)
             self.fn.emit("OpStore", accumulator, start)
-            row = self.fn.emit("OpIMul", u32, r, self.frame.uint(cols))
+            row = self.fn.emit("OpIMul", u32, r, self.frame.uint(row_step))
             with self.fn.for_range(self.frame.zero, self.frame.uint(cols)) as c:
-                w = self.weight(matrix, self.fn.emit("OpIAdd", u32, row, c))
+                column = c if col_step == 1 else self.fn.emit("OpIMul", u32, c, self.frame.uint(col_step))
+                w = self.weight(matrix, self.fn.emit("OpIAdd", u32, row, column))
                 product = self.fn.emit("OpFMul", f32, w, self.component(x, c))
                 total = self.fn.emit("OpFAdd", f32, self.fn.emit("OpLoad", f32, accumulator), product)
                 self.fn.emit("OpStore", accumulator, total)
@@ -232,7 +262,7 @@ class PortableEmitter:
         spirv = self.frame.finish()
         # f16 weights declare OpTypeFloat 16, which needs Float16 (shaderFloat16) besides the 16-bit storage access
         features = {"vulkanMemoryModel"} | (FP16_FEATURES if self.itemsize == 2 else set())
-        return Binary("portable", spirv, "main", self.frame.workgroup_size, self.bindings, PUSH_CONSTANTS,
+        return Binary("portable", spirv, "main", self.frame.workgroup_size, self.bindings, self.push_constants,
                       self.packed, frozenset(features), frozenset())
 
 
@@ -240,5 +270,8 @@ class PortableEmitter:
 class PortableTarget:
     name = "portable"
 
-    def compile(self, program: KernelProgram, weights: str = "fp32", workgroup_size: int = 64) -> Binary:
-        return PortableEmitter(program, weights, workgroup_size).compile()
+    def compile(self, program: KernelProgram, weights: str = "fp32", workgroup_size: int = 64, *,
+                packed: PackedWeights | None = None) -> Binary:
+        """SPIR-V for `program`, reading constants at the offsets of `packed` (row-major, in the `weights` format),
+        or packed here when it is None."""
+        return PortableEmitter(program, weights, workgroup_size, packed).compile()

@@ -1,0 +1,107 @@
+"""Weight gradients from the tape, and the sum of partial gradients, one invocation per flat parameter element.
+
+`tape_gradient_shader`: bindings 0 tape (f32), 1 gradient (f32, written), 2 status (u32); push `count` (elements
+of the flat parameter arrays), `batch` (samples in this step), `capacity` (the tape's). A weight element (layer l,
+row m, column k) gets the sum over b < batch of delta_l[m, b] * input_l[b, k], a bias element (l, m) the sum of
+delta_l[m, b], at the tape addresses layout.py describes.
+
+`partial_sum_shader`: bindings 0 partials (f32, `chunks` consecutive arrays of `count` elements), 1 gradient,
+2 status; push `count`, `chunks`; gradient[p] = sum over c of partials[c * count + p].
+
+Both add in float32, in index order, and set status[0] to 1 (an atomic OR) when a sum is NaN or infinite.
+"""
+
+from __future__ import annotations
+
+from coopnn.shaders.targets.base import ShaderFrame, push_constant_block
+from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
+from coopnn.shaders.training.shader import ComputeShader, finish, load, storage_buffer, store, training_frame
+
+SOURCE, GRADIENT, STATUS = range(3)
+# Device-scope atomics under the Vulkan memory model need this capability, hence this feature.
+FEATURES = frozenset({"vulkanMemoryModelDeviceScope"})
+
+
+def _frame(*push: tuple[str, str], source: str) -> ShaderFrame:
+    frame = training_frame(push_constant_block(("count", "u32"), *push))
+    storage_buffer(frame, SOURCE, frame.f32, writable=False, name=source)
+    storage_buffer(frame, GRADIENT, frame.f32, writable=True, name="gradient")
+    storage_buffer(frame, STATUS, frame.u32, writable=True, name="status")
+    frame.module.capability("VulkanMemoryModelDeviceScope")
+    return frame
+
+
+def _accumulate(frame: ShaderFrame, count, term):
+    """term(0) + term(1) + ... + term(count - 1), added in that order in float32 (term(i) is emitted in the loop)."""
+    fn = frame.main
+    with fn.loop() as loop:
+        index = loop.phi(frame.u32, frame.zero)
+        total = loop.phi(frame.f32, frame.module.constant(frame.f32, 0.0))
+        loop.while_(fn.emit("OpULessThan", frame.bool, index, count))
+        value = term(index)
+        loop.continue_()
+        loop.set_next(index, fn.emit("OpIAdd", frame.u32, index, frame.uint(1)))
+        loop.set_next(total, fn.emit("OpFAdd", frame.f32, total, value))
+    return total
+
+
+def _store_and_check(frame: ShaderFrame, total) -> None:
+    """gradient[p] = total; status[0] |= 1 unless total is finite."""
+    fn, m = frame.main, frame.module
+    store(frame, GRADIENT, frame.sample, total)
+    not_finite = fn.emit("OpLogicalOr", frame.bool, fn.emit("OpIsNan", frame.bool, total),
+                         fn.emit("OpIsInf", frame.bool, total))
+    with fn.if_(not_finite):
+        # Relaxed: the status is only read by later dispatches, after the barrier between them.
+        fn.emit("OpAtomicOr", frame.u32, frame.element_pointer(STATUS, frame.zero, frame.u32),
+                m.enum_constant("Scope", "Device"), m.enum_constant("MemorySemantics", "Relaxed"), frame.uint(1))
+
+
+def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout) -> ComputeShader:
+    """The gradient of every weight and bias element from the deltas and inputs the tape holds."""
+    frame = _frame(("batch", "u32"), ("capacity", "u32"), source="tape")
+    fn, u32, p = frame.main, frame.u32, frame.sample
+    batch, capacity = frame.push_value("batch"), frame.push_value("capacity")
+    false, true = frame.module.constant(frame.bool, False), frame.module.constant(frame.bool, True)
+    # Element p lies in the last segment (a layer's weight or bias) starting at or before it. Each segment gives
+    # (row m, column k, delta region, input region, columns, is bias); the selects keep the last one that applies.
+    chosen = None
+    for index, layer in enumerate(parameters.layers):
+        regions = (frame.uint(tape.delta_start(index)), frame.uint(tape.input_start(index)), frame.uint(layer.cols))
+        local = fn.emit("OpISub", u32, p, frame.uint(layer.weight_offset))
+        weight = (fn.emit("OpUDiv", u32, local, frame.uint(layer.cols)),
+                  fn.emit("OpUMod", u32, local, frame.uint(layer.cols)), *regions, false)
+        bias = (fn.emit("OpISub", u32, p, frame.uint(layer.bias_offset)), frame.zero, *regions, true)
+        for start, segment in ((layer.weight_offset, weight), (layer.bias_offset, bias)):
+            if chosen is None:
+                chosen = segment
+                continue
+            inside = fn.emit("OpUGreaterThanEqual", frame.bool, p, frame.uint(start))
+            chosen = tuple(old if new is old else fn.emit("OpSelect", frame.module.type_of(new), inside, new, old)
+                           for new, old in zip(segment, chosen))
+    row, column, delta_region, input_region, columns, is_bias = chosen
+    delta_row = fn.emit("OpIMul", u32, fn.emit("OpIAdd", u32, delta_region, row), capacity)
+    input_column = fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, input_region, capacity), column)
+
+    def term(b):
+        delta = load(frame, SOURCE, fn.emit("OpIAdd", u32, delta_row, b))
+        # A bias element reads column 0 of the layer's input too (a valid address) and ignores it: one loop serves
+        # both kinds of element.
+        x = load(frame, SOURCE, fn.emit("OpIAdd", u32, input_column, fn.emit("OpIMul", u32, b, columns)))
+        return fn.emit("OpSelect", frame.f32, is_bias, delta, fn.emit("OpFMul", frame.f32, delta, x))
+
+    _store_and_check(frame, _accumulate(frame, batch, term))
+    return finish("tape_gradient", frame, 3, FEATURES)
+
+
+def partial_sum_shader() -> ComputeShader:
+    """The sum of `chunks` partial gradients, element by element."""
+    frame = _frame(("chunks", "u32"), source="partials")
+    fn, u32 = frame.main, frame.u32
+    count = frame.push_value("count")
+
+    def term(c):
+        return load(frame, SOURCE, fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, c, count), frame.sample))
+
+    _store_and_check(frame, _accumulate(frame, frame.push_value("chunks"), term))
+    return finish("partial_sum", frame, 3, FEATURES)

@@ -1,0 +1,72 @@
+"""Where a training step keeps its numbers: the flat parameter order and the tape of activations and deltas.
+
+Parameters (fp32 master weights, their gradients, the optimizer's slots and the working copy the kernels read) are
+flat arrays in one order: for every layer its weight (rows x cols, row-major) and then its bias (rows).
+
+The tape holds, for every layer, what its weight gradient needs from every sample of the batch: the layer's input
+(`cols` features, sample-major: element [b, k] at b * cols + k) and the gradient of the loss with respect to its
+output before the activation, the delta (`rows` features, feature-major: element [m, b] at m * capacity + b). Regions
+follow each other in layer order, input first; a region of `width` features spans width * capacity elements, so a
+region starts at (sum of the widths before it) * capacity. Feature-major deltas let the weight-gradient kernels read
+one delta row of many samples as one contiguous vector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    weight: str  # parameter names
+    bias: str
+    rows: int  # outputs (M)
+    cols: int  # inputs (K)
+    weight_offset: int  # in elements of the flat parameter arrays
+    bias_offset: int
+
+    @property
+    def weight_size(self) -> int:
+        return self.rows * self.cols
+
+
+@dataclass(frozen=True)
+class ParameterLayout:
+    layers: tuple[LayerShape, ...]
+    size: int  # elements of every flat parameter array
+
+    @classmethod
+    def of(cls, layers: Sequence[tuple[str, str, int, int]]) -> ParameterLayout:
+        """From (weight name, bias name, rows, cols) per layer, in order."""
+        shapes, offset = [], 0
+        for weight, bias, rows, cols in layers:
+            shapes.append(LayerShape(weight, bias, rows, cols, offset, offset + rows * cols))
+            offset += rows * cols + rows
+        return cls(tuple(shapes), offset)
+
+    def slices(self) -> dict[str, tuple[slice, tuple[int, ...]]]:
+        """Parameter name -> (its slice of a flat array, its shape)."""
+        out = {}
+        for layer in self.layers:
+            out[layer.weight] = (slice(layer.weight_offset, layer.bias_offset), (layer.rows, layer.cols))
+            out[layer.bias] = (slice(layer.bias_offset, layer.bias_offset + layer.rows), (layer.rows,))
+        return out
+
+
+@dataclass(frozen=True)
+class TapeLayout:
+    layers: tuple[LayerShape, ...]
+
+    @property
+    def width(self) -> int:
+        """Features stored per sample over all regions."""
+        return sum(layer.cols + layer.rows for layer in self.layers)
+
+    def input_start(self, layer: int) -> int:
+        """Where layer `layer`'s input region starts, in units of capacity elements."""
+        return sum(l.cols + l.rows for l in self.layers[:layer])
+
+    def delta_start(self, layer: int) -> int:
+        """Where layer `layer`'s delta region starts, in units of capacity elements."""
+        return self.input_start(layer) + self.layers[layer].cols

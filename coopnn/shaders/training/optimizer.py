@@ -1,0 +1,149 @@
+"""The optimizer step as one compute shader: Adam or SGD over the flat fp32 master weights (layout.py's order), one
+invocation per element, in float32 and in the order of operations of `coopnn.train.optim`, so the device and the
+numpy optimizer agree to rounding.
+
+Bindings: 0 master weights (f32, read-write), 1 gradient (f32), 2 status (u32; with `skip_nonfinite`, a nonzero
+status[0] skips the whole step and nothing is written), 3 working copy (f32 or f16, the updated master rounded to
+nearest), then the optimizer's slots in `Optimizer.slots` order (Adam: 4 m, 5 v; SGD: 4 momentum), f32 read-write.
+
+Every hyperparameter and per-step value is a push constant (`optimizer_push` computes them), so changing the learning
+rate recompiles nothing. Constants numpy computes in float64 before they meet float32 arrays (1 - beta1, the bias
+corrections, 1 - dampening) are folded on the host likewise, rather than recomputed in float32 on the device.
+"""
+
+from __future__ import annotations
+
+import math
+
+from coopnn.shaders.targets.base import push_constant_block
+from coopnn.shaders.targets.portable import FP16_FEATURES
+from coopnn.shaders.training.shader import ComputeShader, finish, load, storage_buffer, store, training_frame
+from coopnn.train.optim import OPTIMIZERS, SGD, Adam, Optimizer
+
+MASTER, GRADIENT, STATUS, WORKING, FIRST_SLOT = range(5)
+WORKING_DTYPES = ("f32", "f16")
+_HEAD = (("count", "u32"), ("gradient_scale", "f32"), ("weight_decay", "f32"))
+PUSH_CONSTANTS = {
+    "adam": push_constant_block(*_HEAD, ("one_minus_beta1", "f32"), ("beta2", "f32"), ("one_minus_beta2", "f32"),
+                                ("step_size", "f32"), ("bias_correction2_sqrt", "f32"), ("eps", "f32")),
+    "sgd": push_constant_block(*_HEAD, ("lr", "f32"), ("momentum", "f32"), ("one_minus_dampening", "f32"),
+                               ("nesterov", "u32"), ("first", "u32")),
+}
+
+
+class _Step:
+    """Emits one optimizer step into a training frame."""
+
+    def __init__(self, kind: str, working_dtype: str, skip_nonfinite: bool):
+        self.frame = frame = training_frame(PUSH_CONSTANTS[kind])
+        self.fn, self.m, self.f32, self.i = frame.main, frame.module, frame.f32, frame.sample
+        self.narrow = working_dtype == "f16"
+        self.working = self.m.type_float(16) if self.narrow else self.f32
+        storage_buffer(frame, MASTER, self.f32, writable=True, name="master")
+        storage_buffer(frame, GRADIENT, self.f32, writable=False, name="gradient")
+        storage_buffer(frame, STATUS, frame.u32, writable=False, name="status")
+        storage_buffer(frame, WORKING, self.working, writable=True, name="working")
+        for offset, slot in enumerate(OPTIMIZERS[kind].slots):
+            storage_buffer(frame, FIRST_SLOT + offset, self.f32, writable=True, name=slot)
+        if skip_nonfinite:
+            with self.fn.if_(self.fn.emit("OpINotEqual", frame.bool, load(frame, STATUS, frame.zero, frame.u32),
+                                          frame.zero)):
+                self.fn.return_()
+
+    def push(self, name: str):
+        return self.frame.push_value(name)
+
+    def op(self, opname: str, *operands):
+        result = self.fn.emit(opname, self.f32, *operands)
+        # A fused multiply-add would round once where numpy rounds twice.
+        self.m.decorate(result, "NoContraction")
+        return result
+
+    def flag(self, name: str):
+        """Whether the u32 push constant `name` is nonzero."""
+        return self.fn.emit("OpINotEqual", self.frame.bool, self.push(name), self.frame.zero)
+
+    def nonzero(self, name: str):
+        return self.fn.emit("OpFUnordNotEqual", self.frame.bool, self.push(name), self.m.constant(self.f32, 0.0))
+
+    def decayed_gradient(self, master):
+        """The scaled gradient plus weight_decay * master, the decay term only when weight_decay is set (as numpy:
+        adding 0 * master would turn an infinite master into NaN)."""
+        gradient = self.op("OpFMul", load(self.frame, GRADIENT, self.i), self.push("gradient_scale"))
+        decayed = self.op("OpFAdd", gradient, self.op("OpFMul", self.push("weight_decay"), master))
+        return self.fn.emit("OpSelect", self.f32, self.nonzero("weight_decay"), decayed, gradient)
+
+    def adam(self, master, gradient):
+        m_slot, v_slot = FIRST_SLOT, FIRST_SLOT + 1
+        m = load(self.frame, m_slot, self.i)
+        m = self.op("OpFAdd", m, self.op("OpFMul", self.push("one_minus_beta1"), self.op("OpFSub", gradient, m)))
+        v = self.op("OpFMul", load(self.frame, v_slot, self.i), self.push("beta2"))
+        v = self.op("OpFAdd", v, self.op("OpFMul", self.op("OpFMul", self.push("one_minus_beta2"), gradient),
+                                         gradient))
+        store(self.frame, m_slot, self.i, m)
+        store(self.frame, v_slot, self.i, v)
+        root = self.fn.ext_inst(self.f32, "Sqrt", v)
+        denominator = self.op("OpFAdd", self.op("OpFDiv", root, self.push("bias_correction2_sqrt")), self.push("eps"))
+        return self.op("OpFSub", master, self.op("OpFDiv", self.op("OpFMul", self.push("step_size"), m), denominator))
+
+    def sgd(self, master, gradient):
+        # Pushed values are loaded where they dominate every later use, before the momentum branch.
+        momentum, seed, nesterov = self.push("momentum"), self.flag("first"), self.flag("nesterov")
+        one_minus_dampening = self.push("one_minus_dampening")
+        direction = self.fn.variable(self.f32, name="direction")
+        self.fn.emit("OpStore", direction, gradient)
+        # Without momentum numpy keeps no buffer, so the slot is left untouched.
+        with self.fn.if_(self.nonzero("momentum")):
+            kept = self.op("OpFAdd", self.op("OpFMul", load(self.frame, FIRST_SLOT, self.i), momentum),
+                           self.op("OpFMul", one_minus_dampening, gradient))
+            buffer = self.fn.emit("OpSelect", self.f32, seed, gradient, kept)
+            store(self.frame, FIRST_SLOT, self.i, buffer)
+            ahead = self.op("OpFAdd", gradient, self.op("OpFMul", momentum, buffer))
+            self.fn.emit("OpStore", direction, self.fn.emit("OpSelect", self.f32, nesterov, ahead, buffer))
+        step = self.op("OpFMul", self.push("lr"), self.fn.emit("OpLoad", self.f32, direction))
+        return self.op("OpFSub", master, step)
+
+    def working_copy(self, master) -> None:
+        if not self.narrow:
+            store(self.frame, WORKING, self.i, master)
+            return
+        rounded = self.fn.emit("OpFConvert", self.working, master)
+        # Without the decoration the rounding of a narrowing conversion is the implementation's choice.
+        self.m.decorate(rounded, "FPRoundingMode", "RTE")
+        store(self.frame, WORKING, self.i, rounded, self.working)
+
+
+def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool) -> ComputeShader:
+    """The step of optimizer `kind` ("adam" or "sgd") writing a working copy of `working_dtype` ("f32" or "f16")."""
+    if kind not in PUSH_CONSTANTS:
+        raise ValueError(f"optimizer kind must be one of {sorted(PUSH_CONSTANTS)}, not {kind!r}")
+    if working_dtype not in WORKING_DTYPES:
+        raise ValueError(f"working_dtype must be one of {list(WORKING_DTYPES)}, not {working_dtype!r}")
+    step = _Step(kind, working_dtype, skip_nonfinite)
+    master = load(step.frame, MASTER, step.i)
+    updated = getattr(step, kind)(master, step.decayed_gradient(master))
+    store(step.frame, MASTER, step.i, updated)
+    step.working_copy(updated)
+    name = f"{kind}_{working_dtype}" + ("_skip_nonfinite" if skip_nonfinite else "")
+    return finish(name, step.frame, FIRST_SLOT + len(OPTIMIZERS[kind].slots),
+                  FP16_FEATURES if working_dtype == "f16" else frozenset())
+
+
+def optimizer_push(shader: ComputeShader, optimizer: Optimizer, step: int, count: int,
+                   gradient_scale: float) -> bytes:
+    """The push constants of `shader` for update number `step` (1-based) of `optimizer` over `count` elements, the
+    gradient multiplied by `gradient_scale` first."""
+    if step < 1:
+        raise ValueError(f"optimizer steps count from 1, got {step}")
+    common = {"count": count, "gradient_scale": gradient_scale, "weight_decay": optimizer.weight_decay}
+    if isinstance(optimizer, Adam):
+        beta1, beta2 = optimizer.betas
+        return shader.pack_push(**common, one_minus_beta1=1 - beta1, beta2=beta2, one_minus_beta2=1 - beta2,
+                                step_size=optimizer.lr / (1 - beta1**step),
+                                bias_correction2_sqrt=math.sqrt(1 - beta2**step), eps=optimizer.eps)
+    if isinstance(optimizer, SGD):
+        # numpy seeds the momentum buffer with the gradient on the first update, as torch does.
+        return shader.pack_push(**common, lr=optimizer.lr, momentum=optimizer.momentum,
+                                one_minus_dampening=1 - optimizer.dampening, nesterov=optimizer.nesterov,
+                                first=step == 1)
+    raise ValueError(f"no optimizer shader for {type(optimizer).__name__}")

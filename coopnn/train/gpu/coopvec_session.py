@@ -1,0 +1,148 @@
+"""Training on the cooperative-vector target: float16 products on tensor cores, float32 master weights.
+
+The step kernel multiplies with the weights in the driver's TrainingOptimal layout, forward and transposed
+(OpCooperativeVectorMatrixMulAddNV / MatrixMulNV with Transpose). Weight gradients come from
+`coopnn.shaders.training.coopvec_gradients` (tape products per chunk of samples) and `partial_sum_shader`. The
+optimizer updates the float32 master weights and writes a float16 row-major working copy, which
+vkCmdConvertCooperativeVectorMatrixNV turns into TrainingOptimal in the same command buffer (biases are copied).
+
+Deltas are float16, so the loss gradient is scaled (dynamic loss scaling): a step whose gradients overflow is
+skipped and the scale halved; after `GROWTH_INTERVAL` good steps it doubles. Shapes are padded to whole 16-byte
+groups as the coopvec target pads them; padded parameters stay zero (their gradients are zero).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from coopnn.layouts.optimal import pack_plan, padded
+from coopnn.shaders.targets import target
+from coopnn.shaders.targets.coopvec import FEATURES, weight_plan
+from coopnn.shaders.training.coopvec_gradients import CHUNK, SUB, coopvec_gradient_shader, ones_matrix, row_starts
+from coopnn.shaders.training.gradients import partial_sum_shader
+from coopnn.train.gpu.session import KernelTrainingSession
+
+INITIAL_LOSS_SCALE = 1.0
+GROWTH_INTERVAL = 1000
+LAYOUT = "training_optimal"
+
+
+class CoopvecTrainingSession(KernelTrainingSession):
+    granularity = SUB
+    working_dtype = "f16"
+    tape_itemsize = 2
+    skip_nonfinite = True
+
+    def __init__(self, *args, **kwargs):
+        self.good_steps = 0
+        super().__init__(*args, **kwargs)
+        self.loss_scale = INITIAL_LOSS_SCALE
+
+    def layer_shapes(self):
+        return [(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in self.plan.layers]
+
+    def features(self) -> set[str]:
+        return super().features() | set(FEATURES) | {"bufferDeviceAddress"}
+
+    def make_gradient_shaders(self):
+        return [coopvec_gradient_shader(self.layout, self.tape), partial_sum_shader()]
+
+    def compile_step(self):
+        from coopnn.runtime.vk.coopvec import converted_size
+
+        def reserve(matrix):
+            rows, cols = matrix.shape
+            return bytes(converted_size(self.context, *self._formats(rows, cols)))
+
+        self.packed = pack_plan(weight_plan(self.program), LAYOUT, reserve)
+        return target("coopvec").compile(self.program, "fp16", 64, packed=self.packed)
+
+    @staticmethod
+    def _formats(rows: int, cols: int):
+        from coopnn.runtime.vk.coopvec import MatrixFormat
+        from coopnn.runtime.vk.nv_ffi import ComponentType, MatrixLayout
+
+        return (MatrixFormat(rows, cols, ComponentType.FLOAT16, MatrixLayout.ROW_MAJOR, cols * 2),
+                MatrixFormat(rows, cols, ComponentType.FLOAT16, MatrixLayout.TRAINING_OPTIMAL))
+
+    def setup_weights(self) -> None:
+        from coopnn.runtime.vk.memory import HostAccess
+
+        if not hasattr(self, "optimal"):
+            self.optimal = self.context.create_buffer(len(self.packed.data), HostAccess.NONE, device_address=True)
+            self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
+            self.ones = self.context.create_buffer(ones_matrix().nbytes, HostAccess.NONE)
+            self.ones.upload(ones_matrix())
+            self.partials = None
+        self.working.upload(self.master.download(np.float32, self.layout.size).astype(np.float16))
+        self.context.run(self.working_steps())
+
+    def weights_buffer(self):
+        return self.optimal
+
+    def working_buffer(self):
+        return self.working
+
+    def working_steps(self) -> list:
+        from coopnn.runtime.vk.commands import Recorded
+        from coopnn.runtime.vk.coopvec import MatrixConversion, record_conversions
+        from coopnn.runtime.vk.loader import load_vulkan
+
+        vk = load_vulkan()
+        conversions, copies = [], []
+        for layer in self.layout.layers:
+            entry = self.packed.entry(layer.weight)
+            source, destination = self._formats(layer.rows, layer.cols)
+            conversions.append(MatrixConversion(self.working, layer.weight_offset * 2, layer.weight_size * 2, source,
+                                                self.optimal, entry.offset, entry.size, destination))
+            bias = self.packed.entry(layer.bias)
+            copies.append(vk.VkBufferCopy(srcOffset=layer.bias_offset * 2, dstOffset=bias.offset, size=layer.rows * 2))
+
+        def record(cmd):
+            record_conversions(self.context, cmd, conversions)
+            vk.vkCmdCopyBuffer(cmd, self.working.handle, self.optimal.handle, len(copies), copies)
+
+        return [Recorded(record)]
+
+    def prepare_tape(self, capacity: int) -> None:
+        from coopnn.runtime.vk.memory import HostAccess
+
+        if capacity == 0:
+            return
+        if self.partials is not None:
+            self.partials.destroy()
+        self.partials = self.context.create_buffer(-(-capacity // CHUNK) * self.layout.size * 4, HostAccess.NONE)
+        tape = self.io[self._binding("tape")]
+        # Padded delta rows are never written and must read as zero.
+        self.context.run([self.fill_zero(tape, self.partials)])
+
+    def gradient_steps(self, batch: int, count: int) -> list:
+        from coopnn.runtime.vk.commands import Dispatch
+
+        rows = row_starts(self.layout)[-1]
+        chunks = -(-count // CHUNK)
+        products, sums = self.gradient_shaders
+        tape = self.io[self._binding("tape")]
+        return [
+            Dispatch(self.gradient_kernels[0], (tape, self.partials, self.ones),
+                     products.pack_push(count=rows, batch=count, capacity=self.capacity, parameters=self.layout.size),
+                     (self.groups(rows), chunks, 1)),
+            Dispatch(self.gradient_kernels[1], (self.partials, self.gradient, self.status),
+                     sums.pack_push(count=self.layout.size, chunks=chunks), self.groups(self.layout.size)),
+        ]
+
+    def after_step(self, overflowed: bool) -> None:
+        super().after_step(overflowed)
+        if overflowed:
+            self.loss_scale, self.good_steps = max(self.loss_scale / 2, 1.0 / 1024), 0
+            return
+        self.good_steps += 1
+        if self.good_steps >= GROWTH_INTERVAL:
+            self.loss_scale, self.good_steps = self.loss_scale * 2, 0
+
+
+class CoopvecTrainingBackend:
+    name = "coopvec"
+
+    def prepare(self, graph, loss, optimizer, *, device) -> CoopvecTrainingSession:
+        return CoopvecTrainingSession(graph, loss, optimizer, device)

@@ -1,0 +1,65 @@
+"""The training-step kernel program: forward keeping the tape, the loss and its gradient, and the backward pass.
+
+One invocation per sample: the parameter-free prefix lowered as in inference; each layer stores its input on the
+tape, multiplies, adds the bias and applies its activation; the loss's per-element terms give the sample's loss
+(stored, summed over the outputs) and the gradient in the prediction, scaled by the push constant `loss_scale`; then
+from the last layer back, each layer's delta (the gradient times its activation's derivative at the pre-activation)
+goes on the tape and the product with the transposed weight carries it to the layer before. Weight gradients are
+not made here: they are sums over samples of the tape, which other kernels reduce.
+"""
+
+from __future__ import annotations
+
+from coopnn.shaders.kernel import activations
+from coopnn.shaders.kernel.derivatives import derivative
+from coopnn.shaders.kernel.lower import Lowerer
+from coopnn.shaders.kernel.program import KernelProgram, VecType
+from coopnn.shaders.training.layout import TapeLayout
+from coopnn.train.gpu.loss_kernels import loss_terms
+from coopnn.train.gpu.plan import TrainingPlan
+from coopnn.train.losses import Loss
+
+TARGET = "target"  # the graph-name of the targets' input binding
+TAPE, LOSS = "tape", "loss"
+LOSS_SCALE = "loss_scale"
+
+
+def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout) -> KernelProgram:
+    """The step program of `plan`; weights are parameters named after the stable parameter names."""
+    lw = Lowerer(plan.graph)
+    lw.lower_inputs()
+    for node in plan.prefix:
+        lw.lower_node(node)
+    k = lw.k
+    out_features = plan.out_features
+    k.add_param("t", "input", (out_features,), TARGET)
+    k.add_param(TAPE, "tape", (tape.width,))
+    k.add_param(LOSS, "loss", (1,))
+    constants = plan.graph.constants
+    x = lw.vectors[plan.input]
+    saved = []
+    for index, layer in enumerate(plan.layers):
+        k.emit("store", None, (x, TAPE), start=tape.input_start(index), width=tape.layers[index].cols,
+               layout="samples")
+        w = k.own_param(layer.weight, constants[layer.weight_constant], "matrix")
+        b = k.own_param(layer.bias, constants[layer.bias_constant].reshape(-1), "vector")
+        z = k.emit("gemv", VecType("f32", layer.rows), (w, x, b), transpose=False)
+        act = layer.activation
+        y = z if act is None else activations.apply(k, act.op, z, act.attrs)
+        saved.append((w, z, y))
+        x = y
+    target = k.emit("load", VecType("f32", out_features), ("t",))
+    values, derivatives = loss_terms(k, loss, x, target)
+    mask = k.emit("sample_mask", VecType("f32", out_features))
+    k.emit("store", None, (k.reduce("reduce_sum", k.binary("mul", values, mask), out_features), LOSS))
+    scale = k.emit("uniform", VecType("f32", out_features), name=LOSS_SCALE)
+    gradient = k.binary("mul", k.binary("mul", derivatives, mask), scale)
+    for index in reversed(range(len(plan.layers))):
+        layer, (w, z, y) = plan.layers[index], saved[index]
+        act = layer.activation
+        delta = gradient if act is None else k.binary("mul", gradient, derivative(k, act.op, z, y, act.attrs))
+        k.emit("store", None, (delta, TAPE), start=tape.delta_start(index), width=tape.layers[index].rows,
+               layout="features")
+        if index:
+            gradient = k.emit("gemv", VecType("f32", layer.cols), (w, delta), transpose=True)
+    return k.build()

@@ -1,0 +1,105 @@
+"""The training kernels without a GPU: every variant passes spirv-val for Vulkan 1.3, declares the bindings, push
+constants and features it is documented to, and `pack_push` / `optimizer_push` pack what they are given."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+
+from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_shader
+from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
+from coopnn.shaders.training.optimizer import optimizer_push, optimizer_shader
+from coopnn.train.optim import SGD, Adam
+from tests.shaders.targets.test_portable import spirv_val
+
+LAYOUTS = {
+    "two_layers": ParameterLayout.of([("w0", "b0", 8, 3), ("w1", "b1", 2, 8)]),
+    "three_layers": ParameterLayout.of([("w0", "b0", 16, 5), ("w1", "b1", 16, 16), ("w2", "b2", 3, 16)]),
+}
+
+
+def push_names(shader) -> list[str]:
+    return [p.name for p in shader.push_constants]
+
+
+def unpack(shader, data: bytes) -> dict:
+    """Push constant bytes back into values by name."""
+    return {p.name: struct.unpack_from("<I" if p.type == "u32" else "<f", data, p.offset)[0]
+            for p in shader.push_constants}
+
+
+@pytest.mark.parametrize("skip_nonfinite", [False, True])
+@pytest.mark.parametrize("working_dtype", ["f32", "f16"])
+@pytest.mark.parametrize("kind, slots", [("adam", 2), ("sgd", 1)])
+def test_optimizer_shaders_are_valid(kind, slots, working_dtype, skip_nonfinite, tmp_path):
+    shader = optimizer_shader(kind, working_dtype, skip_nonfinite)
+    spirv_val(shader.spirv, tmp_path)
+    assert shader.binding_count == 4 + slots and shader.workgroup_size == (64, 1, 1)
+    assert push_names(shader)[:2] == ["count", "gradient_scale"]
+    assert shader.push_constant_size == 4 * len(shader.push_constants)
+    assert ("shaderFloat16" in shader.features) == (working_dtype == "f16")
+    assert "vulkanMemoryModel" in shader.features
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_tape_gradient_shader_is_valid(name, tmp_path):
+    layout = LAYOUTS[name]
+    shader = tape_gradient_shader(layout, TapeLayout(layout.layers))
+    spirv_val(shader.spirv, tmp_path)
+    assert shader.binding_count == 3 and push_names(shader) == ["count", "batch", "capacity"]
+    assert {"vulkanMemoryModel", "vulkanMemoryModelDeviceScope"} <= shader.features
+
+
+def test_partial_sum_shader_is_valid(tmp_path):
+    shader = partial_sum_shader()
+    spirv_val(shader.spirv, tmp_path)
+    assert shader.binding_count == 3 and push_names(shader) == ["count", "chunks"]
+
+
+def test_pack_push_packs_by_name_in_declaration_order():
+    shader = partial_sum_shader()
+    assert shader.pack_push(chunks=3, count=70) == struct.pack("<II", 70, 3)
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"count": 1}, r"missing \['chunks'\]"),
+    ({"count": 1, "chunks": 2, "batch": 3}, r"unknown \['batch'\]"),
+    ({"count": -1, "chunks": 2}, "count"),
+    ({"count": 1.5, "chunks": 2}, "count"),
+])
+def test_pack_push_refuses_missing_unknown_and_unrepresentable_values(values, message):
+    with pytest.raises(ValueError, match=message):
+        partial_sum_shader().pack_push(**values)
+
+
+def test_optimizer_push_for_adam_folds_the_bias_corrections():
+    shader = optimizer_shader("adam", "f32", False)
+    adam = Adam(lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)
+    values = unpack(shader, optimizer_push(shader, adam, 3, 100, 0.5))
+    assert values["count"] == 100 and values["gradient_scale"] == 0.5
+    assert values["step_size"] == pytest.approx(0.01 / (1 - 0.8**3))
+    assert values["bias_correction2_sqrt"] == pytest.approx(math.sqrt(1 - 0.99**3))
+    assert values["one_minus_beta1"] == pytest.approx(0.2) and values["eps"] == pytest.approx(1e-6)
+
+
+def test_optimizer_push_for_sgd_seeds_momentum_on_the_first_step_only():
+    shader = optimizer_shader("sgd", "f16", True)
+    sgd = SGD(lr=0.1, momentum=0.9, nesterov=True)
+    first, later = (unpack(shader, optimizer_push(shader, sgd, t, 7, 1.0)) for t in (1, 2))
+    assert (first["first"], later["first"], first["nesterov"]) == (1, 0, 1)
+    assert first["one_minus_dampening"] == 1.0 and first["momentum"] == pytest.approx(0.9)
+
+
+def test_optimizer_push_refuses_a_step_before_the_first_and_the_wrong_shader():
+    with pytest.raises(ValueError, match="from 1"):
+        optimizer_push(optimizer_shader("adam", "f32", False), Adam(), 0, 10, 1.0)
+    with pytest.raises(ValueError, match="unknown"):
+        optimizer_push(optimizer_shader("adam", "f32", False), SGD(), 1, 10, 1.0)
+
+
+@pytest.mark.parametrize("args", [("lamb", "f32", False), ("adam", "bf16", False)])
+def test_optimizer_shader_refuses_unknown_kinds_and_dtypes(args):
+    with pytest.raises(ValueError, match="must be one of"):
+        optimizer_shader(*args)

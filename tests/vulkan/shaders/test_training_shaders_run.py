@@ -1,0 +1,184 @@
+"""The training kernels on a Vulkan device (lavapipe in CI, validation layer on where installed): the optimizer steps
+match `coopnn.train.optim`, the tape gradient matches numpy's einsum, partial sums add up, and non-finite values set
+(and a set status skips) as documented."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coopnn.errors import BackendUnavailableError
+from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_shader
+from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
+from coopnn.shaders.training.optimizer import optimizer_push, optimizer_shader
+from coopnn.train.optim import SGD, Adam
+from tests.vulkan.runtime.conftest import assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
+
+pytestmark = pytest.mark.vulkan
+
+FEATURES = frozenset().union(optimizer_shader("adam", "f16", True).features, partial_sum_shader().features)
+COUNT = 3001  # not a multiple of the workgroup size, so the bounds check matters
+STEPS = 5
+GRADIENT_SCALE = 0.5  # a power of two: the numpy optimizer gets exactly the gradient the shader computes
+OPTIMIZERS = {
+    "adam": lambda: Adam(lr=1e-2),
+    "adam_decay": lambda: Adam(lr=3e-2, betas=(0.8, 0.99), eps=1e-6, weight_decay=1e-2),
+    "sgd": lambda: SGD(lr=0.1),
+    "sgd_momentum_dampening_decay": lambda: SGD(lr=0.05, momentum=0.9, dampening=0.1, weight_decay=1e-3),
+    "sgd_nesterov_decay": lambda: SGD(lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-2),
+}
+
+
+@pytest.fixture(scope="module")
+def module_context(tmp_path_factory):
+    reason = vulkan_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from coopnn.runtime.vk.context import VulkanContext
+
+    try:
+        context = VulkanContext(features=FEATURES, validation=validation_off_reason() is None,
+                                pipeline_cache_dir=tmp_path_factory.mktemp("pipelines"))
+    except BackendUnavailableError as exc:
+        pytest.skip(str(exc))
+    yield context
+    context.close()
+    assert_no_validation_messages(context)
+
+
+@pytest.fixture
+def context(module_context):
+    """The module's context with the features the training kernels need; validation messages fail the test."""
+    module_context.debug_messages.clear()
+    yield module_context
+    assert_no_validation_messages(module_context)
+
+
+class Kernel:
+    """A shader made ready on `context`, with one buffer per binding holding `arrays`."""
+
+    def __init__(self, context, shader, arrays: list[np.ndarray]):
+        from coopnn.runtime.vk.commands import Dispatch
+
+        self.context, self.shader, self.dtypes = context, shader, [a.dtype for a in arrays]
+        self.kernel = context.create_kernel(shader.spirv, shader.binding_count, shader.push_constant_size,
+                                            shader.workgroup_size, name=shader.name)
+        self.buffers = [context.create_buffer(a.nbytes) for a in arrays]
+        self.dispatch = lambda push, count: Dispatch(self.kernel, tuple(self.buffers), push,
+                                                     self.kernel.group_count_for(count))
+        for binding, array in enumerate(arrays):
+            self.write(binding, array)
+
+    def write(self, binding: int, array: np.ndarray) -> None:
+        self.buffers[binding].write(np.ascontiguousarray(array))
+
+    def run(self, push: bytes, count: int) -> list[np.ndarray]:
+        self.context.run([self.dispatch(push, count)])
+        return [b.read(d) for b, d in zip(self.buffers, self.dtypes)]
+
+
+def optimizer_buffers(kind: str, working_dtype: str, master: np.ndarray, status: int) -> list[np.ndarray]:
+    slots = 2 if kind == "adam" else 1
+    working = np.full(COUNT, 7, np.float16 if working_dtype == "f16" else np.float32)  # a sentinel
+    return [master, np.zeros(COUNT, np.float32), np.array([status], np.uint32), working,
+            *[np.zeros(COUNT, np.float32) for _ in range(slots)]]
+
+
+@pytest.mark.parametrize("working_dtype", ["f32", "f16"])
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_optimizer_steps_match_numpy(context, name, working_dtype):
+    rng = np.random.default_rng(0)
+    reference, device_optimizer = OPTIMIZERS[name](), OPTIMIZERS[name]()
+    expected = rng.normal(size=COUNT).astype(np.float32)
+    shader = optimizer_shader(reference.name, working_dtype, skip_nonfinite=True)
+    kernel = Kernel(context, shader, optimizer_buffers(reference.name, working_dtype, expected.copy(), 0))
+    for step in range(1, STEPS + 1):
+        gradient = rng.normal(size=COUNT).astype(np.float32)
+        reference.update({"p": expected}, {"p": gradient * np.float32(GRADIENT_SCALE)})
+        kernel.write(1, gradient)
+        master, _, _, working, *slots = kernel.run(
+            optimizer_push(shader, device_optimizer, step, COUNT, GRADIENT_SCALE), COUNT)
+    np.testing.assert_allclose(master, expected, rtol=1e-5, atol=1e-7)
+    np.testing.assert_array_equal(working, master.astype(working.dtype))
+    for slot_name, slot in zip(reference.slots, slots):
+        kept = reference.state[slot_name].get("p", np.zeros(COUNT, np.float32))  # SGD without momentum keeps none
+        np.testing.assert_allclose(slot, kept, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("skip_nonfinite", [True, False])
+def test_a_set_status_skips_the_step_only_when_asked(context, skip_nonfinite):
+    master = np.random.default_rng(1).normal(size=COUNT).astype(np.float32)
+    shader = optimizer_shader("adam", "f16", skip_nonfinite)
+    buffers = optimizer_buffers("adam", "f16", master, status=1)
+    buffers[1][:] = 1.0
+    kernel = Kernel(context, shader, buffers)
+    after = kernel.run(optimizer_push(shader, Adam(lr=0.1), 1, COUNT, 1.0), COUNT)
+    if skip_nonfinite:
+        for before, now in zip(buffers, after):
+            np.testing.assert_array_equal(now, before)
+    else:
+        np.testing.assert_allclose(after[0], master - np.float32(0.1), rtol=1e-5, atol=1e-6)
+
+
+def tape_gradient(layout: ParameterLayout, tape_layout: TapeLayout, tape: np.ndarray, batch: int,
+                  capacity: int) -> np.ndarray:
+    """The flat gradient by the layout.py addresses, with numpy."""
+    gradient = np.zeros(layout.size, np.float32)
+    for index, layer in enumerate(layout.layers):
+        delta_start, input_start = tape_layout.delta_start(index) * capacity, tape_layout.input_start(index) * capacity
+        delta = tape[delta_start:delta_start + layer.rows * capacity].reshape(layer.rows, capacity)[:, :batch]
+        inputs = tape[input_start:input_start + capacity * layer.cols].reshape(capacity, layer.cols)[:batch]
+        gradient[layer.weight_offset:layer.bias_offset] = np.einsum("mb,bk->mk", delta, inputs).ravel()
+        gradient[layer.bias_offset:layer.bias_offset + layer.rows] = delta.sum(axis=1)
+    return gradient
+
+
+LAYOUTS = {
+    "two_layers": ParameterLayout.of([("w0", "b0", 8, 3), ("w1", "b1", 2, 8)]),
+    "three_layers": ParameterLayout.of([("w0", "b0", 32, 5), ("w1", "b1", 32, 32), ("w2", "b2", 3, 32)]),
+}
+
+
+def run_tape_gradient(context, layout: ParameterLayout, tape: np.ndarray, batch: int, capacity: int):
+    shader = tape_gradient_shader(layout, TapeLayout(layout.layers))
+    kernel = Kernel(context, shader, [tape, np.zeros(layout.size, np.float32), np.zeros(1, np.uint32)])
+    _, gradient, status = kernel.run(shader.pack_push(count=layout.size, batch=batch, capacity=capacity),
+                                     layout.size)
+    return gradient, status[0]
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_tape_gradient_matches_einsum(context, name):
+    layout, capacity, batch = LAYOUTS[name], 40, 29
+    tape_layout = TapeLayout(layout.layers)
+    tape = np.random.default_rng(2).normal(size=tape_layout.width * capacity).astype(np.float32)
+    gradient, status = run_tape_gradient(context, layout, tape, batch, capacity)
+    np.testing.assert_allclose(gradient, tape_gradient(layout, tape_layout, tape, batch, capacity), rtol=1e-5,
+                               atol=1e-6)
+    assert status == 0
+
+
+@pytest.mark.parametrize("sample, flagged", [(3, True), (35, False)])
+def test_a_nan_in_the_batch_sets_the_status(context, sample, flagged):
+    layout, capacity, batch = LAYOUTS["two_layers"], 40, 29
+    tape_layout = TapeLayout(layout.layers)
+    tape = np.random.default_rng(3).normal(size=tape_layout.width * capacity).astype(np.float32)
+    tape[(tape_layout.delta_start(1) + 1) * capacity + sample] = np.nan  # layer 1, row 1
+    gradient, status = run_tape_gradient(context, layout, tape, batch, capacity)
+    assert status == int(flagged)
+    assert np.isnan(gradient).any() == flagged  # samples past the batch are not read
+
+
+def test_partial_sums_add_up_and_flag_overflow(context):
+    count, chunks = 1000, 5
+    partials = np.random.default_rng(4).normal(size=(chunks, count)).astype(np.float32)
+    shader = partial_sum_shader()
+    kernel = Kernel(context, shader, [partials, np.zeros(count, np.float32), np.zeros(1, np.uint32)])
+    push = shader.pack_push(count=count, chunks=chunks)
+    _, gradient, status = kernel.run(push, count)
+    np.testing.assert_allclose(gradient, partials.sum(axis=0), rtol=1e-5, atol=1e-6)
+    assert status[0] == 0
+    partials[:2, 17] = 3e38  # finite parts, infinite sum
+    kernel.write(0, partials)
+    _, gradient, status = kernel.run(push, count)
+    assert status[0] == 1 and np.isinf(gradient[17]) and np.isfinite(np.delete(gradient, 17)).all()
