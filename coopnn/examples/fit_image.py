@@ -63,14 +63,15 @@ def psnr(reconstruction: np.ndarray, target: np.ndarray) -> float:
 
 def fit_image(image: str | os.PathLike | None = None, *, size: int = 128, steps: int = 2000,
               batch_size: int = 4096, hidden: Sequence[int] = (64, 64, 64), octaves: int = 8, lr: float = 1e-2,
-              eval_every: int = 50, backend: str = "numpy", seed: int = 0, output_dir: str | os.PathLike = "fit_image",
-              progress: bool = True) -> FitImageResult:
+              eval_every: int = 50, backend: str = "numpy", weights: str = "fp32", seed: int = 0,
+              output_dir: str | os.PathLike = "fit_image", progress: bool = True) -> FitImageResult:
     """Train an MLP on `image` (default: matplotlib's sample photograph) and write what it learnt to `output_dir`."""
     started = time.monotonic()
     target = square(read_image(default_image_path() if image is None else image), size)
     side = target.shape[0]
     coordinates, colours = pixel_centres(side), target.reshape(-1, 3)
-    model = coopnn.mlp(2, hidden, 3, encoding="frequency", octaves=octaves, seed=seed, backend=backend)
+    model = coopnn.mlp(2, hidden, 3, encoding="frequency", octaves=octaves, seed=seed, backend=backend,
+                       weights=weights)
     trainer = coopnn.Trainer(model, "l2", coopnn.optim.Adam(lr=lr, betas=(0.9, 0.99)), seed=seed)
     history: list[tuple[int, float]] = []
 
@@ -105,6 +106,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate")
     parser.add_argument("--eval-every", type=int, default=50, help="steps between PSNR evaluations")
     parser.add_argument("--backend", "-b", default="numpy", help="backend that trains and runs the model")
+    parser.add_argument("--weights", default="fp32",
+                        help="weight format the model runs with (fp16 for the coopvec backend, which trains on GPU)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the batches")
     parser.add_argument("--output-dir", "-o", default="fit_image", help="folder for the PNGs and the PSNR table")
 
@@ -112,7 +115,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     result = fit_image(args.image, size=args.size, steps=args.steps, batch_size=args.batch_size, hidden=args.hidden,
                        octaves=args.octaves, lr=args.lr, eval_every=args.eval_every, backend=args.backend,
-                       seed=args.seed, output_dir=args.output_dir)
+                       weights=args.weights, seed=args.seed, output_dir=args.output_dir)
     print(f"PSNR {result.final_psnr:.2f} dB after {result.psnr[-1][0]} steps ({result.seconds:.1f} s); wrote "
           f"{result.reconstruction}, {result.target}, {result.plot}, {result.table}")
     return 0

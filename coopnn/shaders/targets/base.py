@@ -91,7 +91,7 @@ def register_target(name: str):
 
 
 def bindings_of(program: KernelProgram) -> tuple[Binding, ...]:
-    """Weights, inputs, outputs, then a training kernel's loss and tape (named after their parameters)."""
+    """Weights, inputs, outputs, then a training kernel's tape and loss (named after their parameters)."""
     bindings = [Binding(0, "weights", "weights", 0)]
     for p in program.params_of("input") + program.params_of("output") + program.params_of("loss", "tape"):
         bindings.append(Binding(len(bindings), p.role, p.graph_name or p.name, p.shape[0]))

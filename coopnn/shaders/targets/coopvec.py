@@ -196,14 +196,20 @@ class CoopvecEmitter:
             return
         attrs = instr.attrs
         capacity = self.frame.push_value("capacity")
-        region = self.fn.emit("OpIMul", u32, capacity, self.uint(attrs["start"]))
         if attrs["layout"] == "samples":
-            first = self.fn.emit("OpIAdd", u32, region, self.fn.emit("OpIMul", u32, self.frame.sample,
-                                                                     self.uint(attrs["width"])))
-            offset = self.fn.emit("OpIMul", u32, first, self.uint(IO_BYTES_PER_COMPONENT))
+            # Counted in 16-byte groups and multiplied last, so the compiler can prove the alignment vector stores
+            # need (the capacity and the padded widths are whole groups).
+            group = COMPONENT_ALIGNMENT
+            region_groups = self.fn.emit("OpIMul", u32, self.fn.emit("OpShiftRightLogical", u32, capacity,
+                                                                     self.uint(group.bit_length() - 1)),
+                                         self.uint(attrs["start"]))
+            groups = self.fn.emit("OpIAdd", u32, region_groups, self.fn.emit("OpIMul", u32, self.frame.sample,
+                                                                             self.uint(attrs["width"] // group)))
+            offset = self.fn.emit("OpIMul", u32, groups, self.uint(group * IO_BYTES_PER_COMPONENT))
             self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding), offset,
                          self.forms.padded_vector(held, attrs["width"]))
             return
+        region = self.fn.emit("OpIMul", u32, capacity, self.uint(attrs["start"]))
         first = self.fn.emit("OpIAdd", u32, region, self.frame.sample)
         for i, scalar in enumerate(self.forms.components(held, "f16")):
             index = self.fn.emit("OpIAdd", u32, first, self.fn.emit("OpIMul", u32, capacity, self.uint(i)))

@@ -66,6 +66,7 @@ def coopvec_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, sub: 
     row, chunk = frame.sample, fn.emit("OpCompositeExtract", u32, frame.invocation_id, 1, name="chunk")
     capacity, batch = frame.push_value("capacity"), frame.push_value("batch")
     chunk_partials = fn.emit("OpIMul", u32, chunk, frame.push_value("parameters"))
+    chunk_partial_groups = fn.emit("OpShiftRightLogical", u32, chunk_partials, frame.uint(2))
 
     def vector(scalar, size):
         return m.type_cooperative_vector_nv(scalar, size)
@@ -82,6 +83,12 @@ def coopvec_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, sub: 
                           m.enum_constant("CooperativeVectorMatrixLayout", layout), no, frame.uint(stride))
         return fn.emit("OpFConvert", vector(frame.f32, rows), product)
 
+    # Byte offsets are counted in 16-byte groups and multiplied last, so the compiler can prove the alignment the
+    # vector loads, stores and matrix reads need: the capacity, `sub` and every padded width are whole groups.
+    def aligned(groups, group_bytes):
+        return mul(groups, frame.uint(group_bytes))
+
+    capacity_groups = fn.emit("OpShiftRightLogical", u32, capacity, frame.uint(3))
     starts = row_starts(parameters)
     for index, layer in enumerate(parameters.layers):
         inside = fn.emit("OpLogicalAnd", frame.bool,
@@ -93,21 +100,22 @@ def coopvec_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, sub: 
             weights = fn.variable(vector(frame.f32, k), initializer=m.constant(vector(frame.f32, k), [0.0] * k))
             bias = fn.variable(vector(frame.f32, ONES_ROWS),
                                initializer=m.constant(vector(frame.f32, ONES_ROWS), [0.0] * ONES_ROWS))
-            delta_row = mul(add(frame.uint(tape.delta_start(index)), r), capacity)
-            input_region = mul(frame.uint(tape.input_start(index)), capacity)
+            delta_row = mul(add(frame.uint(tape.delta_start(index)), r), capacity_groups)
+            input_region = mul(frame.uint(tape.input_start(index)), capacity_groups)
             with fn.for_range(frame.zero, frame.uint(subs_per_chunk)) as s:
-                first = add(mul(chunk, frame.uint(sub * subs_per_chunk)), mul(s, frame.uint(sub)))
+                first_groups = add(mul(chunk, frame.uint(sub * subs_per_chunk // 8)), mul(s, frame.uint(sub // 8)))
+                first = mul(first_groups, frame.uint(8))
                 with fn.if_(fn.emit("OpULessThan", frame.bool, first, batch)):
                     delta = fn.emit("OpCooperativeVectorLoadNV", vector(f16, sub), tape_array,
-                                    mul(add(delta_row, first), frame.uint(2)))
-                    block = mul(add(input_region, mul(first, frame.uint(k))), frame.uint(2))
+                                    aligned(add(delta_row, first_groups), 16))
+                    block = aligned(add(input_region, mul(first, frame.uint(k // 8))), 16)
                     for variable, product in (
                             (weights, times(tape_array, block, delta, k, "ColumnMajorNV", 2 * k)),
                             (bias, times(ones_array, frame.zero, delta, ONES_ROWS, "RowMajorNV", 2 * sub))):
                         fn.emit("OpStore", variable, fn.emit("OpFAdd", m.type_of(product),
                                                              fn.emit("OpLoad", m.type_of(product), variable), product))
-            weight_at = add(chunk_partials, add(frame.uint(layer.weight_offset), mul(r, frame.uint(k))))
-            fn.emit("OpCooperativeVectorStoreNV", partials_array, mul(weight_at, frame.uint(4)),
+            weight_groups = add(chunk_partial_groups, add(frame.uint(layer.weight_offset // 4), mul(r, frame.uint(k // 4))))
+            fn.emit("OpCooperativeVectorStoreNV", partials_array, aligned(weight_groups, 16),
                     fn.emit("OpLoad", vector(frame.f32, k), weights))
             bias_total = fn.emit("OpCompositeExtract", frame.f32, fn.emit("OpLoad", vector(frame.f32, ONES_ROWS), bias),
                                  0)

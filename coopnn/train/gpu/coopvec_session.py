@@ -18,22 +18,33 @@ import numpy as np
 from coopnn.layouts.optimal import pack_plan, padded
 from coopnn.shaders.targets import target
 from coopnn.shaders.targets.coopvec import FEATURES, weight_plan
-from coopnn.shaders.training.coopvec_gradients import CHUNK, SUB, coopvec_gradient_shader, ones_matrix, row_starts
+from coopnn.shaders.training import coopmat_gradients, coopvec_gradients
 from coopnn.shaders.training.gradients import partial_sum_shader
 from coopnn.train.gpu.session import KernelTrainingSession
 
 INITIAL_LOSS_SCALE = 1.0
 GROWTH_INTERVAL = 1000
 LAYOUT = "training_optimal"
+# "auto" takes cooperative-matrix weight gradients for layers up to this many inputs, cooperative-vector ones above:
+# on the H100 at batch 2^18 (bench/results/*-training.md) a step took 0.33 / 0.95 ms with cooperative matrices and
+# 1.07 / 1.10 ms with cooperative vectors for mlp_3_64x2_3 / mlp_32_64x4_16 (64 inputs), but 6.3 against 3.2 ms
+# for mlp_64_128x4_16 (128 inputs).
+COOPMAT_WIDEST_INPUT = 64
 
 
 class CoopvecTrainingSession(KernelTrainingSession):
-    granularity = SUB
+    granularity = coopvec_gradients.SUB
     working_dtype = "f16"
     tape_itemsize = 2
+    tape_slack = coopmat_gradients.TILE
     skip_nonfinite = True
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, gradients: str = "auto", **kwargs):
+        """`gradients`: how weight gradients are reduced, "coopmat" (cooperative-matrix products of the tape),
+        "coopvec" (cooperative-vector products, per row and chunk) or "auto" (the faster one for the model)."""
+        if gradients not in ("auto", "coopmat", "coopvec"):
+            raise ValueError(f"gradients must be 'auto', 'coopmat' or 'coopvec', not {gradients!r}")
+        self.requested_gradients = gradients
         self.good_steps = 0
         super().__init__(*args, **kwargs)
         self.loss_scale = INITIAL_LOSS_SCALE
@@ -45,7 +56,17 @@ class CoopvecTrainingSession(KernelTrainingSession):
         return super().features() | set(FEATURES) | {"bufferDeviceAddress"}
 
     def make_gradient_shaders(self):
-        return [coopvec_gradient_shader(self.layout, self.tape), partial_sum_shader()]
+        self.gradient_method = self.requested_gradients
+        if self.gradient_method == "auto":
+            widest = max(layer.cols for layer in self.layout.layers)
+            self.gradient_method = "coopmat" if widest <= COOPMAT_WIDEST_INPUT else "coopvec"
+        if self.gradient_method == "coopmat":
+            return [coopmat_gradients.coopmat_gradient_shader(self.layout, self.tape), partial_sum_shader()]
+        return [coopvec_gradients.coopvec_gradient_shader(self.layout, self.tape), partial_sum_shader()]
+
+    @property
+    def chunk(self) -> int:
+        return coopmat_gradients.CHUNK if self.gradient_method == "coopmat" else coopvec_gradients.CHUNK
 
     def compile_step(self):
         from coopnn.runtime.vk.coopvec import converted_size
@@ -71,8 +92,9 @@ class CoopvecTrainingSession(KernelTrainingSession):
         if not hasattr(self, "optimal"):
             self.optimal = self.context.create_buffer(len(self.packed.data), HostAccess.NONE, device_address=True)
             self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
-            self.ones = self.context.create_buffer(ones_matrix().nbytes, HostAccess.NONE)
-            self.ones.upload(ones_matrix())
+            ones = coopvec_gradients.ones_matrix()
+            self.ones = self.context.create_buffer(ones.nbytes, HostAccess.NONE)
+            self.ones.upload(ones)
             self.partials = None
         self.working.upload(self.master.download(np.float32, self.layout.size).astype(np.float16))
         self.context.run(self.working_steps())
@@ -111,7 +133,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
             return
         if self.partials is not None:
             self.partials.destroy()
-        self.partials = self.context.create_buffer(-(-capacity // CHUNK) * self.layout.size * 4, HostAccess.NONE)
+        self.partials = self.context.create_buffer(-(-capacity // self.chunk) * self.layout.size * 4, HostAccess.NONE)
         tape = self.io[self._binding("tape")]
         # Padded delta rows are never written and must read as zero.
         self.context.run([self.fill_zero(tape, self.partials)])
@@ -119,14 +141,23 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def gradient_steps(self, batch: int, count: int) -> list:
         from coopnn.runtime.vk.commands import Dispatch
 
-        rows = row_starts(self.layout)[-1]
-        chunks = -(-count // CHUNK)
+        chunks = -(-count // self.chunk)
         products, sums = self.gradient_shaders
         tape = self.io[self._binding("tape")]
+        if self.gradient_method == "coopmat":
+            tasks = len(coopmat_gradients.tasks(self.layout))
+            reduce = Dispatch(self.gradient_kernels[0], (tape, self.partials),
+                              products.pack_push(count=tasks * coopmat_gradients.SUBGROUP, batch=count,
+                                                 capacity=self.capacity, parameters=self.layout.size),
+                              (tasks, chunks, 1))
+        else:
+            rows = coopvec_gradients.row_starts(self.layout)[-1]
+            reduce = Dispatch(self.gradient_kernels[0], (tape, self.partials, self.ones),
+                              products.pack_push(count=rows, batch=count, capacity=self.capacity,
+                                                 parameters=self.layout.size),
+                              (self.groups(rows), chunks, 1))
         return [
-            Dispatch(self.gradient_kernels[0], (tape, self.partials, self.ones),
-                     products.pack_push(count=rows, batch=count, capacity=self.capacity, parameters=self.layout.size),
-                     (self.groups(rows), chunks, 1)),
+            reduce,
             Dispatch(self.gradient_kernels[1], (self.partials, self.gradient, self.status),
                      sums.pack_push(count=self.layout.size, chunks=chunks), self.groups(self.layout.size)),
         ]

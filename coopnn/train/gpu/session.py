@@ -36,6 +36,7 @@ class KernelTrainingSession:
     granularity = 1  # the step kernel runs a multiple of this many invocations (padding masked out)
     working_dtype = "f32"
     tape_itemsize = 4
+    tape_slack = 0  # feature rows of capacity allocated after the tape's last region
     skip_nonfinite = False
 
     def __init__(self, graph: Graph, loss: Loss, optimizer: Optimizer, device: str | int | None):
@@ -151,7 +152,7 @@ class KernelTrainingSession:
 
     def max_capacity(self) -> int:
         limits = self.context.info.limits
-        per_sample = max(self.tape.width * self.tape_itemsize, 1)
+        per_sample = max((self.tape.width + self.tape_slack) * self.tape_itemsize, 1)
         limit = min(limits.max_storage_buffer_range, MAX_TAPE_BYTES, limits.max_buffer_size) // per_sample
         groups = limits.max_compute_work_group_count[0] * self.binary.workgroup_size[0]
         return max(self.granularity, min(limit, groups) // self.granularity * self.granularity)
@@ -172,8 +173,8 @@ class KernelTrainingSession:
         self.io = {}
         for b in self.binary.bindings[1:]:
             if b.role == "tape":
-                self.io[b.index] = self.context.create_buffer(capacity * self.tape.width * self.tape_itemsize,
-                                                              HostAccess.NONE)
+                self.io[b.index] = self.context.create_buffer(
+                    capacity * (self.tape.width + self.tape_slack) * self.tape_itemsize, HostAccess.NONE)
             else:
                 access = HostAccess.READ if b.role == "loss" else HostAccess.WRITE
                 self.io[b.index] = self.context.create_buffer(capacity * b.features * b.itemsize, access)

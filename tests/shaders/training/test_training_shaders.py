@@ -103,3 +103,36 @@ def test_optimizer_push_refuses_a_step_before_the_first_and_the_wrong_shader():
 def test_optimizer_shader_refuses_unknown_kinds_and_dtypes(args):
     with pytest.raises(ValueError, match="must be one of"):
         optimizer_shader(*args)
+
+
+PADDED_LAYOUTS = {
+    "mlp_32": ParameterLayout.of([("w0", "b0", 64, 32), ("w1", "b1", 64, 64), ("w2", "b2", 16, 64)]),
+    "odd_rows": ParameterLayout.of([("w0", "b0", 24, 8), ("w1", "b1", 8, 24)]),
+    "wide": ParameterLayout.of([("w0", "b0", 128, 136), ("w1", "b1", 8, 128)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PADDED_LAYOUTS))
+def test_coopmat_gradient_shaders_are_valid(name, tmp_path):
+    from coopnn.shaders.training.coopmat_gradients import MAX_COLUMN_TILES, TILE, coopmat_gradient_shader, tasks
+
+    layout = PADDED_LAYOUTS[name]
+    shader = coopmat_gradient_shader(layout, TapeLayout(layout.layers))
+    spirv_val(shader.spirv, tmp_path)
+    assert shader.binding_count == 2 and shader.workgroup_size == (32, 1, 1)
+    assert "cooperativeMatrix" in shader.features
+    # every tile row of every layer once per group of column tiles, the bias with the first group
+    expected = sum(-(-layer.rows // TILE) * -(-(-(-layer.cols // TILE)) // MAX_COLUMN_TILES)
+                   for layer in layout.layers)
+    assert len(tasks(layout)) == expected
+
+
+@pytest.mark.parametrize("name", sorted(PADDED_LAYOUTS))
+def test_coopvec_gradient_shaders_are_valid(name, tmp_path):
+    from coopnn.shaders.training.coopvec_gradients import coopvec_gradient_shader, row_starts
+
+    layout = PADDED_LAYOUTS[name]
+    shader = coopvec_gradient_shader(layout, TapeLayout(layout.layers))
+    spirv_val(shader.spirv, tmp_path)
+    assert shader.binding_count == 3 and "cooperativeVector" in shader.features
+    assert all(start % 32 == 0 for start in row_starts(layout))

@@ -1,0 +1,85 @@
+"""Training benchmark: one optimizer step (L2 loss, Adam) of the benchmark MLPs on coopnn's training backends and in
+PyTorch (AMP fp16 with fused Adam), side by side; writes `<out>/<device>-<date>-training.json` and `.md`.
+
+    python3 bench/train.py               # batch 2^18, 30 timed steps after 2 s of warm-up per runner
+    python3 bench/train.py --quick       # a check that everything runs: batch 2^10, 3 steps
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
+
+import coopnn  # noqa: E402
+from coopnn.bench.environment import describe_environment, device_name, driver, results_stem  # noqa: E402
+from coopnn.bench.training import (CoopnnTrainingRunner, TorchAmpTrainingRunner, measure_training,  # noqa: E402
+                                   torch_cuda_unavailable_reason)
+from coopnn.errors import BackendUnavailableError  # noqa: E402
+from coopnn.runtime.backends import statuses  # noqa: E402
+from coopnn.tables import format_table  # noqa: E402
+
+MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
+RESULTS = ROOT / "bench" / "results"
+
+
+def runners(graph, only: set[str] | None):
+    """(name, factory) of every runner: the coopvec backend with each weight-gradient method, portable, PyTorch."""
+    available = {s.name: s.available for s in statuses()}
+    table = []
+    if available.get("coopvec"):
+        table += [(f"coopnn coopvec ({method} gradients)", lambda method=method: CoopnnTrainingRunner(
+            graph, "coopvec", method)) for method in ("coopmat", "coopvec")]
+    if available.get("portable"):
+        table.append(("coopnn portable", lambda: CoopnnTrainingRunner(graph, "portable")))
+    if torch_cuda_unavailable_reason() is None:
+        table.append(("PyTorch AMP + fused Adam", lambda: TorchAmpTrainingRunner(graph)))
+    return [(name, make) for name, make in table if only is None or any(o in name for o in only)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="batch 2^10 and 3 steps: checks the harness")
+    p.add_argument("--models", default=",".join(MODELS))
+    p.add_argument("--batch", type=int, default=1 << 18)
+    p.add_argument("--steps", type=int, default=30)
+    p.add_argument("--warmup", type=float, default=2.0, help="seconds of untimed steps per runner")
+    p.add_argument("--runners", help="only runners whose names contain one of these (comma-separated)")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    args = p.parse_args(argv)
+    batch, steps, warmup = (1 << 10, 3, 0.0) if args.quick else (args.batch, args.steps, args.warmup)
+    only = set(args.runners.split(",")) if args.runners else None
+    environment = describe_environment()
+    results = []
+    for model in args.models.split(","):
+        try:
+            graph = coopnn.load(ROOT / "models" / f"{model}.onnx", backend="numpy").graph
+        except BackendUnavailableError as e:
+            print(f"{model}: {e}", file=sys.stderr)
+            continue
+        for name, make in runners(graph, only):
+            results.append(measure_training(name, make, model, graph, batch, steps, warmup))
+    rows = [[r.model, r.runner, str(r.batch),
+             f"{r.gpu_ms.median:.3f}" if r.gpu_ms else "-", f"{r.host_ms.median:.2f}" if r.host_ms else "-",
+             f"{r.samples_per_s / 1e6:.1f} M" if r.samples_per_s else "-", r.note[:60]] for r in results]
+    table = format_table(["model", "runner", "batch", "GPU ms/step", "host ms/step", "samples/s (GPU)", "note"], rows)
+    print(table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"{results_stem(environment)}-training"
+    document = {"schema": "coopnn-train-bench/1", "environment": environment,
+                "results": [r.record() for r in results]}
+    stem.with_suffix(".json").write_text(json.dumps(document, indent=1, default=str) + "\n")
+    stem.with_suffix(".md").write_text(
+        f"# Training step, {device_name(environment)} (driver {driver(environment)}), {environment['date'][:10]}\n\n"
+        "L2 loss, Adam; GPU time of one whole step (median); samples/s = batch / GPU time.\n\n"
+        f"```\n{table}\n```\n")
+    print(f"wrote {stem}.json and .md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The training benchmark: one optimizer step on a batch, coopnn's training backends against PyTorch.
+
+Each runner takes whole steps (forward, loss, backward, optimizer update) of the L2 loss with Adam on the same model,
+batch and random data, and reports the GPU time of a step (from its own clock: Vulkan timestamps around the step's
+submission, CUDA events around PyTorch's step) and the host time of the call. The PyTorch baseline is what a PyTorch
+user would train with on that GPU: automatic mixed precision (fp16 autocast with a gradient scaler) and the fused
+Adam. Before timing, every runner steps for `warmup_seconds`: this H100 runs work several times slower after idling.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+
+from coopnn.bench.measure import Stats
+from coopnn.errors import CoopnnError
+from coopnn.graph.ir import Graph
+from coopnn.progress import Progress
+
+
+@dataclass(frozen=True)
+class TrainingTiming:
+    runner: str
+    model: str
+    batch: int
+    status: str  # "measured" or "unavailable"
+    note: str = ""
+    steps: int = 0
+    gpu_ms: Stats | None = None
+    host_ms: Stats | None = None
+
+    @property
+    def samples_per_s(self) -> float | None:
+        return None if self.gpu_ms is None else self.batch / (self.gpu_ms.median / 1e3)
+
+    def record(self) -> dict:
+        return {**asdict(self), "samples_per_s": self.samples_per_s}
+
+
+class CoopnnTrainingRunner:
+    """A coopnn training session (backend and, for coopvec, the weight-gradient method)."""
+
+    def __init__(self, graph: Graph, backend: str, gradients: str | None = None):
+        from coopnn.train.backends import get
+        from coopnn.train.losses import get_loss
+        from coopnn.train.optim import Adam
+
+        if gradients is None:
+            self.session = get(backend).prepare(graph, get_loss("l2"), Adam(lr=1e-3), device=None)
+        else:
+            from coopnn.train.gpu.coopvec_session import CoopvecTrainingSession
+
+            self.session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, gradients=gradients)
+        self.input, self.output = graph.inputs[0].name, graph.outputs[0].name
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float | None:
+        self.session.step({self.input: x}, {self.output: y})
+        return getattr(self.session, "last_gpu_ms", None)
+
+    def close(self) -> None:
+        self.session.close()
+
+
+class TorchAmpTrainingRunner:
+    """The same MLP in PyTorch on CUDA: fp16 autocast, GradScaler, fused Adam, inputs already on the device."""
+
+    def __init__(self, graph: Graph):
+        import torch
+
+        from coopnn.train.gpu.plan import plan_training
+
+        self.torch = torch
+        activations = {"relu": torch.nn.ReLU, "tanh": torch.nn.Tanh, "sigmoid": torch.nn.Sigmoid,
+                       "silu": torch.nn.SiLU, "gelu": torch.nn.GELU}
+        layers = []
+        for layer in plan_training(graph).layers:
+            layers.append(torch.nn.Linear(layer.cols, layer.rows))
+            if layer.activation is not None:
+                layers.append(activations[layer.activation.op.value]())
+        if plan_training(graph).prefix:
+            raise CoopnnError("the PyTorch training baseline covers plain MLPs (no input stage)")
+        self.net = torch.nn.Sequential(*layers).cuda()
+        self.optimizer = torch.optim.Adam(self.net.parameters(), lr=1e-3, fused=True)
+        self.scaler = torch.amp.GradScaler("cuda")
+        self.start, self.end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        self.data: tuple | None = None
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float:
+        torch = self.torch
+        if self.data is None or self.data[0].shape[0] != x.shape[0]:
+            self.data = (torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda())
+        inputs, targets = self.data
+        self.start.record()
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(self.net(inputs).float(), targets)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.end.record()
+        torch.cuda.synchronize()
+        return self.start.elapsed_time(self.end)
+
+    def close(self) -> None:
+        self.net = self.optimizer = self.data = None
+
+
+def torch_cuda_unavailable_reason() -> str | None:
+    if importlib.util.find_spec("torch") is None:
+        return "PyTorch is not installed"
+    import torch
+
+    return None if torch.cuda.is_available() else f"PyTorch {torch.__version__} sees no CUDA device"
+
+
+def measure_training(name: str, make: Callable[[], object], model: str, graph: Graph, batch: int, steps: int,
+                     warmup_seconds: float, seed: int = 0) -> TrainingTiming:
+    """Time `steps` steps of the runner `make()` builds (after warming up); "unavailable" with the reason when it
+    cannot run here."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (batch, graph.inputs[0].shape[1])).astype(np.float32)
+    y = rng.uniform(0, 1, (batch, graph.outputs[0].shape[1])).astype(np.float32)
+    try:
+        runner = make()
+    except (CoopnnError, RuntimeError, KeyError) as e:
+        return TrainingTiming(name, model, batch, "unavailable", f"{type(e).__name__}: {e}")
+    try:
+        started = time.perf_counter()
+        while time.perf_counter() - started < warmup_seconds:
+            runner.step(x, y)
+        gpu, host = [], []
+        bar = Progress(steps, label=f"{name} {model}")
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            ms = runner.step(x, y)
+            host.append((time.perf_counter() - t0) * 1e3)
+            if ms is not None:
+                gpu.append(ms)
+            bar.advance()
+        bar.close()
+    except CoopnnError as e:
+        return TrainingTiming(name, model, batch, "unavailable", f"{type(e).__name__}: {e}")
+    finally:
+        runner.close()
+    return TrainingTiming(name, model, batch, "measured", "", steps, Stats.of(gpu) if gpu else None, Stats.of(host))
