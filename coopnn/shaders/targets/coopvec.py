@@ -40,6 +40,7 @@ FEATURES = frozenset({"cooperativeVector", "shaderFloat16", "storageBuffer16BitA
 # tanh(±10) is ±1 in float32; clamping first keeps implementations that compute tanh through exp from inf/inf.
 TANH_LIMIT = 10.0
 IO_BYTES_PER_COMPONENT = 2
+IO_VECTOR_ALIGNMENT = COMPONENT_ALIGNMENT * IO_BYTES_PER_COMPONENT  # bytes: OpCooperativeVectorLoadNV/StoreNV offsets
 
 _VECTOR_ARITHMETIC = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv"}
 _VECTOR_GLSL = {"exp": "Exp", "log": "Log"}
@@ -73,16 +74,20 @@ def requirements(program: KernelProgram) -> Requirements:
 
 
 def _io_vectorized(features: int) -> bool:
-    """Whether each sample's row starts on a 16-byte boundary, as OpCooperativeVectorLoadNV/StoreNV need."""
-    return features * IO_BYTES_PER_COMPONENT % (COMPONENT_ALIGNMENT * IO_BYTES_PER_COMPONENT) == 0
+    """Whether each sample's float16 row starts on a 16-byte boundary, as OpCooperativeVectorLoadNV/StoreNV need."""
+    return features * IO_BYTES_PER_COMPONENT % IO_VECTOR_ALIGNMENT == 0
 
 
 class CoopvecEmitter:
     def __init__(self, program: KernelProgram, packed: PackedWeights, workgroup_size: int):
         self.program = program
         self.packed = packed
-        # per-sample losses stay float32: their sum over a large batch is the reported loss
-        self.bindings = tuple(b if b.role in ("weights", "loss") else dataclasses.replace(b, dtype="f16")
+        # Per-sample losses stay float32: their sum over a large batch is the reported loss. A training step also reads
+        # float32 inputs and targets, converting them here rather than on the host, where converting a large batch
+        # takes longer than the whole step on the GPU.
+        training = bool(program.params_of("tape"))
+        float32 = ("weights", "loss", "input") if training else ("weights", "loss")
+        self.bindings = tuple(b if b.role in float32 else dataclasses.replace(b, dtype="f16")
                               for b in bindings_of(program))
         self.push_constants = push_constants_of(program)
         self.frame = ShaderFrame(self.bindings[:1], 16, workgroup_size, self.push_constants)
@@ -93,14 +98,15 @@ class CoopvecEmitter:
         block = self.m.type_struct([self.halves], offsets=[0], decorations=["Block"], name="Samples")
         for b in self.bindings[1:]:
             decorations = [("DescriptorSet", 0), ("Binding", b.index)] + (["NonWritable"] if b.role == "input" else [])
-            if b.role == "loss":
+            if b.dtype == "f32":
                 block_type = self.m.type_struct([self.m.type_runtime_array(self.f32, stride=4)], offsets=[0],
-                                                decorations=["Block"], name="Losses")
+                                                decorations=["Block"], name="Floats")
             else:
                 block_type = block
             self.frame.buffers[b.index] = self.m.global_variable("StorageBuffer", block_type,
                                                                  name=f"{b.role}_{b.index}", decorations=decorations)
         self.binding_of = {b.name: b.index for b in self.bindings[1:]}
+        self.dtype_of = {b.index: b.dtype for b in self.bindings[1:]}
         self.held: dict[str, Held] = {}
         self.array_pointers: dict[int, object] = {}
         self.handlers = {
@@ -118,12 +124,13 @@ class CoopvecEmitter:
     def uint(self, value: int):
         return self.frame.uint(value)
 
-    def array_pointer(self, binding: int):
-        """The runtime array of `binding`, as the cooperative-vector instructions take it (the body is one block
-        after the bounds check, so one access chain serves every later use)."""
+    def array_pointer(self, binding: int, dtype: str = "f16"):
+        """The runtime array of `binding` (of `dtype` elements), as the cooperative-vector instructions take it (the
+        body is one block after the bounds check, so one access chain serves every later use)."""
         if binding not in self.array_pointers:
+            array = self.halves if dtype == "f16" else self.m.type_runtime_array(self.f32, stride=4)
             self.array_pointers[binding] = self.fn.emit(
-                "OpAccessChain", self.m.type_pointer("StorageBuffer", self.halves), self.frame.buffers[binding],
+                "OpAccessChain", self.m.type_pointer("StorageBuffer", array), self.frame.buffers[binding],
                 self.frame.zero)
         return self.array_pointers[binding]
 
@@ -156,17 +163,19 @@ class CoopvecEmitter:
         if param.role != "input":
             return self.forms.known(self.program.constants[param.name])
         binding, features = self.binding_of[param.graph_name], param.shape[0]
-        if _io_vectorized(features):
-            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample,
-                                  self.uint(features * IO_BYTES_PER_COMPONENT))
-            vector = self.fn.emit("OpCooperativeVectorLoadNV", self.forms.vector_type("f16", features),
-                                  self.array_pointer(binding), offset)
-            return self.vector_result(instr, "f16", vector)
+        dtype = self.dtype_of[binding]
+        itemsize = 4 if dtype == "f32" else IO_BYTES_PER_COMPONENT
+        if features * itemsize % IO_VECTOR_ALIGNMENT == 0:
+            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * itemsize))
+            vector = self.fn.emit("OpCooperativeVectorLoadNV", self.forms.vector_type(dtype, features),
+                                  self.array_pointer(binding, dtype), offset)
+            return self.vector_result(instr, dtype, vector)
         first = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features))
-        scalars = [self.fn.emit("OpLoad", self.f16, self.frame.element_pointer(
-            binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), self.f16))
+        scalar = self.forms.scalar_types[dtype]
+        scalars = [self.fn.emit("OpLoad", scalar, self.frame.element_pointer(
+            binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), scalar))
             for i in range(features)]
-        return self.forms.from_scalars("f16", scalars)
+        return self.forms.from_scalars(dtype, scalars)
 
     def store(self, instr: Instr) -> None:
         held, param = self.held[instr.args[0]], self.program.param(instr.args[1])

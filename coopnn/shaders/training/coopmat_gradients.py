@@ -22,7 +22,7 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import ComputeShader, storage_buffer
 
 TILE = 16
-CHUNK_TILES = 32
+CHUNK_TILES = 64
 CHUNK = TILE * CHUNK_TILES
 SUBGROUP = 32
 MAX_COLUMN_TILES = 4
@@ -30,16 +30,16 @@ TAPE, PARTIALS = range(2)
 FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
 
 
-def tasks(parameters: ParameterLayout) -> list[tuple[int, int, int]]:
+def tasks(parameters: ParameterLayout, column_tiles: int = MAX_COLUMN_TILES) -> list[tuple[int, int, int]]:
     """(layer, first row, first column tile) of every task, in dispatch order: a tile row of a layer, split into
-    groups of at most `MAX_COLUMN_TILES` column tiles (more accumulators spill on the H100); the first group of each
+    groups of at most `column_tiles` column tiles (more accumulators spill on the H100); the first group of each
     tile row also makes the bias gradients."""
     return [(index, m0, kt) for index, layer in enumerate(parameters.layers) for m0 in range(0, layer.rows, TILE)
-            for kt in range(0, -(-layer.cols // TILE), MAX_COLUMN_TILES)]
+            for kt in range(0, -(-layer.cols // TILE), column_tiles)]
 
 
-def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout,
-                            chunk_tiles: int = CHUNK_TILES) -> ComputeShader:
+def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk_tiles: int = CHUNK_TILES,
+                            column_tiles: int = MAX_COLUMN_TILES) -> ComputeShader:
     push = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"), ("parameters", "u32"))
     frame = ShaderFrame((), 32, SUBGROUP, push_constants=push)
     m, fn, u32, f32 = frame.module, frame.main, frame.u32, frame.f32
@@ -91,10 +91,10 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout,
                 fn.emit("OpStore", frame.element_pointer(PARTIALS, op("OpIAdd", chunk_base, target(i, j)), f32), value)
         barrier()
 
-    for number, (index, m0, first_tile) in enumerate(tasks(parameters)):
+    for number, (index, m0, first_tile) in enumerate(tasks(parameters, column_tiles)):
         layer = parameters.layers[index]
         with fn.if_(fn.emit("OpIEqual", frame.bool, task, frame.uint(number))):
-            col_tiles = range(first_tile, min(first_tile + MAX_COLUMN_TILES, -(-layer.cols // TILE)))
+            col_tiles = range(first_tile, min(first_tile + column_tiles, -(-layer.cols // TILE)))
             with_bias = first_tile == 0
             accumulators = [fn.variable(c_type, initializer=zero) for _ in range(len(col_tiles) + with_bias)]
             delta_rows = op("OpIMul", frame.uint(tape.delta_start(index) + m0), capacity)

@@ -203,9 +203,10 @@ class KernelTrainingSession:
             if b.role != "input":
                 continue
             source = target if b.name == TARGET else feeds[b.name]
-            padded = np.zeros((count, b.features), b.numpy_dtype)
-            padded[:batch] = np.asarray(source, np.float32).reshape(batch, -1)
-            self.io[b.index].write(padded)
+            self.io[b.index].write(np.ascontiguousarray(source, b.numpy_dtype).reshape(-1))
+            if count > batch:  # padding samples read zeros (their losses and gradients are masked out)
+                self.io[b.index].write(np.zeros((count - batch) * b.features, b.numpy_dtype),
+                                       batch * b.features * b.itemsize)
         buffers = (self.weights_buffer(),) + tuple(self.io[b.index] for b in self.binary.bindings[1:])
         push = self.binary_push(count=count, batch=batch, capacity=self.capacity, loss_scale=self.loss_scale)
         steps = [self.fill_zero(self.status),
