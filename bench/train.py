@@ -63,10 +63,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for name, make in runners(graph, only):
             results.append(measure_training(name, make, model, graph, batch, steps, warmup))
+    def phase(r, name):
+        return f"{r.phases[name]:.3f}" if r.phases else "-"
+
     rows = [[r.model, r.runner, str(r.batch),
              f"{r.gpu_ms.median:.3f}" if r.gpu_ms else "-", f"{r.host_ms.median:.2f}" if r.host_ms else "-",
-             f"{r.samples_per_s / 1e6:.1f} M" if r.samples_per_s else "-", r.note[:60]] for r in results]
-    table = format_table(["model", "runner", "batch", "GPU ms/step", "host ms/step", "samples/s (GPU)", "note"], rows)
+             f"{r.samples_per_s / 1e6:.3g} M" if r.samples_per_s else "-", phase(r, "step_kernel_ms"),
+             phase(r, "weight_gradients_ms"), r.note[:60]] for r in results]
+    table = format_table(["model", "runner", "batch", "GPU ms/step", "host ms/step", "samples/s (GPU)",
+                          "step kernel ms", "weight grads ms", "note"], rows)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"{results_stem(environment)}-training"
@@ -75,7 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     stem.with_suffix(".json").write_text(json.dumps(document, indent=1, default=str) + "\n")
     stem.with_suffix(".md").write_text(
         f"# Training step, {device_name(environment)} (driver {driver(environment)}), {environment['date'][:10]}\n\n"
-        "L2 loss, Adam; GPU time of one whole step (median); samples/s = batch / GPU time.\n\n"
+        "L2 loss, Adam; GPU time of one whole step (median); samples/s = batch / GPU time. For coopnn, the step "
+        "kernel (forward, loss, backward onto the tape) and the weight-gradient kernels timed apart; the rest of a "
+        "step is the optimizer and the conversion of the working copy.\n\n"
         f"```\n{table}\n```\n")
     print(f"wrote {stem}.json and .md")
     return 0

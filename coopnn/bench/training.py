@@ -32,6 +32,7 @@ class TrainingTiming:
     steps: int = 0
     gpu_ms: Stats | None = None
     host_ms: Stats | None = None
+    phases: dict | None = None  # median GPU ms of the step's parts, where the runner can run them apart
 
     @property
     def samples_per_s(self) -> float | None:
@@ -60,6 +61,22 @@ class CoopnnTrainingRunner:
     def step(self, x: np.ndarray, y: np.ndarray) -> float | None:
         self.session.step({self.input: x}, {self.output: y})
         return getattr(self.session, "last_gpu_ms", None)
+
+    def phases(self, x: np.ndarray, y: np.ndarray, runs: int) -> dict | None:
+        """GPU ms of the step kernel alone (forward, loss, backward onto the tape), of the weight-gradient kernels,
+        and of the update (optimizer and working-copy conversion): medians of submissions of the step's first one,
+        two and three parts."""
+        if not hasattr(self.session, "_run"):
+            return None
+        feeds, targets = {self.input: x}, {self.output: y}
+        medians = []
+        for mode in ("loss", "gradients"):
+            times = []
+            for _ in range(runs):
+                self.session._run(feeds, targets, mode)
+                times.append(self.session.last_gpu_ms)
+            medians.append(float(np.median(times)))
+        return {"step_kernel_ms": medians[0], "weight_gradients_ms": medians[1] - medians[0]}
 
     def close(self) -> None:
         self.session.close()
@@ -142,8 +159,10 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
                 gpu.append(ms)
             bar.advance()
         bar.close()
+        phases = runner.phases(x, y, steps) if hasattr(runner, "phases") else None
     except CoopnnError as e:
         return TrainingTiming(name, model, batch, "unavailable", f"{type(e).__name__}: {e}")
     finally:
         runner.close()
-    return TrainingTiming(name, model, batch, "measured", "", steps, Stats.of(gpu) if gpu else None, Stats.of(host))
+    return TrainingTiming(name, model, batch, "measured", "", steps, Stats.of(gpu) if gpu else None, Stats.of(host),
+                          phases)

@@ -3,6 +3,8 @@
 One file per key (the caller's: a hash of the weights, the layout, the device and the driver version), holding a JSON
 manifest (the entries, the buffer's SHA-256) and the buffer. A file that does not parse or fails its checksum is
 deleted and treated as a miss; writes go to a temporary file renamed into place, so readers never see half a file.
+The cache keeps the `max_entries` most recently used files: a model being trained gets new weights at every
+evaluation, and the cache must not grow with the number of steps.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from coopnn.layouts.pack import Entry, PackedWeights
 MAGIC = b"COOPNNPW"
 FORMAT_VERSION = 1
 HEADER = struct.Struct("<8sIQ")  # magic, format version, manifest length
+MAX_ENTRIES = 64
 
 
 class PackedWeightCache:
     """`get(key)` / `put(key, packed)` under `root`; `hits` and `misses` count lookups."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, max_entries: int = MAX_ENTRIES):
         self.root = Path(root)
+        self.max_entries = max_entries
         self.hits = 0
         self.misses = 0
 
@@ -42,6 +46,8 @@ class PackedWeightCache:
             path.unlink(missing_ok=True)
             return None
         self.hits += 1
+        with contextlib.suppress(OSError):
+            os.utime(path)  # recency for eviction
         return packed
 
     def put(self, key: str, packed: PackedWeights) -> None:
@@ -58,6 +64,16 @@ class PackedWeightCache:
             with contextlib.suppress(OSError):
                 os.unlink(temporary)
             raise
+        self._evict()
+
+    def _evict(self) -> None:
+        """Delete the least recently used files beyond `max_entries` (another process may delete them first)."""
+        files = []
+        for path in self.root.glob("*.bin"):
+            with contextlib.suppress(OSError):
+                files.append((path.stat().st_mtime_ns, path))
+        for _, path in sorted(files)[:max(0, len(files) - self.max_entries)]:
+            path.unlink(missing_ok=True)
 
 
 def _read(path: Path, key: str) -> PackedWeights | None:

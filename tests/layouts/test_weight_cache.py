@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from coopnn.layouts.optimal import pack_plan, plan_weights
@@ -36,3 +38,13 @@ def test_corrupt_or_truncated_files_are_misses_and_removed(tmp_path):
     path.write_bytes(raw[:10])
     assert cache.get("k") is None and not path.exists()
     assert cache.misses == 2
+
+
+def test_least_recently_used_entries_are_evicted(tmp_path):
+    cache = PackedWeightCache(tmp_path, max_entries=3)
+    for i in range(3):
+        cache.put(f"key{i}", _packed())
+        os.utime(cache.path(f"key{i}"), ns=(i * 10**9, i * 10**9))
+    assert cache.get("key0") is not None  # key0 becomes the most recently used
+    cache.put("key3", _packed())
+    assert sorted(p.name for p in tmp_path.glob("*.bin")) == sorted(cache.path(k).name for k in ("key0", "key2", "key3"))
