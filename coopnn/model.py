@@ -105,9 +105,12 @@ class Model:
         feeds = self.feeds(x)
         graph = self.graph
         if self._executable_is_stale:
-            executable = self._prepared_backend.prepare(graph, weights=self.weights, device=self.device)
-            self._executable.close()
-            self._executable, self._executable_is_stale = executable, False
+            # new parameters (training): updated in place where the backend can, else prepared anew
+            if not self._prepared_backend.refresh(self._executable, graph, weights=self.weights):
+                executable = self._prepared_backend.prepare(graph, weights=self.weights, device=self.device)
+                self._executable.close()
+                self._executable = executable
+            self._executable_is_stale = False
         outputs = self._executable.run(feeds)
         single = len(self.inputs) == 1 and len(self.outputs) == 1
         return outputs[self.outputs[0].name] if single else {t.name: outputs[t.name] for t in self.outputs}

@@ -36,6 +36,10 @@ class Backend(Protocol):
 
     def prepare(self, graph: Graph, *, weights: str, device: str | int | None) -> Executable: ...
 
+    def refresh(self, executable: Executable, graph: Graph, *, weights: str) -> bool:
+        """Make `executable` (prepared here for a graph of the same structure) run `graph`'s constants; False when it
+        cannot, and the graph must be prepared anew."""
+
 
 @dataclass(frozen=True)
 class BackendStatus:

@@ -9,6 +9,10 @@ SPIR-V is then compiled against that manifest and run by the shared `KernelExecu
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Graph
 from coopnn.layouts.optimal import WeightPlan, pack_plan
@@ -101,7 +105,51 @@ def prepare_coopvec(graph: Graph, device: str | int | None, workgroup_size: int 
     program = lower(graph)
     packed = optimal_weights(weight_plan(program), device)
     binary = target("coopvec").compile(program, "fp16", workgroup_size, packed=packed)
+    # device addresses let `convert_in_place` write new weights with the driver's conversion on the GPU
+    binary = dataclasses.replace(binary, features=binary.features | {"bufferDeviceAddress"})
     return KernelExecutable(binary, graph, device)
+
+
+def convert_in_place(executable: KernelExecutable, plan: WeightPlan) -> bool:
+    """New values for the executable's weights (a plan of the same matrices and biases), converted to
+    InferencingOptimal on the GPU by vkCmdConvertCooperativeVectorMatrixNV; False when the plan's layout differs."""
+    from coopnn.runtime.vk.coopvec import MatrixConversion, MatrixFormat, record_conversions
+    from coopnn.runtime.vk.loader import load_vulkan
+    from coopnn.runtime.vk.memory import HostAccess
+    from coopnn.runtime.vk.nv_ffi import ComponentType, MatrixLayout
+
+    current = executable.binary.weights.entries
+    shapes = {name: array.shape for name, array in {**plan.matrices, **plan.biases}.items()}
+    if {name: entry.shape for name, entry in current.items()} != shapes:
+        return False
+    row_major = pack_plan(plan)
+    context, vk = executable.context, load_vulkan()
+    source = context.create_buffer(len(row_major.data), HostAccess.NONE, device_address=True)
+    try:
+        source.upload(np.frombuffer(row_major.data, np.uint8))
+        conversions, copies = [], []
+        for name, entry in current.items():
+            origin = row_major.entry(name)
+            if name in plan.matrices:
+                rows, columns = entry.shape
+                conversions.append(MatrixConversion(
+                    source, origin.offset, origin.size,
+                    MatrixFormat(rows, columns, ComponentType.FLOAT16, MatrixLayout.ROW_MAJOR, origin.stride),
+                    executable.weights, entry.offset, entry.size,
+                    MatrixFormat(rows, columns, ComponentType.FLOAT16, MatrixLayout[entry.layout.upper()])))
+            else:
+                copies.append((origin.offset, entry.offset, entry.size))
+
+        def record(cmd):
+            record_conversions(context, cmd, conversions)
+            if copies:
+                regions = [vk.VkBufferCopy(srcOffset=a, dstOffset=b, size=n) for a, b, n in copies]
+                vk.vkCmdCopyBuffer(cmd, source.handle, executable.weights.handle, len(regions), regions)
+
+        context.submit(record)
+    finally:
+        source.destroy()
+    return True
 
 
 class CoopvecBackend:
@@ -128,3 +176,6 @@ class CoopvecBackend:
 
     def prepare(self, graph: Graph, *, weights: str, device) -> KernelExecutable:
         return prepare_coopvec(graph, device)
+
+    def refresh(self, executable: KernelExecutable, graph: Graph, *, weights: str) -> bool:
+        return convert_in_place(executable, weight_plan(lower(graph)))

@@ -15,6 +15,7 @@ import numpy as np
 
 from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.graph.ir import Graph
+from coopnn.layouts.pack import PackedWeights
 from coopnn.shaders.targets import Binary
 
 # One chunk's input or output buffer stays below this, so a huge batch never needs huge device allocations.
@@ -44,8 +45,7 @@ def validation_requested() -> bool:
 class KernelExecutable:
     """A Binary bound to its own VulkanContext, ready to run batches."""
 
-    def __init__(self, binary: Binary, graph: Graph, device: str | int | None,
-                 prepare_weights: Callable[[object, Binary], object] | None = None):
+    def __init__(self, binary: Binary, graph: Graph, device: str | int | None):
         from coopnn.runtime.vk.context import VulkanContext
         from coopnn.runtime.vk.memory import HostAccess
 
@@ -58,11 +58,10 @@ class KernelExecutable:
             self.kernel = self.context.create_kernel(binary.spirv, len(binary.bindings), binary.push_constant_size,
                                                      binary.workgroup_size, entry_point=binary.entry_point,
                                                      name=graph.name)
-            if prepare_weights is None:
-                self.weights = self.context.create_buffer(len(binary.weights.data), HostAccess.NONE)
-                self.weights.upload(np.frombuffer(binary.weights.data, np.uint8))
-            else:
-                self.weights = prepare_weights(self.context, binary)
+            # with device addresses, the weights can be converted into place on the device (`refresh` of coopvec)
+            self.weights = self.context.create_buffer(len(binary.weights.data), HostAccess.NONE,
+                                                      device_address="bufferDeviceAddress" in binary.features)
+            self.weights.upload(np.frombuffer(binary.weights.data, np.uint8))
             self.inputs = [b for b in binary.bindings if b.role == "input"]
             self.outputs = [b for b in binary.bindings if b.role == "output"]
             widest = max(max(b.features * b.itemsize for b in binary.bindings if b.role != "weights"), 1)
@@ -121,6 +120,14 @@ class KernelExecutable:
             array = flat[v.name].reshape((batch,) + v.features)
             shaped[v.name] = array != 0 if v.dtype == "bool" else array
         return shaped
+
+    def replace_weights(self, packed: PackedWeights) -> bool:
+        """Upload new weight values laid out as the current ones (same entries); False, leaving the weights as they
+        were, when the layout differs and the model needs preparing anew."""
+        if packed.entries != self.binary.weights.entries or len(packed.data) != len(self.binary.weights.data):
+            return False
+        self.weights.upload(np.frombuffer(packed.data, np.uint8))
+        return True
 
     @property
     def debug_messages(self) -> list[str]:

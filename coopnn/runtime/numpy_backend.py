@@ -77,3 +77,6 @@ class NumpyBackend:
 
     def prepare(self, graph: Graph, *, weights: str, device) -> NumpyExecutable:
         return NumpyExecutable(emulate_weights(graph, weights))
+
+    def refresh(self, executable: NumpyExecutable, graph: Graph, *, weights: str) -> bool:
+        return False  # preparing anew costs no more than refreshing

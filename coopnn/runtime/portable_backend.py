@@ -7,7 +7,7 @@ from coopnn.graph.ir import Graph
 from coopnn.runtime.kernel_backend import KernelExecutable, chosen_device, device_unavailable_reason
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.targets import target
-from coopnn.shaders.targets.portable import FP16_FEATURES, WEIGHT_WIDTH
+from coopnn.shaders.targets.portable import FP16_FEATURES, WEIGHT_WIDTH, pack_program
 
 
 def _needs(info) -> str | None:
@@ -43,3 +43,7 @@ class PortableBackend:
     def prepare(self, graph: Graph, *, weights: str, device) -> KernelExecutable:
         binary = target("portable").compile(lower(graph), weights, 64)
         return KernelExecutable(binary, graph, device)
+
+    def refresh(self, executable: KernelExecutable, graph: Graph, *, weights: str) -> bool:
+        """Take the new constant values of `graph` (same structure) without compiling again, where the layout allows."""
+        return executable.replace_weights(pack_program(lower(graph), weights))

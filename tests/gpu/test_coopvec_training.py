@@ -104,3 +104,19 @@ def test_fit_image_reaches_the_measured_psnr(tmp_path):
                        progress=False)
     assert result.final_psnr >= FIT_IMAGE_PSNR_DB
     assert result.reconstruction.exists() and result.plot.exists()
+
+
+def test_new_parameters_are_converted_in_place_on_the_gpu():
+    from coopnn.layouts.formats import run_fp16_emulation
+
+    with coopnn.mlp(5, [64, 48], 7, activation="tanh", backend="coopvec", weights="fp16") as model:
+        x = np.random.default_rng(4).uniform(-1, 1, (300, 5)).astype(np.float32)
+        model.run(x)
+        executable = model._executable
+        rng = np.random.default_rng(5)
+        model.set_parameters({name: rng.normal(0, 0.3, value.shape).astype(np.float32)
+                              for name, value in parameters(model.graph).items()})
+        got = model.run(x)
+        assert model._executable is executable
+        expected = run_fp16_emulation(model.graph, {"x": x})["y"]
+        np.testing.assert_allclose(got, expected, rtol=1e-3, atol=2.5e-3)

@@ -87,8 +87,10 @@ def test_trained_weights_run_at_once_and_evaluate_agrees():
     with coopnn.mlp(2, [16, 16], 3, encoding="frequency", octaves=3, backend="portable") as model:
         trainer = coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=1e-2))
         before = model.run(x)
+        executable = model._executable
         trainer.fit(x, y, steps=30, batch_size=64, progress=False)
         after = model.run(x)
+        assert model._executable is executable  # new weights uploaded in place, nothing compiled again
         assert not np.allclose(before, after)
         np.testing.assert_allclose(after, run_graph(model.graph, {"x": x})["y"], rtol=1e-4, atol=1e-5)
         assert ((after - y) ** 2).mean() == pytest.approx(trainer.evaluate(x, y), rel=1e-4)

@@ -27,6 +27,11 @@ WEIGHT_WIDTH = {"fp32": 32, "fp16": 16}
 FP16_FEATURES = frozenset({"storageBuffer16BitAccess", "shaderFloat16"})
 
 
+def pack_program(program: KernelProgram, weights: str) -> PackedWeights:
+    """The program's matrices and vectors packed for the portable target in the `weights` format."""
+    return pack(program.constants, {p.name: p.role for p in program.params_of("matrix", "vector")}, weights)
+
+
 class PortableEmitter:
     def __init__(self, program: KernelProgram, weights: str, workgroup_size: int, packed: PackedWeights | None):
         if weights not in WEIGHT_WIDTH:
@@ -36,8 +41,7 @@ class PortableEmitter:
         self.push_constants = push_constants_of(program)
         self.frame = ShaderFrame(self.bindings, WEIGHT_WIDTH[weights], workgroup_size, self.push_constants)
         self.m, self.fn = self.frame.module, self.frame.main
-        self.packed = packed if packed is not None else pack(
-            program.constants, {p.name: p.role for p in program.params_of("matrix", "vector")}, weights)
+        self.packed = packed if packed is not None else pack_program(program, weights)
         self.itemsize = WEIGHT_WIDTH[weights] // 8
         self.binding_of = {b.name: b.index for b in self.bindings if b.role != "weights"}  # graph value or param
         self.arrays: dict[str, object] = {}  # kernel value -> Function-storage array variable
