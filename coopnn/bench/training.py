@@ -63,17 +63,16 @@ class CoopnnTrainingRunner:
         return getattr(self.session, "last_gpu_ms", None)
 
     def phases(self, x: np.ndarray, y: np.ndarray, runs: int) -> dict | None:
-        """GPU ms of the step kernel alone (forward, loss, backward onto the tape), of the weight-gradient kernels,
-        and of the update (optimizer and working-copy conversion): medians of submissions of the step's first one,
-        two and three parts."""
-        if not hasattr(self.session, "_run"):
+        """GPU ms of the step kernel alone (forward, loss, backward onto the tape) and of the weight-gradient
+        kernels: medians of submissions of the step's first part (`loss`) and first two parts (`gradients`)."""
+        if not hasattr(self.session, "gradients"):
             return None
         feeds, targets = {self.input: x}, {self.output: y}
         medians = []
-        for mode in ("loss", "gradients"):
+        for part in (self.session.loss, self.session.gradients):
             times = []
             for _ in range(runs):
-                self.session._run(feeds, targets, mode)
+                part(feeds, targets)
                 times.append(self.session.last_gpu_ms)
             medians.append(float(np.median(times)))
         return {"step_kernel_ms": medians[0], "weight_gradients_ms": medians[1] - medians[0]}

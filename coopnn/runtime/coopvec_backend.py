@@ -72,16 +72,13 @@ def weight_cache() -> PackedWeightCache:
 def convert_weights(plan: WeightPlan, device: str | int | None) -> PackedWeights:
     """The plan packed in the driver's InferencingOptimal layout, converted on the host by the device's driver."""
     from coopnn.runtime.vk.context import VulkanContext
-    from coopnn.runtime.vk.coopvec import MatrixFormat, convert_on_host
-    from coopnn.runtime.vk.nv_ffi import ComponentType, MatrixLayout
+    from coopnn.runtime.vk.coopvec import convert_on_host, float16_matrix
 
     with VulkanContext(device, features={"cooperativeVector"}) as context:
         def convert(matrix):
             rows, columns = matrix.shape
-            row_major = MatrixFormat(rows, columns, ComponentType.FLOAT16, MatrixLayout.ROW_MAJOR,
-                                     columns * matrix.itemsize)
-            optimal = MatrixFormat(rows, columns, ComponentType.FLOAT16, MatrixLayout.INFERENCING_OPTIMAL)
-            return convert_on_host(context, matrix, row_major, optimal)
+            return convert_on_host(context, matrix, float16_matrix(rows, columns, "row_major", columns * 2),
+                                   float16_matrix(rows, columns, LAYOUT))
 
         return pack_plan(plan, LAYOUT, convert)
 
@@ -113,40 +110,19 @@ def prepare_coopvec(graph: Graph, device: str | int | None, workgroup_size: int 
 def convert_in_place(executable: KernelExecutable, plan: WeightPlan) -> bool:
     """New values for the executable's weights (a plan of the same matrices and biases), converted to
     InferencingOptimal on the GPU by vkCmdConvertCooperativeVectorMatrixNV; False when the plan's layout differs."""
-    from coopnn.runtime.vk.coopvec import MatrixConversion, MatrixFormat, record_conversions
-    from coopnn.runtime.vk.loader import load_vulkan
+    from coopnn.runtime.vk.coopvec import repack
     from coopnn.runtime.vk.memory import HostAccess
-    from coopnn.runtime.vk.nv_ffi import ComponentType, MatrixLayout
 
     current = executable.binary.weights.entries
     shapes = {name: array.shape for name, array in {**plan.matrices, **plan.biases}.items()}
     if {name: entry.shape for name, entry in current.items()} != shapes:
         return False
     row_major = pack_plan(plan)
-    context, vk = executable.context, load_vulkan()
+    context = executable.context
     source = context.create_buffer(len(row_major.data), HostAccess.NONE, device_address=True)
     try:
         source.upload(np.frombuffer(row_major.data, np.uint8))
-        conversions, copies = [], []
-        for name, entry in current.items():
-            origin = row_major.entry(name)
-            if name in plan.matrices:
-                rows, columns = entry.shape
-                conversions.append(MatrixConversion(
-                    source, origin.offset, origin.size,
-                    MatrixFormat(rows, columns, ComponentType.FLOAT16, MatrixLayout.ROW_MAJOR, origin.stride),
-                    executable.weights, entry.offset, entry.size,
-                    MatrixFormat(rows, columns, ComponentType.FLOAT16, MatrixLayout[entry.layout.upper()])))
-            else:
-                copies.append((origin.offset, entry.offset, entry.size))
-
-        def record(cmd):
-            record_conversions(context, cmd, conversions)
-            if copies:
-                regions = [vk.VkBufferCopy(srcOffset=a, dstOffset=b, size=n) for a, b, n in copies]
-                vk.vkCmdCopyBuffer(cmd, source.handle, executable.weights.handle, len(regions), regions)
-
-        context.submit(record)
+        context.submit(repack(context, source, row_major.entries, executable.weights, current))
     finally:
         source.destroy()
     return True

@@ -8,7 +8,7 @@ only ways to produce or read them. All three need a context whose device was cre
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from coopnn.errors import BackendUnavailableError
 from coopnn.runtime.vk import nv_ffi
@@ -17,6 +17,7 @@ from coopnn.runtime.vk.memory import as_bytes
 from coopnn.runtime.vk.nv_ffi import ComponentType, MatrixLayout, StructureType, ffi
 
 if TYPE_CHECKING:
+    from coopnn.layouts.pack import Entry
     from coopnn.runtime.vk.context import VulkanContext
     from coopnn.runtime.vk.memory import Buffer
 
@@ -33,6 +34,11 @@ class MatrixFormat:
     component_type: ComponentType
     layout: MatrixLayout
     stride: int = 0
+
+
+def float16_matrix(rows: int, columns: int, layout: str, stride: int = 0) -> MatrixFormat:
+    """A float16 matrix in `layout`, named as manifest entries name it ("row_major", "inferencing_optimal", ...)."""
+    return MatrixFormat(rows, columns, ComponentType.FLOAT16, MatrixLayout[layout.upper()], stride)
 
 
 @dataclass(frozen=True)
@@ -131,3 +137,28 @@ def record_conversions(context: VulkanContext, command_buffer, conversions: Sequ
         infos[i] = info[0]
     function = nv_ffi.device_function(vk, context.device.handle, "vkCmdConvertCooperativeVectorMatrixNV")
     function(ffi.cast("VkCommandBuffer", nv_ffi.address(vk.ffi, command_buffer)), len(conversions), infos)
+
+
+def repack(context: VulkanContext, source: Buffer, source_entries: Mapping[str, Entry], destination: Buffer,
+           destination_entries: Mapping[str, Entry]) -> Callable[[object], None]:
+    """A recording that rewrites every entry of `destination` from the same-named float16 entry of `source`:
+    matrices (row-major in `source`) converted to the destination's layout, vectors copied. Both buffers need device
+    addresses; ordering is the caller's, as for `record_conversions`."""
+    conversions, copies = [], []
+    for name, entry in destination_entries.items():
+        origin = source_entries[name]
+        if entry.layout == "vector":
+            copies.append(vk.VkBufferCopy(srcOffset=origin.offset, dstOffset=entry.offset, size=entry.size))
+            continue
+        rows, columns = entry.shape
+        conversions.append(MatrixConversion(source, origin.offset, origin.size,
+                                            float16_matrix(rows, columns, origin.layout, origin.stride),
+                                            destination, entry.offset, entry.size,
+                                            float16_matrix(rows, columns, entry.layout, entry.stride)))
+
+    def record(command_buffer) -> None:
+        record_conversions(context, command_buffer, conversions)
+        if copies:
+            vk.vkCmdCopyBuffer(command_buffer, source.handle, destination.handle, len(copies), copies)
+
+    return record

@@ -10,19 +10,14 @@ import math
 from typing import Callable
 
 from coopnn.graph.ir import Op
+from coopnn.registry import registrar
 from coopnn.shaders.kernel.builder import KernelBuilder
 
 Expansion = Callable[..., str]
 EXPANSIONS: dict[Op, Expansion] = {}
 
 
-def expansion(*ops: Op):
-    def register(fn: Expansion) -> Expansion:
-        for op in ops:
-            EXPANSIONS[op] = fn
-        return fn
-
-    return register
+expansion = registrar(EXPANSIONS)  # @expansion(Op.X, ...)
 
 
 def apply(k: KernelBuilder, op: Op, x: str, attrs) -> str:

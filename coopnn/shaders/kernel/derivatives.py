@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Op
 from coopnn.graph.ops import forward_defaults
+from coopnn.registry import registrar
 from coopnn.shaders.kernel import activations
 from coopnn.shaders.kernel.builder import KernelBuilder
 
@@ -26,12 +27,7 @@ Rule = Callable[..., str]  # (k, x, y, **attributes) -> dy/dx
 DERIVATIVES: dict[Op, Rule] = {}
 
 
-def _rule(op: Op):
-    def register(fn: Rule) -> Rule:
-        DERIVATIVES[op] = fn
-        return fn
-
-    return register
+_rule = registrar(DERIVATIVES)  # @_rule(Op.X)
 
 
 def derivative(k: KernelBuilder, op: Op, x: str, y: str, attrs: Mapping[str, Any]) -> str:

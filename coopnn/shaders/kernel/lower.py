@@ -14,6 +14,7 @@ import numpy as np
 from coopnn.errors import CompileError
 from coopnn.graph import ops
 from coopnn.graph.ir import Graph, Node, Op, Value
+from coopnn.registry import registrar
 from coopnn.shaders.kernel import activations
 from coopnn.shaders.kernel.builder import KernelBuilder
 from coopnn.shaders.kernel.program import KernelProgram, VecType
@@ -22,13 +23,7 @@ Lowering = Callable[["Lowerer", Node], str]
 LOWERINGS: dict[Op, Lowering] = {}
 
 
-def lowering(*ops_: Op):
-    def register(fn: Lowering) -> Lowering:
-        for op in ops_:
-            LOWERINGS[op] = fn
-        return fn
-
-    return register
+lowering = registrar(LOWERINGS)  # @lowering(Op.X, ...)
 
 
 class Lowerer:

@@ -8,12 +8,14 @@ the number of samples in the dispatch; invocation i of the dispatch handles samp
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
 import numpy as np
 
 from coopnn.layouts.pack import PackedWeights
+from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import Module
 
@@ -47,6 +49,30 @@ def push_constant_block(*fields: tuple[str, str]) -> tuple[PushConstant, ...]:
     return tuple(PushConstant(name, 4 * i, type) for i, (name, type) in enumerate(fields))
 
 
+_PUSH_FORMAT = {"u32": "<I", "f32": "<f"}
+
+
+def push_constant_size(push_constants: tuple[PushConstant, ...]) -> int:
+    return max((p.offset + 4 for p in push_constants), default=0)
+
+
+def pack_push_constants(push_constants: tuple[PushConstant, ...], owner: str, values: dict) -> bytes:
+    """Every push constant, by name, packed little-endian at its offset (u32 from ints or bools, f32 from floats);
+    ValueError naming `owner` for missing, unknown or unrepresentable values."""
+    names = [p.name for p in push_constants]
+    missing = [n for n in names if n not in values]
+    unknown = sorted(set(values) - set(names))
+    if missing or unknown:
+        raise ValueError(f"{owner} takes the push constants {names}; missing {missing}, unknown {unknown}")
+    packed = bytearray(push_constant_size(push_constants))
+    for p in push_constants:
+        try:
+            struct.pack_into(_PUSH_FORMAT[p.type], packed, p.offset, values[p.name])
+        except struct.error as exc:
+            raise ValueError(f"{owner}: push constant {p.name} ({p.type}) cannot hold {values[p.name]!r}: {exc}") from None
+    return bytes(packed)
+
+
 PUSH_CONSTANTS = push_constant_block(("count", "u32"))
 # A training step's kernel: `count` invocations (the batch, padded where the target wants whole groups of samples),
 # `batch` real samples, the tape's `capacity` in samples, and the factor the loss gradient is scaled by.
@@ -70,7 +96,10 @@ class Binary:
 
     @property
     def push_constant_size(self) -> int:
-        return 4 * len(self.push_constants)
+        return push_constant_size(self.push_constants)
+
+    def pack_push(self, **values) -> bytes:
+        return pack_push_constants(self.push_constants, f"the {self.target} kernel", values)
 
 
 class Target(Protocol):
@@ -82,12 +111,7 @@ class Target(Protocol):
 TARGETS: dict[str, Callable[[], Target]] = {}
 
 
-def register_target(name: str):
-    def register(factory):
-        TARGETS[name] = factory
-        return factory
-
-    return register
+register_target = registrar(TARGETS)  # @register_target("name") on the target's factory
 
 
 def bindings_of(program: KernelProgram) -> tuple[Binding, ...]:

@@ -106,7 +106,7 @@ class CoopvecEmitter:
             self.frame.buffers[b.index] = self.m.global_variable("StorageBuffer", block_type,
                                                                  name=f"{b.role}_{b.index}", decorations=decorations)
         self.binding_of = {b.name: b.index for b in self.bindings[1:]}
-        self.dtype_of = {b.index: b.dtype for b in self.bindings[1:]}
+        self.binding_at = {b.index: b for b in self.bindings}
         self.held: dict[str, Held] = {}
         self.array_pointers: dict[int, object] = {}
         self.handlers = {
@@ -163,8 +163,7 @@ class CoopvecEmitter:
         if param.role != "input":
             return self.forms.known(self.program.constants[param.name])
         binding, features = self.binding_of[param.graph_name], param.shape[0]
-        dtype = self.dtype_of[binding]
-        itemsize = 4 if dtype == "f32" else IO_BYTES_PER_COMPONENT
+        dtype, itemsize = self.binding_at[binding].dtype, self.binding_at[binding].itemsize
         if features * itemsize % IO_VECTOR_ALIGNMENT == 0:
             offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * itemsize))
             vector = self.fn.emit("OpCooperativeVectorLoadNV", self.forms.vector_type(dtype, features),

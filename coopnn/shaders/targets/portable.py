@@ -139,7 +139,8 @@ class PortableEmitter:
         elif op in ("reduce_sum", "reduce_max"):
             self.reduce(instr)
         elif op == "uniform":
-            self.elementwise(instr, lambda i: self.frame.push_value(instr.attrs["name"]))
+            value = self.frame.push_value(instr.attrs["name"])  # loaded here, where it dominates every later use
+            self.elementwise(instr, lambda i: value)
         elif op == "sample_mask":
             inside = self.fn.emit("OpULessThan", self.frame.bool, self.frame.sample, self.frame.push_value("batch"))
             self.elementwise(instr, lambda i: self.select(inside, self.f32(1.0), self.f32(0.0)))

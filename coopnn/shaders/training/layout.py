@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from coopnn.layouts.pack import Entry
+
 
 @dataclass(frozen=True)
 class LayerShape:
@@ -44,6 +46,18 @@ class ParameterLayout:
             shapes.append(LayerShape(weight, bias, rows, cols, offset, offset + rows * cols))
             offset += rows * cols + rows
         return cls(tuple(shapes), offset)
+
+    def entries(self, fmt: str) -> dict[str, Entry]:
+        """The parameters as manifest entries of a flat buffer of `fmt` ("fp32" or "fp16") elements: weights
+        row-major, biases vectors."""
+        itemsize = 2 if fmt == "fp16" else 4
+        out = {}
+        for layer in self.layers:
+            out[layer.weight] = Entry(layer.weight, layer.weight_offset * itemsize, layer.weight_size * itemsize,
+                                      (layer.rows, layer.cols), "row_major", fmt, layer.cols * itemsize)
+            out[layer.bias] = Entry(layer.bias, layer.bias_offset * itemsize, layer.rows * itemsize, (layer.rows,),
+                                    "vector", fmt)
+        return out
 
     def slices(self) -> dict[str, tuple[slice, tuple[int, ...]]]:
         """Parameter name -> (its slice of a flat array, its shape)."""

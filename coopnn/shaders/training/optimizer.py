@@ -6,21 +6,20 @@ Bindings: 0 master weights (f32, read-write), 1 gradient (f32), 2 status (u32; w
 status[0] skips the whole step and nothing is written), 3 working copy (f32 or f16, the updated master rounded to
 nearest), then the optimizer's slots in `Optimizer.slots` order (Adam: 4 m, 5 v; SGD: 4 momentum), f32 read-write.
 
-Every hyperparameter and per-step value is a push constant (`optimizer_push` computes them), so changing the learning
+Every hyperparameter and per-step value is a push constant (`coopnn.train.gpu.optimizer_values` computes them), so changing the learning
 rate recompiles nothing. Constants numpy computes in float64 before they meet float32 arrays (1 - beta1, the bias
 corrections, 1 - dampening) are folded on the host likewise, rather than recomputed in float32 on the device.
 """
 
 from __future__ import annotations
 
-import math
-
 from coopnn.shaders.targets.base import push_constant_block
 from coopnn.shaders.targets.portable import FP16_FEATURES
 from coopnn.shaders.training.shader import ComputeShader, finish, load, storage_buffer, store, training_frame
-from coopnn.train.optim import OPTIMIZERS, SGD, Adam, Optimizer
 
 MASTER, GRADIENT, STATUS, WORKING, FIRST_SLOT = range(5)
+# the per-parameter state of each optimizer, in binding order: `Optimizer.slots` of `coopnn.train.optim`
+SLOTS = {"adam": ("m", "v"), "sgd": ("momentum",)}
 WORKING_DTYPES = ("f32", "f16")
 _HEAD = (("count", "u32"), ("gradient_scale", "f32"), ("weight_decay", "f32"))
 PUSH_CONSTANTS = {
@@ -43,7 +42,7 @@ class _Step:
         storage_buffer(frame, GRADIENT, self.f32, writable=False, name="gradient")
         storage_buffer(frame, STATUS, frame.u32, writable=False, name="status")
         storage_buffer(frame, WORKING, self.working, writable=True, name="working")
-        for offset, slot in enumerate(OPTIMIZERS[kind].slots):
+        for offset, slot in enumerate(SLOTS[kind]):
             storage_buffer(frame, FIRST_SLOT + offset, self.f32, writable=True, name=slot)
         if skip_nonfinite:
             with self.fn.if_(self.fn.emit("OpINotEqual", frame.bool, load(frame, STATUS, frame.zero, frame.u32),
@@ -125,25 +124,5 @@ def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool) -> Com
     store(step.frame, MASTER, step.i, updated)
     step.working_copy(updated)
     name = f"{kind}_{working_dtype}" + ("_skip_nonfinite" if skip_nonfinite else "")
-    return finish(name, step.frame, FIRST_SLOT + len(OPTIMIZERS[kind].slots),
+    return finish(name, step.frame, FIRST_SLOT + len(SLOTS[kind]),
                   FP16_FEATURES if working_dtype == "f16" else frozenset())
-
-
-def optimizer_push(shader: ComputeShader, optimizer: Optimizer, step: int, count: int,
-                   gradient_scale: float) -> bytes:
-    """The push constants of `shader` for update number `step` (1-based) of `optimizer` over `count` elements, the
-    gradient multiplied by `gradient_scale` first."""
-    if step < 1:
-        raise ValueError(f"optimizer steps count from 1, got {step}")
-    common = {"count": count, "gradient_scale": gradient_scale, "weight_decay": optimizer.weight_decay}
-    if isinstance(optimizer, Adam):
-        beta1, beta2 = optimizer.betas
-        return shader.pack_push(**common, one_minus_beta1=1 - beta1, beta2=beta2, one_minus_beta2=1 - beta2,
-                                step_size=optimizer.lr / (1 - beta1**step),
-                                bias_correction2_sqrt=math.sqrt(1 - beta2**step), eps=optimizer.eps)
-    if isinstance(optimizer, SGD):
-        # numpy seeds the momentum buffer with the gradient on the first update, as torch does.
-        return shader.pack_push(**common, lr=optimizer.lr, momentum=optimizer.momentum,
-                                one_minus_dampening=1 - optimizer.dampening, nesterov=optimizer.nesterov,
-                                first=step == 1)
-    raise ValueError(f"no optimizer shader for {type(optimizer).__name__}")

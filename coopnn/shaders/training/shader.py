@@ -4,14 +4,12 @@ one invocation per element, storage buffers declared per kernel."""
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from coopnn.shaders.targets.base import PushConstant, ShaderFrame
+from coopnn.shaders.targets.base import PushConstant, ShaderFrame, pack_push_constants, push_constant_size
 
 WORKGROUP_SIZE = 64
 BASE_FEATURES = frozenset({"vulkanMemoryModel"})
-_PUSH_FORMAT = {"u32": "<I", "f32": "<f"}
 
 
 @dataclass(frozen=True)
@@ -27,23 +25,11 @@ class ComputeShader:
 
     @property
     def push_constant_size(self) -> int:
-        return max((p.offset + 4 for p in self.push_constants), default=0)
+        return push_constant_size(self.push_constants)
 
     def pack_push(self, **values) -> bytes:
-        """Every push constant, by name, packed little-endian at its offset (u32 from ints or bools, f32 from floats)."""
-        names = [p.name for p in self.push_constants]
-        missing = [n for n in names if n not in values]
-        unknown = sorted(set(values) - set(names))
-        if missing or unknown:
-            raise ValueError(f"{self.name} takes the push constants {names}; missing {missing}, unknown {unknown}")
-        packed = bytearray(self.push_constant_size)
-        for p in self.push_constants:
-            try:
-                struct.pack_into(_PUSH_FORMAT[p.type], packed, p.offset, values[p.name])
-            except struct.error as exc:
-                raise ValueError(f"{self.name}: push constant {p.name} ({p.type}) cannot hold "
-                                 f"{values[p.name]!r}: {exc}") from None
-        return bytes(packed)
+        """Every push constant by name (see `pack_push_constants`)."""
+        return pack_push_constants(self.push_constants, self.name, values)
 
 
 def training_frame(push_constants: tuple[PushConstant, ...]) -> ShaderFrame:

@@ -7,7 +7,7 @@ optimizer updates the float32 master weights and writes a float16 row-major work
 vkCmdConvertCooperativeVectorMatrixNV turns into TrainingOptimal in the same command buffer (biases are copied).
 
 Deltas are float16, so the loss gradient is scaled (dynamic loss scaling): a step whose gradients overflow is
-skipped and the scale halved; after `GROWTH_INTERVAL` good steps it doubles. Shapes are padded to whole 16-byte
+skipped and the scale halved; it starts at 1 and doubles after `GROWTH_INTERVAL` good steps. Shapes are padded to whole 16-byte
 groups as the coopvec target pads them; padded parameters stay zero (their gradients are zero).
 """
 
@@ -22,7 +22,6 @@ from coopnn.shaders.training import coopmat_gradients, coopvec_gradients
 from coopnn.shaders.training.gradients import partial_sum_shader
 from coopnn.train.gpu.session import KernelTrainingSession
 
-INITIAL_LOSS_SCALE = 1.0
 GROWTH_INTERVAL = 1000
 LAYOUT = "training_optimal"
 # "auto" takes cooperative-matrix weight gradients for layers up to this many inputs, cooperative-vector ones above:
@@ -47,7 +46,6 @@ class CoopvecTrainingSession(KernelTrainingSession):
         self.requested_gradients = gradients
         self.good_steps = 0
         super().__init__(*args, **kwargs)
-        self.loss_scale = INITIAL_LOSS_SCALE
 
     def layer_shapes(self):
         return [(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in self.plan.layers]
@@ -69,33 +67,28 @@ class CoopvecTrainingSession(KernelTrainingSession):
         return coopmat_gradients.CHUNK if self.gradient_method == "coopmat" else coopvec_gradients.CHUNK
 
     def compile_step(self):
-        from coopnn.runtime.vk.coopvec import converted_size
+        from coopnn.runtime.vk.coopvec import converted_size, float16_matrix
 
         def reserve(matrix):
             rows, cols = matrix.shape
-            return bytes(converted_size(self.context, *self._formats(rows, cols)))
+            return bytes(converted_size(self.context, float16_matrix(rows, cols, "row_major", cols * 2),
+                                        float16_matrix(rows, cols, LAYOUT)))
 
         self.packed = pack_plan(weight_plan(self.program), LAYOUT, reserve)
         return target("coopvec").compile(self.program, "fp16", 64, packed=self.packed)
 
-    @staticmethod
-    def _formats(rows: int, cols: int):
-        from coopnn.runtime.vk.coopvec import MatrixFormat
-        from coopnn.runtime.vk.nv_ffi import ComponentType, MatrixLayout
-
-        return (MatrixFormat(rows, cols, ComponentType.FLOAT16, MatrixLayout.ROW_MAJOR, cols * 2),
-                MatrixFormat(rows, cols, ComponentType.FLOAT16, MatrixLayout.TRAINING_OPTIMAL))
-
-    def setup_weights(self) -> None:
+    def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        if not hasattr(self, "optimal"):
-            self.optimal = self.context.create_buffer(len(self.packed.data), HostAccess.NONE, device_address=True)
-            self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
+        self.optimal = self.context.create_buffer(len(self.packed.data), HostAccess.NONE, device_address=True)
+        self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
+        self.partials = None
+        if self.gradient_method == "coopvec":
             ones = coopvec_gradients.ones_matrix()
             self.ones = self.context.create_buffer(ones.nbytes, HostAccess.NONE)
             self.ones.upload(ones)
-            self.partials = None
+
+    def sync_weights(self) -> None:
         self.working.upload(self.master.download(np.float32, self.layout.size).astype(np.float16))
         self.context.run(self.working_steps())
 
@@ -107,24 +100,10 @@ class CoopvecTrainingSession(KernelTrainingSession):
 
     def working_steps(self) -> list:
         from coopnn.runtime.vk.commands import Recorded
-        from coopnn.runtime.vk.coopvec import MatrixConversion, record_conversions
-        from coopnn.runtime.vk.loader import load_vulkan
+        from coopnn.runtime.vk.coopvec import repack
 
-        vk = load_vulkan()
-        conversions, copies = [], []
-        for layer in self.layout.layers:
-            entry = self.packed.entry(layer.weight)
-            source, destination = self._formats(layer.rows, layer.cols)
-            conversions.append(MatrixConversion(self.working, layer.weight_offset * 2, layer.weight_size * 2, source,
-                                                self.optimal, entry.offset, entry.size, destination))
-            bias = self.packed.entry(layer.bias)
-            copies.append(vk.VkBufferCopy(srcOffset=layer.bias_offset * 2, dstOffset=bias.offset, size=layer.rows * 2))
-
-        def record(cmd):
-            record_conversions(self.context, cmd, conversions)
-            vk.vkCmdCopyBuffer(cmd, self.working.handle, self.optimal.handle, len(copies), copies)
-
-        return [Recorded(record)]
+        return [Recorded(repack(self.context, self.working, self.layout.entries("fp16"), self.optimal,
+                                self.packed.entries))]
 
     def prepare_tape(self, capacity: int) -> None:
         from coopnn.runtime.vk.memory import HostAccess
@@ -134,33 +113,28 @@ class CoopvecTrainingSession(KernelTrainingSession):
         if self.partials is not None:
             self.partials.destroy()
         self.partials = self.context.create_buffer(-(-capacity // self.chunk) * self.layout.size * 4, HostAccess.NONE)
-        tape = self.io[self._binding("tape")]
         # Padded delta rows are never written and must read as zero.
-        self.context.run([self.fill_zero(tape, self.partials)])
+        self.context.run([self.fill_zero(self.tape_buffer, self.partials)])
 
     def gradient_steps(self, batch: int, count: int) -> list:
         from coopnn.runtime.vk.commands import Dispatch
 
         chunks = -(-count // self.chunk)
-        products, sums = self.gradient_shaders
-        tape = self.io[self._binding("tape")]
+        (products, sums), (product_kernel, sum_kernel) = self.gradient_shaders, self.gradient_kernels
+        common = {"batch": count, "capacity": self.capacity, "parameters": self.layout.size}
         if self.gradient_method == "coopmat":
             tasks = len(coopmat_gradients.tasks(self.layout))
-            reduce = Dispatch(self.gradient_kernels[0], (tape, self.partials),
-                              products.pack_push(count=tasks * coopmat_gradients.SUBGROUP, batch=count,
-                                                 capacity=self.capacity, parameters=self.layout.size),
+            reduce = Dispatch(product_kernel, (self.tape_buffer, self.partials),
+                              products.pack_push(count=tasks * coopmat_gradients.SUBGROUP, **common),
                               (tasks, chunks, 1))
         else:
             rows = coopvec_gradients.row_starts(self.layout)[-1]
-            reduce = Dispatch(self.gradient_kernels[0], (tape, self.partials, self.ones),
-                              products.pack_push(count=rows, batch=count, capacity=self.capacity,
-                                                 parameters=self.layout.size),
-                              (self.groups(rows), chunks, 1))
-        return [
-            reduce,
-            Dispatch(self.gradient_kernels[1], (self.partials, self.gradient, self.status),
-                     sums.pack_push(count=self.layout.size, chunks=chunks), self.groups(self.layout.size)),
-        ]
+            reduce = Dispatch(product_kernel, (self.tape_buffer, self.partials, self.ones),
+                              products.pack_push(count=rows, **common),
+                              (product_kernel.group_count_for(rows), chunks, 1))
+        return [reduce, Dispatch(sum_kernel, (self.partials, self.gradient, self.status),
+                                 sums.pack_push(count=self.layout.size, chunks=chunks),
+                                 sum_kernel.group_count_for(self.layout.size))]
 
     def after_step(self, overflowed: bool) -> None:
         super().after_step(overflowed)

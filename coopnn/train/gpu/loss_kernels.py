@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from coopnn.errors import CompileError
+from coopnn.registry import registrar
 from coopnn.shaders.kernel.builder import KernelBuilder
 from coopnn.shaders.kernel.derivatives import logistic
 from coopnn.train.losses import Loss
@@ -19,12 +20,7 @@ LossKernel = Callable[..., tuple[str, str]]  # (k, prediction, target, **options
 LOSS_KERNELS: dict[str, LossKernel] = {}
 
 
-def _loss_kernel(name: str):
-    def register(fn: LossKernel) -> LossKernel:
-        LOSS_KERNELS[name] = fn
-        return fn
-
-    return register
+_loss_kernel = registrar(LOSS_KERNELS)  # @_loss_kernel("name")
 
 
 def loss_terms(k: KernelBuilder, loss: Loss, prediction: str, target: str) -> tuple[str, str]:

@@ -18,7 +18,8 @@ from coopnn.errors import InputError
 from coopnn.graph.ir import Graph
 from coopnn.runtime.kernel_backend import validation_requested
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.shaders.training.optimizer import optimizer_push, optimizer_shader
+from coopnn.shaders.training.optimizer import optimizer_shader
+from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.shaders.training.shader import ComputeShader
 from coopnn.shaders.targets import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
@@ -52,8 +53,7 @@ class KernelTrainingSession:
         self.last_gpu_ms: float | None = None
         self.optimizer_kernel_shader = optimizer_shader(optimizer.name, self.working_dtype, self.skip_nonfinite)
         self.gradient_shaders = self.make_gradient_shaders()
-        self.context = VulkanContext(device, features=self.features(), extensions=self.extensions(),
-                                     validation=validation_requested())
+        self.context = VulkanContext(device, features=self.features(), validation=validation_requested())
         try:
             self.binary = self.compile_step()
             b = self.binary
@@ -70,7 +70,8 @@ class KernelTrainingSession:
             self.master.upload(self.flatten({p.weight: self._constant(p.weight_constant) for p in self.plan.layers}
                                             | {p.bias: self._constant(p.bias_constant) for p in self.plan.layers}))
             self.load_optimizer_state(optimizer.state_dict())
-            self.setup_weights()
+            self.create_weights()
+            self.sync_weights()
             self.capacity = 0
             self.io: dict[int, Any] = {}
             self.prepare_tape(0)
@@ -91,14 +92,15 @@ class KernelTrainingSession:
         """The kernels `gradient_steps` dispatches (made before the device, which must enable their features)."""
         raise NotImplementedError
 
-    def extensions(self) -> set[str]:
-        return set()
-
     def compile_step(self) -> Binary:
         raise NotImplementedError
 
-    def setup_weights(self) -> None:
-        """Make the working weights the step kernel reads from the master weights."""
+    def create_weights(self) -> None:
+        """Make the buffers the step kernel reads its weights from (once, before `sync_weights`)."""
+        raise NotImplementedError
+
+    def sync_weights(self) -> None:
+        """Make the weights the step kernel reads equal the master weights (after they were loaded)."""
         raise NotImplementedError
 
     def weights_buffer(self):
@@ -145,10 +147,6 @@ class KernelTrainingSession:
     def kernel(self, shader: ComputeShader):
         return self.context.create_kernel(shader.spirv, shader.binding_count, shader.push_constant_size,
                                           shader.workgroup_size, name=shader.name)
-
-    @staticmethod
-    def groups(count: int, workgroup: int = 64) -> int:
-        return max(1, -(-count // workgroup))
 
     def max_capacity(self) -> int:
         limits = self.context.info.limits
@@ -208,9 +206,9 @@ class KernelTrainingSession:
                 self.io[b.index].write(np.zeros((count - batch) * b.features, b.numpy_dtype),
                                        batch * b.features * b.itemsize)
         buffers = (self.weights_buffer(),) + tuple(self.io[b.index] for b in self.binary.bindings[1:])
-        push = self.binary_push(count=count, batch=batch, capacity=self.capacity, loss_scale=self.loss_scale)
+        push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity, loss_scale=self.loss_scale)
         steps = [self.fill_zero(self.status),
-                 Dispatch(self.step_kernel, buffers, push, self.groups(count, self.binary.workgroup_size[0]))]
+                 Dispatch(self.step_kernel, buffers, push, self.step_kernel.group_count_for(count))]
         if mode != "loss":
             steps += self.gradient_steps(batch, count)
         if mode == "step":
@@ -233,11 +231,9 @@ class KernelTrainingSession:
     def _binding(self, name: str) -> int:
         return next(b.index for b in self.binary.bindings if b.name == name)
 
-    def binary_push(self, **values) -> bytes:
-        import struct
-
-        return b"".join(struct.pack("<I" if p.type == "u32" else "<f", values[p.name])
-                        for p in self.binary.push_constants)
+    @property
+    def tape_buffer(self):
+        return self.io[self._binding(TAPE)]
 
     def optimizer_dispatch(self, batch: int):
         from coopnn.runtime.vk.commands import Dispatch
@@ -247,7 +243,7 @@ class KernelTrainingSession:
                               self.layout.size, scale)
         buffers = (self.master, self.gradient, self.status, self.working_buffer(),
                    *(self.slots[s] for s in self.optimizer.slots))
-        return Dispatch(self.optimizer_kernel, buffers, push, self.groups(self.layout.size))
+        return Dispatch(self.optimizer_kernel, buffers, push, self.optimizer_kernel.group_count_for(self.layout.size))
 
     def working_buffer(self):
         """The buffer the optimizer writes the working copy to."""
@@ -280,7 +276,7 @@ class KernelTrainingSession:
         current = self.parameters()
         current.update({k: np.asarray(v, np.float32) for k, v in values.items()})
         self.master.upload(self.flatten(current))
-        self.setup_weights()
+        self.sync_weights()
 
     def optimizer_state(self) -> dict[str, Any]:
         for slot, buffer in self.slots.items():

@@ -10,7 +10,8 @@ import pytest
 
 from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_shader
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.shaders.training.optimizer import optimizer_push, optimizer_shader
+from coopnn.shaders.training.optimizer import optimizer_shader
+from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.train.optim import SGD, Adam
 from tests.shaders.targets.test_portable import spirv_val
 
@@ -136,3 +137,10 @@ def test_coopvec_gradient_shaders_are_valid(name, tmp_path):
     spirv_val(shader.spirv, tmp_path)
     assert shader.binding_count == 3 and "cooperativeVector" in shader.features
     assert all(start % 32 == 0 for start in row_starts(layout))
+
+
+def test_optimizer_shader_slots_are_the_optimizers():
+    from coopnn.shaders.training.optimizer import SLOTS
+    from coopnn.train.optim import OPTIMIZERS
+
+    assert SLOTS == {name: cls.slots for name, cls in OPTIMIZERS.items()}

@@ -10,7 +10,8 @@ import pytest
 from coopnn.errors import BackendUnavailableError
 from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_shader
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.shaders.training.optimizer import optimizer_push, optimizer_shader
+from coopnn.shaders.training.optimizer import optimizer_shader
+from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.train.optim import SGD, Adam
 from tests.vulkan.runtime.conftest import assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
 
