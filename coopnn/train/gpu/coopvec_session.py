@@ -25,8 +25,8 @@ from coopnn.train.gpu.session import KernelTrainingSession
 GROWTH_INTERVAL = 1000
 LAYOUT = "training_optimal"
 # "auto" takes cooperative-matrix weight gradients for layers up to this many inputs, cooperative-vector ones above:
-# on the H100 at batch 2^18 (bench/results/*-training.md) a whole step took 0.39 / 0.89 ms with cooperative matrices
-# and 0.46 / 1.11 ms with cooperative vectors for mlp_3_64x2_3 / mlp_32_64x4_16 (64 inputs at most), but 5.7 against
+# on the H100 at batch 2^18 (bench/results/*-training.md) a whole step took 0.47 / 0.90 ms with cooperative matrices
+# and 0.55 / 1.12 ms with cooperative vectors for mlp_3_64x2_3 / mlp_32_64x4_16 (64 inputs at most), but 5.7 against
 # 3.2 ms for mlp_64_128x4_16 (128 inputs).
 COOPMAT_WIDEST_INPUT = 64
 
