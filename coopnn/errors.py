@@ -34,3 +34,15 @@ class BackendUnavailableError(CoopnnError):
 
 class CompileError(CoopnnError):
     """A model cannot be compiled for the requested target (for example a shape the target does not support)."""
+
+
+class DeviceError(CoopnnError):
+    """A Vulkan call failed while running work on the device; the message names the call and the Vulkan result."""
+
+
+class DeviceMemoryError(DeviceError):
+    """The device or the driver ran out of memory; smaller batches or freeing other GPU work may help."""
+
+
+class DeviceLostError(DeviceError):
+    """The device was lost (driver reset, hang or crash): every later call on this model fails; load it anew."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -54,6 +55,7 @@ class Model:
         self._executable: backends.Executable | None = executable
         self._pending_parameters: Callable[[], Mapping[str, np.ndarray]] | None = None
         self._executable_is_stale = False
+        self._lock = threading.RLock()
 
     @property
     def graph(self) -> Graph:
@@ -98,22 +100,35 @@ class Model:
         outs = ", ".join(f"{t.name}{list(t.shape)}" for t in self.outputs)
         return f"<coopnn.Model {self.graph.name!r} ({ins}) -> ({outs}) on {self.backend}, weights {self.weights}>"
 
-    def run(self, x: Any) -> np.ndarray | dict[str, np.ndarray]:
-        """Run a batch: an array for a one-input, one-output model; otherwise dicts keyed by name, in and out."""
-        if self._executable is None:
-            raise InputError("this model is closed")
+    def run(self, x: Any, out: Any = None) -> np.ndarray | dict[str, np.ndarray]:
+        """Run a batch: an array for a one-input, one-output model; otherwise dicts keyed by name, in and out.
+
+        Inputs may be float16, float32 or float64 arrays of any memory order; they are converted as they are copied.
+        `out` (an array, or a dict of arrays for several outputs) receives the results in place: C-contiguous float32
+        (bool for boolean outputs) of the output's shape. A model may be called from many threads at once.
+        """
         feeds = self.feeds(x)
-        graph = self.graph
-        if self._executable_is_stale:
-            # new parameters (training): updated in place where the backend can, else prepared anew
-            if not self._prepared_backend.refresh(self._executable, graph, weights=self.weights):
-                executable = self._prepared_backend.prepare(graph, weights=self.weights, device=self.device)
-                self._executable.close()
-                self._executable = executable
-            self._executable_is_stale = False
-        outputs = self._executable.run(feeds)
+        batch = next(iter(feeds.values())).shape[0]
+        targets = self._check_out(out, batch)
+        executable = self._current_executable()
+        outputs = executable.run(feeds, targets) if targets else executable.run(feeds)
         single = len(self.inputs) == 1 and len(self.outputs) == 1
         return outputs[self.outputs[0].name] if single else {t.name: outputs[t.name] for t in self.outputs}
+
+    def _current_executable(self) -> backends.Executable:
+        """The executable, first taking new parameters (training) in place where the backend can, else preparing
+        the graph anew; one thread does it while the others wait."""
+        with self._lock:
+            if self._executable is None:
+                raise InputError("this model is closed")
+            graph = self.graph
+            if self._executable_is_stale:
+                if not self._prepared_backend.refresh(self._executable, graph, weights=self.weights):
+                    executable = self._prepared_backend.prepare(graph, weights=self.weights, device=self.device)
+                    self._executable.close()
+                    self._executable = executable
+                self._executable_is_stale = False
+            return self._executable
 
     __call__ = run
 
@@ -139,9 +154,11 @@ class Model:
         return list(getattr(self._executable, "debug_messages", []))
 
     def close(self) -> None:
-        if self._executable is not None:
-            self._executable.close()
-            self._executable = None
+        """Release the backend's resources once the runs in flight are done; later calls raise InputError."""
+        with self._lock:
+            executable, self._executable = self._executable, None
+        if executable is not None:
+            executable.close()
 
     def __enter__(self) -> "Model":
         return self
@@ -187,8 +204,35 @@ class Model:
             if batch is not None and array.shape[0] != batch:
                 raise InputError(f"input {info.name!r} has batch {array.shape[0]}, other inputs have {batch}")
             batch = array.shape[0]
-            out[info.name] = np.ascontiguousarray(array, dtype=np.float32)
+            out[info.name] = array
         return out
+
+    def _check_out(self, out: Any, batch: int) -> dict[str, np.ndarray]:
+        """`run`'s `out` as arrays keyed by output name, each checked to take the results in place."""
+        if out is None:
+            return {}
+        if isinstance(out, Mapping):
+            unknown = sorted(set(out) - {t.name for t in self.outputs})
+            if unknown:
+                raise InputError(f"out= names unknown outputs {unknown}; outputs: {[t.name for t in self.outputs]}")
+            given = dict(out)
+        elif len(self.outputs) == 1:
+            given = {self.outputs[0].name: out}
+        else:
+            raise InputError(f"model {self.graph.name!r} has {len(self.outputs)} outputs: pass out= as a dict")
+        for info in self.outputs:
+            if info.name not in given:
+                continue
+            array = given[info.name]
+            shape = (batch,) + tuple(info.shape[1:])
+            if not isinstance(array, np.ndarray) or array.dtype != info.dtype or array.shape != shape:
+                what = (f"{type(array).__name__}" if not isinstance(array, np.ndarray)
+                        else f"{array.dtype} array of shape {list(array.shape)}")
+                raise InputError(f"out= for output {info.name!r} is a {what}; expected a {info.dtype} array of shape "
+                                 f"{list(shape)}")
+            if not array.flags.c_contiguous or not array.flags.writeable:
+                raise InputError(f"out= for output {info.name!r} must be C-contiguous and writeable")
+        return given
 
 
 def load(

@@ -16,9 +16,12 @@ from coopnn.graph.ir import Graph
 
 
 class Executable(Protocol):
-    """A graph prepared by a backend: runs float32 feeds keyed by input name, returns outputs keyed by name."""
+    """A graph prepared by a backend: runs feeds (float arrays of any dtype and strides) keyed by input name,
+    returns outputs keyed by name, written into the arrays of `out` where given (checked by `Model.run`). Safe to
+    call from several threads at once."""
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+    def run(self, feeds: Mapping[str, np.ndarray],
+            out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]: ...
 
     def close(self) -> None: ...
 

@@ -122,7 +122,8 @@ def convert_in_place(executable: KernelExecutable, plan: WeightPlan) -> bool:
     source = context.create_buffer(len(row_major.data), HostAccess.NONE, device_address=True)
     try:
         source.upload(np.frombuffer(row_major.data, np.uint8))
-        context.submit(repack(context, source, row_major.entries, executable.weights, current))
+        with executable.gate.exclusive():
+            context.submit(repack(context, source, row_major.entries, executable.weights, current))
     finally:
         source.destroy()
     return True

@@ -1,8 +1,8 @@
 """Running a compiled `Binary` on a Vulkan device: the executable shared by every SPIR-V target's backend.
 
-The weight buffer is uploaded once; input and output buffers are made on the first run and grown only when a
-larger batch arrives, up to a chunk size bounded by the device's limits, so that `run()` only uploads, dispatches
-and downloads. Larger batches run chunk by chunk.
+The weight buffer is uploaded once; batches go through the host path (`coopnn.runtime.host_path`): chunks pipelined
+over a small pool of I/O slots, copied in and out by several threads, with nothing allocated per call once the slots
+have grown. One executable serves many threads at once; new weights and `close()` wait for the runs in flight.
 """
 
 from __future__ import annotations
@@ -16,12 +16,16 @@ import numpy as np
 from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.graph.ir import Graph
 from coopnn.layouts.pack import PackedWeights
+from coopnn.runtime.run_gate import RunGate
 from coopnn.shaders.targets import Binary
 
 # One chunk's input or output buffer stays below this, so a huge batch never needs huge device allocations.
 MAX_IO_BUFFER_BYTES = 128 << 20
 # The Khronos validation layer is switched on by this variable (tests set it; it slows everything down).
 VALIDATION_ENV = "COOPNN_VALIDATION"
+# Enabled whenever the device lists them: what exchanging memory and semaphores with CUDA needs (`coopnn.interop`).
+INTEROP_EXTENSIONS = frozenset({"VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd"})
+INTEROP_FEATURES = frozenset({"timelineSemaphore"})
 
 
 @functools.lru_cache(maxsize=1)
@@ -43,16 +47,19 @@ def validation_requested() -> bool:
 
 
 class KernelExecutable:
-    """A Binary bound to its own VulkanContext, ready to run batches."""
+    """A Binary bound to its own VulkanContext, ready to run batches from any number of threads."""
 
     def __init__(self, binary: Binary, graph: Graph, device: str | int | None):
+        from coopnn.runtime.host_path import SlotPool, chunk_samples
         from coopnn.runtime.vk.context import VulkanContext
         from coopnn.runtime.vk.memory import HostAccess
 
         self.binary = binary
         self.graph = graph
-        self.context = VulkanContext(device, features=binary.features, extensions=binary.extensions,
-                                     validation=validation_requested())
+        info = chosen_device(device)
+        self.context = VulkanContext(
+            device, features=binary.features | {f for f in INTEROP_FEATURES if info.features.get(f)},
+            extensions=binary.extensions | (INTEROP_EXTENSIONS & info.extensions), validation=validation_requested())
         try:
             info = self.context.info
             self.kernel = self.context.create_kernel(binary.spirv, len(binary.bindings), binary.push_constant_size,
@@ -62,63 +69,50 @@ class KernelExecutable:
             self.weights = self.context.create_buffer(len(binary.weights.data), HostAccess.NONE,
                                                       device_address="bufferDeviceAddress" in binary.features)
             self.weights.upload(np.frombuffer(binary.weights.data, np.uint8))
-            self.inputs = [b for b in binary.bindings if b.role == "input"]
-            self.outputs = [b for b in binary.bindings if b.role == "output"]
+            self.inputs = tuple(b for b in binary.bindings if b.role == "input")
+            self.outputs = tuple(b for b in binary.bindings if b.role == "output")
             widest = max(max(b.features * b.itemsize for b in binary.bindings if b.role != "weights"), 1)
             group_limit = info.limits.max_compute_work_group_count[0] * binary.workgroup_size[0]
             range_limit = info.limits.max_storage_buffer_range // widest
             self.max_chunk = max(1, min(group_limit, range_limit, MAX_IO_BUFFER_BYTES // widest))
-            self.capacity = 0
-            self.io_buffers: dict[int, object] = {}
+            # samples per pipelined chunk; tests lower it to cross chunk boundaries with small batches
+            self.chunk = chunk_samples(self.inputs, self.outputs, self.max_chunk, binary.workgroup_size[0])
+            self.slots = SlotPool(self._make_slot)
+            self.gate = RunGate(f"model {graph.name!r}")
             self.last_gpu_ms: float | None = None
+            self.last_timing = None
         except BaseException:
             self.context.close()
             raise
 
-    def _ensure_capacity(self, samples: int) -> None:
-        from coopnn.runtime.vk.memory import HostAccess
+    def _make_slot(self):
+        from coopnn.runtime.host_path import IOSlot
 
-        if samples <= self.capacity:
-            return
-        capacity = min(self.max_chunk, 1 << max(samples - 1, 1).bit_length())
-        for buffer in self.io_buffers.values():
-            buffer.destroy()
-        self.io_buffers = {}
-        for b in self.inputs + self.outputs:
-            access = HostAccess.WRITE if b.role == "input" else HostAccess.READ
-            self.io_buffers[b.index] = self.context.create_buffer(capacity * b.features * b.itemsize, access)
-        self.capacity = capacity
+        return IOSlot(self.context, self.kernel, self.weights, self.inputs, self.outputs,
+                      lambda n: self.binary.pack_push(count=n))
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from coopnn.runtime.vk.commands import Dispatch
-        from coopnn.runtime.vk.memory import Placement
+    def run(self, feeds: Mapping[str, np.ndarray],
+            out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Outputs for `feeds` (arrays of any float dtype and strides, keyed by input name), written into the arrays
+        of `out` where given (C-contiguous, float32 or bool as the output is, checked by the caller)."""
+        from coopnn.runtime.host_path import run_chunks
 
         batch = next(iter(feeds.values())).shape[0]
-        outputs = {b.name: np.empty((batch, b.features), np.float32) for b in self.outputs}
-        self.last_gpu_ms = 0.0
-        for start in range(0, batch, self.max_chunk):
-            n = min(self.max_chunk, batch - start)
-            self._ensure_capacity(n)
-            for b in self.inputs:
-                chunk = feeds[b.name][start:start + n].reshape(n, -1)
-                self.io_buffers[b.index].write(np.ascontiguousarray(chunk, dtype=b.numpy_dtype).reshape(-1))
-            buffers = (self.weights,) + tuple(self.io_buffers[b.index] for b in self.inputs + self.outputs)
-            groups = -(-n // self.binary.workgroup_size[0])
-            # only staged buffers are copied back; direct ones are read in place
-            downloads = {self.io_buffers[b.index]: (0, n * b.features * b.itemsize) for b in self.outputs
-                         if self.io_buffers[b.index].placement is Placement.STAGED}
-            gpu_ms = self.context.run([Dispatch(self.kernel, buffers, np.uint32([n]), groups)], downloads)
-            self.last_gpu_ms = None if gpu_ms is None else self.last_gpu_ms + gpu_ms
-            for b in self.outputs:
-                outputs[b.name][start:start + n] = self.io_buffers[b.index].read(b.numpy_dtype, n * b.features).reshape(
-                    n, b.features)
-        return self._shape_outputs(outputs, batch)
-
-    def _shape_outputs(self, flat: dict[str, np.ndarray], batch: int) -> dict[str, np.ndarray]:
-        shaped = {}
-        for v in self.graph.outputs:
-            array = flat[v.name].reshape((batch,) + v.features)
-            shaped[v.name] = array != 0 if v.dtype == "bool" else array
+        out = out or {}
+        shaped = {v.name: out[v.name] if v.name in out else
+                  np.empty((batch,) + v.features, np.bool_ if v.dtype == "bool" else np.float32)
+                  for v in self.graph.outputs}
+        # the kernel writes float32 rows; boolean outputs go through a float32 array and are compared after
+        rows = {b.name: (np.empty((batch, b.features), np.float32) if shaped[b.name].dtype == np.bool_
+                         else shaped[b.name].reshape(batch, b.features)) for b in self.outputs}
+        if batch:
+            with self.gate.shared():
+                timing = run_chunks(self.slots, self.inputs, self.outputs, feeds, rows,
+                                    min(self.chunk, self.max_chunk), self.max_chunk)
+            self.last_timing, self.last_gpu_ms = timing, timing.gpu_ms
+        for name, array in shaped.items():
+            if array.dtype == np.bool_:
+                np.not_equal(rows[name].reshape(array.shape), 0, out=array)
         return shaped
 
     def replace_weights(self, packed: PackedWeights) -> bool:
@@ -126,7 +120,8 @@ class KernelExecutable:
         were, when the layout differs and the model needs preparing anew."""
         if packed.entries != self.binary.weights.entries or len(packed.data) != len(self.binary.weights.data):
             return False
-        self.weights.upload(np.frombuffer(packed.data, np.uint8))
+        with self.gate.exclusive():
+            self.weights.upload(np.frombuffer(packed.data, np.uint8))
         return True
 
     @property
@@ -134,7 +129,9 @@ class KernelExecutable:
         return list(self.context.debug_messages)
 
     def close(self) -> None:
-        self.context.close()
+        if self.gate.close():
+            self.slots.destroy()
+            self.context.close()
 
 
 def device_unavailable_reason(device: str | int | None, needs: Callable[[object], str | None]) -> str | None:

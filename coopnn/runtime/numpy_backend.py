@@ -14,14 +14,19 @@ from coopnn.layouts.formats import FORMATS, emulate_weights
 DEFAULT_CHUNK = 1 << 16
 
 
-def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], chunk: int = DEFAULT_CHUNK) -> dict[str, np.ndarray]:
-    """Evaluate every graph output for float32 `feeds` keyed by input name (all with the same batch size)."""
+def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], chunk: int = DEFAULT_CHUNK,
+              out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Evaluate every graph output for `feeds` keyed by input name (float arrays with the same batch size, converted
+    to float32 chunk by chunk), into the arrays of `out` where given."""
     batch = _batch(feeds)
-    outputs = {v.name: np.empty((batch,) + v.features, np.bool_ if v.dtype == "bool" else np.float32)
+    out = out or {}
+    outputs = {v.name: out[v.name] if v.name in out else
+               np.empty((batch,) + v.features, np.bool_ if v.dtype == "bool" else np.float32)
                for v in graph.outputs}
     for start in range(0, max(batch, 1), chunk):
         stop = min(start + chunk, batch)
-        part = _run_chunk(graph, {k: v[start:stop] for k, v in feeds.items()}, stop - start)
+        part = _run_chunk(graph, {k: np.ascontiguousarray(v[start:stop], np.float32) for k, v in feeds.items()},
+                          stop - start)
         for name, array in part.items():
             outputs[name][start:stop] = array
     return outputs
@@ -53,8 +58,9 @@ class NumpyExecutable:
     def __init__(self, graph: Graph):
         self.graph = graph
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return run_graph(self.graph, feeds)
+    def run(self, feeds: Mapping[str, np.ndarray],
+            out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        return run_graph(self.graph, feeds, out=out)
 
     def close(self) -> None:
         self.graph = None

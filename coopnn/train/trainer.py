@@ -112,7 +112,7 @@ class Trainer:
 
     def _data(self, x: Any, y: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """Inputs checked by the model, and float32 targets keyed by output name with matching batch sizes."""
-        feeds = self.model.feeds(x)
+        feeds = {name: np.ascontiguousarray(array, np.float32) for name, array in self.model.feeds(x).items()}
         outputs = {t.name: t for t in self.model.outputs}
         if isinstance(y, Mapping):
             unknown = sorted(set(y) - set(outputs))

@@ -8,6 +8,7 @@ nothing uses it) waits for the device and destroys everything left, children fir
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Sequence
@@ -73,7 +74,9 @@ class VulkanContext:
             handle = self.device.handle
             self._idle_waits.append(lambda: vk.vkDeviceWaitIdle(handle))
             self.pipeline_cache = PipelineCache(self.info, pipeline_cache_dir)
-            self.dispatcher = Dispatcher(self.device, self.tracker)
+            # vkQueueSubmit needs the queue externally synchronised; every lane of this context submits under it
+            self.queue_lock = threading.Lock()
+            self.dispatcher = Dispatcher(self.device, self.tracker, self.queue_lock)
         except BaseException:
             self.close()
             raise

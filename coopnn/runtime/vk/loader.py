@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from coopnn.errors import BackendUnavailableError
+from coopnn.errors import BackendUnavailableError, DeviceError, DeviceLostError, DeviceMemoryError
 
 INSTALL_HINT = ("install a Vulkan loader and a driver, e.g. `apt-get install libvulkan1 mesa-vulkan-drivers` "
                 "(Mesa's lavapipe runs on the CPU) or your GPU vendor's driver")
@@ -29,9 +29,20 @@ def load_vulkan() -> ModuleType:
             f"no Vulkan loader (libvulkan.so.1) could be loaded: {exc}; {INSTALL_HINT}") from exc
 
 
+# VkResult codes that name what went wrong in a way a user can act on.
+_OUT_OF_MEMORY = {-1: "VK_ERROR_OUT_OF_HOST_MEMORY", -2: "VK_ERROR_OUT_OF_DEVICE_MEMORY"}
+_DEVICE_LOST = -4
+
+
 def check(vk: ModuleType, result: int, call: str, accepted: tuple[int, ...] = (0,)) -> None:
-    """Raise pyvulkan's exception for `result` of a raw call (pyvulkan's wrappers raise by themselves) unless it is one
-    of `accepted` (VK_SUCCESS by default)."""
-    if result not in accepted:
-        error = vk.exception_codes.get(result)
-        raise error(f"{call} returned {result}") if error else RuntimeError(f"{call} returned {result}")
+    """Raise a typed coopnn error for `result` of a raw Vulkan call unless it is one of `accepted` (VK_SUCCESS by
+    default): DeviceLostError, DeviceMemoryError, or DeviceError naming the call and the result."""
+    if result in accepted:
+        return
+    if result == _DEVICE_LOST:
+        raise DeviceLostError(f"{call} reported VK_ERROR_DEVICE_LOST: the GPU was lost (driver reset, hang or crash); "
+                              f"close the model and load it again")
+    if result in _OUT_OF_MEMORY:
+        raise DeviceMemoryError(f"{call} reported {_OUT_OF_MEMORY[result]}: use smaller batches or free other GPU work")
+    error = vk.exception_codes.get(result)
+    raise DeviceError(f"{call} returned {result} ({error.__name__ if error else 'unknown VkResult'})")

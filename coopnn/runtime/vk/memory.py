@@ -204,6 +204,16 @@ class Buffer:
         """The staging VkBuffer of a STAGED buffer (None otherwise)."""
         return self._staging.handle if self.placement is Placement.STAGED else None
 
+    def mapped(self, dtype, count: int) -> np.ndarray:
+        """The first `count` items of the host-visible side (the buffer itself when DIRECT, its staging buffer when
+        STAGED) as a numpy view, without copying: valid while the buffer lives, and only between submissions that
+        use it. A STAGED buffer's staging side reaches the device through copies the caller records."""
+        if self.placement is Placement.DEVICE:
+            raise ValueError("a DEVICE buffer has no host-visible memory")
+        dtype = np.dtype(dtype)
+        self._check_range(0, count * dtype.itemsize)
+        return self._staging.host[:count * dtype.itemsize].view(dtype)
+
     def write(self, data, offset: int = 0) -> None:
         """Copy `data` (bytes or a contiguous numpy array) to byte `offset` for the next dispatch."""
         source = as_bytes(data)

@@ -159,6 +159,11 @@ class ComputeKernel:
         self._sets[key] = descriptor_set
         return descriptor_set
 
+    def dedicated_descriptor_set(self, buffers: Sequence[Buffer]) -> DedicatedDescriptorSet:
+        """A descriptor set binding `buffers`, owned by the caller alone (from a pool of its own), for lanes that run
+        this kernel from several threads at once; the shared cache of `descriptor_set` is for one thread."""
+        return DedicatedDescriptorSet(self, buffers)
+
     def group_count_for(self, invocations: int) -> int:
         """Workgroups along x covering `invocations` (the shader bounds-checks the tail)."""
         return -(-invocations // self.workgroup_size[0])
@@ -193,3 +198,33 @@ def _validate(context: VulkanContext, spirv: bytes, binding_count: int, push_con
         raise ValueError(f"workgroup size {workgroup_size} exceeds maxComputeWorkGroupSize="
                          f"{limits.max_compute_work_group_size} / maxComputeWorkGroupInvocations="
                          f"{limits.max_compute_work_group_invocations}")
+
+
+class DedicatedDescriptorSet:
+    """One descriptor set from a pool of its own; `handle` is the one-element array vkCmdBindDescriptorSets takes."""
+
+    def __init__(self, kernel: ComputeKernel, buffers: Sequence[Buffer]):
+        if len(buffers) != kernel.binding_count:
+            raise ValueError(f"{kernel.name} takes {kernel.binding_count} buffers, got {len(buffers)}")
+        context = kernel.context
+        device = context.device.handle
+        pool = vk.vkCreateDescriptorPool(device, vk.VkDescriptorPoolCreateInfo(
+            maxSets=1, pPoolSizes=[vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                           descriptorCount=kernel.binding_count)]), None)
+        token = context.tracker.add("VkDescriptorPool", lambda: vk.vkDestroyDescriptorPool(device, pool, None))
+        try:
+            self.handle = vk.vkAllocateDescriptorSets(device, vk.VkDescriptorSetAllocateInfo(
+                descriptorPool=pool, pSetLayouts=[kernel._set_layout]))
+            writes = [vk.VkWriteDescriptorSet(
+                dstSet=self.handle[0], dstBinding=binding, descriptorCount=1,
+                descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                pBufferInfo=[vk.VkDescriptorBufferInfo(buffer=buffer.handle, offset=0, range=buffer.size)])
+                for binding, buffer in enumerate(buffers)]
+            vk.vkUpdateDescriptorSets(device, len(writes), writes, 0, None)
+        except BaseException:
+            context.tracker.release(token)
+            raise
+        self._release = weakref.finalize(self, context.tracker.release, token)
+
+    def destroy(self) -> None:
+        self._release()

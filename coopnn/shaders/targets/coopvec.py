@@ -3,12 +3,13 @@
 Each `gemv` is one OpCooperativeVectorMatrixMulAddNV (float16 input, matrix, bias and result; the driver turns the
 converged invocations of a subgroup into tensor-core work), reading matrices and biases from one float16 weight buffer
 at the offsets of its manifest (`coopnn.layouts.optimal`): InferencingOptimal where the backend converted them on the
-device's driver, row- or column-major with a stride otherwise. Inputs and outputs are float16 buffers, read and written
-with OpCooperativeVectorLoadNV/StoreNV where a sample's row is a whole number of 16-byte groups, component by
-component otherwise.
+device's driver, row- or column-major with a stride otherwise. Inputs and outputs are float32 buffers (the host
+copies the user's arrays as they are), read and written with OpCooperativeVectorLoadNV/StoreNV where a sample's row is
+a whole number of 16-byte groups, component by component otherwise.
 
-Numerics, which `coopnn.layouts.formats.run_fp16_emulation` reproduces: inputs, matrix-vector operands and results,
-and outputs are float16; everything else is float32. Instructions whose result is exact in float16 when their operands
+Numerics, which `coopnn.layouts.formats.run_fp16_emulation` reproduces: inputs (rounded as they are loaded),
+matrix-vector operands and results, and outputs (rounded, then widened exactly) are float16; everything else is
+float32. Instructions whose result is exact in float16 when their operands
 are (max, min, neg, abs, comparisons, selects, gathers) stay in float16, so ReLU layers never leave it. Whole-vector
 instructions are used where the extension allows them on cooperative vectors (arithmetic, FMax, FMin, FClamp, Exp,
 Log, Tanh); the rest (Sin, Cos, Sqrt, Floor, Ceil, FSign, Pow, comparisons, selects, gathers, reductions) go component
@@ -41,6 +42,7 @@ FEATURES = frozenset({"cooperativeVector", "shaderFloat16", "storageBuffer16BitA
 TANH_LIMIT = 10.0
 IO_BYTES_PER_COMPONENT = 2
 IO_VECTOR_ALIGNMENT = COMPONENT_ALIGNMENT * IO_BYTES_PER_COMPONENT  # bytes: OpCooperativeVectorLoadNV/StoreNV offsets
+FLOAT32_BYTES = 4
 
 _VECTOR_ARITHMETIC = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv"}
 _VECTOR_GLSL = {"exp": "Exp", "log": "Log"}
@@ -73,21 +75,15 @@ def requirements(program: KernelProgram) -> Requirements:
     return Requirements(frozenset({FLOAT16_COMBINATION} if gemvs else ()), max(sizes, default=1))
 
 
-def _io_vectorized(features: int) -> bool:
-    """Whether each sample's float16 row starts on a 16-byte boundary, as OpCooperativeVectorLoadNV/StoreNV need."""
-    return features * IO_BYTES_PER_COMPONENT % IO_VECTOR_ALIGNMENT == 0
-
-
 class CoopvecEmitter:
     def __init__(self, program: KernelProgram, packed: PackedWeights, workgroup_size: int):
         self.program = program
         self.packed = packed
-        # Per-sample losses stay float32: their sum over a large batch is the reported loss. A training step also reads
-        # float32 inputs and targets, converting them here rather than on the host, where converting a large batch
-        # takes longer than the whole step on the GPU.
-        training = bool(program.params_of("tape"))
-        float32 = ("weights", "loss", "input") if training else ("weights", "loss")
-        self.bindings = tuple(b if b.role in float32 else dataclasses.replace(b, dtype="f16")
+        # Inputs and outputs are float32 in memory and converted here: converting a large batch on the host took 100
+        # times longer than the kernel (`bench/results/*-host-path.md`). Per-sample losses stay float32: their sum over
+        # a large batch is the reported loss. Only the training tape is float16.
+        self.training = bool(program.params_of("tape"))
+        self.bindings = tuple(dataclasses.replace(b, dtype="f16") if b.role == "tape" else b
                               for b in bindings_of(program))
         self.push_constants = push_constants_of(program)
         self.frame = ShaderFrame(self.bindings[:1], 16, workgroup_size, self.push_constants)
@@ -168,13 +164,25 @@ class CoopvecEmitter:
             offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * itemsize))
             vector = self.fn.emit("OpCooperativeVectorLoadNV", self.forms.vector_type(dtype, features),
                                   self.array_pointer(binding, dtype), offset)
-            return self.vector_result(instr, dtype, vector)
-        first = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features))
-        scalar = self.forms.scalar_types[dtype]
-        scalars = [self.fn.emit("OpLoad", scalar, self.frame.element_pointer(
-            binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), scalar))
-            for i in range(features)]
-        return self.forms.from_scalars(dtype, scalars)
+            loaded = self.vector_result(instr, dtype, vector)
+        else:
+            first = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features))
+            scalar = self.forms.scalar_types[dtype]
+            loaded = self.forms.from_scalars(dtype, [self.fn.emit("OpLoad", scalar, self.frame.element_pointer(
+                binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), scalar))
+                for i in range(features)])
+        if self.training:
+            return loaded
+        # inference rounds its inputs to float16 as they arrive, as `run_fp16_emulation` does
+        return self.float16(loaded)
+
+    def float16(self, held: Held) -> Held:
+        """`held` rounded to float16 (itself when it already is)."""
+        if held.is_f16:
+            return held
+        if held.vectors or held.constant is not None:
+            return self.forms.from_vector("f16", held.size, self.forms.vector(held, "f16"))
+        return self.forms.from_scalars("f16", self.forms.components(held, "f16"))
 
     def store(self, instr: Instr) -> None:
         held, param = self.held[instr.args[0]], self.program.param(instr.args[1])
@@ -182,16 +190,17 @@ class CoopvecEmitter:
             self.store_training(instr, held, param)
             return
         binding, features = self.binding_of[param.graph_name], param.shape[0]
-        if _io_vectorized(features):
-            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample,
-                                  self.uint(features * IO_BYTES_PER_COMPONENT))
-            self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding), offset,
-                         self.forms.vector(held, "f16"))
+        # float16 results, widened exactly to the float32 the host reads (as `run_fp16_emulation` rounds outputs)
+        rounded = self.float16(held)
+        if features * FLOAT32_BYTES % IO_VECTOR_ALIGNMENT == 0:
+            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * FLOAT32_BYTES))
+            self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding, "f32"), offset,
+                         self.forms.vector(rounded, "f32"))
             return
         first = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features))
-        for i, scalar in enumerate(self.forms.components(held, "f16")):
+        for i, scalar in enumerate(self.forms.components(rounded, "f32")):
             index = self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i))
-            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, self.f16), scalar)
+            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, self.f32), scalar)
 
     def store_training(self, instr: Instr, held: Held, param) -> None:
         """The sample's loss (float32), or a tape region (float16; `coopnn.shaders.training.layout`): a layer input

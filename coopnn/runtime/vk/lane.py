@@ -1,0 +1,187 @@
+"""`Lane`: one command pool, command buffer, fence and timestamp pair: one submission that can be in flight while the
+lanes beside it are.
+
+A lane is used by one thread at a time (its owner holds it); lanes of one context record in parallel because each has
+its own command pool, and they share the queue through the context's `queue_lock`, since vkQueueSubmit needs the queue
+externally synchronised. Waiting polls the fence briefly before sleeping in vkWaitForFences: a small dispatch finishes
+in microseconds, and waking from a blocking wait costs more than the dispatch. Every Vulkan result is checked and
+becomes a typed coopnn error.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from typing import TYPE_CHECKING
+
+from coopnn.errors import DeviceLostError
+from coopnn.runtime.vk.loader import check, load_vulkan
+
+if TYPE_CHECKING:
+    from coopnn.runtime.vk.device import Device
+    from coopnn.runtime.vk.tracking import ObjectTracker
+
+vk = load_vulkan()
+ffi, lib = vk.ffi, vk.lib
+
+# Longest a submission may run before it counts as hung (a 2^24-sample batch of the widest model takes under 1 s).
+FENCE_TIMEOUT_NS = 600 * 10**9
+# How long `wait` polls before sleeping in the driver (seconds), and how long each sleep lasts at most (ns).
+SPIN_SECONDS = 200e-6
+SLEEP_SLICE_NS = 10**9
+VK_NOT_READY = 1
+VK_TIMEOUT = 2
+
+# (source stages, source accesses, destination stages, destination accesses) of each global memory barrier used.
+BARRIERS = {
+    # Orders this submission after everything earlier on the queue (the previous run's reads and writes).
+    "after_previous_work": (vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                            vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT,
+                            vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT),
+    # Host writes to mapped memory, made visible to the shaders and copies of this submission.
+    "host_to_device": (vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_WRITE_BIT,
+                       vk.VK_PIPELINE_STAGE_TRANSFER_BIT | vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_SHADER_READ_BIT),
+    "uploads_to_shaders": (vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+                           vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT),
+    "between_dispatches": (vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,
+                           vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT),
+    "shaders_to_downloads": (vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_ACCESS_SHADER_WRITE_BIT,
+                             vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_ACCESS_TRANSFER_READ_BIT),
+    "device_to_host": (vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                       vk.VK_PIPELINE_STAGE_HOST_BIT, vk.VK_ACCESS_HOST_READ_BIT),
+}
+# Built once and never written again, so every lane and thread may pass them to vkCmdPipelineBarrier.
+_BARRIER_STRUCTS = {
+    name: (src_stage, dst_stage, ffi.new("VkMemoryBarrier*", {
+        "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": src, "dstAccessMask": dst}))
+    for name, (src_stage, src, dst_stage, dst) in BARRIERS.items()}
+
+
+def barrier(cmd, name: str) -> None:
+    """Record the global memory barrier `name` of BARRIERS."""
+    src_stage, dst_stage, memory_barrier = _BARRIER_STRUCTS[name]
+    lib.vkCmdPipelineBarrier(cmd, src_stage, dst_stage, 0, 1, memory_barrier, 0, ffi.NULL, 0, ffi.NULL)
+
+
+def copy_buffer(cmd, src, dst, src_offset: int, dst_offset: int, size: int) -> None:
+    lib.vkCmdCopyBuffer(cmd, src, dst, 1, ffi.new("VkBufferCopy*", (src_offset, dst_offset, size)))
+
+
+class Lane:
+    """A command buffer with its own pool, a fence and two timestamp queries; see the module docstring."""
+
+    def __init__(self, logical_device: Device, tracker: ObjectTracker, queue_lock: threading.Lock):
+        device = logical_device.handle
+        self.info = logical_device.info
+        self._device = device
+        self._queue = logical_device.queue
+        self._queue_lock = queue_lock
+        tokens = []
+        try:
+            pool = vk.vkCreateCommandPool(device, vk.VkCommandPoolCreateInfo(
+                flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                queueFamilyIndex=logical_device.queue_family), None)
+            tokens.append(tracker.add("VkCommandPool", lambda: vk.vkDestroyCommandPool(device, pool, None)))
+            self.command_buffer = vk.vkAllocateCommandBuffers(device, vk.VkCommandBufferAllocateInfo(
+                commandPool=pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+            fence = vk.vkCreateFence(device, vk.VkFenceCreateInfo(), None)
+            tokens.append(tracker.add("VkFence", lambda: vk.vkDestroyFence(device, fence, None)))
+            self._query_pool = None
+            if self.info.timestamp_valid_bits:
+                query_pool = vk.vkCreateQueryPool(device, vk.VkQueryPoolCreateInfo(
+                    queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=2), None)
+                tokens.append(tracker.add("VkQueryPool", lambda: vk.vkDestroyQueryPool(device, query_pool, None)))
+                self._query_pool = query_pool
+        except vk.VkError as exc:
+            tracker.release_many(reversed(tokens))
+            check(vk, _result_of(exc), "creating a command lane")
+            raise
+        self._fence = fence
+        self._timestamp_mask = (1 << self.info.timestamp_valid_bits) - 1
+        self._timestamps = ffi.new("uint64_t[2]")
+        # Prebuilt structs for raw vk.lib calls: pyvulkan's wrappers convert every argument on every call, which
+        # costs more host time than a small dispatch.
+        self._command_buffers = ffi.new("VkCommandBuffer[1]", [self.command_buffer])
+        self._fences = ffi.new("VkFence[1]", [fence])
+        self._begin_info = ffi.new("VkCommandBufferBeginInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO, "flags": 0})
+        self._submit_info = ffi.new("VkSubmitInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
+            "pCommandBuffers": self._command_buffers})
+        self.in_flight = False
+        self._release = weakref.finalize(self, tracker.release_many, list(reversed(tokens)))
+
+    def begin(self):
+        """Start recording anew (the previous recording is dropped); returns the command buffer."""
+        check(vk, lib.vkBeginCommandBuffer(self.command_buffer, self._begin_info), "vkBeginCommandBuffer")
+        return self.command_buffer
+
+    def end(self) -> None:
+        check(vk, lib.vkEndCommandBuffer(self.command_buffer), "vkEndCommandBuffer")
+
+    def reset_timestamps(self, cmd) -> None:
+        if self._query_pool is not None:
+            lib.vkCmdResetQueryPool(cmd, self._query_pool, 0, 2)
+
+    def timestamp(self, cmd, query: int) -> None:
+        # ALL_COMMANDS: the first stamp waits for the uploads, the second for the dispatches, so the interval is the
+        # dispatches alone.
+        if self._query_pool is not None:
+            lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, self._query_pool, query)
+
+    def submit(self) -> None:
+        """Submit what was last recorded (a recording may be submitted again once the previous submission ended)."""
+        check(vk, lib.vkResetFences(self._device, 1, self._fences), "vkResetFences")
+        with self._queue_lock:
+            check(vk, lib.vkQueueSubmit(self._queue, 1, self._submit_info, self._fence), "vkQueueSubmit")
+        self.in_flight = True
+
+    def wait(self) -> None:
+        """Until the submission has finished (DeviceLostError when the device is lost or it runs past the timeout)."""
+        if not self.in_flight:
+            return
+        spin_until = time.perf_counter() + SPIN_SECONDS
+        while time.perf_counter() < spin_until:
+            result = lib.vkGetFenceStatus(self._device, self._fence)
+            if result == 0:
+                self.in_flight = False
+                return
+            check(vk, result, "vkGetFenceStatus", accepted=(VK_NOT_READY,))
+        waited_ns = 0
+        while True:
+            result = lib.vkWaitForFences(self._device, 1, self._fences, vk.VK_TRUE, SLEEP_SLICE_NS)
+            if result == 0:
+                self.in_flight = False
+                return
+            check(vk, result, "vkWaitForFences", accepted=(VK_TIMEOUT,))
+            waited_ns += SLEEP_SLICE_NS
+            if waited_ns >= FENCE_TIMEOUT_NS:
+                raise DeviceLostError(f"a submission on {self.info.name} ran for more than "
+                                      f"{FENCE_TIMEOUT_NS // 10**9} s; the GPU is hung or the batch is far too large")
+
+    def run(self) -> None:
+        """Submit the recording and wait for it."""
+        self.submit()
+        self.wait()
+
+    def elapsed_ms(self) -> float | None:
+        """GPU time between the two timestamps of the finished submission (None without timestamps)."""
+        if self._query_pool is None:
+            return None
+        check(vk, lib.vkGetQueryPoolResults(self._device, self._query_pool, 0, 2, 16, self._timestamps, 8,
+                                            vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT),
+              "vkGetQueryPoolResults")
+        ticks = (self._timestamps[1] - self._timestamps[0]) & self._timestamp_mask
+        return ticks * self.info.limits.timestamp_period_ns / 1e6
+
+    def destroy(self) -> None:
+        self._release()
+
+
+def _result_of(exc: Exception) -> int:
+    """The VkResult behind one of pyvulkan's exceptions."""
+    return next((code for code, kind in vk.exception_codes.items() if isinstance(exc, kind)), -13)
