@@ -76,7 +76,8 @@ def _run_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", "-i", required=True, help=".npy (one input) or .npz keyed by input name")
     p.add_argument("--output", "-o", required=True, help=".npy (one output) or .npz keyed by output name")
     p.add_argument("--backend", "-b", default="auto", help="backend name or auto (see `coopnn info`)")
-    p.add_argument("--weights", default="fp32", help="weight format (fp32, fp16, ...)")
+    p.add_argument("--weights", default="auto",
+                   help="weight format: auto (float16 where accurate on a cooperative-vector GPU), fp32 or fp16")
     p.add_argument("--device", default=None, help="Vulkan device index or name substring")
 
 
@@ -119,7 +120,8 @@ def _compile_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", "-t", default="portable", help="target (portable, coopvec, ...)")
     p.add_argument("--emit", "-e", default="spirv", choices=["spirv", "spvasm", "tl"],
                    help="SPIR-V binary, SPIR-V assembly, or the kernel program in the tensor language")
-    p.add_argument("--weights", default="fp32", help="weight format (fp32, fp16, ...)")
+    p.add_argument("--weights", default=None,
+                   help="weight format (fp32, fp16, ...); default: the target's own (portable fp32, coopvec fp16)")
     p.add_argument("--output", "-o", required=True, help="file to write")
 
 

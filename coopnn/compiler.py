@@ -54,15 +54,17 @@ class Program:
         return disassemble(self.binary.spirv)
 
 
-def compile_graph(graph: Graph, *, target_name: str = "portable", weights: str = "fp32",
+def compile_graph(graph: Graph, *, target_name: str = "portable", weights: str | None = None,
                   workgroup_size: int = 64) -> Program:
     kernel = lower(graph)
-    binary = target(target_name).compile(kernel, weights, workgroup_size)
+    chosen = target(target_name)
+    binary = chosen.compile(kernel, weights or chosen.default_weights, workgroup_size)
     return Program(graph, kernel, binary, print_program(kernel, workgroup_size))
 
 
-def compile(model: str | os.PathLike | bytes | onnx.ModelProto, *, target: str = "portable", weights: str = "fp32",
+def compile(model: str | os.PathLike | bytes | onnx.ModelProto, *, target: str = "portable", weights: str | None = None,
             workgroup_size: int = 64) -> Program:
-    """Compile a model (path, bytes or ModelProto) for `target` ("portable", ...) with weights in format `weights`."""
+    """Compile a model (path, bytes or ModelProto) for `target` ("portable", ...) with weights in format `weights`
+    (by default the target's own: float32 on portable, float16 on coopvec)."""
     return compile_graph(optimize(import_model(model)), target_name=target, weights=weights,
                          workgroup_size=workgroup_size)

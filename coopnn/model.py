@@ -6,6 +6,7 @@ when the model next runs, so `run` always uses the latest weights.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -21,6 +22,7 @@ from coopnn.graph.ir import Graph, Value
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.runtime import backends
+from coopnn.runtime.precision import choose_weights
 from coopnn.train.parameters import parameters, with_parameters
 
 log = logging.getLogger("coopnn")
@@ -239,12 +241,17 @@ def load(
     model: str | os.PathLike | bytes | onnx.ModelProto,
     *,
     backend: str = "auto",
-    weights: str = "fp32",
+    weights: str = "auto",
     device: str | int | None = None,
     weights_file: str | os.PathLike | None = None,
+    calibration: Any = None,
 ) -> Model:
     """Import an ONNX model (path, bytes or ModelProto), optimise it and prepare it on a backend.
 
+    `weights="auto"` runs in float16 on a device with cooperative vectors when the model's float16 outputs stay within
+    0.1% of their range from float32 on `calibration` (a batch of inputs; by default 4096 samples uniform in [-1, 1]),
+    and in float32 otherwise (`coopnn.runtime.precision`); "fp16" and "fp32" force a format. `model.weights` and
+    `model.backend_reason` say what was chosen and why.
     `weights_file` (a safetensors file from `Model.save_weights`) replaces every parameter by the tensor of the same
     stable name; ModelFormatError when it is unreadable or does not hold exactly the model's parameters.
     """
@@ -253,13 +260,23 @@ def load(
         from coopnn.train.weights_file import load_weights
 
         graph = load_weights(graph, weights_file)
-    return prepare(graph, backend=backend, weights=weights, device=device)
+    return prepare(graph, backend=backend, weights=weights, device=device, calibration=calibration)
 
 
-def prepare(graph: Graph, *, backend: str = "auto", weights: str = "fp32", device: str | int | None = None) -> Model:
-    """Prepare an already imported and optimised graph on a backend."""
+def prepare(graph: Graph, *, backend: str = "auto", weights: str = "auto", device: str | int | None = None,
+            calibration: Any = None) -> Model:
+    """Prepare an already imported and optimised graph on a backend (see `load` for `weights` and `calibration`)."""
+    reasons = []
+    if weights == "auto":
+        chosen = choose_weights(graph, backend, device, calibration)
+        weights = chosen.weights
+        reasons.append(chosen.reason)
+    elif calibration is not None:
+        raise InputError(f"calibration= is used by weights='auto' only; weights={weights!r} was given")
     choice = backends.choose(backend, graph, weights, device)
     if backend == "auto" and choice.backend.name == "numpy":
-        log.warning("coopnn: no Vulkan backend can run %r here, using numpy (%s)", graph.name, choice.reason)
+        log.warning("coopnn: no Vulkan backend runs %r faster here, using numpy (%s)", graph.name, choice.reason)
     executable = choice.backend.prepare(graph, weights=weights, device=device)
+    if reasons:
+        choice = dataclasses.replace(choice, reason="; ".join([choice.reason] + reasons))
     return Model(graph, choice, executable, weights, device)

@@ -59,6 +59,8 @@ vk = load_vulkan()
 ffi, lib = vk.ffi, vk.lib
 
 SLOTS = 3
+# Descriptor sets a slot keeps, one per distinct list of buffers bound (outputs vary while callers hold earlier ones).
+SETS_PER_SLOT = 4
 # Pooled output buffers kept idle at most; the oldest beyond this are freed.
 IDLE_LIMIT = 8
 # Inputs and pooled outputs are never made smaller than this (bytes), so small batches of varying size share buffers.
@@ -71,8 +73,9 @@ _FALLBACK_QUEUE_LOCK = threading.Lock()
 
 
 def _capacity(nbytes: int, limit: int) -> int:
-    """`nbytes` rounded up to a power of two (at least MIN_BUFFER_BYTES), but no more than `limit`."""
-    return max(nbytes, min(limit, 1 << max(nbytes, MIN_BUFFER_BYTES) - 1).bit_length()))
+    """`nbytes` rounded up to a power of two (at least MIN_BUFFER_BYTES), but to no more than `limit`."""
+    rounded = 1 << (max(nbytes, MIN_BUFFER_BYTES) - 1).bit_length()
+    return max(nbytes, min(limit, rounded))
 
 
 class SharedBuffer:
@@ -164,15 +167,16 @@ class CudaOutput:
     the pool (or frees it, when its bridge is closed). `stream` is what the interface reports: None while the bridge
     wraps it in the caller's framework (PyTorch and CuPy are then used on that stream already)."""
 
-    def __init__(self, pointer: int, shape: tuple[int, ...], stream: int | None = None):
+    def __init__(self, pointer: int, shape: tuple[int, ...], typestr: str, stream: int | None = None):
         self.pointer = pointer
         self.shape = shape
-        self.nbytes = math.prod(shape) * 4
+        self.typestr = typestr
+        self.nbytes = math.prod(shape) * tensors.ACCEPTED_TYPESTRS[typestr]
         self.stream = stream
 
     @property
     def __cuda_array_interface__(self) -> dict:
-        interface = {"shape": self.shape, "typestr": "<f4", "data": (self.pointer, False), "strides": None,
+        interface = {"shape": self.shape, "typestr": self.typestr, "data": (self.pointer, False), "strides": None,
                      "version": 3}
         if self.stream is not None:
             interface["stream"] = 1 if self.stream == tensors.CU_STREAM_LEGACY else self.stream
@@ -195,11 +199,11 @@ class OutputPool:
         self.closed = False
 
     def lend(self, nbytes: int, stream: int, bindable: bool) -> SharedBuffer:
-        """A buffer of at least `nbytes` for a run on `stream` (no larger than one binding when `bindable`)."""
+        """A buffer of at least `nbytes` for a run on `stream` (no larger than a binding may be when `bindable`)."""
         limit = self._bindable_limit if bindable else nbytes
         with self._lock:
             fitting = [(buffer.size, i) for i, (s, buffer) in enumerate(self._idle)
-                       if s == stream and nbytes <= buffer.size <= max(limit, nbytes)]
+                       if s == stream and nbytes <= buffer.size and (not bindable or buffer.size <= limit)]
             if fitting:
                 _, index = min(fitting)
                 buffer = self._idle.pop(index)[1]
@@ -210,8 +214,8 @@ class OutputPool:
             self._lent.add(buffer)
         return buffer
 
-    def output(self, buffer: SharedBuffer, shape: tuple[int, ...], stream: int) -> CudaOutput:
-        output = CudaOutput(buffer.pointer, shape)
+    def output(self, buffer: SharedBuffer, shape: tuple[int, ...], typestr: str, stream: int) -> CudaOutput:
+        output = CudaOutput(buffer.pointer, shape, typestr)
         weakref.finalize(output, self.give_back, buffer, stream).atexit = False
         return output
 
@@ -255,9 +259,10 @@ class OutputPool:
         with self._lock:
             self.closed = True
             idle = [buffer for _, buffer in self._idle] + [buffer for _, buffer in self._returned]
-            self._idle, lent = [], list(self._lent)
+            self._idle = []
             self._returned.clear()
             self._lent -= set(idle)
+            lent = list(self._lent)
         for buffer in idle:
             buffer.release_cuda()
             buffer.release_vulkan()
@@ -266,8 +271,8 @@ class OutputPool:
 
     def counts(self) -> dict[str, int]:
         with self._lock:
-            return {"idle": len(self._idle) + len(self._returned), "lent": len(self._lent - {
-                b for _, b in self._returned})}
+            returned = {buffer for _, buffer in self._returned}
+            return {"idle": len(self._idle) + len(returned), "lent": len(self._lent - returned)}
 
 
 class Slot:
@@ -314,6 +319,7 @@ class Slot:
             raise
         self._tokens = list(reversed(tokens))
         self.inputs: list[SharedBuffer | None] = [None] * input_count
+        self._sets: collections.OrderedDict[tuple[int, ...], Any] = collections.OrderedDict()
         self.chunk_outputs: list[Any] = [None] * output_count  # plain device buffers, for batches of several chunks
         self.in_flight = False
         self._timestamps = ffi.new("uint64_t[2]")
@@ -346,9 +352,23 @@ class Slot:
         check(vk, result, "vkWaitForFences")
         self.in_flight = False
 
+    def descriptor_set(self, kernel, buffers):
+        """A descriptor set of this slot's own binding `buffers` (as the array vkCmdBindDescriptorSets takes). Only
+        this slot's submissions use its sets and it has waited for the last one, so the oldest may be destroyed."""
+        key = tuple(buffer.serial for buffer in buffers)
+        found = self._sets.get(key)
+        if found is None:
+            if len(self._sets) >= SETS_PER_SLOT:
+                self._sets.popitem(last=False)[1].destroy()
+            found = self._sets[key] = kernel.dedicated_descriptor_set(buffers)
+        else:
+            self._sets.move_to_end(key)
+        return found.handle
+
     def record(self, kernel, buffers, shared, push: bytes, groups: int, copies) -> None:
         """Record one dispatch of `kernel` over `buffers`; `shared` are the buffers CUDA also uses (taken from and
         handed back to the external queue family); `copies` are (source, destination, offset, size) copied after."""
+        descriptor_set = self.descriptor_set(kernel, buffers)
         cmd = self.command_buffers[0]
         family = self._context.device.queue_family
         check(vk, lib.vkBeginCommandBuffer(cmd, self._begin_info), "vkBeginCommandBuffer")
@@ -364,8 +384,8 @@ class Slot:
             lib.vkCmdResetQueryPool(cmd, self.query_pool, 0, 2)
             lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, self.query_pool, 0)
         lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
-        lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1,
-                                    kernel.descriptor_set(buffers), 0, ffi.NULL)
+        lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1, descriptor_set, 0,
+                                    ffi.NULL)
         if push:
             lib.vkCmdPushConstants(cmd, kernel.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push),
                                    ffi.from_buffer(push))
@@ -417,6 +437,8 @@ class Slot:
         self.inputs_ready.release_cuda()
 
     def release_vulkan(self) -> None:
+        for descriptor_set in self._sets.values():
+            descriptor_set.destroy()
         for buffer in self.inputs:
             if buffer is not None:
                 buffer.release_vulkan()
@@ -435,6 +457,32 @@ def _ownership_barriers(buffers, source_family: int, destination_family: int, so
         "dstAccessMask": destination_access, "srcQueueFamilyIndex": source_family,
         "dstQueueFamilyIndex": destination_family, "buffer": buffer.handle, "offset": 0, "size": buffer.size}
         for buffer in buffers])
+
+
+class _RunTiming:
+    """The GPU time of one run's dispatches: read from a slot's timestamps before the run reuses it, and from the
+    slots still holding theirs when asked."""
+
+    def __init__(self):
+        self._pending: list[Slot] = []
+        self._measured: list[float | None] = []
+
+    def reusing(self, slot: Slot) -> None:
+        slot.wait()
+        if slot in self._pending:
+            self._pending.remove(slot)
+            self._measured.append(slot.elapsed_ms())
+
+    def submitted(self, slot: Slot) -> None:
+        self._pending.append(slot)
+
+    def total_ms(self) -> float | None:
+        times = self._measured + [slot.elapsed_ms() for slot in self._pending]
+        return None if not times or None in times else sum(times)
+
+
+def _typestr(binding) -> str:
+    return tensors.KERNEL_TYPESTRS[binding.dtype]
 
 
 class _Resources:
@@ -509,7 +557,7 @@ class CudaBridge:
             self.close()
             raise
         self._next_slot = 0
-        self._last_slots: list[Slot] = []
+        self._timing = _RunTiming()
 
     @property
     def closed(self) -> bool:
@@ -521,7 +569,9 @@ class CudaBridge:
         with self._lock:
             if self.closed:
                 raise InputError("this model is closed")
-            return self._run(feeds)
+            # new weights and the executable's close wait for this host part; the GPU part is ordered by the queue
+            with self._executable.gate.shared():
+                return self._run(feeds)
 
     def _read_inputs(self, feeds: Mapping[str, Any]) -> list[tensors.CudaInput]:
         missing = [b.name for b in self._input_bindings if b.name not in feeds]
@@ -552,47 +602,47 @@ class CudaBridge:
             batch, stream = inputs[0].rows, inputs[0].stream
             framework = tensors.framework_of(feeds[self._input_bindings[0].name])
             if batch == 0:
-                return {name: tensors.wrap_output(CudaOutput(0, (0,) + features), framework, self.device, stream,
-                                                  is_bool) for name, (features, is_bool) in self._outputs.items()}
+                return {b.name: tensors.wrap_output(CudaOutput(0, (0,) + self._outputs[b.name][0], _typestr(b)),
+                                                    framework, self.device, stream, self._outputs[b.name][1])
+                        for b in self._output_bindings}
             resources.pool.reclaim()
             single = batch <= self.chunk_limit
             lent = []
             try:
                 for binding in self._output_bindings:
                     lent.append(resources.pool.lend(batch * binding.features * binding.itemsize, stream, single))
-                self._last_slots = [self._dispatch(inputs, lent, start, min(self.chunk_limit, batch - start),
-                                                   single, stream) for start in range(0, batch, self.chunk_limit)]
+                self._timing = _RunTiming()
+                for start in range(0, batch, self.chunk_limit):
+                    self._dispatch(inputs, lent, start, min(self.chunk_limit, batch - start), single, stream)
             except BaseException:
                 for buffer in lent:
                     resources.pool.take_back(buffer, stream)
                 raise
             # later work on the caller's stream waits for the last submission, which follows all earlier ones
             self._driver.wait(resources.done.args, resources.done.value, stream)
-            outputs = {}
-            for binding, buffer in zip(self._output_bindings, lent):
-                features, is_bool = self._outputs[binding.name]
-                output = resources.pool.output(buffer, (batch,) + features, stream)
-                outputs[binding.name] = tensors.wrap_output(output, framework, self.device, stream, is_bool)
-            return outputs
+            # every buffer is owned by an output object before any is wrapped, so a failure gives them all back
+            made = [resources.pool.output(buffer, (batch,) + self._outputs[b.name][0], _typestr(b), stream)
+                    for b, buffer in zip(self._output_bindings, lent)]
+            return {b.name: tensors.wrap_output(output, framework, self.device, stream, self._outputs[b.name][1])
+                    for b, output in zip(self._output_bindings, made)}
 
     def _dispatch(self, inputs: list[tensors.CudaInput], outputs: list[SharedBuffer], start: int, count: int,
-                  single: bool, stream: int) -> Slot:
+                  single: bool, stream: int) -> None:
         """Copy rows [start, start + count) in on `stream` and submit their dispatch on a free slot."""
         executable, context = self._executable, self._context
         slot = self._resources.slots[self._next_slot]
         self._next_slot = (self._next_slot + 1) % SLOTS
-        slot.wait()
+        self._timing.reusing(slot)
         for index, given in enumerate(inputs):
             nbytes = count * given.row_bytes
             buffer = slot.inputs[index]
             if buffer is None or buffer.size < nbytes:
-                if buffer is not None:
+                slot.inputs[index] = None
+                if buffer is not None:  # the slot's last submission, and the copies it waited for, are done
                     buffer.release_cuda()
                     buffer.release_vulkan()
-                    slot.inputs[index] = None
-                slot.inputs[index] = SharedBuffer(context, self._driver,
-                                                  _capacity(nbytes, context.info.limits.max_storage_buffer_range))
-                buffer = slot.inputs[index]
+                buffer = slot.inputs[index] = SharedBuffer(
+                    context, self._driver, _capacity(nbytes, context.info.limits.max_storage_buffer_range))
             source = given.pointer + start * given.pitch
             if given.pitch == given.row_bytes:
                 self._driver.copy(buffer.pointer, source, nbytes, stream)
@@ -612,26 +662,25 @@ class CudaBridge:
         slot.record(executable.kernel, (executable.weights, *slot.inputs, *bound_outputs), shared,
                     executable.binary.pack_push(count=count), executable.kernel.group_count_for(count), copies)
         slot.submit(context.device.queue, self._queue_lock, slot.inputs_ready.value, self._resources.done)
-        return slot
+        self._timing.submitted(slot)
 
     def _chunk_output(self, slot: Slot, index: int, binding, count: int):
         """The slot's own device buffer the kernel writes output `index` of a chunk into."""
         nbytes = count * binding.features * binding.itemsize
         buffer = slot.chunk_outputs[index]
         if buffer is None or buffer.size < nbytes:
+            slot.chunk_outputs[index] = None
             if buffer is not None:
                 buffer.destroy()
-            slot.chunk_outputs[index] = None
-            slot.chunk_outputs[index] = self._context.create_buffer(
+            buffer = slot.chunk_outputs[index] = self._context.create_buffer(
                 _capacity(nbytes, self._context.info.limits.max_storage_buffer_range), HostAccess.NONE)
-        return slot.chunk_outputs[index]
+        return buffer
 
     @property
     def last_gpu_ms(self) -> float | None:
         """GPU time of the last run's dispatches in ms (waits for them to finish); None without timestamps."""
         with self._lock:
-            times = [slot.elapsed_ms() for slot in self._last_slots]
-        return None if not times or None in times else sum(times)
+            return self._timing.total_ms()
 
     def pool_counts(self) -> dict[str, int]:
         """Pooled output buffers: idle, and lent to outputs still alive."""

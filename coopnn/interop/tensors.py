@@ -15,9 +15,9 @@ An interface-only producer needing a conversion goes through PyTorch (InputError
 is read on the stream the caller works on: PyTorch's or CuPy's current stream, or the interface's `stream`.
 
 Outputs: PyTorch in, PyTorch out; CuPy in, CuPy out; any other producer, PyTorch when importable, else the bridge's
-output object itself, which exposes `__cuda_array_interface__` (version 3, with its stream; no `__dlpack__`), and
-whose boolean outputs stay float 0/1. Outputs view memory the bridge owns, without a copy; the returned array keeps
-that memory alive (PyTorch and CuPy hold the output object).
+output object itself, which exposes `__cuda_array_interface__` (version 3, with its stream; no `__dlpack__`) in the
+kernel's element type, boolean outputs as 0/1. Outputs view memory the bridge owns, without a copy; the returned
+array keeps that memory alive (PyTorch and CuPy hold the output object).
 """
 
 from __future__ import annotations
@@ -231,13 +231,16 @@ def _packed_strides(features: tuple[int, ...], itemsize: int) -> tuple[int, ...]
 
 
 def wrap_output(output, framework: str, device: int, stream: int, is_bool: bool):
-    """The bridge's `output` (an object with `__cuda_array_interface__`, `pointer`, `nbytes`, `shape` and a settable
-    `stream`) in the caller's framework, viewing the same memory; ready on `stream`."""
+    """The bridge's `output` (an object with `__cuda_array_interface__`, `pointer`, `nbytes`, `shape`, `typestr` and
+    a settable `stream`) in the caller's framework, ready on `stream`: a float32 view of the same memory, converted on
+    the GPU when the kernel wrote float16, compared with 0 for boolean outputs."""
     if framework == "cupy":
         cupy = sys.modules["cupy"]
         memory = cupy.cuda.UnownedMemory(output.pointer, output.nbytes, output, device)
-        array = cupy.ndarray(output.shape, cupy.float32, cupy.cuda.MemoryPointer(memory, 0))
-        return array != 0 if is_bool else array
+        array = cupy.ndarray(output.shape, cupy.dtype(output.typestr), cupy.cuda.MemoryPointer(memory, 0))
+        if is_bool:
+            return array != 0
+        return array if array.dtype == cupy.float32 else array.astype(cupy.float32)
     if framework == "torch":
         torch = sys.modules["torch"]
     else:
@@ -248,4 +251,6 @@ def wrap_output(output, framework: str, device: int, stream: int, is_bool: bool)
             output.stream = stream
             return output
     tensor = torch.as_tensor(output, device=f"cuda:{device}")
-    return tensor != 0 if is_bool else tensor
+    if is_bool:
+        return tensor != 0
+    return tensor if tensor.dtype == torch.float32 else tensor.float()

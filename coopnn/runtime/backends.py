@@ -37,6 +37,10 @@ class Backend(Protocol):
     def unsupported_reason(self, graph: Graph, weights: str, device: str | int | None) -> str | None:
         """None when the backend can run `graph` with `weights`, otherwise why not."""
 
+    def auto_skip_reason(self, device: str | int | None) -> str | None:
+        """None when `backend="auto"` may take this backend on `device`; otherwise why a slower-ranked one is better
+        there (it can still be asked for by name)."""
+
     def prepare(self, graph: Graph, *, weights: str, device: str | int | None) -> Executable: ...
 
     def refresh(self, executable: Executable, graph: Graph, *, weights: str) -> bool:
@@ -116,7 +120,8 @@ def choose(name: str, graph: Graph, weights: str, device: str | int | None) -> C
         return Choice(backend, "requested")
     passed_over = []
     for backend in all_backends():
-        why = backend.unavailable_reason() or backend.unsupported_reason(graph, weights, device)
+        why = (backend.unavailable_reason() or backend.unsupported_reason(graph, weights, device)
+               or backend.auto_skip_reason(device))
         if why is None:
             reason = "auto: fastest available" if not passed_over else "auto: " + "; ".join(passed_over)
             return Choice(backend, reason)

@@ -151,6 +151,9 @@ class CoopvecBackend:
             return str(e)
         return program_unsupported_reason(chosen_device(device), program)
 
+    def auto_skip_reason(self, device) -> str | None:
+        return None
+
     def prepare(self, graph: Graph, *, weights: str, device) -> KernelExecutable:
         return prepare_coopvec(graph, device)
 

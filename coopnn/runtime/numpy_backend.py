@@ -81,6 +81,9 @@ class NumpyBackend:
             return f"weight format {weights!r} is not supported; supported: {', '.join(FORMATS)}"
         return None
 
+    def auto_skip_reason(self, device) -> str | None:
+        return None
+
     def prepare(self, graph: Graph, *, weights: str, device) -> NumpyExecutable:
         return NumpyExecutable(emulate_weights(graph, weights))
 

@@ -104,6 +104,7 @@ class Binary:
 
 class Target(Protocol):
     name: str
+    default_weights: str  # the weight format compiled when none is asked for
 
     def compile(self, program: KernelProgram, weights: str, workgroup_size: int) -> Binary: ...
 

@@ -382,6 +382,7 @@ class CoopvecEmitter:
 @register_target("coopvec")
 class CoopvecTarget:
     name = "coopvec"
+    default_weights = "fp16"
 
     def compile(self, program: KernelProgram, weights: str = "fp16", workgroup_size: int = 64, *,
                 packed: PackedWeights | None = None) -> Binary:

@@ -274,6 +274,7 @@ class PortableEmitter:
 @register_target("portable")
 class PortableTarget:
     name = "portable"
+    default_weights = "fp32"
 
     def compile(self, program: KernelProgram, weights: str = "fp32", workgroup_size: int = 64, *,
                 packed: PackedWeights | None = None) -> Binary:

@@ -1,0 +1,106 @@
+"""`weights="auto"`: float16 where it is accurate for the model, float32 where it is not, decided on a calibration batch.
+
+Cooperative vectors multiply float16 matrices, about 10 times faster than float32 elsewhere. For ReLU MLPs the
+results barely move (0.03 to 0.05% of the output range for the zoo's benchmark MLPs), but sine layers and frequency
+encodings amplify float16's rounding (0.3% for the zoo's SIREN, 1% for its frequency-encoded material, 8% for a
+thresholded model). So on a device with cooperative vectors, the model's float16 results (`run_fp16_emulation`, the
+exact numpy emulation of the coopvec kernels) are compared with its float32 results on a calibration batch: float16
+is taken when every output stays within AUTO_TOLERANCE of its range (the relative tolerance the float16 kernels are
+tested to), float32 otherwise. Without a calibration batch,
+DEFAULT_CALIBRATION_SAMPLES samples uniform in [-1, 1] are drawn (with a fixed seed): the range neural-shading inputs
+(positions, directions, texture coordinates) are normalised to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+
+from coopnn.errors import InputError
+from coopnn.graph.ir import Graph
+from coopnn.layouts.formats import run_fp16_emulation
+from coopnn.runtime import backends
+from coopnn.runtime.numpy_backend import run_graph
+
+AUTO_TOLERANCE = 1e-3  # largest error of an output, as a fraction of its range on the calibration batch
+DEFAULT_CALIBRATION_SAMPLES = 4096
+FLOAT16_BACKEND = "coopvec"
+
+
+@dataclass(frozen=True)
+class WeightsChoice:
+    weights: str
+    reason: str
+    error: float | None = None  # the float16 error measured, as a fraction of the output range
+
+
+def default_calibration(graph: Graph, samples: int = DEFAULT_CALIBRATION_SAMPLES, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {v.name: rng.uniform(-1.0, 1.0, (samples,) + v.features).astype(np.float32) for v in graph.inputs}
+
+
+def calibration_feeds(graph: Graph, calibration: Any) -> dict[str, np.ndarray]:
+    """The user's calibration batch as float32 arrays keyed by input name (InputError naming what is wrong)."""
+    names = [v.name for v in graph.inputs]
+    if not isinstance(calibration, Mapping):
+        if len(names) != 1:
+            raise InputError(f"calibration for a model with inputs {names}: pass a dict keyed by input name")
+        calibration = {names[0]: calibration}
+    if sorted(calibration) != sorted(names):
+        raise InputError(f"calibration names {sorted(calibration)}; the model's inputs are {names}")
+    feeds = {}
+    for v in graph.inputs:
+        array = np.asarray(calibration[v.name], dtype=np.float32)
+        if array.ndim != 1 + len(v.features) or array.shape[1:] != v.features or array.shape[0] < 1:
+            raise InputError(f"calibration for input {v.name!r} has shape {list(array.shape)}; expected "
+                             f"[samples, {', '.join(map(str, v.features))}]")
+        feeds[v.name] = array
+    return feeds
+
+
+def float16_error(graph: Graph, feeds: Mapping[str, np.ndarray]) -> float:
+    """The largest error of the float16 emulation against float32 over every output, as a fraction of that output's
+    range (peak to peak, or its largest magnitude when constant); boolean outputs count the fraction that flips, and
+    a value finite in one and not in the other counts as the whole range."""
+    reference = run_graph(graph, feeds)
+    emulated = run_fp16_emulation(graph, feeds)
+    worst = 0.0
+    for v in graph.outputs:
+        want, got = np.asarray(reference[v.name]), np.asarray(emulated[v.name])
+        if v.dtype == "bool":
+            worst = max(worst, float(np.mean(want != got)))
+            continue
+        finite = np.isfinite(want)
+        if not np.array_equal(finite, np.isfinite(got)) or not np.array_equal(want[~finite], got[~finite]):
+            return 1.0
+        if not finite.any():
+            continue
+        values = want[finite]
+        scale = float(np.ptp(values)) or float(np.max(np.abs(values))) or 1.0
+        worst = max(worst, float(np.max(np.abs(got[finite] - values))) / scale)
+    return worst
+
+
+def choose_weights(graph: Graph, backend: str, device, calibration: Any = None) -> WeightsChoice:
+    """What `weights="auto"` means for `graph` on `backend` ("auto" or a backend name)."""
+    if backend == FLOAT16_BACKEND:
+        return WeightsChoice("fp16", "weights='auto' on coopvec: float16, the only format its products take")
+    if backend != "auto":
+        return WeightsChoice("fp32", f"weights='auto' on {backend}: float32")
+    coopvec = backends.get(FLOAT16_BACKEND)
+    why = coopvec.unavailable_reason() or coopvec.unsupported_reason(graph, "fp16", device)
+    if why:
+        return WeightsChoice("fp32", "weights='auto': float32, as no float16 backend runs here")
+    feeds = default_calibration(graph) if calibration is None else calibration_feeds(graph, calibration)
+    samples = next(iter(feeds.values())).shape[0]
+    error = float16_error(graph, feeds)
+    source = "your calibration batch" if calibration is not None else "the default calibration batch"
+    if error <= AUTO_TOLERANCE:
+        return WeightsChoice("fp16", f"weights='auto': float16, whose outputs stay within {error:.3%} of their range "
+                                     f"from float32 on {source} ({samples} samples; tolerance "
+                                     f"{AUTO_TOLERANCE:.1%})", error)
+    return WeightsChoice("fp32", f"weights='auto': float32, as float16 puts the outputs {error:.1%} of their range "
+                                 f"away from float32 on {source} ({samples} samples; tolerance {AUTO_TOLERANCE:.1%})",
+                         error)
