@@ -42,7 +42,8 @@ def test_single_input_single_output_takes_and_returns_arrays(mlp):
 def test_inputs_outputs_backend_graph(mlp):
     assert len(mlp.inputs) == 1 and mlp.inputs[0].shape == (None, 32) and mlp.inputs[0].dtype == np.float32
     assert mlp.outputs[0].shape == (None, 16)
-    assert mlp.backend == "numpy" and mlp.backend_reason == "requested"
+    assert mlp.backend == "numpy" and mlp.backend_reason == "requested; weights='auto' on numpy: float32"
+    assert mlp.weights == "fp32"
     assert mlp.graph.parameter_count() == 32 * 64 + 64 + 3 * (64 * 64 + 64) + 64 * 16 + 16
     assert "mlp_32_64x4_16" in repr(mlp) or "numpy" in repr(mlp)
 

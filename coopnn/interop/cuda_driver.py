@@ -280,12 +280,12 @@ class CudaDriver:
 
     def signal(self, semaphore: "SemaphoreArgs", value: int, stream: int) -> None:
         """Set the timeline to `value` once the work queued on `stream` so far is done."""
-        semaphore.signal_params.params.fence.value = value
+        semaphore.signal_params[0].params.fence.value = value
         self._call("cuSignalExternalSemaphoresAsync", semaphore.handles, semaphore.signal_params, 1, stream)
 
     def wait(self, semaphore: "SemaphoreArgs", value: int, stream: int) -> None:
         """Hold back later work on `stream` until the timeline reaches `value`."""
-        semaphore.wait_params.params.fence.value = value
+        semaphore.wait_params[0].params.fence.value = value
         self._call("cuWaitExternalSemaphoresAsync", semaphore.handles, semaphore.wait_params, 1, stream)
 
     # copies

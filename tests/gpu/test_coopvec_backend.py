@@ -69,10 +69,18 @@ def test_a_device_without_the_extension_is_reported_not_used():
 
 
 @pytest.mark.gpu
-def test_auto_selects_coopvec_for_fp16_weights(coopvec_device):
+def test_auto_selects_coopvec_in_float16_where_it_is_accurate(coopvec_device):
+    with coopnn.load(MLP) as model:
+        assert (model.backend, model.weights) == ("coopvec", "fp16")
+        assert "weights='auto': float16" in model.backend_reason
     with coopnn.load(MLP, weights="fp16") as model:
         assert model.backend == "coopvec"
-    with coopnn.load(MLP) as model:
+    with coopnn.load(MLP, backend="coopvec") as model:
+        assert model.weights == "fp16"
+    with coopnn.load(ROOT / "models" / "siren_sdf.onnx") as model:
+        assert (model.backend, model.weights) == ("portable", "fp32")
+        assert "weights='auto': float32" in model.backend_reason
+    with coopnn.load(MLP, weights="fp32") as model:
         assert model.backend == "portable" and "coopvec skipped" in model.backend_reason
 
 

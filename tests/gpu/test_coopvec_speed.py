@@ -33,16 +33,20 @@ def _run_ms(executable, feeds) -> float:
     return float(np.median(times[1:]))
 
 
-def _back_to_back_ms(executable, feeds, batch: int) -> float:
+def _back_to_back_ms(executable, batch: int) -> float:
+    """GPU time per dispatch of the whole batch, dispatched back to back on one slot's buffers."""
     from coopnn.runtime.vk.commands import Dispatch
 
-    executable.max_chunk = batch
-    executable.run(feeds)  # fills the buffers, sized for the whole batch
-    io = tuple(executable.io_buffers[b.index] for b in executable.inputs + executable.outputs)
-    groups = -(-batch // executable.binary.workgroup_size[0])
-    dispatch = Dispatch(executable.kernel, (executable.weights,) + io, np.uint32([batch]), groups)
-    executable.context.run([dispatch] * 3, downloads={})
-    return executable.context.run([dispatch] * BACK_TO_BACK, downloads={}) / BACK_TO_BACK
+    slot = executable.slots.acquire()
+    try:
+        slot.ensure(batch, batch)
+        io = tuple(slot.buffers[b.index] for b in executable.inputs + executable.outputs)
+        dispatch = Dispatch(executable.kernel, (executable.weights,) + io, executable.binary.pack_push(count=batch),
+                            executable.kernel.group_count_for(batch))
+        executable.context.run([dispatch] * 3, downloads={})
+        return executable.context.run([dispatch] * BACK_TO_BACK, downloads={}) / BACK_TO_BACK
+    finally:
+        executable.slots.release(slot)
 
 
 @pytest.mark.parametrize("name", BENCHMARK_MLPS)
@@ -51,15 +55,13 @@ def test_samples_per_second(name):
     rng = np.random.default_rng(0)
     for workgroup in WORKGROUP_SIZES:
         executable = prepare_coopvec(graph, None, workgroup)
-        shipped_chunk = executable.max_chunk
         try:
             for batch in BATCHES:
-                executable.max_chunk = shipped_chunk
                 feeds = {graph.inputs[0].name: rng.uniform(-1, 1, (batch, graph.inputs[0].feature_size))
-                         .astype(np.float16)}
-                chunks = -(-batch // shipped_chunk)
+                         .astype(np.float32)}
                 run_ms = _run_ms(executable, feeds)
-                steady_ms = _back_to_back_ms(executable, feeds, batch)
+                chunks = executable.last_timing.chunks
+                steady_ms = _back_to_back_ms(executable, min(batch, executable.max_chunk))
                 assert run_ms > 0 and steady_ms > 0
                 REPORT.append(f"{name:16s} 2^{batch.bit_length() - 1:<2d} wg {workgroup:3d}: run {run_ms:7.4f} ms "
                               f"{batch / run_ms / 1e6:6.2f} G/s ({chunks} dispatch(es)); back-to-back "

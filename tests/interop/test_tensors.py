@@ -199,6 +199,20 @@ def test_a_failing_call_names_the_function_and_cudas_error_string():
     assert (raised.value.function, raised.value.code) == ("cuMemFree", 700)
 
 
+def test_semaphore_signals_and_waits_pass_the_timeline_value_and_stream():
+    seen = []
+    library = FakeLibcuda()
+    library.cuSignalExternalSemaphoresAsync = lambda handles, params, count, stream: seen.append(
+        ("signal", handles[0], params[0].params.fence.value, count, stream)) or 0
+    library.cuWaitExternalSemaphoresAsync = lambda handles, params, count, stream: seen.append(
+        ("wait", handles[0], params[0].params.fence.value, count, stream)) or 0
+    driver = cuda_driver.CudaDriver(library)
+    semaphore = cuda_driver.SemaphoreArgs(0x5E)
+    driver.signal(semaphore, 41, stream=0xAB)
+    driver.wait(semaphore, 42, stream=0xCD)
+    assert seen == [("signal", 0x5E, 41, 1, 0xAB), ("wait", 0x5E, 42, 1, 0xCD)]
+
+
 def test_devices_are_matched_by_uuid_zero_bytes_included():
     uuids = ["00112233445566778899aabbccddeeff", "ff00ee00dd00cc00bb00aa0099008800"]
     driver = cuda_driver.CudaDriver(FakeLibcuda(uuids=uuids))

@@ -15,3 +15,10 @@ def validated_device(monkeypatch):
         pytest.skip(reason)
     if validation_off_reason() is None:
         monkeypatch.setenv("COOPNN_VALIDATION", "1")
+
+
+def auto_backends() -> tuple[str, ...]:
+    """The backends `backend="auto"` may take here: numpy on a CPU Vulkan device (lavapipe), a Vulkan one on a GPU."""
+    from coopnn.runtime.kernel_backend import chosen_device
+
+    return ("numpy",) if chosen_device(None).device_type == "cpu" else ("portable", "coopvec")

@@ -11,6 +11,7 @@ import pytest
 
 import coopnn
 from tests.conftest import ROOT, ZOO, ort_run, random_feeds
+from tests.vulkan.conftest import auto_backends
 
 pytestmark = pytest.mark.vulkan
 TIMINGS: dict[str, float] = {}
@@ -71,9 +72,11 @@ def test_fp16_weights_match_an_fp16_rounded_reference():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
-def test_auto_prefers_portable_over_numpy():
+def test_auto_takes_a_gpu_over_numpy_and_numpy_over_a_cpu_device():
     with coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx") as model:
-        assert model.backend in ("portable", "coopvec")
+        assert model.backend in auto_backends()
+        if model.backend == "numpy":
+            assert "is a CPU Vulkan device" in model.backend_reason
 
 
 def test_nan_propagates():
