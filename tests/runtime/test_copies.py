@@ -1,0 +1,26 @@
+"""`copy_rows`: the threaded copy equals numpy's own for every split, dtype and memory order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coopnn.runtime import copies
+
+
+@pytest.mark.parametrize("source", ["float64", "float16", "fortran", "strided", "float32"])
+def test_threaded_copy_equals_numpy(monkeypatch, source):
+    monkeypatch.setattr(copies, "MIN_BYTES_PER_THREAD", 64)
+    base = np.random.default_rng(0).uniform(-1, 1, (1001, 7))
+    src = {"float64": base, "float16": base.astype(np.float16), "fortran": np.asfortranarray(base),
+           "strided": np.repeat(base, 3, axis=0)[::3], "float32": base.astype(np.float32)}[source]
+    dst = np.full((1001, 7), np.nan, np.float32)
+    copies.copy_rows(dst, src)
+    np.testing.assert_array_equal(dst, src.astype(np.float32))
+
+
+def test_small_copies_stay_on_the_calling_thread(monkeypatch):
+    monkeypatch.setattr(copies, "_executor", lambda: pytest.fail("a small copy used the thread pool"))
+    dst = np.empty((10, 3), np.float32)
+    copies.copy_rows(dst, np.ones((10, 3)))
+    assert (dst == 1).all()
