@@ -21,6 +21,7 @@ from coopnn.errors import InputError
 from coopnn.graph.ir import Graph, Value
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
+from coopnn.interop import is_cuda_array
 from coopnn.runtime import backends
 from coopnn.runtime.precision import choose_weights
 from coopnn.train.parameters import parameters, with_parameters
@@ -58,6 +59,7 @@ class Model:
         self._pending_parameters: Callable[[], Mapping[str, np.ndarray]] | None = None
         self._executable_is_stale = False
         self._lock = threading.RLock()
+        self._last_runner: Any = executable
 
     @property
     def graph(self) -> Graph:
@@ -109,11 +111,31 @@ class Model:
         `out` (an array, or a dict of arrays for several outputs) receives the results in place: C-contiguous float32
         (bool for boolean outputs) of the output's shape. A model may be called from many threads at once.
         """
-        feeds = self.feeds(x)
+        named = self._named(x)
+        if any(is_cuda_array(v) for v in named.values()):
+            return self._run_on_cuda(named, out)
+        feeds = self._check_arrays(named)
         batch = next(iter(feeds.values())).shape[0]
         targets = self._check_out(out, batch)
         executable = self._current_executable()
         outputs = executable.run(feeds, targets) if targets else executable.run(feeds)
+        self._last_runner = executable
+        return self._unpack(outputs)
+
+    def _run_on_cuda(self, named: dict[str, Any], out: Any):
+        """CUDA arrays (PyTorch, CuPy, DLPack) in, arrays of the same framework out, with no host round trip
+        (`coopnn.interop.cuda_bridge`)."""
+        if out is not None:
+            raise InputError("out= takes numpy arrays; CUDA inputs give CUDA outputs")
+        executable = self._current_executable()
+        if not hasattr(executable, "cuda_bridge"):
+            raise InputError(f"CUDA arrays need a Vulkan backend; model {self.graph.name!r} runs on {self.backend}")
+        bridge = executable.cuda_bridge()
+        outputs = bridge.run(named)
+        self._last_runner = bridge
+        return self._unpack(outputs)
+
+    def _unpack(self, outputs: Mapping[str, Any]):
         single = len(self.inputs) == 1 and len(self.outputs) == 1
         return outputs[self.outputs[0].name] if single else {t.name: outputs[t.name] for t in self.outputs}
 
@@ -135,20 +157,23 @@ class Model:
     __call__ = run
 
     def feeds(self, x: Any) -> dict[str, np.ndarray]:
-        """`x` checked as `run` checks it: float32 arrays keyed by input name (InputError naming what is wrong)."""
+        """`x` checked as `run` checks it: float arrays keyed by input name (InputError naming what is wrong)."""
+        return self._check_arrays(self._named(x))
+
+    def _named(self, x: Any) -> dict[str, Any]:
+        """`x` keyed by input name: a dict with exactly the model's input names, or the one input of the model."""
         if isinstance(x, Mapping):
-            feeds = self._check_names(x)
-        elif len(self.inputs) == 1:
-            feeds = {self.inputs[0].name: x}
-        else:
-            names = ", ".join(t.name for t in self.inputs)
-            raise InputError(f"model {self.graph.name!r} has {len(self.inputs)} inputs ({names}): pass a dict")
-        return self._check_arrays(feeds)
+            return self._check_names(x)
+        if len(self.inputs) == 1:
+            return {self.inputs[0].name: x}
+        names = ", ".join(t.name for t in self.inputs)
+        raise InputError(f"model {self.graph.name!r} has {len(self.inputs)} inputs ({names}): pass a dict")
 
     @property
     def last_gpu_ms(self) -> float | None:
-        """GPU time of the last `run()` in milliseconds, from timestamp queries (None on the numpy backend)."""
-        return getattr(self._executable, "last_gpu_ms", None)
+        """GPU time of the last `run()` in milliseconds, from timestamp queries (None on the numpy backend); after a
+        run on CUDA arrays, reading it waits for that run."""
+        return getattr(self._last_runner, "last_gpu_ms", None)
 
     @property
     def device_messages(self) -> list[str]:

@@ -20,7 +20,7 @@ import functools
 import threading
 from typing import Iterator
 
-from coopnn.errors import BackendUnavailableError, CoopnnError
+from coopnn.errors import BackendUnavailableError, DeviceError
 
 LIBRARY = "libcuda.so.1"
 
@@ -38,7 +38,7 @@ CUdeviceptr = ctypes.c_ulonglong
 Handle = ctypes.c_void_p  # CUcontext, CUstream, CUexternalMemory, CUexternalSemaphore, CUarray
 
 
-class CudaError(CoopnnError):
+class CudaError(DeviceError):
     """A CUDA driver call failed; `function` and `code` say which and how."""
 
     def __init__(self, function: str, code: int, description: str):

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 import sys
+
+import numpy as np
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +75,8 @@ def _dlpack_device_type(x: Any) -> int | None:
 
 def is_cuda_array(x: Any) -> bool:
     """Whether `x` is an array in CUDA device memory that the CUDA bridge can read (see the module docstring)."""
+    if isinstance(x, np.ndarray):  # the common case, answered without looking for frameworks
+        return False
     tensor = _torch_tensor_class()
     if tensor is not None and isinstance(x, tensor):
         return bool(x.is_cuda)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from typing import Callable, Mapping
 
 import numpy as np
@@ -81,6 +82,8 @@ class KernelExecutable:
             self.gate = RunGate(f"model {graph.name!r}")
             self.last_gpu_ms: float | None = None
             self.last_timing = None
+            self._cuda_bridge = None
+            self._cuda_bridge_lock = threading.Lock()
         except BaseException:
             self.context.close()
             raise
@@ -124,12 +127,23 @@ class KernelExecutable:
             self.weights.upload(np.frombuffer(packed.data, np.uint8))
         return True
 
+    def cuda_bridge(self):
+        """The `coopnn.interop.CudaBridge` running this executable on CUDA arrays, made on first use."""
+        from coopnn.interop import CudaBridge
+
+        with self._cuda_bridge_lock:
+            if self._cuda_bridge is None:
+                self._cuda_bridge = CudaBridge(self)
+            return self._cuda_bridge
+
     @property
     def debug_messages(self) -> list[str]:
         return list(self.context.debug_messages)
 
     def close(self) -> None:
         if self.gate.close():
+            if self._cuda_bridge is not None:
+                self._cuda_bridge.close()
             self.slots.destroy()
             self.context.close()
 

@@ -71,6 +71,22 @@ def test_torch_tensors_in_and_out_match_the_numpy_path(torch, mlp):
     assert bridge.last_gpu_ms > 0
 
 
+def test_model_run_takes_and_returns_torch_cuda_tensors(torch):
+    with coopnn.load(MLP) as model:
+        assert model.backend == "coopvec"
+        x = torch.rand(4097, 32, device="cuda") * 2 - 1
+        y = model.run(x)
+        assert isinstance(y, torch.Tensor) and y.is_cuda and y.shape == (4097, 16)
+        np.testing.assert_array_equal(y.cpu().numpy(), model.run(x.cpu().numpy()))
+        model.run(x)
+        assert model.last_gpu_ms > 0
+        with pytest.raises(InputError, match="out= takes numpy arrays"):
+            model.run(x, out=np.empty((4097, 16), np.float32))
+    with coopnn.load(MLP, backend="numpy") as model:
+        with pytest.raises(InputError, match="CUDA arrays need a Vulkan backend"):
+            model.run(torch.rand(3, 32, device="cuda"))
+
+
 def test_other_dtypes_and_layouts_are_converted_on_the_gpu(torch, mlp):
     model, bridge = mlp
     base = torch.rand(3000, 40, device="cuda", dtype=torch.float64) * 2 - 1
