@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import math
 import sys
-
-import numpy as np
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from coopnn.errors import InputError
 
