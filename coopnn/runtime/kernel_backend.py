@@ -17,6 +17,7 @@ import numpy as np
 from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.graph.ir import Graph
 from coopnn.layouts.pack import PackedWeights
+from coopnn.runtime import host_arrays
 from coopnn.runtime.run_gate import RunGate
 from coopnn.shaders.targets import Binary
 
@@ -78,6 +79,8 @@ class KernelExecutable:
             self.max_chunk = max(1, min(group_limit, range_limit, MAX_IO_BUFFER_BYTES // widest))
             # samples per pipelined chunk; tests lower it to cross chunk boundaries with small batches
             self.chunk = chunk_samples(self.inputs, self.outputs, self.max_chunk, binary.workgroup_size[0])
+            # where the slots' outputs live (None: `choose_placement`'s pick); set before the first run to compare
+            self.output_placement = None
             self.slots = SlotPool(self._make_slot)
             self.gate = RunGate(f"model {graph.name!r}")
             self.last_gpu_ms: float | None = None
@@ -92,7 +95,7 @@ class KernelExecutable:
         from coopnn.runtime.host_path import IOSlot
 
         return IOSlot(self.context, self.kernel, self.weights, self.inputs, self.outputs,
-                      lambda n: self.binary.pack_push(count=n))
+                      lambda n: self.binary.pack_push(count=n), self.output_placement)
 
     def run(self, feeds: Mapping[str, np.ndarray],
             out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
@@ -103,7 +106,7 @@ class KernelExecutable:
         batch = next(iter(feeds.values())).shape[0]
         out = out or {}
         shaped = {v.name: out[v.name] if v.name in out else
-                  np.empty((batch,) + v.features, np.bool_ if v.dtype == "bool" else np.float32)
+                  host_arrays.empty((batch,) + v.features, np.bool_ if v.dtype == "bool" else np.float32)
                   for v in self.graph.outputs}
         # the kernel writes float32 rows; boolean outputs go through a float32 array and are compared after
         rows = {b.name: (np.empty((batch, b.features), np.float32) if shaped[b.name].dtype == np.bool_

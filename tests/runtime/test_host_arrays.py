@@ -1,0 +1,41 @@
+"""Pooled output arrays: a block returns to the pool only when the last view of it is gone, and is reused."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+
+from coopnn.runtime import host_arrays
+
+
+def test_small_arrays_are_plain_numpy():
+    a = host_arrays.empty((10, 3), np.float32)
+    assert a.shape == (10, 3) and a.dtype == np.float32 and a.flags.owndata
+
+
+def test_a_block_comes_back_only_after_every_view_is_gone(monkeypatch):
+    pool = host_arrays._BlockPool(1 << 30)
+    monkeypatch.setattr(host_arrays, "_POOL", pool)
+    a = host_arrays.empty((1 << 18, 4), np.float32)
+    assert a.flags.c_contiguous and a.flags.writeable and a.shape == (1 << 18, 4)
+    address = a.ctypes.data
+    view = a[5:9]
+    del a
+    gc.collect()
+    view[:] = 7.0  # still backed by the block
+    assert len(pool._idle) == 0
+    del view
+    gc.collect()
+    assert len(pool._idle) == 1
+    again = host_arrays.empty((1 << 18, 4), np.float32)
+    assert again.ctypes.data == address and len(pool._idle) == 0
+
+
+def test_idle_blocks_are_bounded(monkeypatch):
+    pool = host_arrays._BlockPool(3 << 20)
+    monkeypatch.setattr(host_arrays, "_POOL", pool)
+    arrays = [host_arrays.empty((1 << 20,), np.uint8) for _ in range(5)]
+    del arrays
+    gc.collect()
+    assert pool._idle_bytes <= 3 << 20 and len(pool._idle) == 3
