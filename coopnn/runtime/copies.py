@@ -1,9 +1,10 @@
 """Copies of large arrays between the user's memory and mapped Vulkan memory, spread over several threads.
 
 One core copies about 10 GB/s into mapped device memory and reads about 5 GB/s from host-cached memory; eight reach
-26 and 23 GB/s (H100 machine, `../shared/gpu/h100-host-path.md`). numpy releases the GIL while it copies and casts
+26 and 23 GB/s, sixteen 28 and 24 GB/s (H100 machine, `../shared/gpu/h100-host-path.md`). numpy releases the GIL while it copies and casts
 arrays of numbers, so a small process-wide thread pool gets that bandwidth. `copy_rows` converts the element type and
-gathers strided or Fortran-ordered sources in the same pass, so every input is read exactly once.
+gathers strided or Fortran-ordered sources in the same pass, so every input is read exactly once; `start_copy` runs
+one in the background, so that the host path copies one chunk in while it copies the previous one out.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 
 # Below this many bytes per part a thread costs more than it saves.
 MIN_BYTES_PER_THREAD = 1 << 20
-COPY_THREADS = max(1, min(8, os.cpu_count() or 1))
+COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
 
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
@@ -26,21 +27,53 @@ def _executor() -> ThreadPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=COPY_THREADS - 1, thread_name_prefix="coopnn-copy")
+            # a copy in and a copy out may run side by side, each on up to COPY_THREADS
+            _pool = ThreadPoolExecutor(max_workers=2 * COPY_THREADS, thread_name_prefix="coopnn-copy")
         return _pool
 
 
-def copy_rows(dst: np.ndarray, src: np.ndarray) -> None:
-    """`dst[...] = src` (same number of rows; any strides; src cast to dst's dtype), split by rows over threads."""
+class PendingCopy:
+    """Parts of a copy running on the pool; `wait()` returns once all are done (raising the first error)."""
+
+    def __init__(self, futures: list):
+        self._futures = futures
+
+    def wait(self) -> None:
+        errors = [f.exception() for f in self._futures]
+        self._futures = []
+        first = next((e for e in errors if e is not None), None)
+        if first is not None:
+            raise first
+
+
+def _bounds(dst: np.ndarray, src: np.ndarray, threads: int) -> list[int]:
     rows = dst.shape[0]
-    nbytes = max(dst.nbytes, src.nbytes)
-    parts = min(COPY_THREADS, nbytes // MIN_BYTES_PER_THREAD, rows)
-    if parts <= 1:
+    parts = max(1, min(threads, max(dst.nbytes, src.nbytes) // MIN_BYTES_PER_THREAD, rows))
+    return [rows * i // parts for i in range(parts + 1)]
+
+
+def start_copy(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS) -> PendingCopy:
+    """Begin `dst[...] = src` (as `copy_rows`) on the pool's threads, in up to `threads` parts, and return at once
+    (a copy too small to split is done before returning)."""
+    bounds = _bounds(dst, src, threads)
+    if len(bounds) == 2:
+        # one part: handing it to a thread would cost more than the copy
+        np.copyto(dst, src, casting="unsafe")
+        return PendingCopy([])
+    return PendingCopy([_executor().submit(np.copyto, dst[a:b], src[a:b], casting="unsafe")
+                        for a, b in zip(bounds[:-1], bounds[1:])])
+
+
+def copy_rows(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS) -> None:
+    """`dst[...] = src` (same number of rows; any strides; src cast to dst's dtype), split by rows over up to
+    `threads` threads, the calling one included."""
+    bounds = _bounds(dst, src, threads)
+    if len(bounds) == 2:
         np.copyto(dst, src, casting="unsafe")
         return
-    bounds = [rows * i // parts for i in range(parts + 1)]
-    futures = [_executor().submit(np.copyto, dst[a:b], src[a:b], casting="unsafe")
-               for a, b in zip(bounds[1:-1], bounds[2:])]
-    np.copyto(dst[:bounds[1]], src[:bounds[1]], casting="unsafe")
-    for future in futures:
-        future.result()
+    pending = PendingCopy([_executor().submit(np.copyto, dst[a:b], src[a:b], casting="unsafe")
+                           for a, b in zip(bounds[1:-1], bounds[2:])])
+    try:
+        np.copyto(dst[:bounds[1]], src[:bounds[1]], casting="unsafe")
+    finally:
+        pending.wait()

@@ -10,6 +10,7 @@ are kept up to IDLE_BYTES in all; beyond that the oldest go back to the system.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 import weakref
 from collections import deque
@@ -31,10 +32,11 @@ class _BlockPool:
     def take(self, nbytes: int) -> np.ndarray:
         """An idle block of at least `nbytes` (the smallest that fits, within twice the size), else a new one."""
         with self._lock:
-            fitting = [b for b in self._idle if nbytes <= b.size <= 2 * nbytes]
+            fitting = [i for i, b in enumerate(self._idle) if nbytes <= b.size <= 2 * nbytes]
             if fitting:
-                block = min(fitting, key=lambda b: b.size)
-                self._idle.remove(block)
+                index = min(fitting, key=lambda i: self._idle[i].size)
+                block = self._idle[index]
+                del self._idle[index]  # by position: numpy arrays compare element by element
                 self._idle_bytes -= block.size
                 return block
         return np.empty(nbytes, np.uint8)
@@ -53,7 +55,7 @@ _POOL = _BlockPool(IDLE_BYTES)
 def empty(shape: tuple[int, ...], dtype) -> np.ndarray:
     """An uninitialised C-contiguous array; large ones are views of a pooled block (see the module docstring)."""
     dtype = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)
     nbytes = count * dtype.itemsize
     if nbytes < POOLED_BYTES:
         return np.empty(shape, dtype)

@@ -1,7 +1,7 @@
 """The host path of a compiled model: the user's arrays in, through mapped Vulkan memory, and the results out.
 
-A run splits its batch into chunks and pipelines them over `IOSlot`s: while the GPU runs chunk k, the host copies
-chunk k+1 into the next slot, then copies chunk k's results out. Each slot owns its input and output buffers, a
+A run splits its batch into chunks and pipelines them over `IOSlot`s: while the copy threads write chunk k+1 into the
+next slot, the calling thread waits for chunk k on the GPU and copies its results out. Each slot owns its input and output buffers, a
 descriptor set and a `Lane` (command buffer, fence, timestamps), so calls from several threads overlap on the GPU with
 no shared mutable state but the pool's free list; the pool's size bounds the memory in use. Nothing is allocated per
 call once the slots have grown to the batch sizes in use.
@@ -9,7 +9,9 @@ call once the slots have grown to the batch sizes in use.
 Where the data goes (`coopnn.runtime.vk.memory.choose_placement`): inputs are written by the host straight into
 device-local memory it can map (all of an H100's memory, through resizable BAR), or into a staging buffer copied by
 the GPU in the same submission; outputs are read from host-cached memory, written there by the GPU's copy after the
-dispatch (or directly by the shader on devices whose device memory is host-cached, such as CPU devices). Inputs and
+dispatch (or directly by the shader on devices whose device memory is host-cached, such as CPU devices). Having the
+shader write host-cached memory across the bus instead was measured on the H100 (`bench/results/*-host-variants.md`):
+as fast at 2^10 samples, but its kernel ran 6 to 130 times longer at 2^14 to 2^21 samples. Inputs and
 outputs are float32 in memory; the user's float16, float64, strided or Fortran-ordered arrays are converted in the
 copy (`coopnn.runtime.copies.copy_rows`), never twice.
 """
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 import numpy as np
 
-from coopnn.runtime.copies import copy_rows
+from coopnn.runtime.copies import copy_rows, start_copy
 from coopnn.runtime.vk.lane import Lane, barrier, copy_buffer
 from coopnn.runtime.vk.loader import load_vulkan
 from coopnn.runtime.vk.memory import HostAccess, Placement
@@ -41,8 +43,6 @@ lib, ffi = vk.lib, vk.ffi
 FLOAT32 = np.dtype(np.float32)
 # Slots per model: two pipeline one call's chunks; more let calls from other threads overlap on the GPU too.
 SLOTS = 4
-# Chunks one call keeps in flight.
-PIPELINE_DEPTH = 2
 # Input and output bytes per chunk: large enough that a chunk's fixed cost (a submission and a fence, tens of
 # microseconds) is small against its copies (about 1.3 ms at 26 GB/s), small enough that the first chunk's copy in and
 # the last one's copy out, which nothing overlaps, stay short.
@@ -53,7 +53,7 @@ CHUNK_IO_BYTES = 32 << 20
 class RunTiming:
     """Where the wall-clock time of the last run went, in milliseconds (host side) and the GPU's own time."""
 
-    copy_in_ms: float = 0.0  # user arrays -> mapped memory (conversion included)
+    copy_in_ms: float = 0.0  # user arrays -> mapped memory (conversion included), beyond what overlapped copy out
     submit_ms: float = 0.0  # recording (when the chunk size changed) and vkQueueSubmit
     wait_ms: float = 0.0  # the host waiting for the GPU
     copy_out_ms: float = 0.0  # mapped memory -> output arrays
@@ -66,11 +66,9 @@ class IOSlot:
     """One chunk's input and output buffers, the descriptor set binding them, and the lane that runs them."""
 
     def __init__(self, context: VulkanContext, kernel: ComputeKernel, weights: Buffer,
-                 inputs: Sequence[Binding], outputs: Sequence[Binding], push: Callable[[int], bytes],
-                 output_placement: Placement | None = None):
+                 inputs: Sequence[Binding], outputs: Sequence[Binding], push: Callable[[int], bytes]):
         self.context, self.kernel, self.weights = context, kernel, weights
         self.inputs, self.outputs = tuple(inputs), tuple(outputs)
-        self.output_placement = output_placement
         self._push = push
         self.lane = Lane(context.device, context.tracker, context.queue_lock)
         self.capacity = 0
@@ -85,11 +83,8 @@ class IOSlot:
         capacity = min(max_samples, 1 << max(samples - 1, 1).bit_length())
         self._drop_buffers()
         for b in self.inputs + self.outputs:
-            size = capacity * b.features * FLOAT32.itemsize
-            if b.role == "input":
-                self.buffers[b.index] = self.context.create_buffer(size, HostAccess.WRITE)
-            else:
-                self.buffers[b.index] = self.context.create_buffer(size, HostAccess.READ, self.output_placement)
+            access = HostAccess.WRITE if b.role == "input" else HostAccess.READ
+            self.buffers[b.index] = self.context.create_buffer(capacity * b.features * FLOAT32.itemsize, access)
         ordered = (self.weights,) + tuple(self.buffers[b.index] for b in self.inputs + self.outputs)
         self._descriptor_set = self.kernel.dedicated_descriptor_set(ordered)
         self.capacity = capacity
@@ -208,13 +203,19 @@ def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Bind
                feeds: Mapping[str, np.ndarray], results: Mapping[str, np.ndarray], chunk: int,
                max_samples: int) -> RunTiming:
     """Run the whole batch of `feeds` (arrays keyed by input name, rows = samples) chunk by chunk, writing every
-    output row into `results` (float32 arrays keyed by output name)."""
+    output row into `results` (float32 arrays keyed by output name).
+
+    Chunk k's inputs are copied in on the copy threads while the calling thread waits for chunk k-1 and copies its
+    results out; then chunk k is submitted. A call holds at most two slots: the one being filled and the one on the
+    GPU.
+    """
     timing = RunTiming()
     started = time.perf_counter()
     batch = next(iter(feeds.values())).shape[0]
     pending: deque[tuple[IOSlot, int, int]] = deque()
 
-    def finish(slot: IOSlot, start: int, n: int) -> None:
+    def retire(slot: IOSlot, start: int, n: int) -> None:
+        """Wait for a launched chunk and copy its results out (the slot stays the caller's)."""
         t0 = time.perf_counter()
         gpu_ms = slot.finish()
         t1 = time.perf_counter()
@@ -224,6 +225,12 @@ def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Bind
         timing.copy_out_ms += (time.perf_counter() - t1) * 1e3
         timing.gpu_ms = None if gpu_ms is None or timing.gpu_ms is None else timing.gpu_ms + gpu_ms
 
+    def retire_and_release(slot: IOSlot, start: int, n: int) -> None:
+        try:
+            retire(slot, start, n)
+        finally:
+            pool.release(slot)
+
     try:
         for start in range(0, batch, chunk):
             n = min(chunk, batch - start)
@@ -232,36 +239,34 @@ def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Bind
                 # every slot is busy (other threads): finish our oldest chunk and reuse its slot
                 slot, done_start, done_n = pending.popleft()
                 try:
-                    finish(slot, done_start, done_n)
+                    retire(slot, done_start, done_n)
                 except BaseException:
                     pool.release(slot)
                     raise
-            t0 = time.perf_counter()
             try:
+                t0 = time.perf_counter()
                 slot.ensure(n, max_samples)
-                for b in inputs:
-                    copy_rows(slot.view(b, n), feeds[b.name][start:start + n].reshape(n, b.features))
-                t1 = time.perf_counter()
+                copying = [start_copy(slot.view(b, n), feeds[b.name][start:start + n].reshape(n, b.features))
+                           for b in inputs]
+                timing.copy_in_ms += (time.perf_counter() - t0) * 1e3
+                try:
+                    while pending:  # the previous chunk, on the GPU while this one is copied in
+                        retire_and_release(*pending.popleft())
+                finally:
+                    t0 = time.perf_counter()
+                    for copy in copying:
+                        copy.wait()
+                    timing.copy_in_ms += (time.perf_counter() - t0) * 1e3
+                t0 = time.perf_counter()
                 slot.launch(n)
+                timing.submit_ms += (time.perf_counter() - t0) * 1e3
             except BaseException:
                 pool.release(slot)
                 raise
             pending.append((slot, start, n))
-            timing.copy_in_ms += (t1 - t0) * 1e3
-            timing.submit_ms += (time.perf_counter() - t1) * 1e3
             timing.chunks += 1
-            if len(pending) >= PIPELINE_DEPTH:
-                slot, done_start, done_n = pending.popleft()
-                try:
-                    finish(slot, done_start, done_n)
-                finally:
-                    pool.release(slot)
         while pending:
-            slot, done_start, done_n = pending.popleft()
-            try:
-                finish(slot, done_start, done_n)
-            finally:
-                pool.release(slot)
+            retire_and_release(*pending.popleft())
     finally:
         # an error (or an interrupt) left chunks in flight: their slots go back only once the GPU is done with them
         while pending:

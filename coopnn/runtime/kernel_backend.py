@@ -79,8 +79,6 @@ class KernelExecutable:
             self.max_chunk = max(1, min(group_limit, range_limit, MAX_IO_BUFFER_BYTES // widest))
             # samples per pipelined chunk; tests lower it to cross chunk boundaries with small batches
             self.chunk = chunk_samples(self.inputs, self.outputs, self.max_chunk, binary.workgroup_size[0])
-            # where the slots' outputs live (None: `choose_placement`'s pick); set before the first run to compare
-            self.output_placement = None
             self.slots = SlotPool(self._make_slot)
             self.gate = RunGate(f"model {graph.name!r}")
             self.last_gpu_ms: float | None = None
@@ -95,7 +93,7 @@ class KernelExecutable:
         from coopnn.runtime.host_path import IOSlot
 
         return IOSlot(self.context, self.kernel, self.weights, self.inputs, self.outputs,
-                      lambda n: self.binary.pack_push(count=n), self.output_placement)
+                      lambda n: self.binary.pack_push(count=n))
 
     def run(self, feeds: Mapping[str, np.ndarray],
             out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:

@@ -24,3 +24,13 @@ def test_small_copies_stay_on_the_calling_thread(monkeypatch):
     dst = np.empty((10, 3), np.float32)
     copies.copy_rows(dst, np.ones((10, 3)))
     assert (dst == 1).all()
+
+
+def test_a_started_copy_finishes_in_the_background_and_reports_errors(monkeypatch):
+    monkeypatch.setattr(copies, "MIN_BYTES_PER_THREAD", 64)
+    src = np.random.default_rng(1).uniform(-1, 1, (5000, 9))
+    dst = np.empty((5000, 9), np.float32)
+    copies.start_copy(dst, src).wait()
+    np.testing.assert_array_equal(dst, src.astype(np.float32))
+    with pytest.raises(ValueError):
+        copies.start_copy(np.empty((5000, 8), np.float32), src).wait()

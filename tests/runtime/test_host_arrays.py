@@ -39,3 +39,13 @@ def test_idle_blocks_are_bounded(monkeypatch):
     del arrays
     gc.collect()
     assert pool._idle_bytes <= 3 << 20 and len(pool._idle) == 3
+
+
+def test_the_smallest_fitting_block_is_taken(monkeypatch):
+    pool = host_arrays._BlockPool(1 << 30)
+    monkeypatch.setattr(host_arrays, "_POOL", pool)
+    big, small = host_arrays.empty((3 << 20,), np.uint8), host_arrays.empty((2 << 20,), np.uint8)
+    small_address = small.ctypes.data
+    del big, small
+    gc.collect()
+    assert host_arrays.empty((3 << 19,), np.uint8).ctypes.data == small_address

@@ -1,10 +1,8 @@
 """Storage buffers and where their memory lives: `Buffer`, with `write()`/`read()` for the host side.
 
-Four placements:
+Three placements:
   DIRECT  one buffer in memory that is both device-local and host-visible (ReBAR, unified memory, CPU devices),
           persistently mapped: writes and reads touch it directly.
-  HOST    one buffer in host memory (host-cached where there is some), persistently mapped, bound by shaders as it is:
-          the GPU reads and writes it across the bus, with no copy command.
   STAGED  a device-local buffer plus a persistently mapped staging buffer; `write()` fills the staging buffer and the
           dispatcher records the copies in the same submission as the dispatch (uploads before, downloads after).
   DEVICE  device-local only (weights, scratch): `write()`/`read()` go through a temporary staging buffer in a
@@ -54,7 +52,6 @@ BAR_WINDOW_BYTES = 256 << 20
 
 class Placement(enum.Enum):
     DIRECT = "direct"
-    HOST = "host"
     STAGED = "staged"
     DEVICE = "device"
 
@@ -176,10 +173,6 @@ class Buffer:
             if memory_type is None:
                 raise ValueError(f"{context.info.name} has no host-visible device-local memory for DIRECT")
             self._device = RawBuffer(context, size, STORAGE_USAGE, (memory_type.property_flags,), mapped=True,
-                                     device_address=device_address)
-            self._staging = self._device
-        elif self.placement is Placement.HOST:
-            self._device = RawBuffer(context, size, STORAGE_USAGE, DOWNLOAD_STAGING_PREFERENCES, mapped=True,
                                      device_address=device_address)
             self._staging = self._device
         else:
