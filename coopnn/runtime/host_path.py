@@ -94,10 +94,14 @@ class IOSlot:
         return self.buffers[binding.index].mapped(FLOAT32, samples * binding.features).reshape(samples,
                                                                                                binding.features)
 
-    def launch(self, samples: int) -> None:
-        """Submit the chunk of `samples` whose inputs were written (recorded again only when the count changed)."""
-        if self._recorded_for != samples:
-            self._record(samples)
+    def launch(self, samples: int, targets: Mapping[int, tuple[object, int]] | None = None) -> None:
+        """Submit the chunk of `samples` whose inputs were written; `targets` sends outputs (by binding index) to a
+        (VkBuffer, byte offset) in imported host memory instead of the slot's own. Recorded again only when the
+        count or the targets changed."""
+        key = (samples, tuple(sorted((targets or {}).items())))
+        if self._recorded_for != key:
+            self._record(samples, targets or {})
+            self._recorded_for = key
         self.lane.submit()
 
     def finish(self) -> float | None:
@@ -105,7 +109,7 @@ class IOSlot:
         self.lane.wait()
         return self.lane.elapsed_ms()
 
-    def _record(self, samples: int) -> None:
+    def _record(self, samples: int, targets: Mapping[int, tuple[object, int]]) -> None:
         self._recorded_for = None
         cmd = self.lane.begin()
         # after the weight updates and other work earlier on the queue
@@ -126,15 +130,16 @@ class IOSlot:
                                ffi.from_buffer(push))
         lib.vkCmdDispatch(cmd, self.kernel.group_count_for(samples), 1, 1)
         self.lane.timestamp(cmd, 1)
-        staged_outputs = [b for b in self.outputs if self.buffers[b.index].placement is Placement.STAGED]
-        if staged_outputs:
+        downloads = [(b, targets.get(b.index)) for b in self.outputs
+                     if b.index in targets or self.buffers[b.index].placement is Placement.STAGED]
+        if downloads:
             barrier(cmd, "shaders_to_downloads")
-        for b in staged_outputs:
+        for b, target in downloads:
             buffer = self.buffers[b.index]
-            copy_buffer(cmd, buffer.handle, buffer.staging_handle, 0, 0, samples * b.features * FLOAT32.itemsize)
+            destination, offset = target or (buffer.staging_handle, 0)
+            copy_buffer(cmd, buffer.handle, destination, 0, offset, samples * b.features * FLOAT32.itemsize)
         barrier(cmd, "device_to_host")
         self.lane.end()
-        self._recorded_for = samples
 
     def _drop_buffers(self) -> None:
         if self._descriptor_set is not None:
@@ -201,9 +206,10 @@ class SlotPool:
 
 def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Binding],
                feeds: Mapping[str, np.ndarray], results: Mapping[str, np.ndarray], chunk: int,
-               max_samples: int) -> RunTiming:
+               max_samples: int, imported: Mapping[int, tuple[object, int]] | None = None) -> RunTiming:
     """Run the whole batch of `feeds` (arrays keyed by input name, rows = samples) chunk by chunk, writing every
-    output row into `results` (float32 arrays keyed by output name).
+    output row into `results` (float32 arrays keyed by output name). `imported` maps output bindings whose result
+    array is imported host memory to (VkBuffer, byte offset of its first row): the GPU copies those rows there itself.
 
     Chunk k's inputs are copied in on the copy threads while the calling thread waits for chunk k-1 and copies its
     results out; then chunk k is submitted. A call holds at most two slots: the one being filled and the one on the
@@ -213,13 +219,16 @@ def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Bind
     started = time.perf_counter()
     batch = next(iter(feeds.values())).shape[0]
     pending: deque[tuple[IOSlot, int, int]] = deque()
+    imported = imported or {}
+    copied_outputs = [b for b in outputs if b.index not in imported]
+    row_bytes = {b.index: b.features * FLOAT32.itemsize for b in outputs}
 
     def retire(slot: IOSlot, start: int, n: int) -> None:
         """Wait for a launched chunk and copy its results out (the slot stays the caller's)."""
         t0 = time.perf_counter()
         gpu_ms = slot.finish()
         t1 = time.perf_counter()
-        for b in outputs:
+        for b in copied_outputs:
             copy_rows(results[b.name][start:start + n], slot.view(b, n))
         timing.wait_ms += (t1 - t0) * 1e3
         timing.copy_out_ms += (time.perf_counter() - t1) * 1e3
@@ -258,7 +267,8 @@ def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Bind
                         copy.wait()
                     timing.copy_in_ms += (time.perf_counter() - t0) * 1e3
                 t0 = time.perf_counter()
-                slot.launch(n)
+                slot.launch(n, {index: (buffer.handle, offset + start * row_bytes[index])
+                                for index, (buffer, offset) in imported.items()})
                 timing.submit_ms += (time.perf_counter() - t0) * 1e3
             except BaseException:
                 pool.release(slot)

@@ -25,8 +25,13 @@ from coopnn.shaders.targets import Binary
 MAX_IO_BUFFER_BYTES = 128 << 20
 # The Khronos validation layer is switched on by this variable (tests set it; it slows everything down).
 VALIDATION_ENV = "COOPNN_VALIDATION"
-# Enabled whenever the device lists them: what exchanging memory and semaphores with CUDA needs (`coopnn.interop`).
-INTEROP_EXTENSIONS = frozenset({"VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd"})
+# Enabled whenever the device lists them: what exchanging memory and semaphores with CUDA needs (`coopnn.interop`),
+# and importing host memory for results (`runtime/vk/host_import.py`).
+INTEROP_EXTENSIONS = frozenset({"VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd",
+                                "VK_EXT_external_memory_host"})
+# Results at least this large are copied by the GPU straight into the result array (imported host memory) rather than
+# into the slot's staging memory and then by the host.
+IMPORT_MIN_BYTES = 4 << 20
 INTEROP_FEATURES = frozenset({"timelineSemaphore"})
 
 
@@ -112,12 +117,33 @@ class KernelExecutable:
         if batch:
             with self.gate.shared():
                 timing = run_chunks(self.slots, self.inputs, self.outputs, feeds, rows,
-                                    min(self.chunk, self.max_chunk), self.max_chunk)
+                                    min(self.chunk, self.max_chunk), self.max_chunk, self._imported_results(rows))
             self.last_timing, self.last_gpu_ms = timing, timing.gpu_ms
         for name, array in shaped.items():
             if array.dtype == np.bool_:
                 np.not_equal(rows[name].reshape(array.shape), 0, out=array)
         return shaped
+
+    def _imported_results(self, rows: Mapping[str, np.ndarray]) -> dict[int, tuple[object, int]]:
+        """Output bindings whose result array is a pooled host block large enough to gain from the GPU copying into
+        it directly, each with the block's import in this context and the offset of the array in it."""
+        from coopnn.runtime.vk.host_import import ImportedHostBuffer, import_alignment
+
+        alignment = import_alignment(self.context)
+        if alignment is None:
+            return {}
+        imported = {}
+        for b in self.outputs:
+            found = host_arrays.block_of(rows[b.name])
+            if found is None or rows[b.name].nbytes < IMPORT_MIN_BYTES:
+                continue
+            block, offset = found
+            if block.address % alignment or block.size % alignment:
+                continue
+            context = self.context
+            imported[b.index] = (block.imported(id(context), lambda: ImportedHostBuffer(
+                context, block.address, block.size)), offset)
+        return imported
 
     def replace_weights(self, packed: PackedWeights) -> bool:
         """Upload new weight values laid out as the current ones (same entries); False, leaving the weights as they

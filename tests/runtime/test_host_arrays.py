@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 import numpy as np
+import pytest
 
 from coopnn.runtime import host_arrays
 
@@ -49,3 +50,34 @@ def test_the_smallest_fitting_block_is_taken(monkeypatch):
     del big, small
     gc.collect()
     assert host_arrays.empty((3 << 19,), np.uint8).ctypes.data == small_address
+
+
+class _FakeImport:
+    def __init__(self):
+        self.alive = True
+
+    def destroy(self):
+        self.alive = False
+
+
+def test_blocks_are_page_aligned_and_found_from_views(monkeypatch):
+    monkeypatch.setattr(host_arrays, "_POOL", host_arrays._BlockPool(1 << 30))
+    a = host_arrays.empty((1 << 16, 8), np.float32)
+    block, offset = host_arrays.block_of(a[100:])
+    assert block.address % 4096 == 0 and block.size % host_arrays.BLOCK_GRANULE == 0
+    assert offset == 100 * 8 * 4
+    assert host_arrays.block_of(np.empty((1 << 16, 8), np.float32)) is None
+
+
+def test_imports_are_made_once_per_context_and_released_before_the_memory(monkeypatch):
+    pool = host_arrays._BlockPool(host_arrays.BLOCK_GRANULE * 16)
+    monkeypatch.setattr(host_arrays, "_POOL", pool)
+    block = host_arrays.Block(1 << 20)
+    made = []
+    first = block.imported(1, lambda: made.append(_FakeImport()) or made[-1])
+    assert block.imported(1, lambda: pytest.fail("imported twice")) is first
+    first.alive = False  # released with its context
+    assert block.imported(1, lambda: made.append(_FakeImport()) or made[-1]) is made[1]
+    pool.give_back(block)
+    pool.give_back(host_arrays.Block(1 << 20))  # over the idle limit: the oldest block goes
+    assert made[1].alive is False

@@ -16,7 +16,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from coopnn.errors import DeviceLostError
-from coopnn.runtime.vk.loader import check, load_vulkan
+from coopnn.runtime.vk.loader import check, load_vulkan, result_of
 
 if TYPE_CHECKING:
     from coopnn.runtime.vk.device import Device
@@ -98,7 +98,7 @@ class Lane:
                 self._query_pool = query_pool
         except vk.VkError as exc:
             tracker.release_many(reversed(tokens))
-            check(vk, _result_of(exc), "creating a command lane")
+            check(vk, result_of(vk, exc), "creating a command lane")
             raise
         self._fence = fence
         self._timestamp_mask = (1 << self.info.timestamp_valid_bits) - 1
@@ -180,8 +180,3 @@ class Lane:
 
     def destroy(self) -> None:
         self._release()
-
-
-def _result_of(exc: Exception) -> int:
-    """The VkResult behind one of pyvulkan's exceptions."""
-    return next((code for code, kind in vk.exception_codes.items() if isinstance(exc, kind)), -13)

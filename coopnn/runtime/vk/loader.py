@@ -46,3 +46,8 @@ def check(vk: ModuleType, result: int, call: str, accepted: tuple[int, ...] = (0
         raise DeviceMemoryError(f"{call} reported {_OUT_OF_MEMORY[result]}: use smaller batches or free other GPU work")
     error = vk.exception_codes.get(result)
     raise DeviceError(f"{call} returned {result} ({error.__name__ if error else 'unknown VkResult'})")
+
+
+def result_of(vk: ModuleType, exc: Exception) -> int:
+    """The VkResult behind one of pyvulkan's exceptions (VK_ERROR_UNKNOWN when it names none)."""
+    return next((code for code, kind in vk.exception_codes.items() if isinstance(exc, kind)), -13)

@@ -194,3 +194,23 @@ def test_2000_calls_grow_neither_vulkan_objects_nor_host_memory(monkeypatch):
         gc.collect()
         assert context.live_objects() == objects
         assert _rss_bytes() - rss < 8 << 20, "host memory grew by more than 8 MiB over 2,000 runs"
+
+
+def test_large_results_are_copied_by_the_gpu_into_the_result_array(monkeypatch):
+    from coopnn.runtime import host_arrays, kernel_backend
+    from coopnn.runtime.vk.host_import import import_alignment
+
+    monkeypatch.setattr(kernel_backend, "IMPORT_MIN_BYTES", 1 << 20)
+    with coopnn.load(MLP, backend="portable") as model:
+        executable = model._executable
+        if import_alignment(executable.context) is None:
+            pytest.skip(f"{executable.context.info.name} lacks VK_EXT_external_memory_host")
+        executable.chunk = 8192
+        x = np.random.default_rng(2).uniform(-1, 1, (40000, 32)).astype(np.float32)
+        y = model.run(x)
+        assert host_arrays.block_of(y) is not None
+        assert executable.last_timing.copy_out_ms < executable.last_timing.total_ms / 10
+        np.testing.assert_allclose(y, _reference(MLP, x), rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(model.run(x, out=np.empty_like(y)), y)  # out= goes through staging
+        assert model.device_messages == []
+    np.testing.assert_allclose(y, _reference(MLP, x), rtol=1e-4, atol=1e-5)  # the result outlives its model
