@@ -1,7 +1,8 @@
 """Runs the benchmark suite: the three benchmark MLPs and the zoo's neural-shading models on every available coopnn
 backend and baseline, and writes `<out>/<device>-<date>.json`, `.md` and `.png` (see bench/README.md).
 
-    python3 bench/run.py                 # the full suite: batches 2^14, 2^18, 2^21, 30 runs after warm-up
+    python3 bench/run.py                 # the full suite: batches 2^14, 2^18, 2^21, 30 runs after warm-up, then the
+                                         # end-to-end section (`coopnn.bench.end_to_end`, also bench/host_path.py)
     python3 bench/run.py --quick         # a check that everything runs: small batches, few runs, well under a minute
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
 
+from coopnn.bench import end_to_end  # noqa: E402
 from coopnn.bench.caches import disable_driver_shader_caches  # noqa: E402
 from coopnn.bench.environment import results_stem  # noqa: E402
 from coopnn.bench.measure import Budget  # noqa: E402
@@ -21,6 +23,7 @@ from coopnn.bench.plot import plot_throughput, plot_unavailable_reason  # noqa: 
 from coopnn.bench.report import markdown_report, save, text_report  # noqa: E402
 from coopnn.bench.runners import select_runners  # noqa: E402
 from coopnn.bench.suite import DEFAULT_BATCHES, Settings, parse_batches, run_suite  # noqa: E402
+from coopnn.bench.torch_runners import cuda_unavailable_reason  # noqa: E402
 from coopnn.errors import CoopnnError  # noqa: E402
 
 BENCHMARK_MLPS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
@@ -28,6 +31,7 @@ NEURAL_SHADING = ("neural_material_freq", "siren_sdf", "nerf_skip_two_heads", "r
                   "sdf_softplus")
 SUITE = BENCHMARK_MLPS + NEURAL_SHADING
 RESULTS = ROOT / "bench" / "results"
+END_TO_END_BATCHES = (10, 14, 18, 21)  # log2
 
 # --quick: proves the harness end to end on any machine (numpy and lavapipe included) in seconds, not a measurement.
 QUICK_BATCHES = (1 << 10, 1 << 12)
@@ -51,6 +55,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                  f"(default {budget.max_run_seconds:g})")
     p.add_argument("--out", type=Path, default=RESULTS, help=f"directory for the results (default {RESULTS})")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.add_argument("--no-end-to-end", action="store_true",
+                   help="skip the end-to-end section (Model.run against PyTorch's paths and the copy floor)")
     return p.parse_args(argv)
 
 
@@ -102,7 +108,21 @@ def main(argv: list[str] | None = None) -> int:
     for line in write_results(document, args.out, stem, plot=not args.no_plot):
         print(line)
     print(f"suite took {document['seconds']:.0f} s")
+    if not (args.quick or args.no_end_to_end):
+        print(end_to_end_section(paths, args.out))
     return 0
+
+
+def end_to_end_section(paths: list[Path], out: Path) -> str:
+    """The end-to-end measurement of the benchmark MLPs among `paths` (`coopnn.bench.end_to_end`), or why not."""
+    mlps = [p for p in paths if p.stem in BENCHMARK_MLPS]
+    if not mlps:
+        return "end-to-end: no benchmark MLP among the models"
+    try:
+        document = end_to_end.measure(mlps, END_TO_END_BATCHES, torch=cuda_unavailable_reason() is None)
+    except CoopnnError as e:
+        return f"end-to-end: skipped ({e})"
+    return end_to_end.write(document, out).read_text()
 
 
 if __name__ == "__main__":
