@@ -47,6 +47,10 @@ SLOTS = 4
 # microseconds) is small against its copies (about 1.3 ms at 26 GB/s), small enough that the first chunk's copy in and
 # the last one's copy out, which nothing overlaps, stay short.
 CHUNK_IO_BYTES = 32 << 20
+# Mid-sized batches are cut into at least this many chunks of at least this many bytes: with a single chunk, nothing
+# overlaps its copy in and its copy out.
+MIN_CHUNKS = 4
+MIN_CHUNK_IO_BYTES = 1 << 20
 
 
 @dataclass
@@ -290,7 +294,19 @@ def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Bind
 
 
 def chunk_samples(inputs: Sequence[Binding], outputs: Sequence[Binding], max_samples: int, workgroup: int) -> int:
-    """Samples per chunk: CHUNK_IO_BYTES of input and output rows, whole workgroups, at most `max_samples`."""
-    row_bytes = sum(b.features for b in tuple(inputs) + tuple(outputs)) * FLOAT32.itemsize
-    samples = max(workgroup, CHUNK_IO_BYTES // max(row_bytes, 1) // workgroup * workgroup)
+    """The largest chunk: CHUNK_IO_BYTES of input and output rows, whole workgroups, at most `max_samples`."""
+    samples = max(workgroup, CHUNK_IO_BYTES // _row_bytes(inputs, outputs) // workgroup * workgroup)
     return min(samples, max_samples)
+
+
+def split_batch(batch: int, largest: int, inputs: Sequence[Binding], outputs: Sequence[Binding],
+                workgroup: int) -> int:
+    """Samples per chunk for a batch: at most `largest`, and small enough to cut a batch of more than
+    2 * MIN_CHUNK_IO_BYTES into at least MIN_CHUNKS, so that copies in and out overlap even in mid-sized batches."""
+    smallest = max(workgroup, MIN_CHUNK_IO_BYTES // _row_bytes(inputs, outputs) // workgroup * workgroup)
+    even = -(-batch // MIN_CHUNKS)
+    return min(largest, max(smallest, -(-even // workgroup) * workgroup))
+
+
+def _row_bytes(inputs: Sequence[Binding], outputs: Sequence[Binding]) -> int:
+    return max(1, sum(b.features for b in tuple(inputs) + tuple(outputs)) * FLOAT32.itemsize)

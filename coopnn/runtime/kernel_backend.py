@@ -31,7 +31,7 @@ INTEROP_EXTENSIONS = frozenset({"VK_KHR_external_memory_fd", "VK_KHR_external_se
                                 "VK_EXT_external_memory_host"})
 # Results at least this large are copied by the GPU straight into the result array (imported host memory) rather than
 # into the slot's staging memory and then by the host.
-IMPORT_MIN_BYTES = 4 << 20
+IMPORT_MIN_BYTES = 1 << 20
 INTEROP_FEATURES = frozenset({"timelineSemaphore"})
 
 
@@ -104,7 +104,7 @@ class KernelExecutable:
             out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Outputs for `feeds` (arrays of any float dtype and strides, keyed by input name), written into the arrays
         of `out` where given (C-contiguous, float32 or bool as the output is, checked by the caller)."""
-        from coopnn.runtime.host_path import run_chunks
+        from coopnn.runtime.host_path import run_chunks, split_batch
 
         batch = next(iter(feeds.values())).shape[0]
         out = out or {}
@@ -115,9 +115,11 @@ class KernelExecutable:
         rows = {b.name: (np.empty((batch, b.features), np.float32) if shaped[b.name].dtype == np.bool_
                          else shaped[b.name].reshape(batch, b.features)) for b in self.outputs}
         if batch:
+            chunk = split_batch(batch, min(self.chunk, self.max_chunk), self.inputs, self.outputs,
+                                self.binary.workgroup_size[0])
             with self.gate.shared():
-                timing = run_chunks(self.slots, self.inputs, self.outputs, feeds, rows,
-                                    min(self.chunk, self.max_chunk), self.max_chunk, self._imported_results(rows))
+                timing = run_chunks(self.slots, self.inputs, self.outputs, feeds, rows, chunk, self.max_chunk,
+                                    self._imported_results(rows))
             self.last_timing, self.last_gpu_ms = timing, timing.gpu_ms
         for name, array in shaped.items():
             if array.dtype == np.bool_:
