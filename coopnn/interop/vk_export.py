@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from coopnn.errors import BackendUnavailableError
 from coopnn.runtime.vk.loader import check, load_vulkan
-from coopnn.runtime.vk.memory import _serials
+from coopnn.runtime.vk.memory import buffer_serials
 
 if TYPE_CHECKING:
     from coopnn.runtime.vk.context import VulkanContext
@@ -95,7 +95,7 @@ class ExportedBuffer:
         tracker = context.tracker
         self.context = context
         self.size = size
-        self.serial = next(_serials)  # keys descriptor-set caches, like Buffer.serial
+        self.serial = next(buffer_serials)  # keys descriptor-set caches, like Buffer.serial
         external = ffi.new("VkExternalMemoryBufferCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, "handleTypes": MEMORY_HANDLE_TYPE})
         create_info = ffi.new("VkBufferCreateInfo*", {

@@ -33,6 +33,7 @@ from coopnn.runtime.vk.memory import HostAccess, Placement
 
 if TYPE_CHECKING:
     from coopnn.runtime.vk.context import VulkanContext
+    from coopnn.runtime.vk.host_import import ImportedHostBuffer
     from coopnn.runtime.vk.memory import Buffer
     from coopnn.runtime.vk.pipeline import ComputeKernel
     from coopnn.shaders.targets.base import Binding
@@ -50,7 +51,7 @@ CHUNK_IO_BYTES = 32 << 20
 # Mid-sized batches are cut into at least this many chunks of at least this many bytes: with a single chunk, nothing
 # overlaps its copy in and its copy out.
 MIN_CHUNKS = 4
-MIN_CHUNK_IO_BYTES = 1 << 20
+MIN_CHUNK_IO_BYTES = 2 << 20
 
 
 @dataclass
@@ -78,7 +79,6 @@ class IOSlot:
         self.capacity = 0
         self.buffers: dict[int, Buffer] = {}
         self._descriptor_set = None
-        self._recorded_for: int | None = None
 
     def ensure(self, samples: int, max_samples: int) -> None:
         """Grow the buffers to hold `samples` (to the next power of two, at most `max_samples`)."""
@@ -98,14 +98,14 @@ class IOSlot:
         return self.buffers[binding.index].mapped(FLOAT32, samples * binding.features).reshape(samples,
                                                                                                binding.features)
 
-    def launch(self, samples: int, targets: Mapping[int, tuple[object, int]] | None = None) -> None:
+    def launch(self, samples: int, targets: Mapping[int, tuple[ImportedHostBuffer, int]] | None = None) -> None:
         """Submit the chunk of `samples` whose inputs were written; `targets` sends outputs (by binding index) to a
-        (VkBuffer, byte offset) in imported host memory instead of the slot's own. Recorded again only when the
-        count or the targets changed."""
-        key = (samples, tuple(sorted((targets or {}).items())))
-        if self._recorded_for != key:
-            self._record(samples, targets or {})
-            self._recorded_for = key
+        (imported host buffer, byte offset) instead of the slot's own memory. Each combination is recorded once
+        and resubmitted (`Lane.use`)."""
+        targets = targets or {}
+        # serials, never reused, name the target buffers (a destroyed buffer's handle may come back for another)
+        key = (self.capacity, samples, tuple(sorted((i, t.serial, o) for i, (t, o) in targets.items())))
+        self.lane.use(key, lambda cmd: self._record(cmd, samples, targets))
         self.lane.submit()
 
     def finish(self) -> float | None:
@@ -113,9 +113,7 @@ class IOSlot:
         self.lane.wait()
         return self.lane.elapsed_ms()
 
-    def _record(self, samples: int, targets: Mapping[int, tuple[object, int]]) -> None:
-        self._recorded_for = None
-        cmd = self.lane.begin()
+    def _record(self, cmd, samples: int, targets: Mapping[int, tuple[ImportedHostBuffer, int]]) -> None:
         # after the weight updates and other work earlier on the queue
         barrier(cmd, "after_previous_work")
         self.lane.reset_timestamps(cmd)
@@ -140,10 +138,9 @@ class IOSlot:
             barrier(cmd, "shaders_to_downloads")
         for b, target in downloads:
             buffer = self.buffers[b.index]
-            destination, offset = target or (buffer.staging_handle, 0)
+            destination, offset = (target[0].handle, target[1]) if target else (buffer.staging_handle, 0)
             copy_buffer(cmd, buffer.handle, destination, 0, offset, samples * b.features * FLOAT32.itemsize)
         barrier(cmd, "device_to_host")
-        self.lane.end()
 
     def _drop_buffers(self) -> None:
         if self._descriptor_set is not None:
@@ -153,7 +150,6 @@ class IOSlot:
             buffer.destroy()
         self.buffers = {}
         self.capacity = 0
-        self._recorded_for = None
 
     def destroy(self) -> None:
         self._drop_buffers()
@@ -210,10 +206,10 @@ class SlotPool:
 
 def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Binding],
                feeds: Mapping[str, np.ndarray], results: Mapping[str, np.ndarray], chunk: int,
-               max_samples: int, imported: Mapping[int, tuple[object, int]] | None = None) -> RunTiming:
+               max_samples: int, imported: Mapping[int, tuple[ImportedHostBuffer, int]] | None = None) -> RunTiming:
     """Run the whole batch of `feeds` (arrays keyed by input name, rows = samples) chunk by chunk, writing every
     output row into `results` (float32 arrays keyed by output name). `imported` maps output bindings whose result
-    array is imported host memory to (VkBuffer, byte offset of its first row): the GPU copies those rows there itself.
+    array is imported host memory to (its buffer, byte offset of its first row): the GPU copies those rows there.
 
     Chunk k's inputs are copied in on the copy threads while the calling thread waits for chunk k-1 and copies its
     results out; then chunk k is submitted. A call holds at most two slots: the one being filled and the one on the
@@ -271,7 +267,7 @@ def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Bind
                         copy.wait()
                     timing.copy_in_ms += (time.perf_counter() - t0) * 1e3
                 t0 = time.perf_counter()
-                slot.launch(n, {index: (buffer.handle, offset + start * row_bytes[index])
+                slot.launch(n, {index: (buffer, offset + start * row_bytes[index])
                                 for index, (buffer, offset) in imported.items()})
                 timing.submit_ms += (time.perf_counter() - t0) * 1e3
             except BaseException:

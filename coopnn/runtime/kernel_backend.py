@@ -126,7 +126,7 @@ class KernelExecutable:
                 np.not_equal(rows[name].reshape(array.shape), 0, out=array)
         return shaped
 
-    def _imported_results(self, rows: Mapping[str, np.ndarray]) -> dict[int, tuple[object, int]]:
+    def _imported_results(self, rows: Mapping[str, np.ndarray]) -> dict:
         """Output bindings whose result array is a pooled host block large enough to gain from the GPU copying into
         it directly, each with the block's import in this context and the offset of the array in it."""
         from coopnn.runtime.vk.host_import import ImportedHostBuffer, import_alignment

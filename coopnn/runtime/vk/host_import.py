@@ -13,6 +13,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from coopnn.runtime.vk.loader import check, load_vulkan, result_of
+from coopnn.runtime.vk.memory import buffer_serials
 
 if TYPE_CHECKING:
     from coopnn.runtime.vk.context import VulkanContext
@@ -58,6 +59,7 @@ class ImportedHostBuffer:
             check(vk, result_of(vk, exc), "vkGetMemoryHostPointerPropertiesEXT")
         external = vk.VkExternalMemoryBufferCreateInfo(handleTypes=HOST_ALLOCATION)
         self.size = size
+        self.serial = next(buffer_serials)
         self.handle = vk.vkCreateBuffer(device, vk.VkBufferCreateInfo(
             pNext=external, size=size, usage=vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT,
             sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE), None)

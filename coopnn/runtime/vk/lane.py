@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from coopnn.errors import DeviceLostError
 from coopnn.runtime.vk.loader import check, load_vulkan, result_of
@@ -30,6 +30,8 @@ FENCE_TIMEOUT_NS = 600 * 10**9
 # How long `wait` polls before sleeping in the driver (seconds), and how long each sleep lasts at most (ns).
 SPIN_SECONDS = 200e-6
 SLEEP_SLICE_NS = 10**9
+# Recordings a lane keeps for resubmission: a slot's chunks of a repeated batch (offsets into the result included).
+RECORDINGS = 16
 VK_NOT_READY = 1
 VK_TIMEOUT = 2
 
@@ -113,15 +115,35 @@ class Lane:
             "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1,
             "pCommandBuffers": self._command_buffers})
         self.in_flight = False
+        self._pool = pool
+        self._recordings: dict = {}  # key -> command buffer, least recently used first
         self._release = weakref.finalize(self, tracker.release_many, list(reversed(tokens)))
 
     def begin(self):
-        """Start recording anew (the previous recording is dropped); returns the command buffer."""
+        """Start recording anew into the lane's own command buffer (its previous recording is dropped) and make it the
+        one `submit` sends; returns the command buffer."""
+        self._command_buffers[0] = self.command_buffer
         check(vk, lib.vkBeginCommandBuffer(self.command_buffer, self._begin_info), "vkBeginCommandBuffer")
         return self.command_buffer
 
     def end(self) -> None:
-        check(vk, lib.vkEndCommandBuffer(self.command_buffer), "vkEndCommandBuffer")
+        check(vk, lib.vkEndCommandBuffer(self._command_buffers[0]), "vkEndCommandBuffer")
+
+    def use(self, key, record: Callable[[object], None]) -> None:
+        """Make the recording named `key` the one `submit` sends, recording it with `record(command_buffer)` the first
+        time; up to RECORDINGS are kept, and the least recently used one's command buffer is recorded anew."""
+        cmd = self._recordings.pop(key, None)
+        if cmd is None:
+            if len(self._recordings) < RECORDINGS:
+                cmd = vk.vkAllocateCommandBuffers(self._device, vk.VkCommandBufferAllocateInfo(
+                    commandPool=self._pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, commandBufferCount=1))[0]
+            else:
+                cmd = self._recordings.pop(next(iter(self._recordings)))
+            check(vk, lib.vkBeginCommandBuffer(cmd, self._begin_info), "vkBeginCommandBuffer")
+            record(cmd)
+            check(vk, lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
+        self._recordings[key] = cmd
+        self._command_buffers[0] = cmd
 
     def reset_timestamps(self, cmd) -> None:
         if self._query_pool is not None:

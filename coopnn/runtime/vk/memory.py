@@ -44,7 +44,7 @@ STORAGE_USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRAN
                  | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 STAGING_USAGE = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
 
-_serials = itertools.count()
+buffer_serials = itertools.count()  # never reused: names buffers in caches (descriptor sets, recordings)
 
 # Host-visible device-local heaps at most this large are the legacy BAR window, too small to hold batches.
 BAR_WINDOW_BYTES = 256 << 20
@@ -164,7 +164,7 @@ class Buffer:
                              f"{min(limits.max_buffer_size, limits.max_memory_allocation_size)} bytes")
         self.context = context
         self.size = size
-        self.serial = next(_serials)  # never reused, unlike Vulkan handles and Python ids: keys descriptor-set caches
+        self.serial = next(buffer_serials)  # never reused, unlike Vulkan handles and Python ids: keys descriptor-set caches
         self.host_access = host_access
         self.placement = placement or choose_placement(context.info, host_access)
         host_reads = HostAccess.READ in host_access
