@@ -21,6 +21,7 @@ from coopnn.errors import (
 from coopnn.compiler import Program, compile
 from coopnn.model import Model, TensorInfo, load
 from coopnn.runtime.backends import BackendStatus
+from coopnn.runtime.host_arrays import empty
 from coopnn.train import optim
 from coopnn.train.builders import mlp
 from coopnn.train.trainer import Trainer
@@ -47,6 +48,7 @@ __all__ = [
     "Model",
     "Program",
     "compile",
+    "empty",
     "ModelFormatError",
     "TensorInfo",
     "Trainer",

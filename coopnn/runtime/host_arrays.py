@@ -100,9 +100,11 @@ def _returned(key: int, block: Block) -> None:
     _POOL.give_back(block)
 
 
-def empty(shape: tuple[int, ...], dtype) -> np.ndarray:
-    """An uninitialised C-contiguous array; large ones are views of a pooled block (see the module docstring)."""
+def empty(shape: tuple[int, ...], dtype=np.float32) -> np.ndarray:
+    """An uninitialised C-contiguous array; large ones are views of a pooled block (see the module docstring), which
+    the GPU writes directly when the array is passed to `Model.run(x, out=...)`. Exported as `coopnn.empty`."""
     dtype = np.dtype(dtype)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
     count = math.prod(shape)
     nbytes = count * dtype.itemsize
     if nbytes < POOLED_BYTES:
