@@ -20,6 +20,7 @@ from coopnn.errors import (
 )
 from coopnn.compiler import Program, compile
 from coopnn.model import Model, TensorInfo, load
+from coopnn.interop.device_arrays import DeviceArray, to_device
 from coopnn.runtime.backends import BackendStatus
 from coopnn.runtime.host_arrays import empty
 from coopnn.train import optim
@@ -40,6 +41,7 @@ __all__ = [
     "BackendStatus",
     "BackendUnavailableError",
     "CompileError",
+    "DeviceArray",
     "CoopnnError",
     "DeviceError",
     "DeviceLostError",
@@ -58,4 +60,5 @@ __all__ = [
     "load",
     "mlp",
     "optim",
+    "to_device",
 ]

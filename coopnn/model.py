@@ -22,6 +22,7 @@ from coopnn.graph.ir import Graph, Value
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.interop import is_cuda_array
+from coopnn.interop.device_arrays import DeviceArray, run_on_device
 from coopnn.runtime import backends
 from coopnn.runtime.precision import choose_weights
 from coopnn.train.parameters import parameters, with_parameters
@@ -114,6 +115,8 @@ class Model:
         named = self._named(x)
         if any(is_cuda_array(v) for v in named.values()):
             return self._run_on_cuda(named, out)
+        if any(isinstance(v, DeviceArray) for v in named.values()):
+            return self._run_on_device_arrays(named, out)
         feeds = self._check_arrays(named)
         batch = next(iter(feeds.values())).shape[0]
         targets = self._check_out(out, batch)
@@ -133,6 +136,19 @@ class Model:
         bridge = executable.cuda_bridge()
         outputs = bridge.run(named)
         self._last_runner = bridge
+        return self._unpack(outputs)
+
+    def _run_on_device_arrays(self, named: dict[str, Any], out: Any):
+        """`coopnn.to_device` arrays in, new device arrays out (`coopnn.interop.device_arrays`)."""
+        if out is not None:
+            raise InputError("out= takes numpy arrays; device array inputs give device array outputs")
+        if not all(isinstance(v, DeviceArray) for v in named.values()):
+            raise InputError("pass every input as a device array (coopnn.to_device) or none")
+        executable = self._current_executable()
+        if not hasattr(executable, "cuda_bridge"):
+            raise InputError(f"device arrays need a Vulkan backend; model {self.graph.name!r} runs on {self.backend}")
+        outputs = run_on_device(executable, named)
+        self._last_runner = executable
         return self._unpack(outputs)
 
     def _unpack(self, outputs: Mapping[str, Any]):

@@ -113,10 +113,10 @@ class ExportedBuffer:
             export = ffi.new("VkExportMemoryAllocateInfo*", {
                 "sType": vk.VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO, "pNext": dedicated,
                 "handleTypes": MEMORY_HANDLE_TYPE})
+            memory_type = _device_local_type(context, requirements.memoryTypeBits)
             allocate_info = ffi.new("VkMemoryAllocateInfo*", {
                 "sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "pNext": export,
-                "allocationSize": requirements.size,
-                "memoryTypeIndex": _device_local_type(context, requirements.memoryTypeBits)})
+                "allocationSize": requirements.size, "memoryTypeIndex": memory_type})
             allocated = ffi.new("VkDeviceMemory*")
             check(vk, lib.vkAllocateMemory(device, allocate_info, ffi.NULL, allocated), "vkAllocateMemory")
             memory = allocated[0]
@@ -128,6 +128,7 @@ class ExportedBuffer:
             raise
         self.handle = handle
         self.allocation_size = requirements.size
+        self.memory_type = memory_type
         self._memory = memory
         self._release = weakref.finalize(self, tracker.release_many, list(reversed(self.tokens)))
 

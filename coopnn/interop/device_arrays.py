@@ -1,0 +1,159 @@
+"""`coopnn.to_device(x)`: float32 arrays that stay in GPU memory, for users without PyTorch; `Model.run` takes them and
+returns them with no host round trip, and `.numpy()` brings one back.
+
+A device array lives in a process-wide Vulkan context of its own per device (the arena), in memory exported as an
+opaque fd (`vk_export.ExportedBuffer`). A model imports it into its own context the first time it reads or writes it
+(`runtime/vk/fd_import.py`), keeps that import for the array's life, and binds it directly: inputs are read where they
+are, outputs are written into new device arrays. So a device array outlives any model, and the output of one model can
+be the input of another on the same device. Ordering: each upload, download and run waits for its own submission, so
+whatever a call returns is complete on the device.
+
+One run binds each array whole, so a batch is bounded by the device's largest storage-buffer binding
+(maxStorageBufferRange: 4 GiB on NVIDIA, 128 MiB on lavapipe); InputError names the bound.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any, Mapping
+
+import numpy as np
+
+from coopnn.errors import InputError
+
+_arenas: dict = {}
+_arenas_lock = threading.Lock()
+
+
+def _arena(device):
+    """The process-wide context device arrays of `device` (as `VulkanContext` takes it) live in."""
+    from coopnn.runtime.vk.context import VulkanContext
+    from coopnn.runtime.vk.fd_import import EXTENSION
+
+    with _arenas_lock:
+        if device not in _arenas:
+            _arenas[device] = VulkanContext(device, extensions={EXTENSION})
+        return _arenas[device]
+
+
+class DeviceArray:
+    """A C-contiguous float32 array in GPU memory. `shape`, `dtype`, `nbytes`, `numpy()`; made by `coopnn.to_device`
+    or returned by `Model.run`."""
+
+    dtype = np.dtype(np.float32)
+
+    def __init__(self, shape: tuple[int, ...], device=None):
+        from coopnn.interop.vk_export import ExportedBuffer
+
+        self.shape = tuple(int(n) for n in shape)
+        self.device = device
+        self.arena = _arena(device)
+        self._buffer = ExportedBuffer(self.arena, max(self.nbytes, 4))
+        self._imports: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        weakref.finalize(self, _release, self._imports, self._buffer)
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * 4
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"<coopnn.DeviceArray shape={self.shape} float32 on {self.arena.info.name}>"
+
+    def numpy(self) -> np.ndarray:
+        """A host copy of the array."""
+        result = np.empty(self.shape, np.float32)
+        if self.nbytes:
+            with _staging(self.arena, self.nbytes) as staging:
+                self.arena.copy(self._buffer.handle, staging.handle, 0, 0, self.nbytes)
+                result.reshape(-1).view(np.uint8)[:] = staging.host[:self.nbytes]
+        return result
+
+    def write(self, values: np.ndarray) -> None:
+        if self.nbytes:
+            with _staging(self.arena, self.nbytes) as staging:
+                staging.host[:self.nbytes] = np.ascontiguousarray(values, np.float32).reshape(-1).view(np.uint8)
+                self.arena.copy(staging.handle, self._buffer.handle, 0, 0, self.nbytes)
+
+    def bound_in(self, context):
+        """This array's memory as a buffer of `context` (imported on first use)."""
+        from coopnn.runtime.vk.fd_import import ImportedFdBuffer
+
+        if context.info.index != self.arena.info.index:
+            raise InputError(f"this device array lives on {self.arena.info.name}; the model runs on {context.info.name}")
+        with self._lock:
+            imported = self._imports.get(id(context))
+            if imported is None or not imported.alive:
+                imported = self._imports[id(context)] = ImportedFdBuffer(context, self._buffer)
+            return imported
+
+
+class _staging:
+    """A temporary host-visible buffer of the arena, for one upload or download."""
+
+    def __init__(self, context, nbytes: int):
+        from coopnn.runtime.vk.memory import DOWNLOAD_STAGING_PREFERENCES, STAGING_USAGE, RawBuffer
+
+        self.context = context
+        self.raw = RawBuffer(context, nbytes, STAGING_USAGE, DOWNLOAD_STAGING_PREFERENCES, mapped=True)
+
+    def __enter__(self):
+        return self.raw
+
+    def __exit__(self, *exc) -> None:
+        self.context.tracker.release_many(self.raw.tokens)
+
+
+def _release(imports: dict, buffer) -> None:
+    for imported in imports.values():
+        imported.destroy()
+    buffer.destroy()
+
+
+def to_device(x: Any, device=None) -> DeviceArray:
+    """`x` (any float array) copied once into GPU memory as float32: a `DeviceArray` that `Model.run` takes and returns
+    without host round trips. `device` as `coopnn.load` takes it; models must run on the same device."""
+    try:
+        values = np.asarray(x, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise InputError(f"to_device takes an array of numbers: {e}") from None
+    array = DeviceArray(values.shape, device)
+    array.write(values)
+    return array
+
+
+def run_on_device(executable, feeds: Mapping[str, DeviceArray]) -> dict[str, DeviceArray]:
+    """Run `executable` (a `KernelExecutable`) on device arrays keyed by input name, into new device arrays."""
+    from coopnn.runtime.vk.commands import Dispatch
+
+    graph = executable.graph
+    batch = next(iter(feeds.values())).shape[0]
+    for v in graph.inputs:
+        shape = feeds[v.name].shape
+        if shape[1:] != v.features or shape[0] != batch:
+            raise InputError(f"device array for input {v.name!r} has shape {list(shape)}; expected "
+                             f"[{batch}, {', '.join(map(str, v.features))}]")
+    boolean = [v.name for v in graph.outputs if v.dtype == "bool"]
+    if boolean:
+        raise InputError(f"outputs {boolean} are boolean; device arrays hold float32: run this model on numpy arrays")
+    context = executable.context
+    device = next(iter(feeds.values())).device
+    outputs = {v.name: DeviceArray((batch,) + v.features, device) for v in executable.graph.outputs}
+    if batch == 0:
+        return outputs
+    limit = context.info.limits.max_storage_buffer_range
+    widest = max(a.nbytes for a in list(feeds.values()) + list(outputs.values()))
+    if widest > limit:
+        raise InputError(f"a run on device arrays binds each array whole; {context.info.name} binds at most {limit} "
+                         f"bytes (a batch of {batch} needs {widest}): split the batch")
+    buffers = ((executable.weights,) + tuple(feeds[b.name].bound_in(context) for b in executable.inputs)
+               + tuple(outputs[b.name].bound_in(context) for b in executable.outputs))
+    with executable.gate.shared():
+        executable.last_gpu_ms = context.run(
+            [Dispatch(executable.kernel, buffers, executable.binary.pack_push(count=batch),
+                      executable.kernel.group_count_for(batch))], downloads={})
+    return outputs
