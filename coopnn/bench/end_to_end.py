@@ -45,8 +45,10 @@ def runs_for(batch: int) -> int:
 
 def coopnn_rows(model, x: np.ndarray, runs: int) -> dict:
     out = np.empty((x.shape[0], model.outputs[0].shape[1]), np.float32)
+    device_x = coopnn.to_device(x)
     row = {"run_ms": median_ms(lambda: model.run(x), runs),
-           "out_ms": median_ms(lambda: model.run(x, out=out), runs)}
+           "out_ms": median_ms(lambda: model.run(x, out=out), runs),
+           "device_ms": median_ms(lambda: model.run(device_x), runs)}
     timings = []
     for _ in range(runs):
         model.run(x)
@@ -174,15 +176,15 @@ def markdown(document: dict) -> str:
              f"{', '.join(sorted(set(r['weights'] for r in document['rows'])))}); PyTorch: the same graph in fp16 "
              "under a CUDA graph. Floor: the same bytes copied into mapped device memory and out of host-cached "
              "memory with the same threads.", "",
-             "| model | batch | run(x) | run(x, out=y) | CUDA tensors | floor | PyTorch numpy | PyTorch pinned | "
-             "PyTorch resident | coopnn GPU | PyTorch GPU | run / floor | run vs PyTorch numpy |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| model | batch | run(x) | run(x, out=y) | device arrays | CUDA tensors | floor | PyTorch numpy | "
+             "PyTorch pinned | PyTorch resident | coopnn GPU | PyTorch GPU | run / floor | run vs PyTorch numpy |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
     for r in document["rows"]:
         ratio = r["run_ms"] / r["floor_ms"] if r.get("floor_ms") else None
         speedup = r["torch_numpy_ms"] / r["run_ms"] if r.get("torch_numpy_ms") else None
         lines.append(f"| {r['model']} | 2^{r['log2_batch']} | {fmt(r['run_ms'])} | {fmt(r['out_ms'])} | "
-                     f"{fmt(r.get('cuda_ms'))} | {fmt(r.get('floor_ms'))} | {fmt(r.get('torch_numpy_ms'))} | "
+                     f"{fmt(r.get('device_ms'))} | {fmt(r.get('cuda_ms'))} | {fmt(r.get('floor_ms'))} | {fmt(r.get('torch_numpy_ms'))} | "
                      f"{fmt(r.get('torch_pinned_ms'))} | {fmt(r.get('torch_resident_ms'))} | {fmt(r['gpu_ms'])} | "
                      f"{fmt(r.get('torch_gpu_ms'))} | {fmt(ratio)} | {fmt(speedup)}x |")
     lines += ["", "Phases of `run(x)` (ms, median): copy in (conversion included), submit, waiting for the GPU, "

@@ -118,3 +118,12 @@ def test_every_layout_gives_the_fp16_reference(coopvec_device, path, layout):
     want = run_fp16_emulation(graph, {graph.inputs[0].name: x})
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-3, atol=2.5e-3)
+
+
+@pytest.mark.gpu
+def test_device_arrays_in_and_out_on_coopvec(coopvec_device):
+    with coopnn.load(MLP, weights="fp16") as model:
+        x = np.random.default_rng(9).uniform(-1, 1, (70000, 32)).astype(np.float32)
+        y = model.run(coopnn.to_device(x))
+        np.testing.assert_array_equal(y.numpy(), model.run(x))
+        assert model.last_gpu_ms > 0
