@@ -5,7 +5,8 @@ A device array lives in a process-wide Vulkan context of its own per device (the
 opaque fd (`vk_export.ExportedBuffer`). A model imports it into its own context the first time it reads or writes it
 (`runtime/vk/fd_import.py`), keeps that import for the array's life, and binds it directly: inputs are read where they
 are, outputs are written into new device arrays. So a device array outlives any model, and the output of one model can
-be the input of another on the same device. Ordering: each upload, download and run waits for its own submission, so
+be the input of another on the same device. The storage of collected arrays is reused, imports included, so runs in
+a loop allocate nothing once warm. Ordering: each upload, download and run waits for its own submission, so
 whatever a call returns is complete on the device.
 
 One run binds each array whole, so a batch is bounded by the device's largest storage-buffer binding
@@ -37,6 +38,58 @@ def _arena(device):
         return _arenas[device]
 
 
+class _Storage:
+    """An exported buffer of the arena and its imports into model contexts (by context id)."""
+
+    def __init__(self, arena, nbytes: int):
+        from coopnn.interop.vk_export import ExportedBuffer
+
+        self.buffer = ExportedBuffer(arena, nbytes)
+        self.imports: dict[int, Any] = {}
+        self.lock = threading.Lock()
+
+    def release(self) -> None:
+        for imported in self.imports.values():
+            imported.destroy()
+        self.buffer.destroy()
+
+
+class _StoragePool:
+    """Storage that collected device arrays gave back, imports included, for the next array of the same size: a run
+    that returns new device arrays then allocates and imports nothing in the steady state. Idle storage is kept up to
+    IDLE_BYTES in all; beyond that the oldest is freed."""
+
+    def __init__(self):
+        self._idle: list[_Storage] = []
+        self._idle_bytes = 0
+        self._lock = threading.Lock()
+
+    def take(self, arena, nbytes: int) -> _Storage:
+        with self._lock:
+            for i, storage in enumerate(self._idle):
+                if storage.buffer.size == nbytes and storage.buffer.context is arena:
+                    del self._idle[i]
+                    self._idle_bytes -= nbytes
+                    return storage
+        return _Storage(arena, nbytes)
+
+    def give_back(self, storage: _Storage) -> None:
+        dropped = []
+        with self._lock:
+            self._idle.append(storage)
+            self._idle_bytes += storage.buffer.size
+            while self._idle_bytes > IDLE_BYTES:
+                oldest = self._idle.pop(0)
+                self._idle_bytes -= oldest.buffer.size
+                dropped.append(oldest)
+        for storage in dropped:
+            storage.release()
+
+
+IDLE_BYTES = 1 << 30
+_POOL = _StoragePool()
+
+
 class DeviceArray:
     """A C-contiguous float32 array in GPU memory. `shape`, `dtype`, `nbytes`, `numpy()`; made by `coopnn.to_device`
     or returned by `Model.run`."""
@@ -44,15 +97,12 @@ class DeviceArray:
     dtype = np.dtype(np.float32)
 
     def __init__(self, shape: tuple[int, ...], device=None):
-        from coopnn.interop.vk_export import ExportedBuffer
-
         self.shape = tuple(int(n) for n in shape)
         self.device = device
         self.arena = _arena(device)
-        self._buffer = ExportedBuffer(self.arena, max(self.nbytes, 4))
-        self._imports: dict[int, Any] = {}
-        self._lock = threading.Lock()
-        weakref.finalize(self, _release, self._imports, self._buffer)
+        self._storage = _POOL.take(self.arena, max(self.nbytes, 4))
+        self._buffer = self._storage.buffer
+        weakref.finalize(self, _POOL.give_back, self._storage)
 
     @property
     def nbytes(self) -> int:
@@ -85,10 +135,11 @@ class DeviceArray:
 
         if context.info.index != self.arena.info.index:
             raise InputError(f"this device array lives on {self.arena.info.name}; the model runs on {context.info.name}")
-        with self._lock:
-            imported = self._imports.get(id(context))
+        storage = self._storage
+        with storage.lock:
+            imported = storage.imports.get(id(context))
             if imported is None or not imported.alive:
-                imported = self._imports[id(context)] = ImportedFdBuffer(context, self._buffer)
+                imported = storage.imports[id(context)] = ImportedFdBuffer(context, self._buffer)
             return imported
 
 
@@ -106,12 +157,6 @@ class _staging:
 
     def __exit__(self, *exc) -> None:
         self.context.tracker.release_many(self.raw.tokens)
-
-
-def _release(imports: dict, buffer) -> None:
-    for imported in imports.values():
-        imported.destroy()
-    buffer.destroy()
 
 
 def to_device(x: Any, device=None) -> DeviceArray:
