@@ -1,17 +1,9 @@
 """`CudaBridge`: runs a `KernelExecutable`'s kernel on CUDA arrays (PyTorch, CuPy, ...) without a trip through the host.
 
-Memory. Every buffer the kernel binds here is a device-local Vulkan buffer whose memory is exported as an opaque fd
-(`vk_export.ExportedBuffer`) and imported once into CUDA (cuImportExternalMemory, cuExternalMemoryGetMappedBuffer),
-so both APIs address the same bytes, in the primary CUDA context of the device whose UUID is the Vulkan device's.
-  - Inputs: each of the SLOTS in-flight slots has one buffer per model input, grown by powers of two. A run copies the
-    caller's rows into it on the caller's stream (cuMemcpyDtoDAsync; cuMemcpy2DAsync for rows with padding). Vulkan
-    cannot read memory CUDA allocated (PyTorch's and CuPy's allocators do not make it exportable), so this one copy
-    stays.
-  - Outputs: the kernel writes into buffers of the bridge's output pool, and the caller gets each back as an array of
-    its framework viewing that buffer: no copy. Batches larger than one dispatch may bind (`chunk_limit`, from
-    maxStorageBufferRange and the group-count limit, not the executable's host-side chunk size) run chunk by chunk,
-    each chunk writing into its slot's own buffers, copied (vkCmdCopyBuffer) into the pooled output in the same
-    submission.
+The bridge orders the work of both APIs; what it orders lives in modules of its own: `shared_objects` (Vulkan buffers
+and timeline semaphores imported into CUDA, and where their memory lives), `slot` (the SLOTS submissions that can be in
+flight, their input buffers and recordings), `output_pool` (the pooled output buffers and their lifetimes) and
+`tensors` (reading the caller's arrays and wrapping outputs in its framework).
 
 Ordering, all on the GPU, with timeline semaphores exported from Vulkan and imported into CUDA:
   1. on the caller's stream: the input copies, then a signal of the slot's `inputs_ready` timeline to the slot's next
@@ -30,437 +22,30 @@ against 2.5 us for a CUDA signal and wait), which dominates small batches; the q
 nothing measurable, and having the host wait for the copies before submitting, or order both APIs itself, was slower.
 
 Lifetimes:
-  - An output array keeps its buffer alive. When it is collected the buffer returns to the pool, to be written again
-    only by a later run on the same stream: stream order then puts the kernel's next write after every use queued on
-    that stream before the array was dropped. Using an output on another stream is the caller's to synchronise before
-    dropping it, as with PyTorch's caching allocator. Beyond IDLE_LIMIT pooled buffers, the oldest are freed at the
-    next run, after a cuCtxSynchronize.
   - Reuse across calls: slots, semaphores and descriptor sets are made once; buffers only when a larger batch arrives
     or the caller still holds every pooled buffer of its stream.
   - `close()` (the model closed) waits for the bridge's submissions and for the context's CUDA work, then frees slots,
-    semaphores and pooled buffers, and destroys the Vulkan side of buffers that live outputs still view: their memory
-    stays valid, held by CUDA's import, until the last array viewing it is collected, which frees it then (after a
-    cuCtxSynchronize, since no later run orders that for it). So an output may outlive its model.
+    semaphores and pooled buffers; outputs still alive keep their memory (`output_pool`), so an output may outlive
+    its model.
 """
 
 from __future__ import annotations
 
-import collections
-import math
-import os
 import threading
 import weakref
 from typing import Any, Mapping
 
-from coopnn.errors import BackendUnavailableError, DeviceLostError, InputError
+from coopnn.errors import BackendUnavailableError, InputError
 from coopnn.interop import tensors
-from coopnn.interop.cuda_driver import CudaDriver, SemaphoreArgs, cuda_driver
-from coopnn.interop.vk_export import ExportedBuffer, ExportedTimeline, interop_unavailable_reason
-from coopnn.runtime.vk.loader import check, load_vulkan
-from coopnn.runtime.vk.memory import HostAccess
-
-vk = load_vulkan()
-ffi, lib = vk.ffi, vk.lib
+from coopnn.interop.cuda_driver import CudaDriver, cuda_driver
+from coopnn.interop.output_pool import CudaOutput, OutputPool
+from coopnn.interop.shared_objects import SharedBuffer, SharedTimeline
+from coopnn.interop.slot import Slot
+from coopnn.interop.vk_export import interop_unavailable_reason
 
 SLOTS = 3
-# Descriptor sets a slot keeps, one per distinct list of buffers bound (outputs vary while callers hold earlier ones).
-SETS_PER_SLOT = 4
-# Pooled output buffers kept idle at most; the oldest beyond this are freed.
-IDLE_LIMIT = 8
-# Inputs and pooled outputs are never made smaller than this (bytes), so small batches of varying size share buffers.
-MIN_BUFFER_BYTES = 1 << 16
-FENCE_TIMEOUT_NS = 600 * 10**9
-VK_TIMEOUT = 2
-QUEUE_FAMILY_EXTERNAL = vk.VK_QUEUE_FAMILY_EXTERNAL
 # Queue submissions of contexts that predate `VulkanContext.queue_lock` are serialised with this one.
 _FALLBACK_QUEUE_LOCK = threading.Lock()
-
-
-def _capacity(nbytes: int, limit: int) -> int:
-    """`nbytes` rounded up to a power of two (at least MIN_BUFFER_BYTES), but to no more than `limit`."""
-    rounded = 1 << (max(nbytes, MIN_BUFFER_BYTES) - 1).bit_length()
-    return max(nbytes, min(limit, rounded))
-
-
-class SharedBuffer:
-    """An `ExportedBuffer` mapped into CUDA: `pointer` addresses the bytes Vulkan binds through `handle`. It binds like
-    `coopnn.runtime.vk.memory.Buffer`. Made, and its CUDA side freed, with the CUDA context current."""
-
-    def __init__(self, context, driver: CudaDriver, size: int):
-        self.vulkan = ExportedBuffer(context, size)
-        self._driver = driver
-        try:
-            fd = self.vulkan.export_fd()
-            try:
-                self.memory = driver.import_memory(fd, self.vulkan.allocation_size, dedicated=True)
-            except BaseException:
-                os.close(fd)  # CUDA owns the fd only once the import succeeded
-                raise
-            try:
-                self.pointer = driver.map_buffer(self.memory, 0, size)
-            except BaseException:
-                driver.destroy_memory(self.memory)
-                raise
-        except BaseException:
-            self.vulkan.destroy()
-            raise
-        self._cuda_alive = True
-
-    @property
-    def handle(self):
-        return self.vulkan.handle
-
-    @property
-    def size(self) -> int:
-        return self.vulkan.size
-
-    @property
-    def serial(self) -> int:
-        return self.vulkan.serial
-
-    @property
-    def alive(self) -> bool:
-        return self.vulkan.alive
-
-    def release_cuda(self) -> None:
-        """Unmap and drop CUDA's reference to the memory; once both sides are released the memory is freed."""
-        if self._cuda_alive:
-            self._cuda_alive = False
-            self._driver.free(self.pointer)
-            self._driver.destroy_memory(self.memory)
-
-    def release_vulkan(self) -> None:
-        self.vulkan.destroy()
-
-
-class SharedTimeline:
-    """An `ExportedTimeline` imported into CUDA; `value` is the last value a signal was asked for."""
-
-    def __init__(self, context, driver: CudaDriver):
-        self.vulkan = ExportedTimeline(context)
-        self._driver = driver
-        try:
-            fd = self.vulkan.export_fd()
-            try:
-                self.cuda = driver.import_timeline(fd)
-            except BaseException:
-                os.close(fd)
-                raise
-        except BaseException:
-            self.vulkan.destroy()
-            raise
-        self.args = SemaphoreArgs(self.cuda)
-        self.value = 0
-        self._cuda_alive = True
-
-    @property
-    def handle(self):
-        return self.vulkan.handle
-
-    def release_cuda(self) -> None:
-        if self._cuda_alive:
-            self._cuda_alive = False
-            self._driver.destroy_semaphore(self.cuda)
-
-    def release_vulkan(self) -> None:
-        self.vulkan.destroy()
-
-
-class CudaOutput:
-    """One output in pooled memory, exposing `__cuda_array_interface__`; when collected, it gives the memory back to
-    the pool (or frees it, when its bridge is closed). `stream` is what the interface reports: None while the bridge
-    wraps it in the caller's framework (PyTorch and CuPy are then used on that stream already)."""
-
-    def __init__(self, pointer: int, shape: tuple[int, ...], typestr: str, stream: int | None = None):
-        self.pointer = pointer
-        self.shape = shape
-        self.typestr = typestr
-        self.nbytes = math.prod(shape) * tensors.ACCEPTED_TYPESTRS[typestr]
-        self.stream = stream
-
-    @property
-    def __cuda_array_interface__(self) -> dict:
-        interface = {"shape": self.shape, "typestr": self.typestr, "data": (self.pointer, False), "strides": None,
-                     "version": 3}
-        if self.stream is not None:
-            interface["stream"] = 1 if self.stream == tensors.CU_STREAM_LEGACY else self.stream
-        return interface
-
-
-class OutputPool:
-    """Shared buffers for outputs: lent to `CudaOutput`s, given back when they are collected, reused per stream."""
-
-    def __init__(self, context, driver: CudaDriver, cuda_context: int, bindable_limit: int):
-        self._context = context
-        self._driver = driver
-        self._cuda_context = cuda_context
-        self._bindable_limit = bindable_limit
-        # Re-entrant: an output collected by a garbage collection that runs inside a locked section gives back here.
-        self._lock = threading.RLock()
-        self._idle: list[tuple[int, SharedBuffer]] = []  # (stream, buffer), oldest first
-        self._returned: collections.deque[tuple[int, SharedBuffer]] = collections.deque()
-        self._lent: set[SharedBuffer] = set()
-        self.closed = False
-
-    def lend(self, nbytes: int, stream: int, bindable: bool) -> SharedBuffer:
-        """A buffer of at least `nbytes` for a run on `stream` (no larger than a binding may be when `bindable`)."""
-        limit = self._bindable_limit if bindable else nbytes
-        with self._lock:
-            fitting = [(buffer.size, i) for i, (s, buffer) in enumerate(self._idle)
-                       if s == stream and nbytes <= buffer.size and (not bindable or buffer.size <= limit)]
-            if fitting:
-                _, index = min(fitting)
-                buffer = self._idle.pop(index)[1]
-                self._lent.add(buffer)
-                return buffer
-        buffer = SharedBuffer(self._context, self._driver, _capacity(nbytes, limit))
-        with self._lock:
-            self._lent.add(buffer)
-        return buffer
-
-    def output(self, buffer: SharedBuffer, shape: tuple[int, ...], typestr: str, stream: int) -> CudaOutput:
-        output = CudaOutput(buffer.pointer, shape, typestr)
-        weakref.finalize(output, self.give_back, buffer, stream).atexit = False
-        return output
-
-    def give_back(self, buffer: SharedBuffer, stream: int) -> None:
-        """Called when an output viewing `buffer` is collected, on whatever thread drops it."""
-        with self._lock:
-            if not self.closed:
-                self._returned.append((stream, buffer))
-                return
-            self._lent.discard(buffer)
-        with self._driver.current(self._cuda_context):
-            self._driver.synchronize()
-            buffer.release_cuda()
-
-    def reclaim(self) -> None:
-        """Make returned buffers idle again; free the oldest beyond IDLE_LIMIT once CUDA is done with them."""
-        with self._lock:
-            while self._returned:
-                stream, buffer = self._returned.popleft()
-                self._lent.discard(buffer)
-                self._idle.append((stream, buffer))
-            excess = max(0, len(self._idle) - IDLE_LIMIT)
-            victims = [buffer for _, buffer in self._idle[:excess]]
-            del self._idle[:excess]
-        if victims:
-            with self._driver.current(self._cuda_context):
-                self._driver.synchronize()
-                for buffer in victims:
-                    buffer.release_cuda()
-                    buffer.release_vulkan()
-
-    def take_back(self, buffer: SharedBuffer, stream: int) -> None:
-        """Return a buffer lent to a run that failed before an output was made of it."""
-        with self._lock:
-            self._lent.discard(buffer)
-            self._idle.append((stream, buffer))
-
-    def close(self) -> None:
-        """Free idle buffers (CUDA must be done with them: the caller synchronised) and the Vulkan side of lent ones;
-        lent buffers are freed on CUDA's side by their outputs from now on."""
-        with self._lock:
-            self.closed = True
-            idle = [buffer for _, buffer in self._idle] + [buffer for _, buffer in self._returned]
-            self._idle = []
-            self._returned.clear()
-            self._lent -= set(idle)
-            lent = list(self._lent)
-        for buffer in idle:
-            buffer.release_cuda()
-            buffer.release_vulkan()
-        for buffer in lent:
-            buffer.release_vulkan()
-
-    def counts(self) -> dict[str, int]:
-        with self._lock:
-            returned = {buffer for _, buffer in self._returned}
-            return {"idle": len(self._idle) + len(returned), "lent": len(self._lent - returned)}
-
-
-class Slot:
-    """One submission that can be in flight: its command pool and buffer, fence and timestamp pair, its input buffers
-    and the `inputs_ready` timeline CUDA signals once those are filled."""
-
-    def __init__(self, context, driver: CudaDriver, input_count: int, output_count: int, done: SharedTimeline):
-        device = context.device.handle
-        tracker = context.tracker
-        self._context = context
-        self._device = device
-        tokens = []
-        try:
-            created_pool = ffi.new("VkCommandPool*")
-            check(vk, lib.vkCreateCommandPool(device, ffi.new("VkCommandPoolCreateInfo*", {
-                "sType": vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                "flags": vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-                "queueFamilyIndex": context.device.queue_family}), ffi.NULL, created_pool), "vkCreateCommandPool")
-            pool = created_pool[0]
-            tokens.append(tracker.add("VkCommandPool", lambda: lib.vkDestroyCommandPool(device, pool, ffi.NULL)))
-            self.command_buffers = ffi.new("VkCommandBuffer[1]")
-            check(vk, lib.vkAllocateCommandBuffers(device, ffi.new("VkCommandBufferAllocateInfo*", {
-                "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": pool,
-                "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1}), self.command_buffers),
-                "vkAllocateCommandBuffers")
-            self.fences = ffi.new("VkFence[1]")
-            check(vk, lib.vkCreateFence(device, ffi.new("VkFenceCreateInfo*", {
-                "sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO}), ffi.NULL, self.fences), "vkCreateFence")
-            fence = self.fences[0]
-            tokens.append(tracker.add("VkFence", lambda: lib.vkDestroyFence(device, fence, ffi.NULL)))
-            self.query_pool = None
-            if context.info.timestamp_valid_bits:
-                created_queries = ffi.new("VkQueryPool*")
-                check(vk, lib.vkCreateQueryPool(device, ffi.new("VkQueryPoolCreateInfo*", {
-                    "sType": vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, "queryType": vk.VK_QUERY_TYPE_TIMESTAMP,
-                    "queryCount": 2}), ffi.NULL, created_queries), "vkCreateQueryPool")
-                query_pool = created_queries[0]
-                tokens.append(tracker.add("VkQueryPool",
-                                          lambda: lib.vkDestroyQueryPool(device, query_pool, ffi.NULL)))
-                self.query_pool = query_pool
-            self.inputs_ready = SharedTimeline(context, driver)
-        except BaseException:
-            tracker.release_many(reversed(tokens))
-            raise
-        self._tokens = list(reversed(tokens))
-        self.inputs: list[SharedBuffer | None] = [None] * input_count
-        self._sets: collections.OrderedDict[tuple[int, ...], Any] = collections.OrderedDict()
-        self.chunk_outputs: list[Any] = [None] * output_count  # plain device buffers, for batches of several chunks
-        self.in_flight = False
-        self._timestamps = ffi.new("uint64_t[2]")
-        self._wait_values = ffi.new("uint64_t[1]")
-        self._signal_values = ffi.new("uint64_t[1]")
-        self._wait_semaphores = ffi.new("VkSemaphore[1]", [self.inputs_ready.handle])
-        self._signal_semaphores = ffi.new("VkSemaphore[1]", [done.handle])
-        self._wait_stages = ffi.new("VkPipelineStageFlags[1]", [vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT])
-        self._timeline_info = ffi.new("VkTimelineSemaphoreSubmitInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, "waitSemaphoreValueCount": 1,
-            "pWaitSemaphoreValues": self._wait_values, "signalSemaphoreValueCount": 1,
-            "pSignalSemaphoreValues": self._signal_values})
-        self._submit_info = ffi.new("VkSubmitInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": self._timeline_info, "waitSemaphoreCount": 1,
-            "pWaitSemaphores": self._wait_semaphores, "pWaitDstStageMask": self._wait_stages,
-            "commandBufferCount": 1, "pCommandBuffers": self.command_buffers, "signalSemaphoreCount": 1,
-            "pSignalSemaphores": self._signal_semaphores})
-        self._begin_info = ffi.new("VkCommandBufferBeginInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-            "flags": vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT})
-
-    def wait(self) -> None:
-        """Until this slot's last submission has finished."""
-        if not self.in_flight:
-            return
-        result = lib.vkWaitForFences(self._device, 1, self.fences, vk.VK_TRUE, FENCE_TIMEOUT_NS)
-        if result == VK_TIMEOUT:
-            raise DeviceLostError(f"a submission on {self._context.info.name} ran for more than "
-                                  f"{FENCE_TIMEOUT_NS // 10**9} s; the GPU is hung")
-        check(vk, result, "vkWaitForFences")
-        self.in_flight = False
-
-    def descriptor_set(self, kernel, buffers):
-        """A descriptor set of this slot's own binding `buffers` (as the array vkCmdBindDescriptorSets takes). Only
-        this slot's submissions use its sets and it has waited for the last one, so the oldest may be destroyed."""
-        key = tuple(buffer.serial for buffer in buffers)
-        found = self._sets.get(key)
-        if found is None:
-            if len(self._sets) >= SETS_PER_SLOT:
-                self._sets.popitem(last=False)[1].destroy()
-            found = self._sets[key] = kernel.dedicated_descriptor_set(buffers)
-        else:
-            self._sets.move_to_end(key)
-        return found.handle
-
-    def record(self, kernel, buffers, shared, push: bytes, groups: int, copies) -> None:
-        """Record one dispatch of `kernel` over `buffers`; `shared` are the buffers CUDA also uses (taken from and
-        handed back to the external queue family); `copies` are (source, destination, offset, size) copied after."""
-        descriptor_set = self.descriptor_set(kernel, buffers)
-        cmd = self.command_buffers[0]
-        family = self._context.device.queue_family
-        check(vk, lib.vkBeginCommandBuffer(cmd, self._begin_info), "vkBeginCommandBuffer")
-        # earlier submissions' writes (weights converted in place, this bridge's previous runs) become visible
-        previous = ffi.new("VkMemoryBarrier*", {
-            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
-            "dstAccessMask": vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT})
-        acquire = _ownership_barriers(shared, QUEUE_FAMILY_EXTERNAL, family, 0,
-                                      vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
-        lib.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0,
-                                 1, previous, len(shared), acquire, 0, ffi.NULL)
-        if self.query_pool is not None:
-            lib.vkCmdResetQueryPool(cmd, self.query_pool, 0, 2)
-            lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, self.query_pool, 0)
-        lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
-        lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1, descriptor_set, 0,
-                                    ffi.NULL)
-        if push:
-            lib.vkCmdPushConstants(cmd, kernel.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push),
-                                   ffi.from_buffer(push))
-        lib.vkCmdDispatch(cmd, groups, 1, 1)
-        if self.query_pool is not None:
-            lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, self.query_pool, 1)
-        if copies:
-            to_copies = ffi.new("VkMemoryBarrier*", {
-                "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_SHADER_WRITE_BIT,
-                "dstAccessMask": vk.VK_ACCESS_TRANSFER_READ_BIT})
-            lib.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                     0, 1, to_copies, 0, ffi.NULL, 0, ffi.NULL)
-            for source, destination, offset, size in copies:
-                lib.vkCmdCopyBuffer(cmd, source.handle, destination.handle, 1,
-                                    ffi.new("VkBufferCopy*", (0, offset, size)))
-        release = _ownership_barriers(shared, family, QUEUE_FAMILY_EXTERNAL,
-                                      vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT, 0)
-        lib.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0,
-                                 0, ffi.NULL, len(shared), release, 0, ffi.NULL)
-        check(vk, lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
-
-    def submit(self, queue, queue_lock, wait_value: int, done: SharedTimeline) -> None:
-        """Submit the recording: it waits for `inputs_ready` to reach `wait_value` and signals `done` to its next
-        value, taken under the queue lock so that values follow submission order."""
-        self._wait_values[0] = wait_value
-        check(vk, lib.vkResetFences(self._device, 1, self.fences), "vkResetFences")
-        with queue_lock:
-            self._signal_values[0] = done.value + 1
-            check(vk, lib.vkQueueSubmit(queue, 1, self._submit_info, self.fences[0]), "vkQueueSubmit")
-            done.value += 1
-        self.in_flight = True
-
-    def elapsed_ms(self) -> float | None:
-        """GPU time of the last dispatch (waits for it to finish); None without timestamps."""
-        if self.query_pool is None:
-            return None
-        self.wait()
-        check(vk, lib.vkGetQueryPoolResults(self._device, self.query_pool, 0, 2, 16, self._timestamps, 8,
-                                            vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT),
-              "vkGetQueryPoolResults")
-        info = self._context.info
-        ticks = (self._timestamps[1] - self._timestamps[0]) & ((1 << info.timestamp_valid_bits) - 1)
-        return ticks * info.limits.timestamp_period_ns / 1e6
-
-    def release_cuda(self) -> None:
-        for buffer in self.inputs:
-            if buffer is not None:
-                buffer.release_cuda()
-        self.inputs_ready.release_cuda()
-
-    def release_vulkan(self) -> None:
-        for descriptor_set in self._sets.values():
-            descriptor_set.destroy()
-        for buffer in self.inputs:
-            if buffer is not None:
-                buffer.release_vulkan()
-        for buffer in self.chunk_outputs:
-            if buffer is not None:
-                buffer.destroy()
-        self.inputs_ready.release_vulkan()
-        self._context.tracker.release_many(self._tokens)
-
-
-def _ownership_barriers(buffers, source_family: int, destination_family: int, source_access: int,
-                        destination_access: int):
-    """Queue-family ownership transfers of whole buffers, between this queue's family and VK_QUEUE_FAMILY_EXTERNAL."""
-    return ffi.new("VkBufferMemoryBarrier[]", [{
-        "sType": vk.VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER, "srcAccessMask": source_access,
-        "dstAccessMask": destination_access, "srcQueueFamilyIndex": source_family,
-        "dstQueueFamilyIndex": destination_family, "buffer": buffer.handle, "offset": 0, "size": buffer.size}
-        for buffer in buffers])
 
 
 class _RunTiming:
@@ -639,14 +224,7 @@ class CudaBridge:
         self._timing.reusing(slot)
         for index, given in enumerate(inputs):
             nbytes = count * given.row_bytes
-            buffer = slot.inputs[index]
-            if buffer is None or buffer.size < nbytes:
-                slot.inputs[index] = None
-                if buffer is not None:  # the slot's last submission, and the copies it waited for, are done
-                    buffer.release_cuda()
-                    buffer.release_vulkan()
-                buffer = slot.inputs[index] = SharedBuffer(
-                    context, self._driver, _capacity(nbytes, context.info.limits.max_storage_buffer_range))
+            buffer = slot.input_buffer(index, nbytes)
             source = given.pointer + start * given.pitch
             if given.pitch == given.row_bytes:
                 self._driver.copy(buffer.pointer, source, nbytes, stream)
@@ -658,8 +236,8 @@ class CudaBridge:
         if single:
             bound_outputs = outputs
         else:
-            bound_outputs = [self._chunk_output(slot, index, binding, count)
-                             for index, binding in enumerate(self._output_bindings)]
+            bound_outputs = [slot.chunk_output(index, count * b.features * b.itemsize)
+                             for index, b in enumerate(self._output_bindings)]
             copies = [(chunk, whole, start * b.features * b.itemsize, count * b.features * b.itemsize)
                       for chunk, whole, b in zip(bound_outputs, outputs, self._output_bindings)]
         shared = [b for b in slot.inputs if b is not None] + list(outputs)
@@ -667,18 +245,6 @@ class CudaBridge:
                     executable.binary.pack_push(count=count), executable.kernel.group_count_for(count), copies)
         slot.submit(context.device.queue, self._queue_lock, slot.inputs_ready.value, self._resources.done)
         self._timing.submitted(slot)
-
-    def _chunk_output(self, slot: Slot, index: int, binding, count: int):
-        """The slot's own device buffer the kernel writes output `index` of a chunk into."""
-        nbytes = count * binding.features * binding.itemsize
-        buffer = slot.chunk_outputs[index]
-        if buffer is None or buffer.size < nbytes:
-            slot.chunk_outputs[index] = None
-            if buffer is not None:
-                buffer.destroy()
-            buffer = slot.chunk_outputs[index] = self._context.create_buffer(
-                _capacity(nbytes, self._context.info.limits.max_storage_buffer_range), HostAccess.NONE)
-        return buffer
 
     @property
     def last_gpu_ms(self) -> float | None:
@@ -691,7 +257,7 @@ class CudaBridge:
         return self._resources.pool.counts()
 
     def close(self) -> None:
-        """Free what the bridge owns once its work is done; outputs still alive keep their memory (module docstring).
+        """Free what the bridge owns once its work is done; outputs still alive keep their memory (`output_pool`).
         Harmless when closed already."""
         with self._lock:
             self._closer()

@@ -4,7 +4,7 @@ The library is loaded on first use, never by `import coopnn`, and nothing here n
 CUDA package. The struct layouts are copied from CUDA's `cuda.h` (CUDA 12: `CUDA_EXTERNAL_MEMORY_HANDLE_DESC`,
 `CUDA_EXTERNAL_MEMORY_BUFFER_DESC`, `CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC`, `CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS`,
 `CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS`, `CUDA_MEMCPY2D`), unions and `reserved` arrays included;
-`tests/interop/test_tensors.py` pins their sizes and offsets. Functions are bound by their versioned symbol where
+`tests/interop/test_cuda_driver.py` pins their sizes and offsets. Functions are bound by their versioned symbol where
 `cuda.h` maps the plain name to one (`cuMemFree` is `cuMemFree_v2`, ...).
 
 Every call whose CUresult is not CUDA_SUCCESS raises `CudaError` naming the function and CUDA's own error string; a
