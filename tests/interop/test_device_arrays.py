@@ -11,7 +11,7 @@ import pytest
 import coopnn
 from coopnn.errors import InputError
 from tests.conftest import ROOT
-from tests.vulkan.runtime.conftest import validation_off_reason, vulkan_skip_reason
+from tests.vulkan.conftest import validated_device  # noqa: F401 - the fixture, used by `validated`
 
 pytestmark = pytest.mark.vulkan
 MLP = ROOT / "models" / "mlp_32_64x4_16.onnx"
@@ -19,12 +19,8 @@ TWO_HEADS = ROOT / "models" / "nerf_skip_two_heads.onnx"
 
 
 @pytest.fixture(autouse=True)
-def validated(monkeypatch):
-    reason = vulkan_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    if validation_off_reason() is None:
-        monkeypatch.setenv("COOPNN_VALIDATION", "1")
+def validated(validated_device):
+    """Every test here runs on the device with the validation layer on."""
 
 
 def _x(batch, features=32, seed=0):

@@ -9,11 +9,11 @@ the memory: it stays valid when the exporter goes, until this buffer is destroye
 from __future__ import annotations
 
 import os
-import weakref
 from typing import TYPE_CHECKING
 
 from coopnn.runtime.vk.loader import check, load_vulkan
 from coopnn.runtime.vk.memory import HostAccess, Placement, buffer_serials
+from coopnn.runtime.vk.tracking import TrackedHandles
 
 if TYPE_CHECKING:
     from coopnn.interop.vk_export import ExportedBuffer
@@ -28,7 +28,7 @@ USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC
          | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 
 
-class ImportedFdBuffer:
+class ImportedFdBuffer(TrackedHandles):
     """`exported`'s memory as a storage buffer of `context`; binds like a DEVICE `Buffer`."""
 
     placement = Placement.DEVICE
@@ -73,13 +73,4 @@ class ImportedFdBuffer:
             if fd >= 0:
                 os.close(fd)
         self.handle = handle
-        self._tokens = tokens
-        self._tracker = tracker
-        self._release = weakref.finalize(self, tracker.release_many, tokens)
-
-    @property
-    def alive(self) -> bool:
-        return self._release.alive and self._tracker.alive(self._tokens[0])
-
-    def destroy(self) -> None:
-        self._release()
+        self._track(tracker, tokens)

@@ -9,11 +9,11 @@ memory are registered with the context's tracker, so closing the context release
 from __future__ import annotations
 
 import functools
-import weakref
 from typing import TYPE_CHECKING
 
 from coopnn.runtime.vk.loader import check, load_vulkan, result_of
 from coopnn.runtime.vk.memory import buffer_serials
+from coopnn.runtime.vk.tracking import TrackedHandles
 
 if TYPE_CHECKING:
     from coopnn.runtime.vk.context import VulkanContext
@@ -42,7 +42,7 @@ def import_alignment(context: VulkanContext) -> int | None:
     return _alignment(int(ffi.cast("uintptr_t", context.device.physical_device)))
 
 
-class ImportedHostBuffer:
+class ImportedHostBuffer(TrackedHandles):
     """A transfer-destination VkBuffer over `size` bytes of host memory at `address` (both aligned as
     `import_alignment` says), valid while that memory is."""
 
@@ -82,13 +82,4 @@ class ImportedHostBuffer:
         except BaseException:
             tracker.release_many(tokens)
             raise
-        self._tokens = tokens
-        self._tracker = tracker
-        self._release = weakref.finalize(self, tracker.release_many, tokens)
-
-    @property
-    def alive(self) -> bool:
-        return self._release.alive and self._tracker.alive(self._tokens[0])
-
-    def destroy(self) -> None:
-        self._release()
+        self._track(tracker, tokens)

@@ -8,6 +8,7 @@ instance. `counts()` is what the soak and close tests read.
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 from typing import Callable, Iterable
 
@@ -49,3 +50,20 @@ class ObjectTracker:
 
     def __len__(self) -> int:
         return len(self._live)
+
+
+class TrackedHandles:
+    """Base of small owners of handles registered with a tracker: `alive` while the first handle is, `destroy()` (or
+    collection) releases them in the order given."""
+
+    def _track(self, tracker: ObjectTracker, tokens: list[int]) -> None:
+        self._tokens = tokens
+        self._tracker = tracker
+        self._release = weakref.finalize(self, tracker.release_many, tokens)
+
+    @property
+    def alive(self) -> bool:
+        return self._release.alive and self._tracker.alive(self._tokens[0])
+
+    def destroy(self) -> None:
+        self._release()
