@@ -1,4 +1,5 @@
-"""End-to-end `Model.run` against PyTorch, and the copy floor: where a user's time goes (bench/host_path.py, bench/run.py).
+"""End-to-end `Model.run` against PyTorch, and the copy floor: where a user's time goes (bench/host_path.py and
+bench/run.py run it).
 
 For each model and batch: coopnn's wall-clock time from numpy in/out (`run(x)`), into a preallocated output
 (`run(x, out=y)`) and from PyTorch CUDA tensors (where torch and CUDA are there), with the per-phase split of the host
@@ -184,7 +185,8 @@ def markdown(document: dict) -> str:
         ratio = r["run_ms"] / r["floor_ms"] if r.get("floor_ms") else None
         speedup = r["torch_numpy_ms"] / r["run_ms"] if r.get("torch_numpy_ms") else None
         lines.append(f"| {r['model']} | 2^{r['log2_batch']} | {fmt(r['run_ms'])} | {fmt(r['out_ms'])} | "
-                     f"{fmt(r.get('device_ms'))} | {fmt(r.get('cuda_ms'))} | {fmt(r.get('floor_ms'))} | {fmt(r.get('torch_numpy_ms'))} | "
+                     f"{fmt(r.get('device_ms'))} | {fmt(r.get('cuda_ms'))} | {fmt(r.get('floor_ms'))} | "
+                     f"{fmt(r.get('torch_numpy_ms'))} | "
                      f"{fmt(r.get('torch_pinned_ms'))} | {fmt(r.get('torch_resident_ms'))} | {fmt(r['gpu_ms'])} | "
                      f"{fmt(r.get('torch_gpu_ms'))} | {fmt(ratio)} | {fmt(speedup)}x |")
     lines += ["", "Phases of `run(x)` (ms, median): copy in (conversion included), submit, waiting for the GPU, "

@@ -134,7 +134,8 @@ class DeviceArray:
         from coopnn.runtime.vk.fd_import import ImportedFdBuffer
 
         if context.info.index != self.arena.info.index:
-            raise InputError(f"this device array lives on {self.arena.info.name}; the model runs on {context.info.name}")
+            raise InputError(f"this device array lives on {self.arena.info.name}; the model runs on "
+                             f"{context.info.name}")
         storage = self._storage
         with storage.lock:
             imported = storage.imports.get(id(context))

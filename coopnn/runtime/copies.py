@@ -1,10 +1,10 @@
 """Copies of large arrays between the user's memory and mapped Vulkan memory, spread over several threads.
 
 One core copies about 10 GB/s into mapped device memory and reads about 5 GB/s from host-cached memory; eight reach
-26 and 23 GB/s, sixteen 28 and 24 GB/s (H100 machine, `../shared/gpu/h100-host-path.md`). numpy releases the GIL while it copies and casts
-arrays of numbers, so a small process-wide thread pool gets that bandwidth. `copy_rows` converts the element type and
-gathers strided or Fortran-ordered sources in the same pass, so every input is read exactly once; `start_copy` runs
-one in the background, so that the host path copies one chunk in while it copies the previous one out.
+26 and 23 GB/s, sixteen 28 and 24 GB/s (H100 machine, `../shared/gpu/h100-host-path.md`). numpy releases the GIL while
+it copies and casts arrays of numbers, so a small process-wide thread pool gets that bandwidth. `copy_rows` converts
+the element type and gathers strided or Fortran-ordered sources in the same pass, so every input is read exactly once;
+`start_copy` runs one in the background, so that the host path copies one chunk in while the previous one is retired.
 """
 
 from __future__ import annotations

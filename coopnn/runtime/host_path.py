@@ -1,8 +1,8 @@
 """The host path of a compiled model: the user's arrays in, through mapped Vulkan memory, and the results out.
 
 A run splits its batch into chunks and pipelines them over `IOSlot`s: while the copy threads write chunk k+1 into the
-next slot, the calling thread waits for chunk k on the GPU and copies its results out. Each slot owns its input and output buffers, a
-descriptor set and a `Lane` (command buffer, fence, timestamps), so calls from several threads overlap on the GPU with
+next slot, the calling thread waits for chunk k on the GPU and copies its results out (unless the GPU wrote them into
+the result array itself). Each slot owns its input and output buffers, a descriptor set and a `Lane` (command buffer, fence, timestamps), so calls from several threads overlap on the GPU with
 no shared mutable state but the pool's free list; the pool's size bounds the memory in use. Nothing is allocated per
 call once the slots have grown to the batch sizes in use.
 

@@ -1,4 +1,5 @@
-"""`weights="auto"`: float16 where it is accurate for the model, float32 where it is not, decided on a calibration batch.
+"""`weights="auto"`: float16 where it is accurate for the model, float32 where it is not, decided on a calibration
+batch.
 
 Cooperative vectors multiply float16 matrices, about 10 times faster than float32 elsewhere. For ReLU MLPs the
 results barely move (0.03 to 0.05% of the output range for the zoo's benchmark MLPs), but sine layers and frequency

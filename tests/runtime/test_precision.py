@@ -70,4 +70,5 @@ def test_error_measure_counts_non_finite_mismatches_as_the_whole_range(monkeypat
 
 def test_calibration_needs_auto():
     with pytest.raises(InputError, match="calibration= is used by weights='auto' only"):
-        coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="numpy", weights="fp32", calibration=np.zeros((1, 3)))
+        coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="numpy", weights="fp32",
+                    calibration=np.zeros((1, 3)))

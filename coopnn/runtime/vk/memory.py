@@ -164,7 +164,8 @@ class Buffer:
                              f"{min(limits.max_buffer_size, limits.max_memory_allocation_size)} bytes")
         self.context = context
         self.size = size
-        self.serial = next(buffer_serials)  # never reused, unlike Vulkan handles and Python ids: keys descriptor-set caches
+        # never reused, unlike Vulkan handles and Python ids: keys descriptor-set caches
+        self.serial = next(buffer_serials)
         self.host_access = host_access
         self.placement = placement or choose_placement(context.info, host_access)
         host_reads = HostAccess.READ in host_access
