@@ -2,9 +2,10 @@
 
 A run splits its batch into chunks and pipelines them over `IOSlot`s: while the copy threads write chunk k+1 into the
 next slot, the calling thread waits for chunk k on the GPU and copies its results out (unless the GPU wrote them into
-the result array itself). Each slot owns its input and output buffers, a descriptor set and a `Lane` (command buffer, fence, timestamps), so calls from several threads overlap on the GPU with
-no shared mutable state but the pool's free list; the pool's size bounds the memory in use. Nothing is allocated per
-call once the slots have grown to the batch sizes in use.
+the result array itself). Each slot owns its input and output buffers, a descriptor set and a `Lane` (command
+buffer, fence, timestamps), so calls from several threads overlap on the GPU with no shared mutable state but the
+pool's free list; the pool's size bounds the memory in use. Nothing is allocated per call once the slots have grown
+to the batch sizes in use.
 
 Where the data goes (`coopnn.runtime.vk.memory.choose_placement`): inputs are written by the host straight into
 device-local memory it can map (all of an H100's memory, through resizable BAR), or into a staging buffer copied by
