@@ -24,6 +24,7 @@ from coopnn.graph.passes import optimize
 from coopnn.interop import is_cuda_array
 from coopnn.interop.device_arrays import DeviceArray, run_on_device
 from coopnn.runtime import backends
+from coopnn.runtime.kernel_backend import KernelExecutable
 from coopnn.runtime.precision import choose_weights
 from coopnn.train.parameters import parameters, with_parameters
 
@@ -128,28 +129,28 @@ class Model:
     def _run_on_cuda(self, named: dict[str, Any], out: Any):
         """CUDA arrays (PyTorch, CuPy, DLPack) in, arrays of the same framework out, with no host round trip
         (`coopnn.interop.cuda_bridge`)."""
-        if out is not None:
-            raise InputError("out= takes numpy arrays; CUDA inputs give CUDA outputs")
-        executable = self._current_executable()
-        if not hasattr(executable, "cuda_bridge"):
-            raise InputError(f"CUDA arrays need a Vulkan backend; model {self.graph.name!r} runs on {self.backend}")
-        bridge = executable.cuda_bridge()
+        bridge = self._kernel_executable("CUDA arrays", out).cuda_bridge()
         outputs = bridge.run(named)
         self._last_runner = bridge
         return self._unpack(outputs)
 
     def _run_on_device_arrays(self, named: dict[str, Any], out: Any):
         """`coopnn.to_device` arrays in, new device arrays out (`coopnn.interop.device_arrays`)."""
-        if out is not None:
-            raise InputError("out= takes numpy arrays; device array inputs give device array outputs")
         if not all(isinstance(v, DeviceArray) for v in named.values()):
             raise InputError("pass every input as a device array (coopnn.to_device) or none")
-        executable = self._current_executable()
-        if not hasattr(executable, "cuda_bridge"):
-            raise InputError(f"device arrays need a Vulkan backend; model {self.graph.name!r} runs on {self.backend}")
+        executable = self._kernel_executable("device arrays", out)
         outputs = run_on_device(executable, named)
         self._last_runner = executable
         return self._unpack(outputs)
+
+    def _kernel_executable(self, what: str, out: Any) -> KernelExecutable:
+        """The executable, for inputs (`what`) that only a Vulkan backend takes and that come back as they went in."""
+        if out is not None:
+            raise InputError(f"out= takes numpy arrays; {what} in give {what} out")
+        executable = self._current_executable()
+        if not isinstance(executable, KernelExecutable):
+            raise InputError(f"{what} need a Vulkan backend; model {self.graph.name!r} runs on {self.backend}")
+        return executable
 
     def _unpack(self, outputs: Mapping[str, Any]):
         single = len(self.inputs) == 1 and len(self.outputs) == 1

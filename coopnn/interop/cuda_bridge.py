@@ -44,8 +44,6 @@ from coopnn.interop.slot import Slot
 from coopnn.interop.vk_export import interop_unavailable_reason
 
 SLOTS = 3
-# Queue submissions of contexts that predate `VulkanContext.queue_lock` are serialised with this one.
-_FALLBACK_QUEUE_LOCK = threading.Lock()
 
 
 class _RunTiming:
@@ -130,7 +128,6 @@ class CudaBridge:
         widest = max(b.features * b.itemsize for b in self._input_bindings + self._output_bindings)
         self.chunk_limit = max(1, min(limits.max_storage_buffer_range // widest,
                                       limits.max_compute_work_group_count[0] * executable.kernel.workgroup_size[0]))
-        self._queue_lock = getattr(context, "queue_lock", _FALLBACK_QUEUE_LOCK)
         self._lock = threading.Lock()
         cuda_context = self._driver.primary_context(ordinal)
         self._resources = _Resources(context, self._driver, cuda_context, limits.max_storage_buffer_range)
@@ -141,7 +138,7 @@ class CudaBridge:
                 self._resources.done = SharedTimeline(context, self._driver)
                 for _ in range(SLOTS):
                     self._resources.slots.append(Slot(context, self._driver, len(self._input_bindings),
-                                                      len(self._output_bindings), self._resources.done))
+                                                      len(self._output_bindings)))
         except BaseException:
             self.close()
             raise
@@ -218,7 +215,7 @@ class CudaBridge:
     def _dispatch(self, inputs: list[tensors.CudaInput], outputs: list[SharedBuffer], start: int, count: int,
                   single: bool, stream: int) -> None:
         """Copy rows [start, start + count) in on `stream` and submit their dispatch on a free slot."""
-        executable, context = self._executable, self._context
+        executable = self._executable
         slot = self._resources.slots[self._next_slot]
         self._next_slot = (self._next_slot + 1) % SLOTS
         self._timing.reusing(slot)
@@ -243,7 +240,7 @@ class CudaBridge:
         shared = [b for b in slot.inputs if b is not None] + list(outputs)
         slot.record(executable.kernel, (executable.weights, *slot.inputs, *bound_outputs), shared,
                     executable.binary.pack_push(count=count), executable.kernel.group_count_for(count), copies)
-        slot.submit(context.device.queue, self._queue_lock, slot.inputs_ready.value, self._resources.done)
+        slot.submit(slot.inputs_ready.value, self._resources.done)
         self._timing.submitted(slot)
 
     @property

@@ -116,18 +116,19 @@ class DeviceArray:
 
     def numpy(self) -> np.ndarray:
         """A host copy of the array."""
-        result = np.empty(self.shape, np.float32)
-        if self.nbytes:
-            with _staging(self.arena, self.nbytes) as staging:
-                self.arena.copy(self._buffer.handle, staging.handle, 0, 0, self.nbytes)
-                result.reshape(-1).view(np.uint8)[:] = staging.host[:self.nbytes]
-        return result
+        from coopnn.runtime.vk.memory import download_through_staging
+
+        if not self.nbytes:
+            return np.empty(self.shape, np.float32)
+        return download_through_staging(self.arena, self._buffer.handle, 0, self.nbytes).view(np.float32).reshape(
+            self.shape)
 
     def write(self, values: np.ndarray) -> None:
+        from coopnn.runtime.vk.memory import upload_through_staging
+
         if self.nbytes:
-            with _staging(self.arena, self.nbytes) as staging:
-                staging.host[:self.nbytes] = np.ascontiguousarray(values, np.float32).reshape(-1).view(np.uint8)
-                self.arena.copy(staging.handle, self._buffer.handle, 0, 0, self.nbytes)
+            upload_through_staging(self.arena, self._buffer.handle, 0,
+                                   np.ascontiguousarray(values, np.float32).reshape(-1).view(np.uint8))
 
     def bound_in(self, context):
         """This array's memory as a buffer of `context` (imported on first use)."""
@@ -142,22 +143,6 @@ class DeviceArray:
             if imported is None or not imported.alive:
                 imported = storage.imports[id(context)] = ImportedFdBuffer(context, self._buffer)
             return imported
-
-
-class _staging:
-    """A temporary host-visible buffer of the arena, for one upload or download."""
-
-    def __init__(self, context, nbytes: int):
-        from coopnn.runtime.vk.memory import DOWNLOAD_STAGING_PREFERENCES, STAGING_USAGE, RawBuffer
-
-        self.context = context
-        self.raw = RawBuffer(context, nbytes, STAGING_USAGE, DOWNLOAD_STAGING_PREFERENCES, mapped=True)
-
-    def __enter__(self):
-        return self.raw
-
-    def __exit__(self, *exc) -> None:
-        self.context.tracker.release_many(self.raw.tokens)
 
 
 def to_device(x: Any, device=None) -> DeviceArray:

@@ -1,6 +1,6 @@
-"""`Slot`: one submission of the bridge that can be in flight, with the buffers it binds: its command pool and buffer,
-fence and timestamp pair, descriptor sets, input buffers and the `inputs_ready` timeline CUDA signals once those are
-filled. A slot is reused only after its previous submission has finished (`wait`).
+"""`Slot`: one submission of the bridge that can be in flight, with the buffers it binds: its `Lane` (command pool and
+buffer, fence, timestamp pair), descriptor sets, input buffers and the `inputs_ready` timeline CUDA signals once those
+are filled. A slot is reused only after its previous submission has finished (`wait`).
 
 Memory, inputs: each slot has one `SharedBuffer` per model input, grown by powers of two (`input_buffer`). The bridge
 copies the caller's rows into it on the caller's stream (cuMemcpyDtoDAsync; cuMemcpy2DAsync for rows with padding).
@@ -18,10 +18,10 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from coopnn.errors import DeviceLostError
 from coopnn.interop.cuda_driver import CudaDriver
 from coopnn.interop.shared_objects import SharedBuffer, SharedTimeline, capacity
-from coopnn.runtime.vk.loader import check, load_vulkan
+from coopnn.runtime.vk.lane import Lane, barrier, copy_buffer
+from coopnn.runtime.vk.loader import load_vulkan
 from coopnn.runtime.vk.memory import HostAccess
 
 vk = load_vulkan()
@@ -29,8 +29,6 @@ ffi, lib = vk.ffi, vk.lib
 
 # Descriptor sets a slot keeps, one per distinct list of buffers bound (outputs vary while callers hold earlier ones).
 SETS_PER_SLOT = 4
-FENCE_TIMEOUT_NS = 600 * 10**9
-VK_TIMEOUT = 2
 QUEUE_FAMILY_EXTERNAL = vk.VK_QUEUE_FAMILY_EXTERNAL
 
 
@@ -48,79 +46,22 @@ class Slot:
     """One submission that can be in flight, with the buffers it binds (module docstring). Made, and its CUDA side
     released, with the CUDA context current."""
 
-    def __init__(self, context, driver: CudaDriver, input_count: int, output_count: int, done: SharedTimeline):
-        device = context.device.handle
-        tracker = context.tracker
+    def __init__(self, context, driver: CudaDriver, input_count: int, output_count: int):
         self._context = context
         self._driver = driver
-        self._device = device
-        tokens = []
+        self.lane = Lane(context.device, context.tracker, context.queue_lock)
         try:
-            created_pool = ffi.new("VkCommandPool*")
-            check(vk, lib.vkCreateCommandPool(device, ffi.new("VkCommandPoolCreateInfo*", {
-                "sType": vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
-                "flags": vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-                "queueFamilyIndex": context.device.queue_family}), ffi.NULL, created_pool), "vkCreateCommandPool")
-            pool = created_pool[0]
-            tokens.append(tracker.add("VkCommandPool", lambda: lib.vkDestroyCommandPool(device, pool, ffi.NULL)))
-            self.command_buffers = ffi.new("VkCommandBuffer[1]")
-            check(vk, lib.vkAllocateCommandBuffers(device, ffi.new("VkCommandBufferAllocateInfo*", {
-                "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": pool,
-                "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1}), self.command_buffers),
-                "vkAllocateCommandBuffers")
-            self.fences = ffi.new("VkFence[1]")
-            check(vk, lib.vkCreateFence(device, ffi.new("VkFenceCreateInfo*", {
-                "sType": vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO}), ffi.NULL, self.fences), "vkCreateFence")
-            fence = self.fences[0]
-            tokens.append(tracker.add("VkFence", lambda: lib.vkDestroyFence(device, fence, ffi.NULL)))
-            self.query_pool = None
-            if context.info.timestamp_valid_bits:
-                created_queries = ffi.new("VkQueryPool*")
-                check(vk, lib.vkCreateQueryPool(device, ffi.new("VkQueryPoolCreateInfo*", {
-                    "sType": vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, "queryType": vk.VK_QUERY_TYPE_TIMESTAMP,
-                    "queryCount": 2}), ffi.NULL, created_queries), "vkCreateQueryPool")
-                query_pool = created_queries[0]
-                tokens.append(tracker.add("VkQueryPool",
-                                          lambda: lib.vkDestroyQueryPool(device, query_pool, ffi.NULL)))
-                self.query_pool = query_pool
             self.inputs_ready = SharedTimeline(context, driver)
         except BaseException:
-            tracker.release_many(reversed(tokens))
+            self.lane.destroy()
             raise
-        self._tokens = list(reversed(tokens))
         self.inputs: list[SharedBuffer | None] = [None] * input_count
         self._sets: collections.OrderedDict[tuple[int, ...], Any] = collections.OrderedDict()
         self.chunk_outputs: list[Any] = [None] * output_count  # plain device buffers, for batches of several chunks
-        self.in_flight = False
-        self._timestamps = ffi.new("uint64_t[2]")
-        self._wait_values = ffi.new("uint64_t[1]")
-        self._signal_values = ffi.new("uint64_t[1]")
-        self._wait_semaphores = ffi.new("VkSemaphore[1]", [self.inputs_ready.handle])
-        self._signal_semaphores = ffi.new("VkSemaphore[1]", [done.handle])
-        self._wait_stages = ffi.new("VkPipelineStageFlags[1]", [vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT])
-        self._timeline_info = ffi.new("VkTimelineSemaphoreSubmitInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO, "waitSemaphoreValueCount": 1,
-            "pWaitSemaphoreValues": self._wait_values, "signalSemaphoreValueCount": 1,
-            "pSignalSemaphoreValues": self._signal_values})
-        self._submit_info = ffi.new("VkSubmitInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": self._timeline_info, "waitSemaphoreCount": 1,
-            "pWaitSemaphores": self._wait_semaphores, "pWaitDstStageMask": self._wait_stages,
-            "commandBufferCount": 1, "pCommandBuffers": self.command_buffers, "signalSemaphoreCount": 1,
-            "pSignalSemaphores": self._signal_semaphores})
-        self._begin_info = ffi.new("VkCommandBufferBeginInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-            "flags": vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT})
 
     def wait(self) -> None:
         """Until this slot's last submission has finished."""
-        if not self.in_flight:
-            return
-        result = lib.vkWaitForFences(self._device, 1, self.fences, vk.VK_TRUE, FENCE_TIMEOUT_NS)
-        if result == VK_TIMEOUT:
-            raise DeviceLostError(f"a submission on {self._context.info.name} ran for more than "
-                                  f"{FENCE_TIMEOUT_NS // 10**9} s; the GPU is hung")
-        check(vk, result, "vkWaitForFences")
-        self.in_flight = False
+        self.lane.wait()
 
     def input_buffer(self, index: int, nbytes: int) -> SharedBuffer:
         """The buffer of input `index`, grown to hold at least `nbytes`; call once the slot has waited (`wait`)."""
@@ -162,9 +103,8 @@ class Slot:
         """Record one dispatch of `kernel` over `buffers`; `shared` are the buffers CUDA also uses (taken from and
         handed back to the external queue family); `copies` are (source, destination, offset, size) copied after."""
         descriptor_set = self.descriptor_set(kernel, buffers)
-        cmd = self.command_buffers[0]
         family = self._context.device.queue_family
-        check(vk, lib.vkBeginCommandBuffer(cmd, self._begin_info), "vkBeginCommandBuffer")
+        cmd = self.lane.begin()
         # earlier submissions' writes (weights converted in place, this bridge's previous runs) become visible
         previous = ffi.new("VkMemoryBarrier*", {
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
@@ -173,9 +113,8 @@ class Slot:
                                       vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
         lib.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0,
                                  1, previous, len(shared), acquire, 0, ffi.NULL)
-        if self.query_pool is not None:
-            lib.vkCmdResetQueryPool(cmd, self.query_pool, 0, 2)
-            lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, self.query_pool, 0)
+        self.lane.reset_timestamps(cmd)
+        self.lane.timestamp(cmd, 0)
         lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
         lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1, descriptor_set, 0,
                                     ffi.NULL)
@@ -183,45 +122,26 @@ class Slot:
             lib.vkCmdPushConstants(cmd, kernel.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push),
                                    ffi.from_buffer(push))
         lib.vkCmdDispatch(cmd, groups, 1, 1)
-        if self.query_pool is not None:
-            lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, self.query_pool, 1)
+        self.lane.timestamp(cmd, 1)
         if copies:
-            to_copies = ffi.new("VkMemoryBarrier*", {
-                "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_SHADER_WRITE_BIT,
-                "dstAccessMask": vk.VK_ACCESS_TRANSFER_READ_BIT})
-            lib.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, vk.VK_PIPELINE_STAGE_TRANSFER_BIT,
-                                     0, 1, to_copies, 0, ffi.NULL, 0, ffi.NULL)
+            barrier(cmd, "shaders_to_downloads")
             for source, destination, offset, size in copies:
-                lib.vkCmdCopyBuffer(cmd, source.handle, destination.handle, 1,
-                                    ffi.new("VkBufferCopy*", (0, offset, size)))
+                copy_buffer(cmd, source.handle, destination.handle, 0, offset, size)
         release = _ownership_barriers(shared, family, QUEUE_FAMILY_EXTERNAL,
                                       vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT, 0)
         lib.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0,
                                  0, ffi.NULL, len(shared), release, 0, ffi.NULL)
-        check(vk, lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
+        self.lane.end()
 
-    def submit(self, queue, queue_lock, wait_value: int, done: SharedTimeline) -> None:
+    def submit(self, wait_value: int, done: SharedTimeline) -> None:
         """Submit the recording: it waits for `inputs_ready` to reach `wait_value` and signals `done` to its next
-        value, taken under the queue lock so that values follow submission order."""
-        self._wait_values[0] = wait_value
-        check(vk, lib.vkResetFences(self._device, 1, self.fences), "vkResetFences")
-        with queue_lock:
-            self._signal_values[0] = done.value + 1
-            check(vk, lib.vkQueueSubmit(queue, 1, self._submit_info, self.fences[0]), "vkQueueSubmit")
-            done.value += 1
-        self.in_flight = True
+        value (`Lane.submit` counts it under the queue lock, so that values follow submission order)."""
+        self.lane.submit(wait=(self.inputs_ready.handle, wait_value), signal=done)
 
     def elapsed_ms(self) -> float | None:
         """GPU time of the last dispatch (waits for it to finish); None without timestamps."""
-        if self.query_pool is None:
-            return None
-        self.wait()
-        check(vk, lib.vkGetQueryPoolResults(self._device, self.query_pool, 0, 2, 16, self._timestamps, 8,
-                                            vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT),
-              "vkGetQueryPoolResults")
-        info = self._context.info
-        ticks = (self._timestamps[1] - self._timestamps[0]) & ((1 << info.timestamp_valid_bits) - 1)
-        return ticks * info.limits.timestamp_period_ns / 1e6
+        self.lane.wait()
+        return self.lane.elapsed_ms()
 
     def release_cuda(self) -> None:
         for buffer in self.inputs:
@@ -239,5 +159,5 @@ class Slot:
             if buffer is not None:
                 buffer.destroy()
         self.inputs_ready.release_vulkan()
-        self._context.tracker.release_many(self._tokens)
+        self.lane.destroy()
 

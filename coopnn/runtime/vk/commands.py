@@ -68,10 +68,6 @@ class Dispatcher:
         self._lane.end()
         self._lane.run()
 
-    @staticmethod
-    def barrier(cmd, name: str) -> None:
-        barrier(cmd, name)
-
     def run(self, steps: Sequence[Dispatch | Recorded],
             downloads: Mapping[Buffer, tuple[int, int]] | None = None) -> float | None:
         """Upload, dispatch and download in one submission; the dispatches' GPU time in ms (None if the queue has no

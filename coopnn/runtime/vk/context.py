@@ -17,6 +17,7 @@ from coopnn.runtime.vk.commands import Dispatch, Dispatcher, Recorded
 from coopnn.runtime.vk.device import Device, create_device
 from coopnn.runtime.vk.device_info import DeviceInfo, query_device_info
 from coopnn.runtime.vk.instance import Instance, create_instance
+from coopnn.runtime.vk.lane import barrier
 from coopnn.runtime.vk.loader import load_vulkan
 from coopnn.runtime.vk.memory import Buffer, HostAccess, Placement
 from coopnn.runtime.vk.pipeline import ComputeKernel, SpecializationValue
@@ -119,9 +120,9 @@ class VulkanContext:
         self._check_open()
 
         def ordered(cmd) -> None:
-            self.dispatcher.barrier(cmd, "after_previous_work")
+            barrier(cmd, "after_previous_work")
             record(cmd)
-            self.dispatcher.barrier(cmd, "device_to_host")
+            barrier(cmd, "device_to_host")
 
         self.dispatcher.submit(ordered)
 

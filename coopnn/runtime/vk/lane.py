@@ -116,6 +116,7 @@ class Lane:
             "pCommandBuffers": self._command_buffers})
         self.in_flight = False
         self._pool = pool
+        self._timeline: _TimelineSubmit | None = None
         self._recordings: dict = {}  # key -> command buffer, least recently used first
         self._release = weakref.finalize(self, tracker.release_many, list(reversed(tokens)))
 
@@ -155,12 +156,28 @@ class Lane:
         if self._query_pool is not None:
             lib.vkCmdWriteTimestamp(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, self._query_pool, query)
 
-    def submit(self) -> None:
-        """Submit what was last recorded (a recording may be submitted again once the previous submission ended)."""
+    def submit(self, wait: tuple[object, int] | None = None, signal=None) -> None:
+        """Submit what was last recorded (a recording may be submitted again once the previous submission ended).
+
+        `wait` = (timeline semaphore, value) holds the submission until the semaphore reaches the value; `signal` (an
+        object with a timeline semaphore `handle` and the integer `value` it last reached) is signalled to its next
+        value, counted up under the queue lock so that its values follow submission order. Both are for work shared
+        with another API (`coopnn.interop`)."""
         check(vk, lib.vkResetFences(self._device, 1, self._fences), "vkResetFences")
+        info = self._submit_info if wait is None and signal is None else self._timeline_submit_info(wait, signal)
         with self._queue_lock:
-            check(vk, lib.vkQueueSubmit(self._queue, 1, self._submit_info, self._fence), "vkQueueSubmit")
+            if signal is not None:
+                self._timeline.signal_values[0] = signal.value + 1
+            check(vk, lib.vkQueueSubmit(self._queue, 1, info, self._fence), "vkQueueSubmit")
+            if signal is not None:
+                signal.value += 1
         self.in_flight = True
+
+    def _timeline_submit_info(self, wait: tuple[object, int] | None, signal):
+        """The submit info of `submit` with timeline semaphores, its structs made on first use and then refilled."""
+        if self._timeline is None:
+            self._timeline = _TimelineSubmit(self._command_buffers)
+        return self._timeline.fill(wait, signal)
 
     def wait(self) -> None:
         """Until the submission has finished (DeviceLostError when the device is lost or it runs past the timeout)."""
@@ -202,3 +219,32 @@ class Lane:
 
     def destroy(self) -> None:
         self._release()
+
+
+class _TimelineSubmit:
+    """A VkSubmitInfo with one waited and one signalled timeline semaphore (VkTimelineSemaphoreSubmitInfo)."""
+
+    def __init__(self, command_buffers):
+        self.wait_semaphores = ffi.new("VkSemaphore[1]")
+        self.wait_values = ffi.new("uint64_t[1]")
+        self.signal_semaphores = ffi.new("VkSemaphore[1]")
+        self.signal_values = ffi.new("uint64_t[1]")
+        self.wait_stages = ffi.new("VkPipelineStageFlags[1]", [vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT])
+        self.timeline_info = ffi.new("VkTimelineSemaphoreSubmitInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+            "pWaitSemaphoreValues": self.wait_values, "pSignalSemaphoreValues": self.signal_values})
+        self.info = ffi.new("VkSubmitInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": self.timeline_info,
+            "pWaitSemaphores": self.wait_semaphores, "pWaitDstStageMask": self.wait_stages,
+            "commandBufferCount": 1, "pCommandBuffers": command_buffers,
+            "pSignalSemaphores": self.signal_semaphores})
+
+    def fill(self, wait: tuple[object, int] | None, signal):
+        waits, signals = int(wait is not None), int(signal is not None)
+        if wait is not None:
+            self.wait_semaphores[0], self.wait_values[0] = wait
+        if signal is not None:
+            self.signal_semaphores[0] = signal.handle
+        self.timeline_info.waitSemaphoreValueCount = self.info.waitSemaphoreCount = waits
+        self.timeline_info.signalSemaphoreValueCount = self.info.signalSemaphoreCount = signals
+        return self.info

@@ -260,20 +260,10 @@ class Buffer:
         return self.read(dtype, count, offset)
 
     def _write_through_temporary_staging(self, data: np.ndarray, offset: int) -> None:
-        staging = RawBuffer(self.context, data.size, STAGING_USAGE, UPLOAD_STAGING_PREFERENCES, mapped=True)
-        try:
-            staging.host[:] = data
-            self.context.copy(staging.handle, self.handle, 0, offset, data.size)
-        finally:
-            self.context.tracker.release_many(staging.tokens)
+        upload_through_staging(self.context, self.handle, offset, data)
 
     def _read_through_temporary_staging(self, offset: int, nbytes: int) -> np.ndarray:
-        staging = RawBuffer(self.context, nbytes, STAGING_USAGE, DOWNLOAD_STAGING_PREFERENCES, mapped=True)
-        try:
-            self.context.copy(self.handle, staging.handle, offset, 0, nbytes)
-            return staging.host.copy()
-        finally:
-            self.context.tracker.release_many(staging.tokens)
+        return download_through_staging(self.context, self.handle, offset, nbytes)
 
     def take_pending_upload(self) -> tuple[int, int] | None:
         """The (start, stop) byte range written since the last dispatch of a STAGED buffer, clearing it."""
@@ -293,6 +283,28 @@ class Buffer:
     @property
     def alive(self) -> bool:
         return self._release.alive and self.context.tracker.alive(self._device.tokens[0])
+
+
+def upload_through_staging(context: VulkanContext, handle, offset: int, data: np.ndarray) -> None:
+    """Copy `data` (flat uint8) to byte `offset` of the device-only VkBuffer `handle` now, through a temporary
+    staging buffer: for data written once (weights, device arrays)."""
+    staging = RawBuffer(context, data.size, STAGING_USAGE, UPLOAD_STAGING_PREFERENCES, mapped=True)
+    try:
+        staging.host[:] = data
+        context.copy(staging.handle, handle, 0, offset, data.size)
+    finally:
+        context.tracker.release_many(staging.tokens)
+
+
+def download_through_staging(context: VulkanContext, handle, offset: int, nbytes: int) -> np.ndarray:
+    """`nbytes` from byte `offset` of the device-only VkBuffer `handle`, as a new uint8 array, through a temporary
+    staging buffer."""
+    staging = RawBuffer(context, nbytes, STAGING_USAGE, DOWNLOAD_STAGING_PREFERENCES, mapped=True)
+    try:
+        context.copy(handle, staging.handle, offset, 0, nbytes)
+        return staging.host.copy()
+    finally:
+        context.tracker.release_many(staging.tokens)
 
 
 def as_bytes(data) -> np.ndarray:
