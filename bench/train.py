@@ -20,7 +20,7 @@ from coopnn.bench.environment import describe_environment, device_name, driver, 
 from coopnn.bench.training import (CoopnnTrainingRunner, TorchAmpTrainingRunner, measure_training,  # noqa: E402
                                    torch_cuda_unavailable_reason)
 from coopnn.errors import BackendUnavailableError  # noqa: E402
-from coopnn.runtime.backends import statuses  # noqa: E402
+from coopnn.backends import statuses  # noqa: E402
 from coopnn.tables import format_table  # noqa: E402
 
 MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")

@@ -1,6 +1,6 @@
 """coopnn: run and train small neural-shading MLPs on Vulkan GPUs through cooperative vectors.
 
-The public surface: `load`, `Model`, `compile`, `Program`, `backends`, the errors, and training: `Trainer`, `optim`
+The public surface: `load`, `Model`, `compile`, `Program`, `backends` (`backends.statuses()`: every backend, whether it can run here, and if not, why), the errors, and training: `Trainer`, `optim`
 (Adam, SGD) and `mlp` (models built without ONNX). Nothing here imports the `vulkan` package: Vulkan
 is loaded only when a Vulkan backend is asked for or probed.
 """
@@ -21,20 +21,14 @@ from coopnn.errors import (
 from coopnn.compiler import Program, compile
 from coopnn.model import Model, TensorInfo, load
 from coopnn.interop.device_arrays import DeviceArray, to_device
-from coopnn.runtime.backends import BackendStatus
+from coopnn import backends
+from coopnn.backends import BackendStatus
 from coopnn.runtime.host_arrays import empty
 from coopnn.train import optim
-from coopnn.train.builders import mlp
+from coopnn.nets.builders import mlp
 from coopnn.train.trainer import Trainer
 
 __version__ = "0.1.0"
-
-
-def backends() -> list[BackendStatus]:
-    """Every backend, whether it can run here, and if not, why."""
-    from coopnn.runtime.backends import statuses
-
-    return statuses()
 
 
 __all__ = [

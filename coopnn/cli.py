@@ -35,7 +35,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     print(f"coopnn {coopnn.__version__}")
     print("backends:")
-    for status in coopnn.backends():
+    for status in coopnn.backends.statuses():
         state = "available" if status.available else f"unavailable: {status.reason}"
         print(f"  {status.name:10s} {state}")
     from coopnn.runtime.device_report import device_report

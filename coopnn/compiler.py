@@ -14,7 +14,8 @@ from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.kernel.printer import print_program
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import disassemble
-from coopnn.shaders.targets import Binary, target
+from coopnn.backends import target
+from coopnn.shaders.targets.base import Binary
 
 
 @dataclass(frozen=True)

@@ -17,16 +17,16 @@ import numpy as np
 import onnx
 
 from coopnn.dtypes import ACCEPTED_INPUT_NUMPY
-from coopnn.errors import InputError
+from coopnn.errors import CompileError, InputError
 from coopnn.graph.ir import Graph, Value
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.interop import is_cuda_array
 from coopnn.interop.device_arrays import DeviceArray, run_on_device
-from coopnn.runtime import backends
-from coopnn.runtime.kernel_backend import KernelExecutable
-from coopnn.runtime.precision import choose_weights
-from coopnn.train.parameters import parameters, with_parameters
+from coopnn import backends
+from coopnn.runtime.executable import KernelExecutable
+from coopnn.backends.auto_weights import choose_weights
+from coopnn.graph.parameters import parameters, with_parameters
 
 log = logging.getLogger("coopnn")
 
@@ -90,14 +90,14 @@ class Model:
         self._executable_is_stale = True
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the model as an ONNX file (opset and operators in `coopnn.train.export`)."""
-        from coopnn.train.export import export_onnx
+        """Write the model as an ONNX file (opset and operators in `coopnn.graph.onnx.export`)."""
+        from coopnn.graph.onnx.export import export_onnx
 
         onnx.save(export_onnx(self.graph), os.fspath(path))
 
     def save_weights(self, path: str | os.PathLike) -> None:
         """Write the parameters to a safetensors file keyed by stable name (read back by `load(weights_file=)`)."""
-        from coopnn.train.weights_file import save_weights
+        from coopnn.graph.parameter_file import save_weights
 
         save_weights(self.graph, path)
 
@@ -165,7 +165,12 @@ class Model:
             graph = self.graph
             if self._executable_is_stale:
                 if not self._prepared_backend.refresh(self._executable, graph, weights=self.weights):
-                    executable = self._prepared_backend.prepare(graph, weights=self.weights, device=self.device)
+                    backend = self._prepared_backend
+                    examined = backend.examine(graph, self.weights, self.device)
+                    if examined.reason:
+                        raise CompileError(f"backend {backend.name!r} cannot run the new parameters of model "
+                                           f"{graph.name!r}: {examined.reason}")
+                    executable = backend.prepare(graph, examined.lowered, weights=self.weights, device=self.device)
                     self._executable.close()
                     self._executable = executable
                 self._executable_is_stale = False
@@ -292,14 +297,14 @@ def load(
 
     `weights="auto"` runs in float16 on a device with cooperative vectors when the model's float16 outputs stay within
     0.1% of their range from float32 on `calibration` (a batch of inputs; by default 4096 samples uniform in [-1, 1]),
-    and in float32 otherwise (`coopnn.runtime.precision`); "fp16" and "fp32" force a format. `model.weights` and
+    and in float32 otherwise (`coopnn.backends.auto_weights`); "fp16" and "fp32" force a format. `model.weights` and
     `model.backend_reason` say what was chosen and why.
     `weights_file` (a safetensors file from `Model.save_weights`) replaces every parameter by the tensor of the same
     stable name; ModelFormatError when it is unreadable or does not hold exactly the model's parameters.
     """
     graph = optimize(import_model(model))
     if weights_file is not None:
-        from coopnn.train.weights_file import load_weights
+        from coopnn.graph.parameter_file import load_weights
 
         graph = load_weights(graph, weights_file)
     return prepare(graph, backend=backend, weights=weights, device=device, calibration=calibration)
@@ -308,17 +313,17 @@ def load(
 def prepare(graph: Graph, *, backend: str = "auto", weights: str = "auto", device: str | int | None = None,
             calibration: Any = None) -> Model:
     """Prepare an already imported and optimised graph on a backend (see `load` for `weights` and `calibration`)."""
-    reasons = []
+    reasons, examined = [], {}
     if weights == "auto":
         chosen = choose_weights(graph, backend, device, calibration)
-        weights = chosen.weights
+        weights, examined = chosen.weights, chosen.examined
         reasons.append(chosen.reason)
     elif calibration is not None:
         raise InputError(f"calibration= is used by weights='auto' only; weights={weights!r} was given")
-    choice = backends.choose(backend, graph, weights, device)
+    choice = backends.choose(backend, graph, weights, device, examined)
     if backend == "auto" and choice.backend.name == "numpy":
         log.warning("coopnn: no Vulkan backend runs %r faster here, using numpy (%s)", graph.name, choice.reason)
-    executable = choice.backend.prepare(graph, weights=weights, device=device)
+    executable = choice.backend.prepare(graph, choice.lowered, weights=weights, device=device)
     if reasons:
         choice = dataclasses.replace(choice, reason="; ".join([choice.reason] + reasons))
     return Model(graph, choice, executable, weights, device)

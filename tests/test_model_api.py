@@ -111,7 +111,7 @@ def test_closed_model_refuses_to_run(mlp):
 
 
 def test_backends_lists_numpy_and_unknown_backend_errors():
-    statuses = {s.name: s for s in coopnn.backends()}
+    statuses = {s.name: s for s in coopnn.backends.statuses()}
     assert statuses["numpy"].available
     for s in statuses.values():
         assert s.available or s.reason

@@ -29,7 +29,7 @@ def _cpu_name() -> str:
 
 def _vulkan() -> dict:
     try:
-        from coopnn.runtime.kernel_backend import chosen_device
+        from coopnn.runtime.executable import chosen_device
 
         info = chosen_device(None)
     except BackendUnavailableError as e:

@@ -21,7 +21,7 @@ from coopnn.bench.torch_runners import (
     torch_unavailable_reason,
 )
 from coopnn.errors import BackendUnavailableError
-from coopnn.runtime import backends
+from coopnn import backends
 
 
 class Runner(Protocol):
@@ -69,7 +69,7 @@ def _coopnn_spec(backend) -> RunnerSpec:
         description=backend.description,
         precision=None,
         unavailable_reason=backend.unavailable_reason,
-        unsupported_reason=lambda model, weights: backend.unsupported_reason(model.graph, weights, None),
+        unsupported_reason=lambda model, weights: backend.examine(model.graph, weights, None).reason,
         prepare=lambda model, weights: CoopnnRunner(model, backend.name, weights),
     )
 

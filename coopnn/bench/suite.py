@@ -23,7 +23,7 @@ from coopnn.bench.models import BenchModel
 from coopnn.bench.report import comparisons
 from coopnn.bench.runners import Runner, RunnerSpec
 from coopnn.progress import Progress
-from coopnn.runtime.numpy_backend import run_graph
+from coopnn.backends.numpy.inference import run_graph
 
 SCHEMA = "coopnn-bench/1"
 DEFAULT_BATCHES = (1 << 14, 1 << 18, 1 << 21)

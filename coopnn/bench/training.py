@@ -46,14 +46,14 @@ class CoopnnTrainingRunner:
     """A coopnn training session (backend and, for coopvec, the weight-gradient method)."""
 
     def __init__(self, graph: Graph, backend: str, gradients: str | None = None):
-        from coopnn.train.backends import get
+        from coopnn.backends import training_backend
         from coopnn.train.losses import get_loss
         from coopnn.train.optim import Adam
 
         if gradients is None:
-            self.session = get(backend).prepare(graph, get_loss("l2"), Adam(lr=1e-3), device=None)
+            self.session = training_backend(backend).prepare_training(graph, get_loss("l2"), Adam(lr=1e-3), device=None)
         else:
-            from coopnn.train.gpu.coopvec_session import CoopvecTrainingSession
+            from coopnn.backends.coopvec.training import CoopvecTrainingSession
 
             self.session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, gradients=gradients)
         self.input, self.output = graph.inputs[0].name, graph.outputs[0].name

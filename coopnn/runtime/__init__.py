@@ -1,1 +1,2 @@
-"""Executors: the numpy reference backend and the Vulkan backends, chosen through `coopnn.runtime.backends`."""
+"""What runs compiled kernels on a Vulkan device: the executable (`executable`), the host path, host arrays and the
+Vulkan layer (`vk`), shared by every Vulkan backend."""

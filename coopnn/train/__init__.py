@@ -2,5 +2,5 @@
 without ONNX, ONNX export, and weight and checkpoint files. The public names are re-exported by `coopnn`.
 
 Modules import lazily from here (nothing is imported by this file) because `coopnn.model` reads
-`coopnn.train.parameters` while `coopnn.train.trainer` reads `coopnn.model`.
+`coopnn.graph.parameters` while `coopnn.train.trainer` reads `coopnn.model`.
 """

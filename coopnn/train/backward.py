@@ -1,7 +1,7 @@
 """Analytic reverse mode over the graph IR: a forward pass that keeps what the backward pass needs, then gradients.
 
 `GradientProgram(graph)` decides once which nodes need a backward rule: those that depend on a parameter (see
-`coopnn.train.parameters`) and lead to an output. Nodes that only touch inputs (an input encoding) or only build
+`coopnn.graph.parameters`) and lead to an output. Nodes that only touch inputs (an input encoding) or only build
 booleans (comparisons, the condition of a Where) need none. A needed node without a rule raises CompileError naming
 it. Rules follow `coopnn.graph.ops` and compute in the arrays' dtype, float32 in training and float64 in checks.
 """
@@ -18,7 +18,7 @@ from coopnn.graph import ops
 from coopnn.graph.ir import Graph, Node, Op
 from coopnn.graph.ops import forward_defaults
 from coopnn.train.activation_grads import DIFFERENTIABLE_UNARY, derivative
-from coopnn.train.parameters import parameter_constants
+from coopnn.graph.parameters import parameter_constants
 
 Array = np.ndarray
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from coopnn.errors import ModelFormatError
-from coopnn.train.weights_file import FORMAT_KEY, read_tensors, write_tensors
+from coopnn.graph.parameter_file import FORMAT_KEY, read_tensors, write_tensors
 
 CHECKPOINT_FORMAT = "checkpoint 1"
 _PARAMETER = "parameter/"

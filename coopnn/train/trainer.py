@@ -15,11 +15,11 @@ import numpy as np
 from coopnn.errors import InputError, ModelFormatError
 from coopnn.model import Model
 from coopnn.progress import Progress
-from coopnn.train import backends
+from coopnn import backends
 from coopnn.train.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from coopnn.train.losses import Loss, get_loss
 from coopnn.train.optim import Adam, Optimizer
-from coopnn.train.weights_file import check_complete
+from coopnn.graph.parameter_file import check_complete
 
 EVALUATE_BATCH = 1 << 16  # samples per forward pass in evaluate(): bounds memory whatever the data set's size
 
@@ -39,7 +39,8 @@ class Trainer:
         self.loss = get_loss(loss)
         self.optimizer = Adam() if optimizer is None else optimizer
         self.backend = model.backend if backend is None else backend
-        self.session = backends.get(self.backend).prepare(model.graph, self.loss, self.optimizer, device=model.device)
+        self.session = backends.training_backend(self.backend).prepare_training(model.graph, self.loss, self.optimizer,
+                                                                                device=model.device)
         self.rng = np.random.default_rng(seed)
         self.steps = 0
 

@@ -8,7 +8,7 @@ import pytest
 from coopnn.bench.models import BenchModel
 from coopnn.bench.runners import BASELINES, REFERENCE_ORDER, all_specs, select_runners
 from coopnn.errors import BackendUnavailableError
-from coopnn.runtime import backends
+from coopnn import backends
 from tests.conftest import ROOT
 
 NERF = ROOT / "models" / "nerf_skip_two_heads.onnx"

@@ -9,7 +9,7 @@ import pytest
 from coopnn.bench.models import BenchModel
 from coopnn.graph import ops
 from coopnn.graph.ir import Activation, Op
-from coopnn.runtime.numpy_backend import run_graph
+from coopnn.backends.numpy.inference import run_graph
 from tests.conftest import ROOT, ZOO
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed; the PyTorch baseline is optional")

@@ -8,7 +8,7 @@ import pytest
 
 from coopnn.bench.models import BenchModel
 from coopnn.bench.torch_runners import cuda_unavailable_reason
-from coopnn.runtime.numpy_backend import run_graph
+from coopnn.backends.numpy.inference import run_graph
 from tests.conftest import ROOT
 
 NERF = ROOT / "models" / "nerf_skip_two_heads.onnx"

@@ -16,7 +16,7 @@ import pytest
 
 @functools.cache
 def coopvec_skip_reason() -> str | None:
-    from coopnn.runtime.coopvec_backend import CoopvecBackend
+    from coopnn.backends.coopvec.backend import CoopvecBackend
 
     reason = CoopvecBackend().unavailable_reason()
     return f"no device with cooperative vectors: {reason}" if reason else None

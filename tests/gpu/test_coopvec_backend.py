@@ -13,11 +13,11 @@ import coopnn
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.layouts.formats import run_fp16_emulation
-from coopnn.layouts.optimal import pack_plan
-from coopnn.runtime import coopvec_backend
-from coopnn.runtime.coopvec_backend import CoopvecBackend, program_unsupported_reason
+from coopnn.backends.coopvec.layouts import pack_plan
+from coopnn.backends.coopvec import backend as coopvec_backend
+from coopnn.backends.coopvec.backend import CoopvecBackend, program_unsupported_reason
 from coopnn.shaders.kernel.lower import lower
-from coopnn.shaders.targets.coopvec import weight_plan
+from coopnn.backends.coopvec.target import weight_plan
 from tests.conftest import ROOT
 from tests.gpu.conftest import coopvec_skip_reason
 
@@ -50,7 +50,7 @@ def test_the_model_needs_its_type_combination_listed_and_its_vectors_held():
 
 
 def test_only_float16_weights_are_offered():
-    why = CoopvecBackend().unsupported_reason(_graph(MLP), "fp32", None)
+    why = CoopvecBackend().examine(_graph(MLP), "fp32", None).reason
     assert "weights='fp16'" in why
 
 
@@ -101,8 +101,8 @@ def test_converted_weights_are_cached_per_device_and_driver(coopvec_device, monk
 @pytest.mark.parametrize("layout", ["row_major", "column_major", "inferencing_optimal"])
 @pytest.mark.parametrize("path", [MLP, ODD_MLP], ids=lambda p: p.stem)
 def test_every_layout_gives_the_fp16_reference(coopvec_device, path, layout):
-    from coopnn.runtime.kernel_backend import KernelExecutable
-    from coopnn.shaders.targets import target
+    from coopnn.runtime.executable import KernelExecutable
+    from coopnn.backends import target
 
     graph = _graph(path)
     program = lower(graph)

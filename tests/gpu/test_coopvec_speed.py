@@ -14,7 +14,7 @@ import pytest
 
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
-from coopnn.runtime.coopvec_backend import prepare_coopvec
+from coopnn.backends.coopvec.backend import prepare_coopvec
 from tests.conftest import BENCHMARK_MLPS, ROOT
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("coopvec_device")]

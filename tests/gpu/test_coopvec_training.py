@@ -14,12 +14,12 @@ import pytest
 
 import coopnn
 from coopnn.layouts.formats import round_fp16
-from coopnn.train.builders import mlp_graph
-from coopnn.train.gpu.coopvec_session import CoopvecTrainingSession
+from coopnn.nets.builders import mlp_graph
+from coopnn.backends.coopvec.training import CoopvecTrainingSession
 from coopnn.train.losses import get_loss
-from coopnn.train.numpy_backend import NumpyTrainingSession
+from coopnn.backends.numpy.training import NumpyTrainingSession
 from coopnn.train.optim import Adam
-from coopnn.train.parameters import parameters, with_parameters
+from coopnn.graph.parameters import parameters, with_parameters
 
 pytestmark = pytest.mark.gpu
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coopnn.layouts.optimal import COMPONENT_ALIGNMENT, pack_plan, padded, plan_weights
+from coopnn.backends.coopvec.layouts import COMPONENT_ALIGNMENT, pack_plan, padded, plan_weights
 from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, unpack
 
 

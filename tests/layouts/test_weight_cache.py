@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from coopnn.layouts.optimal import pack_plan, plan_weights
+from coopnn.backends.coopvec.layouts import pack_plan, plan_weights
 from coopnn.layouts.weight_cache import PackedWeightCache
 
 

@@ -11,7 +11,7 @@ import coopnn
 from coopnn.errors import InputError
 from coopnn.graph.ir import Op
 from coopnn.graph.verify import verify
-from coopnn.train.builders import ACTIVATIONS, mlp_graph
+from coopnn.nets.builders import ACTIVATIONS, mlp_graph
 
 
 def test_plain_mlp_layers_parameters_and_output():

@@ -11,8 +11,8 @@ import coopnn
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Activation, Op
 from coopnn.model import prepare
-from coopnn.train.builders import ACTIVATIONS, GraphBuilder, mlp_graph
-from coopnn.train.export import IR_VERSION, OPSET, export_onnx
+from coopnn.nets.builders import ACTIVATIONS, GraphBuilder, mlp_graph
+from coopnn.graph.onnx.export import IR_VERSION, OPSET, export_onnx
 from tests.conftest import ZOO, ort_run, random_feeds, zoo_ids
 
 RTOL, ATOL = 1e-4, 1e-5

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from coopnn.train.builders import mlp_graph
+from coopnn.nets.builders import mlp_graph
 from coopnn.train.losses import get_loss
-from coopnn.train.numpy_backend import NumpyTrainingBackend
+from coopnn.backends.numpy.backend import NumpyBackend
 from coopnn.train.optim import SGD
 
 rng = np.random.default_rng(4)
@@ -16,7 +16,7 @@ TARGETS = {"y": rng.uniform(-1, 1, (32, 1)).astype(np.float32)}
 
 def _session(lr=0.1):
     graph = mlp_graph(2, [8], 1, activation="tanh")
-    return graph, NumpyTrainingBackend().prepare(graph, get_loss("l2"), SGD(lr=lr), device=None)
+    return graph, NumpyBackend().prepare_training(graph, get_loss("l2"), SGD(lr=lr), device=None)
 
 
 def test_step_is_sgd_on_the_analytic_gradient():

@@ -11,10 +11,10 @@ import coopnn
 from coopnn.errors import BackendUnavailableError, CompileError, InputError, ModelFormatError
 from coopnn.graph.ir import Activation, Op
 from coopnn.model import prepare
-from coopnn.runtime.numpy_backend import run_graph
-from coopnn.train.backends import training_backends
-from coopnn.train.builders import GraphBuilder
-from coopnn.train.parameters import with_parameters
+from coopnn.backends.numpy.inference import run_graph
+from coopnn.backends import training_backends
+from coopnn.nets.builders import GraphBuilder
+from coopnn.graph.parameters import with_parameters
 from tests.conftest import ROOT
 
 rng = np.random.default_rng(0)

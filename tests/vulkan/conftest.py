@@ -19,6 +19,6 @@ def validated_device(monkeypatch):
 
 def auto_backends() -> tuple[str, ...]:
     """The backends `backend="auto"` may take here: numpy on a CPU Vulkan device (lavapipe), a Vulkan one on a GPU."""
-    from coopnn.runtime.kernel_backend import chosen_device
+    from coopnn.runtime.executable import chosen_device
 
     return ("numpy",) if chosen_device(None).device_type == "cpu" else ("portable", "coopvec")

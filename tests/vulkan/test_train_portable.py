@@ -9,12 +9,12 @@ import pytest
 
 import coopnn
 from coopnn.errors import CompileError, InputError
-from coopnn.runtime.numpy_backend import run_graph
-from coopnn.train.builders import mlp_graph
+from coopnn.backends.numpy.inference import run_graph
+from coopnn.nets.builders import mlp_graph
 from coopnn.train.gpu import session as session_module
-from coopnn.train.gpu.portable_session import PortableTrainingSession
+from coopnn.backends.portable.training import PortableTrainingSession
 from coopnn.train.losses import get_loss
-from coopnn.train.numpy_backend import NumpyTrainingSession
+from coopnn.backends.numpy.training import NumpyTrainingSession
 from coopnn.train.optim import SGD, Adam
 from tests.conftest import ROOT
 from tests.vulkan.conftest import auto_backends

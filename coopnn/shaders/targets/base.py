@@ -1,4 +1,4 @@
-"""What every target produces (a `Binary`), the registry of targets, and the shader scaffolding they share.
+"""What every target produces (a `Binary`), the interface of a target, and the shader scaffolding they share.
 
 The shared interface of every compiled model: binding 0 holds the weights, then one binding per graph input and
 one per graph output, each a tightly packed array of `features` values per sample (float32, or float16 where
@@ -15,9 +15,11 @@ from typing import Callable, Protocol
 import numpy as np
 
 from coopnn.layouts.pack import PackedWeights
-from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import Module
+
+# What a shader storing or computing float16 values needs the device to enable.
+FP16_FEATURES = frozenset({"storageBuffer16BitAccess", "shaderFloat16"})
 
 
 @dataclass(frozen=True)
@@ -107,12 +109,6 @@ class Target(Protocol):
     default_weights: str  # the weight format compiled when none is asked for
 
     def compile(self, program: KernelProgram, weights: str, workgroup_size: int) -> Binary: ...
-
-
-TARGETS: dict[str, Callable[[], Target]] = {}
-
-
-register_target = registrar(TARGETS)  # @register_target("name") on the target's factory
 
 
 def bindings_of(program: KernelProgram) -> tuple[Binding, ...]:

@@ -14,7 +14,7 @@ corrections, 1 - dampening) are folded on the host likewise, rather than recompu
 from __future__ import annotations
 
 from coopnn.shaders.targets.base import push_constant_block
-from coopnn.shaders.targets.portable import FP16_FEATURES
+from coopnn.shaders.targets.base import FP16_FEATURES
 from coopnn.shaders.training.shader import ComputeShader, finish, load, storage_buffer, store, training_frame
 
 MASTER, GRADIENT, STATUS, WORKING, FIRST_SLOT = range(5)

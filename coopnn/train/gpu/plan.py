@@ -16,7 +16,7 @@ import numpy as np
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Activation, Graph, Node, Op
 from coopnn.shaders.kernel.derivatives import DERIVATIVES
-from coopnn.train.parameters import parameter_constants
+from coopnn.graph.parameters import parameter_constants
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ copy the step kernel reads, the tape and the per-sample losses. A step uploads t
 submission: the step kernel (forward, loss, backward onto the tape), the target's weight-gradient kernels, the
 optimizer kernel, and whatever turns the working copy into what the step kernel reads; it then reads back the
 per-sample losses and the status word (non-zero when a gradient was not finite). Targets differ in how they lay out
-parameters and reduce gradients; subclasses say how (`coopnn.train.gpu.portable_session`, `coopvec_session`).
+parameters and reduce gradients; subclasses say how (`coopnn.backends.portable.training`, `coopnn.backends.coopvec.training`).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ import numpy as np
 
 from coopnn.errors import InputError
 from coopnn.graph.ir import Graph
-from coopnn.runtime.kernel_backend import validation_requested
+from coopnn.runtime.executable import validation_requested
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.shaders.training.shader import ComputeShader
-from coopnn.shaders.targets import Binary
+from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
 from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
 from coopnn.train.losses import Loss

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from coopnn.graph.ir import Graph
 from coopnn.graph.onnx import import_model
 from coopnn.graph.verify import verify
-from coopnn.runtime.numpy_backend import run_graph
+from coopnn.backends.numpy.inference import run_graph
 
 RTOL = 1e-4
 ATOL = 1e-5

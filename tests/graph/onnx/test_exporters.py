@@ -14,7 +14,7 @@ import pytest
 
 from coopnn.graph.ir import Op
 from coopnn.graph.onnx import import_model
-from coopnn.runtime.numpy_backend import run_graph
+from coopnn.backends.numpy.inference import run_graph
 
 torch = pytest.importorskip("torch")
 nn = torch.nn

@@ -18,7 +18,7 @@ from coopnn.errors import CoopnnError, ModelFormatError, UnsupportedOperatorErro
 from coopnn.graph.ir import Op
 from coopnn.graph.onnx import import_model, supported_operators
 from coopnn.graph.verify import verify
-from coopnn.runtime.numpy_backend import run_graph
+from coopnn.backends.numpy.inference import run_graph
 
 RNG = np.random.default_rng(4)
 W1 = RNG.standard_normal((8, 3)).astype(np.float32)

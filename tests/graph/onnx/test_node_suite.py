@@ -19,7 +19,7 @@ from onnx import TensorProto, numpy_helper
 from coopnn.errors import ModelFormatError, UnsupportedOperatorError
 from coopnn.graph.onnx import import_model, supported_operators
 from coopnn.graph.verify import verify
-from coopnn.runtime.numpy_backend import run_graph
+from coopnn.backends.numpy.inference import run_graph
 
 # At the time of writing 299 of about 650 cases pass; the floor leaves room for cases onnx adds or changes.
 MIN_PASSED = 250

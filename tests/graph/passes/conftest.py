@@ -10,7 +10,7 @@ from coopnn.graph import ops
 from coopnn.graph.ir import Graph, Node, Op, Value
 from coopnn.graph.passes import DEFAULT_PIPELINE, run_pass
 from coopnn.graph.verify import verify
-from coopnn.runtime.numpy_backend import run_graph
+from coopnn.backends.numpy.inference import run_graph
 
 RTOL = 1e-5
 ATOL = 1e-5  # values are of order one; reassociated sums differ by a few ulp of their terms

@@ -8,7 +8,7 @@ import pytest
 from coopnn.graph.ir import Graph, Node, Op, Value
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
-from coopnn.runtime.numpy_backend import run_graph
+from coopnn.backends.numpy.inference import run_graph
 from coopnn.shaders.kernel.interpret import run_program
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.kernel.printer import print_program

@@ -10,10 +10,10 @@ import pytest
 
 from coopnn.compiler import compile, compile_graph
 from coopnn.errors import CompileError
-from coopnn.layouts.optimal import pack_plan
+from coopnn.backends.coopvec.layouts import pack_plan
 from coopnn.shaders.spirv import disassemble
-from coopnn.shaders.targets import target
-from coopnn.shaders.targets.coopvec import FLOAT16_COMBINATION, requirements, weight_plan
+from coopnn.backends import target
+from coopnn.backends.coopvec.target import FLOAT16_COMBINATION, requirements, weight_plan
 from tests.conftest import ROOT, ZOO
 from tests.shaders.targets.test_portable import encoding, spirv_val, tiny_mlp
 

@@ -115,7 +115,7 @@ PADDED_LAYOUTS = {
 
 @pytest.mark.parametrize("name", sorted(PADDED_LAYOUTS))
 def test_coopmat_gradient_shaders_are_valid(name, tmp_path):
-    from coopnn.shaders.training.coopmat_gradients import MAX_COLUMN_TILES, TILE, coopmat_gradient_shader, tasks
+    from coopnn.backends.coopvec.coopmat_gradients import MAX_COLUMN_TILES, TILE, coopmat_gradient_shader, tasks
 
     layout = PADDED_LAYOUTS[name]
     shader = coopmat_gradient_shader(layout, TapeLayout(layout.layers))
@@ -130,7 +130,7 @@ def test_coopmat_gradient_shaders_are_valid(name, tmp_path):
 
 @pytest.mark.parametrize("name", sorted(PADDED_LAYOUTS))
 def test_coopvec_gradient_shaders_are_valid(name, tmp_path):
-    from coopnn.shaders.training.coopvec_gradients import coopvec_gradient_shader, row_starts
+    from coopnn.backends.coopvec.coopvec_gradients import coopvec_gradient_shader, row_starts
 
     layout = PADDED_LAYOUTS[name]
     shader = coopvec_gradient_shader(layout, TapeLayout(layout.layers))

@@ -9,13 +9,13 @@ import pytest
 import coopnn
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Activation, Op
-from coopnn.layouts.optimal import pack_plan, padded
-from coopnn.shaders.targets import target
-from coopnn.shaders.targets.coopvec import weight_plan
+from coopnn.backends.coopvec.layouts import pack_plan, padded
+from coopnn.backends import target
+from coopnn.backends.coopvec.target import weight_plan
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.train.builders import GraphBuilder, mlp_graph
+from coopnn.nets.builders import GraphBuilder, mlp_graph
 from coopnn.train.gpu.plan import plan_training
-from coopnn.train.gpu.portable_session import flat_manifest
+from coopnn.backends.portable.training import flat_manifest
 from coopnn.train.gpu.step_program import step_program
 from coopnn.train.losses import LOSSES, get_loss
 from tests.conftest import ROOT

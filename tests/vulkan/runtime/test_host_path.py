@@ -197,7 +197,7 @@ def test_2000_calls_grow_neither_vulkan_objects_nor_host_memory(monkeypatch):
 
 
 def test_large_results_are_copied_by_the_gpu_into_the_result_array(monkeypatch):
-    from coopnn.runtime import host_arrays, kernel_backend
+    from coopnn.runtime import executable as kernel_backend, host_arrays
     from coopnn.runtime.vk.host_import import import_alignment
 
     monkeypatch.setattr(kernel_backend, "IMPORT_MIN_BYTES", 1 << 20)

@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.vulkan, pytest.mark.usefixtures("require_vulkan")]
 
 
 def _formats(rows: int, columns: int, layout_name: str):
-    from coopnn.runtime.vk.coopvec import MatrixFormat
+    from coopnn.backends.coopvec.driver import MatrixFormat
     from coopnn.runtime.vk.nv_ffi import ComponentType, MatrixLayout
 
     row_major = MatrixFormat(rows, columns, ComponentType.FLOAT16, MatrixLayout.ROW_MAJOR, columns * 2)
@@ -19,7 +19,7 @@ def _formats(rows: int, columns: int, layout_name: str):
 
 
 def test_conversion_without_the_extension_is_refused_clearly(vk_context):
-    from coopnn.runtime.vk.coopvec import converted_size
+    from coopnn.backends.coopvec.driver import converted_size
 
     if vk_context.info.cooperative_vector is not None:
         pytest.skip(f"{vk_context.info.name} supports cooperative vectors")
@@ -53,7 +53,7 @@ def test_cooperative_vector_properties_are_reported(coopvec_context):
 @pytest.mark.parametrize("layout_name", ["INFERENCING_OPTIMAL", "TRAINING_OPTIMAL"])
 @pytest.mark.parametrize("rows, columns", [(64, 64), (16, 64), (3, 64), (64, 3)])
 def test_host_conversion_round_trips(coopvec_context, layout_name, rows, columns):
-    from coopnn.runtime.vk.coopvec import convert_on_host, converted_size
+    from coopnn.backends.coopvec.driver import convert_on_host, converted_size
 
     row_major, optimal = _formats(rows, columns, layout_name)
     matrix = np.random.default_rng(rows * columns).standard_normal((rows, columns)).astype(np.float16)
@@ -67,7 +67,7 @@ def test_host_conversion_round_trips(coopvec_context, layout_name, rows, columns
 
 @pytest.mark.gpu
 def test_device_conversion_matches_host_conversion(coopvec_context):
-    from coopnn.runtime.vk.coopvec import (MatrixConversion, convert_on_host, converted_size,
+    from coopnn.backends.coopvec.driver import (MatrixConversion, convert_on_host, converted_size,
                                            record_conversions)
 
     row_major, optimal = _formats(64, 32, "INFERENCING_OPTIMAL")

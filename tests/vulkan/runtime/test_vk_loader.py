@@ -20,7 +20,7 @@ def _run_python(code: str, **env: str) -> subprocess.CompletedProcess:
 
 
 def test_coopnn_and_the_numpy_backend_never_import_vulkan():
-    result = _run_python("import sys, coopnn, coopnn.runtime.numpy_backend, coopnn.runtime.vk\n"
+    result = _run_python("import sys, coopnn, coopnn.backends.numpy.inference, coopnn.runtime.vk\n"
                          "assert 'vulkan' not in sys.modules, 'vulkan was imported'\n")
     assert result.returncode == 0, result.stderr
 

@@ -17,7 +17,7 @@ from safetensors.numpy import save_file
 
 from coopnn.errors import ModelFormatError
 from coopnn.graph.ir import Graph
-from coopnn.train.parameters import mismatches, parameters, with_parameters
+from coopnn.graph.parameters import mismatches, parameters, with_parameters
 
 FORMAT_KEY = "coopnn"
 WEIGHTS_FORMAT = "weights 1"

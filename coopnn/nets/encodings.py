@@ -15,7 +15,7 @@ from coopnn.errors import InputError
 from coopnn.graph.ir import Op
 
 if TYPE_CHECKING:
-    from coopnn.train.builders import GraphBuilder
+    from coopnn.nets.builders import GraphBuilder
 
 DEFAULT_OCTAVES = 6
 

@@ -2,7 +2,7 @@
 
 The step kernel multiplies with the weights in the driver's TrainingOptimal layout, forward and transposed
 (OpCooperativeVectorMatrixMulAddNV / MatrixMulNV with Transpose). Weight gradients come from
-`coopnn.shaders.training.coopvec_gradients` (tape products per chunk of samples) and `partial_sum_shader`. The
+`coopnn.backends.coopvec.coopvec_gradients` (tape products per chunk of samples) and `partial_sum_shader`. The
 optimizer updates the float32 master weights and writes a float16 row-major working copy, which
 vkCmdConvertCooperativeVectorMatrixNV turns into TrainingOptimal in the same command buffer (biases are copied).
 
@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from coopnn.layouts.optimal import pack_plan, padded
-from coopnn.shaders.targets import target
-from coopnn.shaders.targets.coopvec import FEATURES, weight_plan
-from coopnn.shaders.training import coopmat_gradients, coopvec_gradients
+from coopnn.backends.coopvec.layouts import pack_plan, padded
+from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients
+from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget, weight_plan
 from coopnn.shaders.training.gradients import partial_sum_shader
 from coopnn.train.gpu.session import KernelTrainingSession
 
@@ -67,7 +66,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         return coopmat_gradients.CHUNK if self.gradient_method == "coopmat" else coopvec_gradients.CHUNK
 
     def compile_step(self):
-        from coopnn.runtime.vk.coopvec import converted_size, float16_matrix
+        from coopnn.backends.coopvec.driver import converted_size, float16_matrix
 
         def reserve(matrix):
             rows, cols = matrix.shape
@@ -75,7 +74,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
                                         float16_matrix(rows, cols, LAYOUT)))
 
         self.packed = pack_plan(weight_plan(self.program), LAYOUT, reserve)
-        return target("coopvec").compile(self.program, "fp16", 64, packed=self.packed)
+        return CoopvecTarget().compile(self.program, "fp16", 64, packed=self.packed)
 
     def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess
@@ -100,7 +99,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
 
     def working_steps(self) -> list:
         from coopnn.runtime.vk.commands import Recorded
-        from coopnn.runtime.vk.coopvec import repack
+        from coopnn.backends.coopvec.driver import repack
 
         return [Recorded(repack(self.context, self.working, self.layout.entries("fp16"), self.optimal,
                                 self.packed.entries))]
@@ -144,10 +143,3 @@ class CoopvecTrainingSession(KernelTrainingSession):
         self.good_steps += 1
         if self.good_steps >= GROWTH_INTERVAL:
             self.loss_scale, self.good_steps = self.loss_scale * 2, 0
-
-
-class CoopvecTrainingBackend:
-    name = "coopvec"
-
-    def prepare(self, graph, loss, optimizer, *, device) -> CoopvecTrainingSession:
-        return CoopvecTrainingSession(graph, loss, optimizer, device)

@@ -8,7 +8,6 @@ import numpy as np
 
 from coopnn.graph import ops
 from coopnn.graph.ir import Graph
-from coopnn.layouts.formats import FORMATS, emulate_weights
 
 # Samples per chunk: bounds the interpreter's working set (a few MB per feature column) whatever the batch size.
 DEFAULT_CHUNK = 1 << 16
@@ -64,28 +63,3 @@ class NumpyExecutable:
 
     def close(self) -> None:
         self.graph = None
-
-
-class NumpyBackend:
-    """Always available: the oracle for tests and the fallback where no Vulkan device exists."""
-
-    name = "numpy"
-    priority = 0
-    description = "numpy reference interpreter (float32, CPU)"
-
-    def unavailable_reason(self) -> str | None:
-        return None
-
-    def unsupported_reason(self, graph: Graph, weights: str, device) -> str | None:
-        if weights not in FORMATS:
-            return f"weight format {weights!r} is not supported; supported: {', '.join(FORMATS)}"
-        return None
-
-    def auto_skip_reason(self, device) -> str | None:
-        return None
-
-    def prepare(self, graph: Graph, *, weights: str, device) -> NumpyExecutable:
-        return NumpyExecutable(emulate_weights(graph, weights))
-
-    def refresh(self, executable: NumpyExecutable, graph: Graph, *, weights: str) -> bool:
-        return False  # preparing anew costs no more than refreshing

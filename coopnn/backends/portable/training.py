@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from coopnn.layouts.pack import MATRIX_ALIGNMENT, PackedWeights, align_up, pack
-from coopnn.shaders.targets import target
+from coopnn.backends.portable.target import PortableTarget
 from coopnn.shaders.training.gradients import tape_gradient_shader
 from coopnn.train.gpu.session import KernelTrainingSession
 
@@ -33,7 +33,7 @@ def flat_manifest(program, layout) -> PackedWeights:
 class PortableTrainingSession(KernelTrainingSession):
     def compile_step(self):
         self.manifest = flat_manifest(self.program, self.layout)
-        return target("portable").compile(self.program, "fp32", 64, packed=self.manifest)
+        return PortableTarget().compile(self.program, "fp32", 64, packed=self.manifest)
 
     def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess
@@ -57,10 +57,3 @@ class PortableTrainingSession(KernelTrainingSession):
         kernel = self.gradient_kernels[0]
         return [Dispatch(kernel, (self.tape_buffer, self.gradient, self.status), push,
                          kernel.group_count_for(self.layout.size))]
-
-
-class PortableTrainingBackend:
-    name = "portable"
-
-    def prepare(self, graph, loss, optimizer, *, device) -> PortableTrainingSession:
-        return PortableTrainingSession(graph, loss, optimizer, device)

@@ -1,13 +1,18 @@
-"""`backend="portable"`: the portable SPIR-V target on any Vulkan 1.3 device (lavapipe included)."""
+"""The portable backend's record: the portable SPIR-V target on any Vulkan 1.3 device (lavapipe included)."""
 
 from __future__ import annotations
 
+from coopnn.backends.base import Examined
+from coopnn.shaders.targets.base import FP16_FEATURES
+from coopnn.backends.portable.target import WEIGHT_WIDTH, PortableTarget, pack_program
+from coopnn.backends.portable.training import PortableTrainingSession
 from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.graph.ir import Graph
-from coopnn.runtime.kernel_backend import KernelExecutable, chosen_device, device_unavailable_reason
+from coopnn.runtime.executable import KernelExecutable, chosen_device, device_unavailable_reason
 from coopnn.shaders.kernel.lower import lower
-from coopnn.shaders.targets import target
-from coopnn.shaders.targets.portable import FP16_FEATURES, WEIGHT_WIDTH, pack_program
+from coopnn.shaders.kernel.program import KernelProgram
+
+WORKGROUP_SIZE = 64
 
 
 def _needs(info) -> str | None:
@@ -20,25 +25,26 @@ class PortableBackend:
     name = "portable"
     priority = 10
     description = "portable SPIR-V on any Vulkan 1.3 device, float32 arithmetic, one invocation per sample"
+    target = PortableTarget()
+    trains = True
 
     def unavailable_reason(self) -> str | None:
         return device_unavailable_reason(None, _needs)
 
-    def unsupported_reason(self, graph: Graph, weights: str, device) -> str | None:
+    def examine(self, graph: Graph, weights: str, device) -> Examined:
         if weights not in WEIGHT_WIDTH:
-            return f"weight format {weights!r} is not supported; supported: {', '.join(WEIGHT_WIDTH)}"
+            return Examined(f"weight format {weights!r} is not supported; supported: {', '.join(WEIGHT_WIDTH)}")
         why = device_unavailable_reason(device, _needs)
         if why:
-            return why
+            return Examined(why)
         features = chosen_device(device).features
         missing = sorted(f for f in FP16_FEATURES if not features.get(f)) if weights == "fp16" else []
         if missing:
-            return f"fp16 weights need the device features {', '.join(missing)}"
+            return Examined(f"fp16 weights need the device features {', '.join(missing)}")
         try:
-            lower(graph)
+            return Examined(None, lower(graph))
         except CompileError as e:
-            return str(e)
-        return None
+            return Examined(str(e))
 
     def auto_skip_reason(self, device) -> str | None:
         try:
@@ -50,10 +56,13 @@ class PortableBackend:
                     f"(ask for backend='portable' to use it anyway)")
         return None
 
-    def prepare(self, graph: Graph, *, weights: str, device) -> KernelExecutable:
-        binary = target("portable").compile(lower(graph), weights, 64)
+    def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: str, device) -> KernelExecutable:
+        binary = self.target.compile(lowered, weights, WORKGROUP_SIZE)
         return KernelExecutable(binary, graph, device)
 
     def refresh(self, executable: KernelExecutable, graph: Graph, *, weights: str) -> bool:
         """Take the new constant values of `graph` (same structure) without compiling again, where the layout allows."""
         return executable.replace_weights(pack_program(lower(graph), weights))
+
+    def prepare_training(self, graph: Graph, loss, optimizer, *, device) -> PortableTrainingSession:
+        return PortableTrainingSession(graph, loss, optimizer, device)

@@ -19,7 +19,7 @@ from coopnn.graph.ir import Graph
 from coopnn.layouts.pack import PackedWeights
 from coopnn.runtime import host_arrays
 from coopnn.runtime.run_gate import RunGate
-from coopnn.shaders.targets import Binary
+from coopnn.shaders.targets.base import Binary
 
 # One chunk's input or output buffer stays below this, so a huge batch never needs huge device allocations.
 MAX_IO_BUFFER_BYTES = 128 << 20

@@ -1,4 +1,4 @@
-"""`backend="coopvec"`: the cooperative-vector target on a device with VK_NV_cooperative_vector.
+"""The coopvec backend's record: the cooperative-vector target on a device with VK_NV_cooperative_vector.
 
 It is offered only where the device lists every type combination the model's matrix-vector products use and holds
 vectors as long as the model's. Weights are converted to the driver's InferencingOptimal layout on the host
@@ -15,14 +15,15 @@ import numpy as np
 
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Graph
-from coopnn.layouts.optimal import WeightPlan, pack_plan
+from coopnn.backends.coopvec.layouts import WeightPlan, pack_plan
 from coopnn.layouts.pack import PackedWeights
 from coopnn.layouts.weight_cache import PackedWeightCache
-from coopnn.runtime.kernel_backend import KernelExecutable, chosen_device, device_unavailable_reason
+from coopnn.runtime.executable import KernelExecutable, chosen_device, device_unavailable_reason
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.kernel.program import KernelProgram
-from coopnn.shaders.targets import target
-from coopnn.shaders.targets.coopvec import FEATURES, WEIGHT_FORMATS, requirements, weight_plan
+from coopnn.backends.base import Examined
+from coopnn.backends.coopvec.target import FEATURES, WEIGHT_FORMATS, CoopvecTarget, requirements, weight_plan
+from coopnn.backends.coopvec.training import CoopvecTrainingSession
 
 # Measured on the H100 (tests/gpu/test_coopvec_speed.py) for the benchmark MLPs at 2^14 to 2^21 samples: 32 and 64
 # within 2% of each other everywhere, 128 up to 5% slower at 2^21.
@@ -72,7 +73,7 @@ def weight_cache() -> PackedWeightCache:
 def convert_weights(plan: WeightPlan, device: str | int | None) -> PackedWeights:
     """The plan packed in the driver's InferencingOptimal layout, converted on the host by the device's driver."""
     from coopnn.runtime.vk.context import VulkanContext
-    from coopnn.runtime.vk.coopvec import convert_on_host, float16_matrix
+    from coopnn.backends.coopvec.driver import convert_on_host, float16_matrix
 
     with VulkanContext(device, features={"cooperativeVector"}) as context:
         def convert(matrix):
@@ -98,10 +99,10 @@ def optimal_weights(plan: WeightPlan, device: str | int | None) -> PackedWeights
     return packed
 
 
-def prepare_coopvec(graph: Graph, device: str | int | None, workgroup_size: int = WORKGROUP_SIZE) -> KernelExecutable:
-    program = lower(graph)
+def prepare_coopvec(graph: Graph, program: KernelProgram, device: str | int | None,
+                    workgroup_size: int = WORKGROUP_SIZE) -> KernelExecutable:
     packed = optimal_weights(weight_plan(program), device)
-    binary = target("coopvec").compile(program, "fp16", workgroup_size, packed=packed)
+    binary = CoopvecBackend.target.compile(program, "fp16", workgroup_size, packed=packed)
     # device addresses let `convert_in_place` write new weights with the driver's conversion on the GPU
     binary = dataclasses.replace(binary, features=binary.features | {"bufferDeviceAddress"})
     return KernelExecutable(binary, graph, device)
@@ -110,7 +111,7 @@ def prepare_coopvec(graph: Graph, device: str | int | None, workgroup_size: int 
 def convert_in_place(executable: KernelExecutable, plan: WeightPlan) -> bool:
     """New values for the executable's weights (a plan of the same matrices and biases), converted to
     InferencingOptimal on the GPU by vkCmdConvertCooperativeVectorMatrixNV; False when the plan's layout differs."""
-    from coopnn.runtime.vk.coopvec import repack
+    from coopnn.backends.coopvec.driver import repack
     from coopnn.runtime.vk.memory import HostAccess
 
     current = executable.binary.weights.entries
@@ -134,28 +135,33 @@ class CoopvecBackend:
     priority = 20
     description = ("cooperative vectors (VK_NV_cooperative_vector): float16 matrix-vector products on tensor cores, "
                    "one invocation per sample")
+    target = CoopvecTarget()
+    trains = True
 
     def unavailable_reason(self) -> str | None:
         return device_unavailable_reason(None, _device_needs)
 
-    def unsupported_reason(self, graph: Graph, weights: str, device) -> str | None:
+    def examine(self, graph: Graph, weights: str, device) -> Examined:
         if weights not in WEIGHT_FORMATS:
-            return (f"weight format {weights!r} is not supported: its matrix-vector products take float16 matrices "
-                    f"(load with weights='fp16')")
+            return Examined(f"weight format {weights!r} is not supported: its matrix-vector products take float16 "
+                            f"matrices (load with weights='fp16')")
         why = device_unavailable_reason(device, _device_needs)
         if why:
-            return why
+            return Examined(why)
         try:
             program = lower(graph)
         except CompileError as e:
-            return str(e)
-        return program_unsupported_reason(chosen_device(device), program)
+            return Examined(str(e))
+        return Examined(program_unsupported_reason(chosen_device(device), program), program)
 
     def auto_skip_reason(self, device) -> str | None:
         return None
 
-    def prepare(self, graph: Graph, *, weights: str, device) -> KernelExecutable:
-        return prepare_coopvec(graph, device)
+    def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: str, device) -> KernelExecutable:
+        return prepare_coopvec(graph, lowered, device)
 
     def refresh(self, executable: KernelExecutable, graph: Graph, *, weights: str) -> bool:
         return convert_in_place(executable, weight_plan(lower(graph)))
+
+    def prepare_training(self, graph: Graph, loss, optimizer, *, device) -> CoopvecTrainingSession:
+        return CoopvecTrainingSession(graph, loss, optimizer, device)

@@ -68,10 +68,3 @@ class NumpyTrainingSession:
 
 def _batch(targets: Mapping[str, np.ndarray]) -> int:
     return next(iter(targets.values())).shape[0]
-
-
-class NumpyTrainingBackend:
-    name = "numpy"
-
-    def prepare(self, graph: Graph, loss: Loss, optimizer: Optimizer, *, device) -> NumpyTrainingSession:
-        return NumpyTrainingSession(graph, loss, optimizer)

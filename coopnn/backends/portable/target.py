@@ -11,7 +11,7 @@ from __future__ import annotations
 from coopnn.errors import CompileError
 from coopnn.layouts.pack import PackedWeights, pack
 from coopnn.shaders.kernel.program import Instr, KernelProgram
-from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of, register_target
+from coopnn.shaders.targets.base import FP16_FEATURES, Binary, ShaderFrame, bindings_of, push_constants_of
 from coopnn.shaders.targets.scalar_math import numpy_pow
 
 _FLOAT_BINARY = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv"}
@@ -24,7 +24,6 @@ _GLSL_UNARY = {"abs": "FAbs", "exp": "Exp", "log": "Log", "sin": "Sin", "cos": "
 _TANH_LIMIT = 10.0
 
 WEIGHT_WIDTH = {"fp32": 32, "fp16": 16}
-FP16_FEATURES = frozenset({"storageBuffer16BitAccess", "shaderFloat16"})
 
 
 def pack_program(program: KernelProgram, weights: str) -> PackedWeights:
@@ -271,7 +270,6 @@ class PortableEmitter:
                       self.packed, frozenset(features), frozenset())
 
 
-@register_target("portable")
 class PortableTarget:
     name = "portable"
     default_weights = "fp32"

@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 import coopnn
+from coopnn.backends.base import Examined
 from coopnn.errors import InputError
-from coopnn.runtime import precision
-from coopnn.runtime.coopvec_backend import CoopvecBackend
+from coopnn.backends import auto_weights as precision
+from coopnn.backends.coopvec.backend import CoopvecBackend
 from tests.conftest import ROOT
 
 
@@ -21,7 +22,7 @@ def _graph(name):
 def float16_backend_here(monkeypatch):
     """Pretend a cooperative-vector device runs every model: the decision then rests on the numpy emulation alone."""
     monkeypatch.setattr(CoopvecBackend, "unavailable_reason", lambda self: None)
-    monkeypatch.setattr(CoopvecBackend, "unsupported_reason", lambda self, graph, weights, device: None)
+    monkeypatch.setattr(CoopvecBackend, "examine", lambda self, graph, weights, device: Examined(None))
 
 
 def test_a_relu_mlp_may_go_float16(float16_backend_here):

@@ -1,7 +1,7 @@
 """Graph IR -> ONNX: a ModelProto (opset 20) that onnxruntime and `coopnn.load` run with the same results.
 
 Constants become initializers under their IR names and nodes keep their IR names, so a model exported and imported
-again names its parameters as before (`coopnn.train.parameters`) and takes the same weight files. A LINEAR becomes
+again names its parameters as before (`coopnn.graph.parameters`) and takes the same weight files. A LINEAR becomes
 Gemm (transB=1) on rank-2 inputs, MatMul and Add otherwise, followed by its activation; operators ONNX lacks are
 written as the ONNX operators that compute them (SiLU, Softplus with beta or threshold).
 """

@@ -14,7 +14,7 @@ DEFAULT_CALIBRATION_SAMPLES samples uniform in [-1, 1] are drawn (with a fixed s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 import numpy as np
@@ -22,8 +22,9 @@ import numpy as np
 from coopnn.errors import InputError
 from coopnn.graph.ir import Graph
 from coopnn.layouts.formats import run_fp16_emulation
-from coopnn.runtime import backends
-from coopnn.runtime.numpy_backend import run_graph
+from coopnn import backends
+from coopnn.backends.base import Examined
+from coopnn.backends.numpy.inference import run_graph
 
 AUTO_TOLERANCE = 1e-3  # largest error of an output, as a fraction of its range on the calibration batch
 DEFAULT_CALIBRATION_SAMPLES = 4096
@@ -35,6 +36,7 @@ class WeightsChoice:
     weights: str
     reason: str
     error: float | None = None  # the float16 error measured, as a fraction of the output range
+    examined: Mapping[str, Examined] = field(default_factory=dict)  # what backends answered, by name, for `weights`
 
 
 def default_calibration(graph: Graph, samples: int = DEFAULT_CALIBRATION_SAMPLES, seed: int = 0) -> dict:
@@ -91,8 +93,9 @@ def choose_weights(graph: Graph, backend: str, device, calibration: Any = None) 
     if backend != "auto":
         return WeightsChoice("fp32", f"weights='auto' on {backend}: float32")
     coopvec = backends.get(FLOAT16_BACKEND)
-    why = coopvec.unavailable_reason() or coopvec.unsupported_reason(graph, "fp16", device)
-    if why:
+    why = coopvec.unavailable_reason()
+    examined = Examined(why) if why else coopvec.examine(graph, "fp16", device)
+    if examined.reason:
         return WeightsChoice("fp32", "weights='auto': float32, as no float16 backend runs here")
     feeds = default_calibration(graph) if calibration is None else calibration_feeds(graph, calibration)
     samples = next(iter(feeds.values())).shape[0]
@@ -101,7 +104,7 @@ def choose_weights(graph: Graph, backend: str, device, calibration: Any = None) 
     if error <= AUTO_TOLERANCE:
         return WeightsChoice("fp16", f"weights='auto': float16, whose outputs stay within {error:.3%} of their range "
                                      f"from float32 on {source} ({samples} samples; tolerance "
-                                     f"{AUTO_TOLERANCE:.1%})", error)
+                                     f"{AUTO_TOLERANCE:.1%})", error, {FLOAT16_BACKEND: examined})
     return WeightsChoice("fp32", f"weights='auto': float32, as float16 puts the outputs {error:.1%} of their range "
                                  f"away from float32 on {source} ({samples} samples; tolerance {AUTO_TOLERANCE:.1%})",
                          error)

@@ -2,7 +2,7 @@
 
 Each `gemv` is one OpCooperativeVectorMatrixMulAddNV (float16 input, matrix, bias and result; the driver turns the
 converged invocations of a subgroup into tensor-core work), reading matrices and biases from one float16 weight buffer
-at the offsets of its manifest (`coopnn.layouts.optimal`): InferencingOptimal where the backend converted them on the
+at the offsets of its manifest (`coopnn.backends.coopvec.layouts`): InferencingOptimal where the backend converted them on the
 device's driver, row- or column-major with a stride otherwise. Inputs and outputs are float32 buffers (the host
 copies the user's arrays as they are), read and written with OpCooperativeVectorLoadNV/StoreNV where a sample's row is
 a whole number of 16-byte groups, component by component otherwise.
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from coopnn.errors import CompileError
-from coopnn.layouts.optimal import COMPONENT_ALIGNMENT, WeightPlan, pack_plan, padded, plan_weights
+from coopnn.backends.coopvec.layouts import COMPONENT_ALIGNMENT, WeightPlan, pack_plan, padded, plan_weights
 from coopnn.layouts.pack import PackedWeights
 from coopnn.shaders.kernel.program import Instr, KernelProgram
-from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of, register_target
-from coopnn.shaders.targets.coopvec_values import Forms, Held
+from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
+from coopnn.backends.coopvec.values import Forms, Held
 from coopnn.shaders.targets.scalar_math import numpy_pow
 
 WEIGHT_FORMATS = ("fp16",)
@@ -379,7 +379,6 @@ class CoopvecEmitter:
         return self.frame.finish()
 
 
-@register_target("coopvec")
 class CoopvecTarget:
     name = "coopvec"
     default_weights = "fp16"

@@ -16,7 +16,7 @@ from coopnn.graph import ops
 from coopnn.graph.ir import Activation, Graph, Node, Op, Value
 from coopnn.graph.verify import verify
 from coopnn.model import Model, prepare
-from coopnn.train.encodings import encode
+from coopnn.nets.encodings import encode
 
 ACTIVATIONS = tuple(sorted(op.value for op, d in ops.REGISTRY.items() if d.fusable_activation))
 

@@ -1,0 +1,136 @@
+"""The one registry of backends: every folder below this package is a backend that registers one record
+(`coopnn.backends.base.Backend`) when imported.
+
+`backend="auto"` takes the highest-priority backend that is available and supports the model; the choice and the
+reasons the faster ones were passed over are recorded, never decided silently. Each backend examines the graph once,
+and what it lowered is kept for `prepare`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from coopnn.backends.base import Backend, Examined, Executable, TrainingSession
+from coopnn.errors import BackendUnavailableError, CompileError
+from coopnn.graph.ir import Graph
+
+
+@dataclass(frozen=True)
+class BackendStatus:
+    name: str
+    available: bool
+    reason: str  # why it is unavailable; empty when available
+    description: str
+
+
+_REGISTRY: dict[str, Backend] = {}
+
+
+def register(backend: Backend) -> Backend:
+    if backend.name in _REGISTRY:
+        raise ValueError(f"backend {backend.name!r} registered twice")
+    _REGISTRY[backend.name] = backend
+    return backend
+
+
+def _load_builtin() -> None:
+    # Every sub-package is a backend: adding a folder adds a backend, and none can be left out of a list. (A folder
+    # imported directly has registered already; importing it again is a no-op.)
+    for found in pkgutil.iter_modules(__path__):
+        if found.ispkg:
+            importlib.import_module(f"{__name__}.{found.name}")
+
+
+def all_backends() -> list[Backend]:
+    _load_builtin()
+    return sorted(_REGISTRY.values(), key=lambda b: -b.priority)
+
+
+def get(name: str) -> Backend:
+    _load_builtin()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise BackendUnavailableError(
+            f"unknown backend {name!r}; known backends: auto, {', '.join(b.name for b in all_backends())}"
+        ) from None
+
+
+def statuses() -> list[BackendStatus]:
+    out = []
+    for b in all_backends():
+        reason = b.unavailable_reason()
+        out.append(BackendStatus(b.name, reason is None, reason or "", b.description))
+    return out
+
+
+def training_backends() -> list[str]:
+    """The names of the backends that can train, the numpy oracle first."""
+    return [b.name for b in reversed(all_backends()) if b.trains]
+
+
+def training_backend(name: str) -> Backend:
+    """The backend `name` when it trains; BackendUnavailableError saying which backends train when it does not."""
+    _load_builtin()
+    backend = _REGISTRY.get(name)
+    if backend is None or not backend.trains:
+        trains = training_backends()
+        raise BackendUnavailableError(
+            f"backend {name!r} cannot train; backends that train: {', '.join(trains)} (pass backend={trains[0]!r} "
+            "to the Trainer to train there while the model keeps running on its own backend)")
+    return backend
+
+
+def target_names() -> list[str]:
+    """The shader targets, one per backend that compiles kernels."""
+    return sorted(b.target.name for b in all_backends() if b.target is not None)
+
+
+def target(name: str):
+    """The shader target `name` (CompileError listing the targets when there is none)."""
+    _load_builtin()
+    backend = _REGISTRY.get(name)
+    if backend is None or backend.target is None:
+        raise CompileError(f"unknown target {name!r}; targets: {', '.join(target_names())}")
+    return backend.target
+
+
+@dataclass(frozen=True)
+class Choice:
+    backend: Backend
+    reason: str  # why this backend: requested, or what auto passed over
+    lowered: Any = None  # what the backend lowered while examining the graph, handed to its `prepare`
+
+
+def choose(name: str, graph: Graph, weights: str, device: str | int | None,
+           examined: Mapping[str, Examined] | None = None) -> Choice:
+    """Pick the backend for `graph`: the named one (raising when it can't run) or, for "auto", the best that can.
+    `examined` holds answers some backends already gave for this graph and `weights`, by name."""
+    examined = dict(examined or {})
+    if name != "auto":
+        backend = get(name)
+        why = backend.unavailable_reason()
+        if why:
+            raise BackendUnavailableError(f"backend {name!r} is unavailable: {why}")
+        answer = examined.get(name) or backend.examine(graph, weights, device)
+        if answer.reason:
+            raise CompileError(f"backend {name!r} cannot run model {graph.name!r}: {answer.reason}")
+        return Choice(backend, "requested", answer.lowered)
+    passed_over = []
+    for backend in all_backends():
+        why = backend.unavailable_reason()
+        answer = Examined(why) if why else examined.get(backend.name) or backend.examine(graph, weights, device)
+        why = answer.reason or backend.auto_skip_reason(device)
+        if why is None:
+            reason = "auto: fastest available" if not passed_over else "auto: " + "; ".join(passed_over)
+            return Choice(backend, reason, answer.lowered)
+        passed_over.append(f"{backend.name} skipped ({why})")
+    raise BackendUnavailableError("no backend can run this model: " + "; ".join(passed_over))
+
+
+__all__ = ["Backend", "BackendStatus", "Choice", "Examined", "Executable", "TrainingSession", "all_backends",
+           "choose", "get", "register", "statuses", "target", "target_names", "training_backend",
+           "training_backends"]

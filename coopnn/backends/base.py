@@ -1,0 +1,88 @@
+"""What a backend is: the record each backend folder registers, and what its inference and training sessions offer.
+
+A backend says what it needs of a device, which weight formats it accepts and which shader target compiles its
+kernels (None for numpy), examines a graph once (lowering it where it compiles kernels), and prepares the result for
+inference (`Executable`) and for training (`TrainingSession`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol
+
+import numpy as np
+
+from coopnn.graph.ir import Graph
+
+
+class Executable(Protocol):
+    """A graph prepared by a backend: runs feeds (float arrays of any dtype and strides) keyed by input name,
+    returns outputs keyed by name, written into the arrays of `out` where given (checked by `Model.run`). Safe to
+    call from several threads at once."""
+
+    def run(self, feeds: Mapping[str, np.ndarray],
+            out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]: ...
+
+    def close(self) -> None: ...
+
+
+class TrainingSession(Protocol):
+    """A graph prepared for training: it owns the fp32 master weights, the optimizer state and whatever the backend
+    needs to run forward and backward passes; the `Trainer` only moves batches and state in and out, keeping
+    `Optimizer.state_dict()` and the loss's `options()` as the interface so checkpoints and loss curves mean the same
+    on every backend."""
+
+    def step(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> float:
+        """Forward, loss, backward and one optimizer update on one batch; returns the batch's loss before it."""
+
+    def loss(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> float:
+        """The mean loss of one batch with the current parameters."""
+
+    def parameters(self) -> dict[str, np.ndarray]:
+        """Copies of the current fp32 master weights by stable parameter name."""
+
+    def load_parameters(self, values: Mapping[str, np.ndarray]) -> None: ...
+
+    def optimizer_state(self) -> dict[str, Any]:
+        """The optimizer's `state_dict()` as of now."""
+
+    def load_optimizer_state(self, state: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Examined:
+    """A backend's answer for one graph: why it cannot run it (None when it can), and the graph lowered to a kernel
+    program where the backend compiles kernels, kept so that preparing does not lower it again."""
+
+    reason: str | None
+    lowered: Any = None
+
+
+class Backend(Protocol):
+    name: str
+    priority: int  # auto prefers higher
+    description: str
+    target: Any  # the shader target compiling the backend's kernels (`coopnn.shaders.targets.base.Target`), or None
+    trains: bool  # whether `prepare_training` works
+
+    def unavailable_reason(self) -> str | None:
+        """None when the backend can run on this machine, otherwise what is missing and how to get it."""
+
+    def examine(self, graph: Graph, weights: str, device: str | int | None) -> Examined:
+        """Whether the backend can run `graph` with `weights` on `device`, with what it lowered on the way."""
+
+    def auto_skip_reason(self, device: str | int | None) -> str | None:
+        """None when `backend="auto"` may take this backend on `device`; otherwise why a slower-ranked one is better
+        there (it can still be asked for by name)."""
+
+    def prepare(self, graph: Graph, lowered: Any, *, weights: str, device: str | int | None) -> Executable:
+        """An executable for `graph`, from what `examine` lowered for it."""
+
+    def refresh(self, executable: Executable, graph: Graph, *, weights: str) -> bool:
+        """Make `executable` (prepared here for a graph of the same structure) run `graph`'s constants; False when it
+        cannot, and the graph must be prepared anew."""
+
+    def prepare_training(self, graph: Graph, loss, optimizer, *, device: str | int | None) -> TrainingSession:
+        """A session training `graph` (CompileError naming the node when it cannot be trained)."""

@@ -1,0 +1,37 @@
+"""The one backend registry: discovery of the backend folders, training backends, targets."""
+
+from __future__ import annotations
+
+import pytest
+
+from coopnn import backends
+from coopnn.backends.numpy.backend import NumpyBackend
+from coopnn.errors import BackendUnavailableError, CompileError
+
+
+def test_every_backend_folder_is_registered_by_priority():
+    assert [b.name for b in backends.all_backends()] == ["coopvec", "portable", "numpy"]
+
+
+def test_numpy_is_the_first_training_backend():
+    assert backends.training_backends()[0] == "numpy"
+    assert isinstance(backends.training_backend("numpy"), NumpyBackend)
+
+
+def test_registering_a_name_twice_is_refused():
+    backends.training_backends()
+    with pytest.raises(ValueError, match="registered twice"):
+        backends.register(NumpyBackend())
+
+
+def test_unknown_backend_lists_those_that_train():
+    with pytest.raises(BackendUnavailableError, match="backend 'onnxruntime' cannot train; backends that train: numpy, "
+                                                      r"portable, coopvec \(pass backend='numpy' to the Trainer"):
+        backends.training_backend("onnxruntime")
+
+
+def test_targets_are_the_backends_that_compile_kernels():
+    assert backends.target_names() == ["coopvec", "portable"]
+    assert backends.target("portable") is backends.get("portable").target
+    with pytest.raises(CompileError, match="unknown target 'numpy'; targets: coopvec, portable"):
+        backends.target("numpy")
