@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytest_plugins = ["tests.devices"]
+
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = sorted((ROOT / "models").glob("*.onnx"))
 BENCHMARK_MLPS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")

@@ -8,7 +8,7 @@ import pytest
 from coopnn.bench import end_to_end
 from coopnn.errors import CoopnnError
 from tests.conftest import ROOT
-from tests.vulkan.runtime.conftest import vulkan_skip_reason
+from tests.devices import vulkan_skip_reason
 
 MLP = ROOT / "models" / "mlp_3_64x2_3.onnx"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.vulkan.runtime.conftest import validation_off_reason, vulkan_skip_reason
+from tests.devices import validation_off_reason, vulkan_skip_reason
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ import pytest
 import coopnn
 from coopnn.errors import InputError
 from tests.conftest import ROOT
-from tests.vulkan.conftest import validated_device  # noqa: F401 - the fixture, used by `validated`
 
 pytestmark = pytest.mark.vulkan
 MLP = ROOT / "models" / "mlp_32_64x4_16.onnx"

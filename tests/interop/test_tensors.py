@@ -1,5 +1,5 @@
 """Recognising CUDA arrays, reading their interface and wrapping outputs (`coopnn/interop/tensors.py`), with stand-ins
-for arrays: nothing here needs an NVIDIA GPU. `tests/gpu/test_cuda_interop.py` runs the whole path on one."""
+for arrays: nothing here needs an NVIDIA GPU. `tests/interop/test_cuda_interop.py` runs the whole path on one."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from coopnn.backends.base import Examined
 from coopnn.backends.coopvec.target import FEATURES, WEIGHT_FORMATS, CoopvecTarget, requirements, weight_plan
 from coopnn.backends.coopvec.training import CoopvecTrainingSession
 
-# Measured on the H100 (tests/gpu/test_coopvec_speed.py) for the benchmark MLPs at 2^14 to 2^21 samples: 32 and 64
+# Measured on the H100 (tests/backends/coopvec/test_speed.py) for the benchmark MLPs at 2^14 to 2^21 samples: 32 and 64
 # within 2% of each other everywhere, 128 up to 5% slower at 2^21.
 WORKGROUP_SIZE = 64
 LAYOUT = "inferencing_optimal"

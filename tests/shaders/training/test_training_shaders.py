@@ -13,7 +13,7 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.train.optim import SGD, Adam
-from tests.shaders.targets.test_portable import spirv_val
+from tests.backends.portable.test_target import spirv_val
 
 LAYOUTS = {
     "two_layers": ParameterLayout.of([("w0", "b0", 8, 3), ("w1", "b1", 2, 8)]),

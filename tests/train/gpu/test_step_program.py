@@ -19,7 +19,7 @@ from coopnn.backends.portable.training import flat_manifest
 from coopnn.train.gpu.step_program import step_program
 from coopnn.train.losses import LOSSES, get_loss
 from tests.conftest import ROOT
-from tests.shaders.targets.test_portable import spirv_val
+from tests.backends.portable.test_target import spirv_val
 
 
 def _program(graph, loss="l2", pad=False):

@@ -19,7 +19,7 @@ from coopnn.backends.coopvec.backend import CoopvecBackend, program_unsupported_
 from coopnn.shaders.kernel.lower import lower
 from coopnn.backends.coopvec.target import weight_plan
 from tests.conftest import ROOT
-from tests.gpu.conftest import coopvec_skip_reason
+from tests.devices import coopvec_skip_reason
 
 MLP = ROOT / "models" / "mlp_32_64x4_16.onnx"
 ODD_MLP = ROOT / "models" / "mlp_3_64x2_3.onnx"

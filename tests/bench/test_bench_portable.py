@@ -12,7 +12,7 @@ from coopnn.bench.measure import Budget
 from coopnn.bench.runners import select_runners
 from coopnn.bench.suite import Settings, run_suite
 from tests.conftest import ROOT
-from tests.vulkan.runtime.conftest import vulkan_skip_reason
+from tests.devices import vulkan_skip_reason
 
 pytestmark = pytest.mark.vulkan
 

@@ -7,7 +7,7 @@ import pytest
 
 import coopnn
 from tests.conftest import ROOT
-from tests.vulkan.runtime.conftest import vulkan_skip_reason
+from tests.devices import vulkan_skip_reason
 
 pytestmark = pytest.mark.vulkan
 

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.conftest import ROOT
-from tests.vulkan.runtime.conftest import vulkan_skip_reason
+from tests.devices import vulkan_skip_reason
 
 pytestmark = pytest.mark.vulkan
 

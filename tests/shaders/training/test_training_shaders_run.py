@@ -13,7 +13,7 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.train.optim import SGD, Adam
-from tests.vulkan.runtime.conftest import assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
+from tests.devices import assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
 
 pytestmark = pytest.mark.vulkan
 

@@ -15,7 +15,7 @@ from coopnn.shaders.spirv import disassemble
 from coopnn.backends import target
 from coopnn.backends.coopvec.target import FLOAT16_COMBINATION, requirements, weight_plan
 from tests.conftest import ROOT, ZOO
-from tests.shaders.targets.test_portable import encoding, spirv_val, tiny_mlp
+from tests.backends.portable.test_target import encoding, spirv_val, tiny_mlp
 
 GOLDEN = Path(__file__).parent / "golden"
 VALIDATED: list[str] = []
