@@ -49,7 +49,7 @@ class Program:
 
     @property
     def weights(self) -> bytes:
-        return self.binary.weights.data
+        return self.binary.weight_image.data
 
     def spvasm(self) -> str:
         return disassemble(self.binary.spirv)

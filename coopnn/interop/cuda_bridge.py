@@ -238,7 +238,7 @@ class CudaBridge:
             copies = [(chunk, whole, start * b.features * b.itemsize, count * b.features * b.itemsize)
                       for chunk, whole, b in zip(bound_outputs, outputs, self._output_bindings)]
         shared = [b for b in slot.inputs if b is not None] + list(outputs)
-        slot.record(executable.kernel, (executable.weights, *slot.inputs, *bound_outputs), shared,
+        slot.record(executable.kernel, (executable.weight_buffer, *slot.inputs, *bound_outputs), shared,
                     executable.binary.pack_push(count=count), executable.kernel.group_count_for(count), copies)
         slot.submit(slot.inputs_ready.value, self._resources.done)
         self._timing.submitted(slot)

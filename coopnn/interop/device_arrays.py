@@ -181,7 +181,7 @@ def run_on_device(executable, feeds: Mapping[str, DeviceArray]) -> dict[str, Dev
     if widest > limit:
         raise InputError(f"a run on device arrays binds each array whole; {context.info.name} binds at most {limit} "
                          f"bytes (a batch of {batch} needs {widest}): split the batch")
-    buffers = ((executable.weights,) + tuple(feeds[b.name].bound_in(context) for b in executable.inputs)
+    buffers = ((executable.weight_buffer,) + tuple(feeds[b.name].bound_in(context) for b in executable.inputs)
                + tuple(outputs[b.name].bound_in(context) for b in executable.outputs))
     with executable.gate.shared():
         executable.last_gpu_ms = context.run(

@@ -33,7 +33,9 @@ class Entry:
 
 
 @dataclass(frozen=True)
-class PackedWeights:
+class WeightImage:
+    """The bytes a weight buffer holds, and where each constant (matrix or vector) sits in them."""
+
     data: bytes
     entries: Mapping[str, Entry]
 
@@ -46,7 +48,7 @@ def align_up(n: int, alignment: int) -> int:
 
 
 def pack(constants: Mapping[str, np.ndarray], roles: Mapping[str, str], fmt: str = "fp32",
-         matrix_layout: str = "row_major") -> PackedWeights:
+         matrix_layout: str = "row_major") -> WeightImage:
     """Pack `constants` (param name -> array; `roles` says "matrix" or "vector") into one buffer in format `fmt`.
 
     Values are rounded as the format's emulation says, so the numpy oracle and the packed buffer agree exactly.
@@ -77,10 +79,10 @@ def pack(constants: Mapping[str, np.ndarray], roles: Mapping[str, str], fmt: str
     buffer = bytearray(align_up(max(offset, 4), 16))
     for start, raw in chunks:
         buffer[start:start + len(raw)] = raw
-    return PackedWeights(bytes(buffer), entries)
+    return WeightImage(bytes(buffer), entries)
 
 
-def unpack(packed: PackedWeights, name: str) -> np.ndarray:
+def unpack(packed: WeightImage, name: str) -> np.ndarray:
     """The float32 values of one plain-layout entry (the inverse of `pack`, for tests and inspection)."""
     e = packed.entries[name]
     storage = np.dtype(STORAGE_DTYPES[e.dtype])

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
-from coopnn.layouts.pack import Entry, PackedWeights
+from coopnn.layouts.pack import Entry, WeightImage
 
 MAGIC = b"COOPNNPW"
 FORMAT_VERSION = 1
@@ -26,7 +26,7 @@ HEADER = struct.Struct("<8sIQ")  # magic, format version, manifest length
 MAX_ENTRIES = 64
 
 
-class PackedWeightCache:
+class WeightImageCache:
     """`get(key)` / `put(key, packed)` under `root`; `hits` and `misses` count lookups."""
 
     def __init__(self, root: Path, max_entries: int = MAX_ENTRIES):
@@ -38,7 +38,7 @@ class PackedWeightCache:
     def path(self, key: str) -> Path:
         return self.root / f"{hashlib.sha256(key.encode()).hexdigest()}.bin"
 
-    def get(self, key: str) -> PackedWeights | None:
+    def get(self, key: str) -> WeightImage | None:
         path = self.path(key)
         packed = _read(path, key) if path.exists() else None
         if packed is None:
@@ -50,7 +50,7 @@ class PackedWeightCache:
             os.utime(path)  # recency for eviction
         return packed
 
-    def put(self, key: str, packed: PackedWeights) -> None:
+    def put(self, key: str, packed: WeightImage) -> None:
         manifest = {"key": key, "sha256": hashlib.sha256(packed.data).hexdigest(),
                     "entries": [asdict(e) for e in packed.entries.values()]}
         text = json.dumps(manifest).encode()
@@ -76,7 +76,7 @@ class PackedWeightCache:
             path.unlink(missing_ok=True)
 
 
-def _read(path: Path, key: str) -> PackedWeights | None:
+def _read(path: Path, key: str) -> WeightImage | None:
     raw = path.read_bytes()
     if len(raw) < HEADER.size:
         return None
@@ -91,4 +91,4 @@ def _read(path: Path, key: str) -> PackedWeights | None:
     if manifest.get("key") != key or manifest.get("sha256") != hashlib.sha256(data).hexdigest():
         return None
     entries = {e["name"]: Entry(**{**e, "shape": tuple(e["shape"])}) for e in manifest["entries"]}
-    return PackedWeights(data, entries)
+    return WeightImage(data, entries)

@@ -16,7 +16,7 @@ import numpy as np
 
 from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.graph.ir import Graph
-from coopnn.layouts.pack import PackedWeights
+from coopnn.layouts.pack import WeightImage
 from coopnn.runtime import host_arrays
 from coopnn.runtime.run_gate import RunGate
 from coopnn.shaders.targets.base import Binary
@@ -73,9 +73,9 @@ class KernelExecutable:
                                                      binary.workgroup_size, entry_point=binary.entry_point,
                                                      name=graph.name)
             # with device addresses, the weights can be converted into place on the device (`refresh` of coopvec)
-            self.weights = self.context.create_buffer(len(binary.weights.data), HostAccess.NONE,
+            self.weight_buffer = self.context.create_buffer(len(binary.weight_image.data), HostAccess.NONE,
                                                       device_address="bufferDeviceAddress" in binary.features)
-            self.weights.upload(np.frombuffer(binary.weights.data, np.uint8))
+            self.weight_buffer.upload(np.frombuffer(binary.weight_image.data, np.uint8))
             self.inputs = tuple(b for b in binary.bindings if b.role == "input")
             self.outputs = tuple(b for b in binary.bindings if b.role == "output")
             widest = max(max(b.features * b.itemsize for b in binary.bindings if b.role != "weights"), 1)
@@ -97,7 +97,7 @@ class KernelExecutable:
     def _make_slot(self):
         from coopnn.runtime.host_path import IOSlot
 
-        return IOSlot(self.context, self.kernel, self.weights, self.inputs, self.outputs,
+        return IOSlot(self.context, self.kernel, self.weight_buffer, self.inputs, self.outputs,
                       lambda n: self.binary.pack_push(count=n))
 
     def run(self, feeds: Mapping[str, np.ndarray],
@@ -147,13 +147,13 @@ class KernelExecutable:
                 context, block.address, block.size)), offset)
         return imported
 
-    def replace_weights(self, packed: PackedWeights) -> bool:
+    def replace_weights(self, packed: WeightImage) -> bool:
         """Upload new weight values laid out as the current ones (same entries); False, leaving the weights as they
         were, when the layout differs and the model needs preparing anew."""
-        if packed.entries != self.binary.weights.entries or len(packed.data) != len(self.binary.weights.data):
+        if packed.entries != self.binary.weight_image.entries or len(packed.data) != len(self.binary.weight_image.data):
             return False
         with self.gate.exclusive():
-            self.weights.upload(np.frombuffer(packed.data, np.uint8))
+            self.weight_buffer.upload(np.frombuffer(packed.data, np.uint8))
         return True
 
     def cuda_bridge(self):

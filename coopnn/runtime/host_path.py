@@ -73,7 +73,7 @@ class IOSlot:
 
     def __init__(self, context: VulkanContext, kernel: ComputeKernel, weights: Buffer,
                  inputs: Sequence[Binding], outputs: Sequence[Binding], push: Callable[[int], bytes]):
-        self.context, self.kernel, self.weights = context, kernel, weights
+        self.context, self.kernel, self.weight_buffer = context, kernel, weights
         self.inputs, self.outputs = tuple(inputs), tuple(outputs)
         self._push = push
         self.lane = Lane(context.device, context.tracker, context.queue_lock)
@@ -90,7 +90,7 @@ class IOSlot:
         for b in self.inputs + self.outputs:
             access = HostAccess.WRITE if b.role == "input" else HostAccess.READ
             self.buffers[b.index] = self.context.create_buffer(capacity * b.features * FLOAT32.itemsize, access)
-        ordered = (self.weights,) + tuple(self.buffers[b.index] for b in self.inputs + self.outputs)
+        ordered = (self.weight_buffer,) + tuple(self.buffers[b.index] for b in self.inputs + self.outputs)
         self._descriptor_set = self.kernel.dedicated_descriptor_set(ordered)
         self.capacity = capacity
 

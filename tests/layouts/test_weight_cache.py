@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from coopnn.backends.coopvec.layouts import pack_plan, plan_weights
-from coopnn.layouts.weight_cache import PackedWeightCache
+from coopnn.layouts.weight_cache import WeightImageCache
 
 
 def _packed():
@@ -18,17 +18,17 @@ def _packed():
 
 
 def test_round_trip(tmp_path):
-    cache, packed = PackedWeightCache(tmp_path), _packed()
+    cache, packed = WeightImageCache(tmp_path), _packed()
     assert cache.get("model-a:device-1") is None
     cache.put("model-a:device-1", packed)
-    again = PackedWeightCache(tmp_path).get("model-a:device-1")
+    again = WeightImageCache(tmp_path).get("model-a:device-1")
     assert again == packed
     assert (cache.hits, cache.misses) == (0, 1)
-    assert PackedWeightCache(tmp_path).get("model-a:device-2") is None
+    assert WeightImageCache(tmp_path).get("model-a:device-2") is None
 
 
 def test_corrupt_or_truncated_files_are_misses_and_removed(tmp_path):
-    cache, packed = PackedWeightCache(tmp_path), _packed()
+    cache, packed = WeightImageCache(tmp_path), _packed()
     cache.put("k", packed)
     path = cache.path("k")
     raw = path.read_bytes()
@@ -41,7 +41,7 @@ def test_corrupt_or_truncated_files_are_misses_and_removed(tmp_path):
 
 
 def test_least_recently_used_entries_are_evicted(tmp_path):
-    cache = PackedWeightCache(tmp_path, max_entries=3)
+    cache = WeightImageCache(tmp_path, max_entries=3)
     for i in range(3):
         cache.put(f"key{i}", _packed())
         os.utime(cache.path(f"key{i}"), ns=(i * 10**9, i * 10**9))

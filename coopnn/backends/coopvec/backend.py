@@ -16,8 +16,8 @@ import numpy as np
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Graph
 from coopnn.backends.coopvec.layouts import WeightPlan, pack_plan
-from coopnn.layouts.pack import PackedWeights
-from coopnn.layouts.weight_cache import PackedWeightCache
+from coopnn.layouts.pack import WeightImage
+from coopnn.layouts.weight_cache import WeightImageCache
 from coopnn.runtime.executable import KernelExecutable, chosen_device, device_unavailable_reason
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.kernel.program import KernelProgram
@@ -64,13 +64,13 @@ def program_unsupported_reason(info, program: KernelProgram) -> str | None:
     return None
 
 
-def weight_cache() -> PackedWeightCache:
+def weight_cache() -> WeightImageCache:
     from coopnn.runtime.vk.pipeline_cache import default_cache_root
 
-    return PackedWeightCache(default_cache_root().parent / "weights")
+    return WeightImageCache(default_cache_root().parent / "weights")
 
 
-def convert_weights(plan: WeightPlan, device: str | int | None) -> PackedWeights:
+def convert_weights(plan: WeightPlan, device: str | int | None) -> WeightImage:
     """The plan packed in the driver's InferencingOptimal layout, converted on the host by the device's driver."""
     from coopnn.runtime.vk.context import VulkanContext
     from coopnn.backends.coopvec.driver import convert_on_host, float16_matrix
@@ -84,7 +84,7 @@ def convert_weights(plan: WeightPlan, device: str | int | None) -> PackedWeights
         return pack_plan(plan, LAYOUT, convert)
 
 
-def optimal_weights(plan: WeightPlan, device: str | int | None) -> PackedWeights:
+def optimal_weights(plan: WeightPlan, device: str | int | None) -> WeightImage:
     """The converted weights of `plan` for `device`, from the on-disk cache when this driver converted them before."""
     from coopnn.runtime.vk.pipeline_cache import device_key
 
@@ -114,7 +114,7 @@ def convert_in_place(executable: KernelExecutable, plan: WeightPlan) -> bool:
     from coopnn.backends.coopvec.driver import repack
     from coopnn.runtime.vk.memory import HostAccess
 
-    current = executable.binary.weights.entries
+    current = executable.binary.weight_image.entries
     shapes = {name: array.shape for name, array in {**plan.matrices, **plan.biases}.items()}
     if {name: entry.shape for name, entry in current.items()} != shapes:
         return False
@@ -124,7 +124,7 @@ def convert_in_place(executable: KernelExecutable, plan: WeightPlan) -> bool:
     try:
         source.upload(np.frombuffer(row_major.data, np.uint8))
         with executable.gate.exclusive():
-            context.submit(repack(context, source, row_major.entries, executable.weights, current))
+            context.submit(repack(context, source, row_major.entries, executable.weight_buffer, current))
     finally:
         source.destroy()
     return True

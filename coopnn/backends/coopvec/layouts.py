@@ -4,7 +4,7 @@ A `WeightPlan` holds the matrices and biases padded to whole 16-byte groups of f
 inputs say, get zero columns or rows), so every plain-layout row or column stride is a multiple of 16 bytes as the
 extension asks. The plan is packed either in a plain layout (row- or column-major with a stride, by `pack`) or in a
 driver-defined one (InferencingOptimal, TrainingOptimal) through a `convert` callable that stands for
-vkConvertCooperativeVectorMatrixNV; matrices sit at 64-byte offsets and biases at 16-byte ones. The `PackedWeights`
+vkConvertCooperativeVectorMatrixNV; matrices sit at 64-byte offsets and biases at 16-byte ones. The `WeightImage`
 entries are the manifest: offset, size, padded shape, layout and type of each.
 """
 
@@ -16,7 +16,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, Entry, PackedWeights, align_up, pack
+from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, Entry, WeightImage, align_up, pack
 
 # float16 components per 16 bytes: vector loads and stores, and plain-layout strides, come in these steps.
 COMPONENT_ALIGNMENT = 8
@@ -62,7 +62,7 @@ def plan_weights(matrices: Mapping[str, np.ndarray], biases: Mapping[str, np.nda
         {name: _pad(b.reshape(-1), (padded(b.size),)) for name, b in biases.items()})
 
 
-def pack_plan(plan: WeightPlan, layout: str = "row_major", convert: Converter | None = None) -> PackedWeights:
+def pack_plan(plan: WeightPlan, layout: str = "row_major", convert: Converter | None = None) -> WeightImage:
     """The plan in one buffer: matrices in `layout`, biases as float16 vectors.
 
     Plain layouts are packed here; driver layouts need `convert`, whose output length is the entry's size.
@@ -86,4 +86,4 @@ def pack_plan(plan: WeightPlan, layout: str = "row_major", convert: Converter | 
     buffer = bytearray(align_up(max(offset, 4), VECTOR_ALIGNMENT))
     for (_, raw, *_), entry in zip(pieces, entries.values()):
         buffer[entry.offset:entry.offset + entry.size] = raw
-    return PackedWeights(bytes(buffer), entries)
+    return WeightImage(bytes(buffer), entries)

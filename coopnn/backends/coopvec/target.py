@@ -25,7 +25,7 @@ import numpy as np
 
 from coopnn.errors import CompileError
 from coopnn.backends.coopvec.layouts import COMPONENT_ALIGNMENT, WeightPlan, pack_plan, padded, plan_weights
-from coopnn.layouts.pack import PackedWeights
+from coopnn.layouts.pack import WeightImage
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
 from coopnn.backends.coopvec.values import Forms, Held
@@ -76,7 +76,7 @@ def requirements(program: KernelProgram) -> Requirements:
 
 
 class CoopvecEmitter:
-    def __init__(self, program: KernelProgram, packed: PackedWeights, workgroup_size: int):
+    def __init__(self, program: KernelProgram, packed: WeightImage, workgroup_size: int):
         self.program = program
         self.packed = packed
         # Inputs and outputs are float32 in memory and converted here: converting a large batch on the host took 100
@@ -384,7 +384,7 @@ class CoopvecTarget:
     default_weights = "fp16"
 
     def compile(self, program: KernelProgram, weights: str = "fp16", workgroup_size: int = 64, *,
-                packed: PackedWeights | None = None) -> Binary:
+                packed: WeightImage | None = None) -> Binary:
         """SPIR-V for `program`; matrices and biases at the offsets of `packed` (a manifest made from
         `weight_plan(program)`), or packed row-major here when it is None."""
         if weights not in WEIGHT_FORMATS:

@@ -9,7 +9,7 @@ written with ordered comparisons so that NaN propagates as numpy propagates it.
 from __future__ import annotations
 
 from coopnn.errors import CompileError
-from coopnn.layouts.pack import PackedWeights, pack
+from coopnn.layouts.pack import WeightImage, pack
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import FP16_FEATURES, Binary, ShaderFrame, bindings_of, push_constants_of
 from coopnn.shaders.targets.scalar_math import numpy_pow
@@ -26,13 +26,13 @@ _TANH_LIMIT = 10.0
 WEIGHT_WIDTH = {"fp32": 32, "fp16": 16}
 
 
-def pack_program(program: KernelProgram, weights: str) -> PackedWeights:
+def pack_program(program: KernelProgram, weights: str) -> WeightImage:
     """The program's matrices and vectors packed for the portable target in the `weights` format."""
     return pack(program.constants, {p.name: p.role for p in program.params_of("matrix", "vector")}, weights)
 
 
 class PortableEmitter:
-    def __init__(self, program: KernelProgram, weights: str, workgroup_size: int, packed: PackedWeights | None):
+    def __init__(self, program: KernelProgram, weights: str, workgroup_size: int, packed: WeightImage | None):
         if weights not in WEIGHT_WIDTH:
             raise CompileError(f"the portable target stores weights as {' or '.join(WEIGHT_WIDTH)}, not {weights!r}")
         self.program = program
@@ -275,7 +275,7 @@ class PortableTarget:
     default_weights = "fp32"
 
     def compile(self, program: KernelProgram, weights: str = "fp32", workgroup_size: int = 64, *,
-                packed: PackedWeights | None = None) -> Binary:
+                packed: WeightImage | None = None) -> Binary:
         """SPIR-V for `program`, reading constants at the offsets of `packed` (row-major, in the `weights` format),
         or packed here when it is None."""
         return PortableEmitter(program, weights, workgroup_size, packed).compile()

@@ -11,12 +11,12 @@ import dataclasses
 
 import numpy as np
 
-from coopnn.layouts.pack import MATRIX_ALIGNMENT, PackedWeights, align_up, pack
+from coopnn.layouts.pack import MATRIX_ALIGNMENT, WeightImage, align_up, pack
 from coopnn.backends.portable.target import PortableTarget
 from coopnn.shaders.training.gradients import tape_gradient_shader
 from coopnn.train.gpu.session import KernelTrainingSession
 
-def flat_manifest(program, layout) -> PackedWeights:
+def flat_manifest(program, layout) -> WeightImage:
     """The program's constants in one float32 buffer: the trainable parameters at their flat offsets, the fixed
     constants after them."""
     entries = layout.entries("fp32")
@@ -27,7 +27,7 @@ def flat_manifest(program, layout) -> PackedWeights:
     entries.update({name: dataclasses.replace(entry, offset=start + entry.offset)
                     for name, entry in fixed.entries.items()})
     data = bytearray(start) + fixed.data
-    return PackedWeights(bytes(data), entries)
+    return WeightImage(bytes(data), entries)
 
 
 class PortableTrainingSession(KernelTrainingSession):
@@ -38,17 +38,17 @@ class PortableTrainingSession(KernelTrainingSession):
     def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        self.weights = self.context.create_buffer(len(self.manifest.data), HostAccess.NONE)
-        self.weights.upload(np.frombuffer(self.manifest.data, np.uint8))
+        self.weight_buffer = self.context.create_buffer(len(self.manifest.data), HostAccess.NONE)
+        self.weight_buffer.upload(np.frombuffer(self.manifest.data, np.uint8))
 
     def sync_weights(self) -> None:
-        self.weights.upload(self.master.download(np.float32, self.layout.size))
+        self.weight_buffer.upload(self.master.download(np.float32, self.layout.size))
 
     def make_gradient_shaders(self):
         return [tape_gradient_shader(self.layout, self.tape)]
 
     def weights_buffer(self):
-        return self.weights
+        return self.weight_buffer
 
     def gradient_steps(self, batch: int, count: int) -> list:
         from coopnn.runtime.vk.commands import Dispatch

@@ -14,7 +14,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from coopnn.layouts.pack import PackedWeights
+from coopnn.layouts.pack import WeightImage
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import Module
 
@@ -84,7 +84,7 @@ TRAINING_PUSH_CONSTANTS = push_constant_block(("count", "u32"), ("batch", "u32")
 
 @dataclass(frozen=True)
 class Binary:
-    """A compiled kernel: SPIR-V, how to bind it, and the packed weights it reads."""
+    """A compiled kernel: SPIR-V, how to bind it, and the image of the weight buffer it reads."""
 
     target: str
     spirv: bytes
@@ -92,7 +92,7 @@ class Binary:
     workgroup_size: tuple[int, int, int]
     bindings: tuple[Binding, ...]
     push_constants: tuple[PushConstant, ...]
-    weights: PackedWeights
+    weight_image: WeightImage  # the weight buffer's bytes and where each constant sits in them
     features: frozenset[str]  # Vulkan device features the module needs
     extensions: frozenset[str]  # Vulkan device extensions the module needs
 

@@ -41,7 +41,8 @@ def _back_to_back_ms(executable, batch: int) -> float:
     try:
         slot.ensure(batch, batch)
         io = tuple(slot.buffers[b.index] for b in executable.inputs + executable.outputs)
-        dispatch = Dispatch(executable.kernel, (executable.weights,) + io, executable.binary.pack_push(count=batch),
+        dispatch = Dispatch(executable.kernel, (executable.weight_buffer,) + io,
+                            executable.binary.pack_push(count=batch),
                             executable.kernel.group_count_for(batch))
         executable.context.run([dispatch] * 3, downloads={})
         return executable.context.run([dispatch] * BACK_TO_BACK, downloads={}) / BACK_TO_BACK

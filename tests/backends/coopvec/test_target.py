@@ -70,7 +70,7 @@ def test_relu_mlp_runs_on_whole_float16_vectors_converting_only_at_its_edges():
 
 def test_odd_sizes_are_padded_and_moved_component_by_component():
     program = compile(ROOT / "models" / "mlp_3_64x2_3.onnx", target="coopvec", weights="fp16")
-    entries = program.binary.weights.entries
+    entries = program.binary.weight_image.entries
     shapes = [entries[i.args[0]].shape for i in program.kernel.body if i.op == "gemv"]
     assert shapes == [(64, 8), (64, 64), (8, 64)]
     counts = _counts(program, "OpCooperativeVectorLoadNV", "OpCooperativeVectorStoreNV", "OpStore")
