@@ -59,6 +59,7 @@ class Model:
         self._prepared_backend = choice.backend
         self._executable: backends.Executable | None = executable
         self._pending_parameters: Callable[[], Mapping[str, np.ndarray]] | None = None
+        self._trained_by: backends.TrainingSession | None = None
         self._executable_is_stale = False
         self._lock = threading.RLock()
         self._last_runner: Any = executable
@@ -69,7 +70,6 @@ class Model:
         if self._pending_parameters is not None:
             source, self._pending_parameters = self._pending_parameters, None
             self._graph = with_parameters(self._graph, source())
-            self._executable_is_stale = True
         return self._graph
 
     def parameters(self) -> dict[str, np.ndarray]:
@@ -82,12 +82,21 @@ class Model:
         `values` may also be a function returning them, called only when the model next needs its graph: a trainer
         hands over its weights this way, so training steps never wait for a copy the model may not use.
         """
-        if callable(values):
-            self._pending_parameters = values
-            return
-        self._pending_parameters = None
-        self._graph = with_parameters(self.graph, values)
-        self._executable_is_stale = True
+        with self._lock:
+            self._trained_by = None
+            self._executable_is_stale = True
+            if callable(values):
+                self._pending_parameters = values
+                return
+            self._graph = with_parameters(self.graph, values)
+
+    def take_trained(self, session: backends.TrainingSession) -> None:
+        """Run the parameters `session` (training this model's graph) holds from the next run on: copied on the GPU
+        from the session's buffers where the backend can (`Backend.take_trained`), else read back then."""
+        with self._lock:
+            self._pending_parameters = session.parameters
+            self._trained_by = session
+            self._executable_is_stale = True
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model as an ONNX file (opset and operators in `coopnn.graph.onnx.export`)."""
@@ -162,8 +171,12 @@ class Model:
         with self._lock:
             if self._executable is None:
                 raise InputError("this model is closed")
-            graph = self.graph
             if self._executable_is_stale:
+                session, self._trained_by = self._trained_by, None
+                if session is not None and self._prepared_backend.take_trained(self._executable, session):
+                    self._executable_is_stale = False
+                    return self._executable
+                graph = self.graph
                 if not self._prepared_backend.refresh(self._executable, graph, weights=self.weights):
                     backend = self._prepared_backend
                     examined = backend.examine(graph, self.weights, self.device)

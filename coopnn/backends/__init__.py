@@ -33,6 +33,10 @@ def register(backend: Backend) -> Backend:
     if backend.name in _REGISTRY:
         raise ValueError(f"backend {backend.name!r} registered twice")
     _REGISTRY[backend.name] = backend
+    if backend.device_features:
+        from coopnn.runtime.vk.shared import want
+
+        want(backend.device_features)
     return backend
 
 

@@ -66,6 +66,9 @@ class Backend(Protocol):
     description: str
     target: Any  # the shader target compiling the backend's kernels (`coopnn.shaders.targets.base.Target`), or None
     trains: bool  # whether `prepare_training` works
+    # Vulkan features its kernels (inference and training) may use: the device's shared context enables those the
+    # device has (`coopnn.runtime.vk.shared`), so the model and its trainer share one context.
+    device_features: frozenset[str]
 
     def unavailable_reason(self) -> str | None:
         """None when the backend can run on this machine, otherwise what is missing and how to get it."""
@@ -83,6 +86,10 @@ class Backend(Protocol):
     def refresh(self, executable: Executable, graph: Graph, *, weights: str) -> bool:
         """Make `executable` (prepared here for a graph of the same structure) run `graph`'s constants; False when it
         cannot, and the graph must be prepared anew."""
+
+    def take_trained(self, executable: Executable, session: TrainingSession) -> bool:
+        """Make `executable` run the parameters `session` (training the same graph) holds now, without a host round
+        trip; False when it cannot, and the model takes them through the host (`refresh` or `prepare`)."""
 
     def prepare_training(self, graph: Graph, loss, optimizer, *, device: str | int | None) -> TrainingSession:
         """A session training `graph` (CompileError naming the node when it cannot be trained)."""

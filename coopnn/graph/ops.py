@@ -224,12 +224,19 @@ def _sigmoid(x):
     return _f32(np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)))
 
 
+def _exact_rows_matmul(a, b):
+    """a @ b accumulated in float64: BLAS float32 kernels sum a row differently depending on its place in the
+    register tile (OpenBLAS on AVX-512), so identical samples could get different results; float32 products are exact
+    in float64 and its rounding errors almost never survive the final rounding to float32."""
+    return np.matmul(np.asarray(a, np.float64), np.asarray(b, np.float64))
+
+
 def _matmul_eval(a, b):
-    return _f32(np.matmul(a, b))
+    return _f32(_exact_rows_matmul(a, b))
 
 
 def _linear_eval(x, w, b=None, activation: Activation | None = None):
-    y = np.matmul(x, w.T)
+    y = _exact_rows_matmul(x, w.T)
     if b is not None:
         y = y + b.reshape(-1)
     y = _f32(y)

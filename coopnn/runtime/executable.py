@@ -8,7 +8,6 @@ have grown. One executable serves many threads at once; new weights and `close()
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from typing import Callable, Mapping
 
@@ -23,16 +22,14 @@ from coopnn.shaders.targets.base import Binary
 
 # One chunk's input or output buffer stays below this, so a huge batch never needs huge device allocations.
 MAX_IO_BUFFER_BYTES = 128 << 20
-# The Khronos validation layer is switched on by this variable (tests set it; it slows everything down).
-VALIDATION_ENV = "COOPNN_VALIDATION"
 # Enabled whenever the device lists them: what exchanging memory and semaphores with CUDA needs (`coopnn.interop`),
 # and importing host memory for results (`runtime/vk/host_import.py`).
 INTEROP_EXTENSIONS = frozenset({"VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd",
                                 "VK_EXT_external_memory_host"})
+INTEROP_FEATURES = frozenset({"timelineSemaphore"})
 # Results at least this large are copied by the GPU straight into the result array (imported host memory) rather than
 # into the slot's staging memory and then by the host.
 IMPORT_MIN_BYTES = 1 << 20
-INTEROP_FEATURES = frozenset({"timelineSemaphore"})
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,24 +46,22 @@ def chosen_device(device: str | int | None):
     return select_device(list(vulkan_devices()), device)
 
 
-def validation_requested() -> bool:
-    return os.environ.get(VALIDATION_ENV, "") not in ("", "0")
-
-
 class KernelExecutable:
-    """A Binary bound to its own VulkanContext, ready to run batches from any number of threads."""
+    """A Binary on its device's shared context (`runtime/vk/shared.py`), ready to run batches from any number of
+    threads."""
 
-    def __init__(self, binary: Binary, graph: Graph, device: str | int | None):
+    def __init__(self, binary: Binary, graph: Graph, device: str | int | None,
+                 sources: Mapping[str, tuple[str, ...]] | None = None):
+        """`sources`: the graph constants each weight entry holds unchanged (`KernelProgram.sources`)."""
         from coopnn.runtime.host_path import SlotPool, chunk_samples
-        from coopnn.runtime.vk.context import VulkanContext
         from coopnn.runtime.vk.memory import HostAccess
+        from coopnn.runtime.vk.shared import open_context, want
 
         self.binary = binary
         self.graph = graph
-        info = chosen_device(device)
-        self.context = VulkanContext(
-            device, features=binary.features | {f for f in INTEROP_FEATURES if info.features.get(f)},
-            extensions=binary.extensions | (INTEROP_EXTENSIONS & info.extensions), validation=validation_requested())
+        self.sources = dict(sources or {})
+        want(INTEROP_FEATURES, INTEROP_EXTENSIONS)
+        self.context = open_context(device, features=binary.features, extensions=binary.extensions)
         try:
             info = self.context.info
             self.kernel = self.context.create_kernel(binary.spirv, len(binary.bindings), binary.push_constant_size,
@@ -155,6 +150,17 @@ class KernelExecutable:
         with self.gate.exclusive():
             self.weight_buffer.upload(np.frombuffer(packed.data, np.uint8))
         return True
+
+    def copy_into_weights(self, source, regions: list[tuple[int, int, int]]) -> None:
+        """Copy (source offset, weight-buffer offset, bytes) regions of another buffer of this device's shared
+        context into the weights, on the GPU, once the runs in flight are done."""
+        from coopnn.runtime.vk.loader import load_vulkan
+
+        vk = load_vulkan()
+        copies = [vk.VkBufferCopy(srcOffset=s, dstOffset=d, size=n) for s, d, n in regions]
+        with self.gate.exclusive():
+            self.context.submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, source.handle, self.weight_buffer.handle,
+                                                               len(copies), copies))
 
     def cuda_bridge(self):
         """The `coopnn.interop.CudaBridge` running this executable on CUDA arrays, made on first use."""

@@ -103,12 +103,12 @@ class Trainer:
         self.session.load_optimizer_state(checkpoint.optimizer)
         self.session.load_parameters(checkpoint.parameters)
         self.steps, self.rng = steps, rng
-        self.model.set_parameters(self.session.parameters)
+        self.model.take_trained(self.session)
 
     def _step(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> float:
         loss = self.session.step(feeds, targets)
         self.steps += 1
-        self.model.set_parameters(self.session.parameters)
+        self.model.take_trained(self.session)
         return loss
 
     def _data(self, x: Any, y: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

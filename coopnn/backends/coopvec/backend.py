@@ -2,7 +2,7 @@
 
 It is offered only where the device lists every type combination the model's matrix-vector products use and holds
 vectors as long as the model's. Weights are converted to the driver's InferencingOptimal layout on the host
-(vkConvertCooperativeVectorMatrixNV: size query, then conversion) through a short-lived context, once per model,
+(vkConvertCooperativeVectorMatrixNV: size query, then conversion) through the device's shared context, once per model,
 device and driver: the packed buffer and its manifest are cached on disk next to the pipeline cache (`weights/`). The
 SPIR-V is then compiled against that manifest and run by the shared `KernelExecutable`.
 """
@@ -23,7 +23,8 @@ from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.backends.base import Examined
 from coopnn.backends.coopvec.target import FEATURES, WEIGHT_FORMATS, CoopvecTarget, requirements, weight_plan
-from coopnn.backends.coopvec.training import CoopvecTrainingSession
+from coopnn.backends.coopvec.training import CoopvecTrainingSession, TRAINING_FEATURES
+from coopnn.backends.trained_weights import trained_entries
 
 # Measured on the H100 (tests/backends/coopvec/test_speed.py) for the benchmark MLPs at 2^14 to 2^21 samples: 32 and 64
 # within 2% of each other everywhere, 128 up to 5% slower at 2^21.
@@ -72,10 +73,10 @@ def weight_cache() -> WeightImageCache:
 
 def convert_weights(plan: WeightPlan, device: str | int | None) -> WeightImage:
     """The plan packed in the driver's InferencingOptimal layout, converted on the host by the device's driver."""
-    from coopnn.runtime.vk.context import VulkanContext
+    from coopnn.runtime.vk.shared import open_context
     from coopnn.backends.coopvec.driver import convert_on_host, float16_matrix
 
-    with VulkanContext(device, features={"cooperativeVector"}) as context:
+    with open_context(device, features={"cooperativeVector"}) as context:
         def convert(matrix):
             rows, columns = matrix.shape
             return convert_on_host(context, matrix, float16_matrix(rows, columns, "row_major", columns * 2),
@@ -101,11 +102,15 @@ def optimal_weights(plan: WeightPlan, device: str | int | None) -> WeightImage:
 
 def prepare_coopvec(graph: Graph, program: KernelProgram, device: str | int | None,
                     workgroup_size: int = WORKGROUP_SIZE) -> KernelExecutable:
-    packed = optimal_weights(weight_plan(program), device)
-    binary = CoopvecBackend.target.compile(program, "fp16", workgroup_size, packed=packed)
-    # device addresses let `convert_in_place` write new weights with the driver's conversion on the GPU
-    binary = dataclasses.replace(binary, features=binary.features | {"bufferDeviceAddress"})
-    return KernelExecutable(binary, graph, device)
+    from coopnn.runtime.vk.shared import open_context
+
+    # held from the conversion to the executable, so both use one shared context rather than making two in turn
+    with open_context(device, features=FEATURES):
+        packed = optimal_weights(weight_plan(program), device)
+        binary = CoopvecBackend.target.compile(program, "fp16", workgroup_size, packed=packed)
+        # device addresses let `convert_in_place` write new weights with the driver's conversion on the GPU
+        binary = dataclasses.replace(binary, features=binary.features | {"bufferDeviceAddress"})
+        return KernelExecutable(binary, graph, device, program.sources)
 
 
 def convert_in_place(executable: KernelExecutable, plan: WeightPlan) -> bool:
@@ -137,6 +142,7 @@ class CoopvecBackend:
                    "one invocation per sample")
     target = CoopvecTarget()
     trains = True
+    device_features = FEATURES | {"bufferDeviceAddress"} | TRAINING_FEATURES
 
     def unavailable_reason(self) -> str | None:
         return device_unavailable_reason(None, _device_needs)
@@ -161,7 +167,28 @@ class CoopvecBackend:
         return prepare_coopvec(graph, lowered, device)
 
     def refresh(self, executable: KernelExecutable, graph: Graph, *, weights: str) -> bool:
-        return convert_in_place(executable, weight_plan(lower(graph)))
+        program = lower(graph)
+        if not convert_in_place(executable, weight_plan(program)):
+            return False
+        executable.sources = dict(program.sources)
+        return True
+
+    def take_trained(self, executable: KernelExecutable, session) -> bool:
+        """Convert the session's float16 row-major working weights into the model's InferencingOptimal weight buffer
+        on the GPU (vkCmdConvertCooperativeVectorMatrixNV); False (the host path then) for another backend's
+        session."""
+        from coopnn.backends.coopvec.driver import repack
+
+        if not isinstance(session, CoopvecTrainingSession):
+            return False
+        pairs = trained_entries(executable, session, session.layout.entries("fp16"))
+        if pairs is None:
+            return False
+        context = executable.context
+        with executable.gate.exclusive():
+            context.submit(repack(context, session.working, {name: s for name, (s, _) in pairs.items()},
+                                  executable.weight_buffer, {name: d for name, (_, d) in pairs.items()}))
+        return True
 
     def prepare_training(self, graph: Graph, loss, optimizer, *, device) -> CoopvecTrainingSession:
         return CoopvecTrainingSession(graph, loss, optimizer, device)

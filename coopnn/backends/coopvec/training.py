@@ -18,7 +18,8 @@ import numpy as np
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients
 from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget, weight_plan
-from coopnn.shaders.training.gradients import partial_sum_shader
+from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES, partial_sum_shader
+from coopnn.shaders.training.shader import BASE_FEATURES
 from coopnn.train.gpu.session import KernelTrainingSession
 
 GROWTH_INTERVAL = 1000
@@ -28,6 +29,9 @@ LAYOUT = "training_optimal"
 # and 0.55 / 1.12 ms with cooperative vectors for mlp_3_64x2_3 / mlp_32_64x4_16 (64 inputs at most), but 5.7 against
 # 3.2 ms for mlp_64_128x4_16 (128 inputs).
 COOPMAT_WIDEST_INPUT = 64
+# What any of the session's kernels may need, whichever gradient method it takes.
+TRAINING_FEATURES = (FEATURES | {"bufferDeviceAddress"} | coopmat_gradients.FEATURES | coopvec_gradients.FEATURES
+                     | GRADIENT_FEATURES | BASE_FEATURES)
 
 
 class CoopvecTrainingSession(KernelTrainingSession):

@@ -16,6 +16,7 @@ class NumpyBackend:
     description = "numpy reference interpreter (float32, CPU)"
     target = None
     trains = True
+    device_features = frozenset()
 
     def unavailable_reason(self) -> str | None:
         return None
@@ -33,6 +34,9 @@ class NumpyBackend:
 
     def refresh(self, executable: NumpyExecutable, graph: Graph, *, weights: str) -> bool:
         return False  # preparing anew costs no more than refreshing
+
+    def take_trained(self, executable: NumpyExecutable, session) -> bool:
+        return False  # its weights are host arrays: the model takes the session's parameters as a new graph
 
     def prepare_training(self, graph: Graph, loss, optimizer, *, device) -> NumpyTrainingSession:
         return NumpyTrainingSession(graph, loss, optimizer)

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from coopnn.backends.base import Examined
 from coopnn.shaders.targets.base import FP16_FEATURES
+from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES
+from coopnn.shaders.training.shader import BASE_FEATURES as TRAINING_FEATURES
 from coopnn.backends.portable.target import WEIGHT_WIDTH, PortableTarget, pack_program
 from coopnn.backends.portable.training import PortableTrainingSession
+from coopnn.backends.trained_weights import trained_entries
 from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.graph.ir import Graph
 from coopnn.runtime.executable import KernelExecutable, chosen_device, device_unavailable_reason
@@ -27,6 +30,7 @@ class PortableBackend:
     description = "portable SPIR-V on any Vulkan 1.3 device, float32 arithmetic, one invocation per sample"
     target = PortableTarget()
     trains = True
+    device_features = frozenset({"vulkanMemoryModel"}) | FP16_FEATURES | TRAINING_FEATURES | GRADIENT_FEATURES
 
     def unavailable_reason(self) -> str | None:
         return device_unavailable_reason(None, _needs)
@@ -58,11 +62,27 @@ class PortableBackend:
 
     def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: str, device) -> KernelExecutable:
         binary = self.target.compile(lowered, weights, WORKGROUP_SIZE)
-        return KernelExecutable(binary, graph, device)
+        return KernelExecutable(binary, graph, device, lowered.sources)
 
     def refresh(self, executable: KernelExecutable, graph: Graph, *, weights: str) -> bool:
         """Take the new constant values of `graph` (same structure) without compiling again, where the layout allows."""
-        return executable.replace_weights(pack_program(lower(graph), weights))
+        program = lower(graph)
+        if not executable.replace_weights(pack_program(program, weights)):
+            return False
+        executable.sources = dict(program.sources)
+        return True
+
+    def take_trained(self, executable: KernelExecutable, session) -> bool:
+        """Copy the session's float32 working weights into the model's weight buffer on the GPU; False (the host
+        path then) for another backend's session or weights stored in another format."""
+        if not isinstance(session, PortableTrainingSession):
+            return False
+        pairs = trained_entries(executable, session, session.layout.entries("fp32"))
+        if pairs is None or any((s.dtype, s.layout, s.stride, s.size) != (d.dtype, d.layout, d.stride, d.size)
+                                for s, d in pairs.values()):
+            return False
+        executable.copy_into_weights(session.weights_buffer(), [(s.offset, d.offset, d.size) for s, d in pairs.values()])
+        return True
 
     def prepare_training(self, graph: Graph, loss, optimizer, *, device) -> PortableTrainingSession:
         return PortableTrainingSession(graph, loss, optimizer, device)

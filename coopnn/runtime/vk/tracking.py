@@ -48,6 +48,10 @@ class ObjectTracker:
         """Live handles per kind; empty once everything is destroyed."""
         return dict(Counter(kind for kind, _ in self._live.values()))
 
+    def counts_of(self, tokens: Iterable[int]) -> dict[str, int]:
+        """Live handles per kind among `tokens`."""
+        return dict(Counter(self._live[t][0] for t in tokens if t in self._live))
+
     def __len__(self) -> int:
         return len(self._live)
 

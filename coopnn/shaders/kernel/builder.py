@@ -19,6 +19,7 @@ class KernelBuilder:
         self.body: list[Instr] = []
         self.types: dict[str, VecType] = {}
         self._by_content: dict[tuple, str] = {}
+        self.sources: dict[str, tuple[str, ...]] = {}
         self._splats: dict[tuple, str] = {}
 
     # ----- parameters ---------------------------------------------------------------------------------------------
@@ -28,16 +29,19 @@ class KernelBuilder:
         self.params.append(param)
         return param
 
-    def constant_param(self, array: np.ndarray, role: str, prefix: str) -> str:
-        """A matrix or vector parameter holding `array`; parameters with identical contents are shared."""
+    def constant_param(self, array: np.ndarray, role: str, prefix: str, source: str = "") -> str:
+        """A matrix or vector parameter holding `array` (the graph constant `source`, where it is one unchanged);
+        parameters with identical contents are shared."""
         array = np.ascontiguousarray(array, dtype=np.float32)
         key = (role, array.shape, array.tobytes())
-        if key in self._by_content:
-            return self._by_content[key]
-        name = f"{prefix}{len(self.constants)}"
-        self.add_param(name, role, array.shape)
-        self.constants[name] = array
-        self._by_content[key] = name
+        name = self._by_content.get(key)
+        if name is None:
+            name = f"{prefix}{len(self.constants)}"
+            self.add_param(name, role, array.shape)
+            self.constants[name] = array
+            self._by_content[key] = name
+        if source:
+            self.sources[name] = self.sources.get(name, ()) + (source,)
         return name
 
     def own_param(self, name: str, array: np.ndarray, role: str) -> str:
@@ -94,4 +98,4 @@ class KernelBuilder:
         return self.emit(op, VecType("f32", size // group), (x,), group=group)
 
     def build(self) -> KernelProgram:
-        return KernelProgram(self.name, tuple(self.params), tuple(self.body), dict(self.constants))
+        return KernelProgram(self.name, tuple(self.params), tuple(self.body), dict(self.constants), dict(self.sources))

@@ -103,8 +103,8 @@ def _linear(lw: Lowerer, node: Node) -> str:
     weight = np.asarray(lw.graph.constants[node.inputs[1]], np.float32)
     bias = np.asarray(lw.graph.constants[node.inputs[2]], np.float32).reshape(-1) if len(node.inputs) > 2 else None
     rows, cols = weight.shape
-    w = lw.k.constant_param(weight, "matrix", "w")
-    b = lw.k.constant_param(bias, "vector", "b") if bias is not None else None
+    w = lw.k.constant_param(weight, "matrix", "w", source=node.inputs[1])
+    b = lw.k.constant_param(bias, "vector", "b", source=node.inputs[2]) if bias is not None else None
     source = lw.vectors[x.name]
     groups = x.feature_size // cols
     # A linear over a sample of shape [..., cols] applies the matrix to each row of the sample.

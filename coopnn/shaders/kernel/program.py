@@ -89,6 +89,9 @@ class KernelProgram:
     params: tuple[Param, ...]
     body: tuple[Instr, ...]
     constants: Mapping[str, np.ndarray]  # param name -> float32 array of the param's shape
+    # param name -> the graph constants it holds unchanged (several where identical constants share one parameter);
+    # what lets a trainer write new values of a graph constant straight into a compiled model's weights
+    sources: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def param(self, name: str) -> Param:
         for p in self.params:

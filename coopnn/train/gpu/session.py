@@ -16,7 +16,6 @@ import numpy as np
 
 from coopnn.errors import InputError
 from coopnn.graph.ir import Graph
-from coopnn.runtime.executable import validation_requested
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.train.gpu.optimizer_values import optimizer_push
@@ -41,8 +40,8 @@ class KernelTrainingSession:
     skip_nonfinite = False
 
     def __init__(self, graph: Graph, loss: Loss, optimizer: Optimizer, device: str | int | None):
-        from coopnn.runtime.vk.context import VulkanContext
         from coopnn.runtime.vk.memory import HostAccess
+        from coopnn.runtime.vk.shared import open_context
 
         self.plan: TrainingPlan = plan_training(graph)
         self.loss_function, self.optimizer = loss, optimizer
@@ -53,7 +52,7 @@ class KernelTrainingSession:
         self.last_gpu_ms: float | None = None
         self.optimizer_kernel_shader = optimizer_shader(optimizer.name, self.working_dtype, self.skip_nonfinite)
         self.gradient_shaders = self.make_gradient_shaders()
-        self.context = VulkanContext(device, features=self.features(), validation=validation_requested())
+        self.context = open_context(device, features=self.features())
         try:
             self.binary = self.compile_step()
             b = self.binary

@@ -97,6 +97,28 @@ def test_trainer_on_a_coopvec_model_trains_on_the_gpu_and_runs_the_new_weights()
         assert ((prediction - y) ** 2).mean() == pytest.approx(trainer.evaluate(x, y), rel=2e-2)
 
 
+def test_trained_weights_are_converted_into_the_model_on_the_gpu(monkeypatch):
+    from coopnn.layouts.formats import run_fp16_emulation
+
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0, 1, (2048, 2)).astype(np.float32)
+    y = np.stack([np.sin(4 * x[:, 0]), x[:, 1], x[:, 0] * x[:, 1]], axis=1)
+    with coopnn.mlp(2, [64, 64], 3, backend="coopvec", weights="fp16") as model:
+        trainer = coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=1e-2))
+        trainer.step(x, y)
+        model.run(x)  # the first step may prepare anew: fresh zero biases share one kernel parameter
+        executable = model._executable
+        reads = []
+        read_parameters = trainer.session.parameters
+        monkeypatch.setattr(trainer.session, "parameters", lambda: reads.append(1) or read_parameters())
+        for _ in range(3):
+            trainer.step(x, y)
+            after = model.run(x)
+        assert reads == [] and model._executable is executable
+        expected = run_fp16_emulation(model.graph, {"x": x})["y"]
+        np.testing.assert_allclose(after, expected, rtol=1e-3, atol=2.5e-3)
+
+
 def test_fit_image_reaches_the_measured_psnr(tmp_path):
     from coopnn.examples.fit_image import fit_image
 

@@ -1,0 +1,196 @@
+"""One Vulkan context per device per process, shared by every model, trainer and device array on it.
+
+`open_context(device)` hands out a `ContextScope`: a view of the device's shared `VulkanContext` that records the
+buffers, kernels and other objects made through it and destroys them, and only them, on `close()`. The shared context
+enables every feature and extension that some part of coopnn has declared it may use (`want`) and the device has, so a
+model's weight buffer, a trainer's buffers and a device array live in one VkDevice and one can be copied into
+another on the GPU. It is closed when its last scope closes.
+
+A scope asking for something the live context was made without (declared after it was created) gets a new shared
+context that has it; the older one lives on for its scopes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import weakref
+from typing import Callable, Iterable
+
+from coopnn.errors import BackendUnavailableError
+from coopnn.runtime.vk.context import VulkanContext, list_devices
+from coopnn.runtime.vk.loader import load_vulkan
+from coopnn.runtime.vk.memory import Buffer, HostAccess, Placement
+from coopnn.runtime.vk.pipeline import ComputeKernel
+from coopnn.runtime.vk.selection import select_device
+from coopnn.runtime.vk.tracking import ObjectTracker
+
+vk = load_vulkan()
+
+# The Khronos validation layer is switched on by this variable (tests set it; it slows everything down).
+VALIDATION_ENV = "COOPNN_VALIDATION"
+
+_wanted_features: set[str] = set()
+_wanted_extensions: set[str] = set()
+_contexts: dict[tuple[int, bool], list[_Shared]] = {}
+_lock = threading.Lock()
+
+
+def validation_requested() -> bool:
+    return os.environ.get(VALIDATION_ENV, "") not in ("", "0")
+
+
+def want(features: Iterable[str] = (), extensions: Iterable[str] = ()) -> None:
+    """Declare features and extensions some kernel or interop path may use; shared contexts made from now on enable
+    those the device has."""
+    with _lock:
+        _wanted_features.update(features)
+        _wanted_extensions.update(extensions)
+
+
+class _Shared:
+    """A shared context and the number of open scopes on it."""
+
+    def __init__(self, context: VulkanContext):
+        self.context = context
+        self.users = 0
+
+    def has(self, features: frozenset[str], extensions: frozenset[str]) -> bool:
+        return features <= self.context.device.features and extensions <= self.context.device.extensions
+
+
+def open_context(device: str | int | None = None, *, features: Iterable[str] = (), extensions: Iterable[str] = (),
+                 validation: bool | None = None) -> ContextScope:
+    """A scope on the shared context of `device` (index, name substring, or None for COOPNN_DEVICE / the best one).
+
+    features / extensions: what the caller needs; BackendUnavailableError naming them when the device lacks any.
+    validation: the Khronos validation layer (default: COOPNN_VALIDATION); contexts with and without it are apart.
+    """
+    features, extensions = frozenset(features), frozenset(extensions)
+    validation = validation_requested() if validation is None else validation
+    info = select_device(list_devices(), device)
+    missing = sorted(f for f in features if not info.features.get(f)) + sorted(extensions - info.extensions)
+    if missing:
+        raise BackendUnavailableError(f"{info.describe()} lacks {', '.join(missing)}")
+    key = (info.index, validation)
+    with _lock:
+        _wanted_features.update(features)
+        _wanted_extensions.update(extensions)
+        shared = next((s for s in reversed(_contexts.get(key, [])) if s.has(features, extensions)), None)
+        if shared is None:
+            shared = _Shared(VulkanContext(
+                info.index, validation=validation,
+                features={f for f in _wanted_features if info.features.get(f)},
+                extensions=_wanted_extensions & info.extensions))
+            _contexts.setdefault(key, []).append(shared)
+        shared.users += 1
+    return ContextScope(shared, key)
+
+
+def _leave(shared: _Shared, key: tuple[int, bool]) -> None:
+    with _lock:
+        shared.users -= 1
+        if shared.users:
+            return
+        _contexts[key].remove(shared)
+    shared.context.close()
+
+
+class _ScopedTracker:
+    """The shared context's tracker, remembering which handles were made through one scope."""
+
+    def __init__(self, parent: ObjectTracker):
+        self.parent = parent
+        self.tokens: set[int] = set()
+        self.lock = threading.Lock()
+
+    def add(self, kind: str, destroy: Callable[[], None]) -> int:
+        token = self.parent.add(kind, destroy)
+        with self.lock:
+            self.tokens.add(token)
+        return token
+
+    def release(self, token: int) -> None:
+        with self.lock:
+            self.tokens.discard(token)
+        self.parent.release(token)
+
+    def release_many(self, tokens: Iterable[int]) -> None:
+        for token in tokens:
+            self.release(token)
+
+    def release_all(self) -> None:
+        with self.lock:
+            tokens = sorted(self.tokens, reverse=True)
+        self.release_many(tokens)
+
+    def alive(self, token: int) -> bool:
+        return self.parent.alive(token)
+
+    def counts(self) -> dict[str, int]:
+        with self.lock:
+            tokens = set(self.tokens)
+        return self.parent.counts_of(tokens)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class ContextScope:
+    """What one model, trainer or arena holds of a shared context: it creates buffers and kernels like a
+    `VulkanContext` (everything else is the shared context's) and `close()` destroys what it made."""
+
+    def __init__(self, shared: _Shared, key: tuple[int, bool]):
+        self.shared_context = shared.context
+        self.tracker = _ScopedTracker(shared.context.tracker)
+        self._closer = weakref.finalize(self, _close_scope, self.tracker, shared, key)
+
+    def __getattr__(self, name: str):
+        return getattr(self.shared_context, name)
+
+    @property
+    def closed(self) -> bool:
+        return not self._closer.alive
+
+    @property
+    def features(self) -> frozenset[str]:
+        return self.shared_context.device.features
+
+    def live_objects(self) -> dict[str, int]:
+        """This scope's live Vulkan objects by kind; empty after close()."""
+        return self.tracker.counts()
+
+    def create_buffer(self, size: int, host_access: HostAccess = HostAccess.READ_WRITE,
+                      placement: Placement | None = None, device_address: bool = False) -> Buffer:
+        self._check_open()
+        return Buffer(self, size, host_access, placement, device_address)
+
+    def create_kernel(self, *args, **kwargs) -> ComputeKernel:
+        self._check_open()
+        return ComputeKernel(self, *args, **kwargs)
+
+    def close(self) -> None:
+        """Wait for the device, destroy what this scope made, and close the shared context if it was the last."""
+        self._closer()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("this context scope is closed")
+
+    def __enter__(self) -> ContextScope:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _close_scope(tracker: _ScopedTracker, shared: _Shared, key: tuple[int, bool]) -> None:
+    """Objects of a scope may still be in flight on the shared queue: wait for it (holding the queue's lock, which
+    vkQueueWaitIdle needs) before destroying them."""
+    context = shared.context
+    if not context.closed and len(tracker):
+        with context.queue_lock, contextlib.suppress(vk.VkError):
+            vk.vkQueueWaitIdle(context.device.queue)
+    tracker.release_all()
+    _leave(shared, key)
