@@ -138,7 +138,9 @@ class Model:
     def _run_on_cuda(self, named: dict[str, Any], out: Any):
         """CUDA arrays (PyTorch, CuPy, DLPack) in, arrays of the same framework out, with no host round trip
         (`coopnn.interop.cuda_bridge`)."""
-        bridge = self._kernel_executable("CUDA arrays", out).cuda_bridge()
+        from coopnn.interop.cuda_bridge import bridge_for
+
+        bridge = bridge_for(self._kernel_executable("CUDA arrays", out))
         outputs = bridge.run(named)
         self._last_runner = bridge
         return self._unpack(outputs)

@@ -258,3 +258,8 @@ class CudaBridge:
         Harmless when closed already."""
         with self._lock:
             self._closer()
+
+
+def bridge_for(executable) -> CudaBridge:
+    """The bridge of `executable` (a `KernelExecutable`), made on first use and closed with it."""
+    return executable.attachment("cuda_bridge", lambda: CudaBridge(executable))

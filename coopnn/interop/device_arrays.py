@@ -1,10 +1,11 @@
 """`coopnn.to_device(x)`: float32 arrays that stay in GPU memory, for users without PyTorch; `Model.run` takes them and
 returns them with no host round trip, and `.numpy()` brings one back.
 
-A device array lives in a process-wide Vulkan context of its own per device (the arena), in memory exported as an
-opaque fd (`vk_export.ExportedBuffer`). A model imports it into its own context the first time it reads or writes it
-(`runtime/vk/fd_import.py`), keeps that import for the array's life, and binds it directly: inputs are read where they
-are, outputs are written into new device arrays. So a device array outlives any model, and the output of one model can
+A device array lives in the device's shared Vulkan context (`runtime/vk/shared.py`), in memory exported as an
+opaque fd (`vk_export.ExportedBuffer`). A model in the same shared context binds it directly; one in another (made
+with different features or validation) imports it the first time it reads or writes it (`runtime/vk/fd_import.py`)
+and keeps that import for the array's life. Inputs are read where they are, outputs are written into new device
+arrays. So a device array outlives any model, and the output of one model can
 be the input of another on the same device. The storage of collected arrays is reused, imports included, so runs in
 a loop allocate nothing once warm. Ordering: each upload, download and run waits for its own submission, so
 whatever a call returns is complete on the device.
@@ -28,14 +29,19 @@ _arenas_lock = threading.Lock()
 
 
 def _arena(device):
-    """The process-wide context device arrays of `device` (as `VulkanContext` takes it) live in."""
-    from coopnn.runtime.vk.context import VulkanContext
+    """The scope of the device's newest shared context (`runtime/vk/shared.py`) that new device arrays of `device` (as
+    `coopnn.load` takes it) go to; arrays made earlier keep theirs alive."""
     from coopnn.runtime.vk.fd_import import EXTENSION
+    from coopnn.runtime.vk.shared import open_context
 
     with _arenas_lock:
-        if device not in _arenas:
-            _arenas[device] = VulkanContext(device, extensions={EXTENSION})
-        return _arenas[device]
+        current = _arenas.get(device)
+        newest = open_context(device, extensions={EXTENSION})
+        if current is not None and newest.shared_context is current.shared_context:
+            newest.close()
+            return current
+        _arenas[device] = newest
+        return newest
 
 
 class _Storage:
@@ -131,12 +137,15 @@ class DeviceArray:
                                    np.ascontiguousarray(values, np.float32).reshape(-1).view(np.uint8))
 
     def bound_in(self, context):
-        """This array's memory as a buffer of `context` (imported on first use)."""
+        """This array's memory as a buffer of `context`: itself in the same shared context, else imported on first
+        use."""
         from coopnn.runtime.vk.fd_import import ImportedFdBuffer
 
         if context.info.index != self.arena.info.index:
             raise InputError(f"this device array lives on {self.arena.info.name}; the model runs on "
                              f"{context.info.name}")
+        if context.shared_context is self.arena.shared_context:
+            return self._buffer
         storage = self._storage
         with storage.lock:
             imported = storage.imports.get(id(context))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from coopnn.errors import BackendUnavailableError
 from coopnn.runtime.vk.loader import check, load_vulkan
-from coopnn.runtime.vk.memory import buffer_serials
+from coopnn.runtime.vk.memory import HostAccess, Placement, buffer_serials
 
 if TYPE_CHECKING:
     from coopnn.runtime.vk.context import VulkanContext
@@ -85,7 +85,10 @@ def _device_local_type(context: VulkanContext, allowed_bits: int) -> int:
 
 class ExportedBuffer:
     """A device-local storage buffer of `size` bytes in a dedicated allocation of `allocation_size` bytes whose memory
-    can be exported as an opaque fd."""
+    can be exported as an opaque fd; in its own context it binds like a DEVICE `Buffer`."""
+
+    placement = Placement.DEVICE
+    host_access = HostAccess.NONE
 
     def __init__(self, context: VulkanContext, size: int):
         limit = min(context.info.limits.max_buffer_size, context.info.limits.max_memory_allocation_size)

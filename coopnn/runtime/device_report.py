@@ -42,7 +42,7 @@ def _coopmat_lines(info) -> list[str]:
 def device_report() -> str:
     """Several lines describing the Vulkan devices, or one line saying why there are none."""
     try:
-        from coopnn.runtime.executable import vulkan_devices
+        from coopnn.runtime.vk.shared import vulkan_devices
 
         devices = vulkan_devices()
     except BackendUnavailableError as e:

@@ -7,7 +7,6 @@ have grown. One executable serves many threads at once; new weights and `close()
 
 from __future__ import annotations
 
-import functools
 import threading
 from typing import Callable, Mapping
 
@@ -32,18 +31,11 @@ INTEROP_FEATURES = frozenset({"timelineSemaphore"})
 IMPORT_MIN_BYTES = 1 << 20
 
 
-@functools.lru_cache(maxsize=1)
-def vulkan_devices():
-    """Every Vulkan device (DeviceInfo), or BackendUnavailableError when there is no loader or package."""
-    from coopnn.runtime.vk.context import list_devices
-
-    return tuple(list_devices())
-
-
 def chosen_device(device: str | int | None):
-    from coopnn.runtime.vk.selection import select_device
+    """The DeviceInfo `device` names (see `runtime/vk/shared.open_context`), or BackendUnavailableError."""
+    from coopnn.runtime.vk.shared import chosen_device
 
-    return select_device(list(vulkan_devices()), device)
+    return chosen_device(device)
 
 
 class KernelExecutable:
@@ -83,8 +75,8 @@ class KernelExecutable:
             self.gate = RunGate(f"model {graph.name!r}")
             self.last_gpu_ms: float | None = None
             self.last_timing = None
-            self._cuda_bridge = None
-            self._cuda_bridge_lock = threading.Lock()
+            self._attachments: dict[str, object] = {}
+            self._attachments_lock = threading.Lock()
         except BaseException:
             self.context.close()
             raise
@@ -162,14 +154,13 @@ class KernelExecutable:
             self.context.submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, source.handle, self.weight_buffer.handle,
                                                                len(copies), copies))
 
-    def cuda_bridge(self):
-        """The `coopnn.interop.CudaBridge` running this executable on CUDA arrays, made on first use."""
-        from coopnn.interop import CudaBridge
-
-        with self._cuda_bridge_lock:
-            if self._cuda_bridge is None:
-                self._cuda_bridge = CudaBridge(self)
-            return self._cuda_bridge
+    def attachment(self, key: str, make: Callable[[], object]):
+        """The object kept under `key` for this executable's life, made by `make()` on first use and closed before
+        the executable: how the layers above (the CUDA bridge) keep state per executable."""
+        with self._attachments_lock:
+            if key not in self._attachments:
+                self._attachments[key] = make()
+            return self._attachments[key]
 
     @property
     def debug_messages(self) -> list[str]:
@@ -177,8 +168,8 @@ class KernelExecutable:
 
     def close(self) -> None:
         if self.gate.close():
-            if self._cuda_bridge is not None:
-                self._cuda_bridge.close()
+            for attached in self._attachments.values():
+                attached.close()
             self.slots.destroy()
             self.context.close()
 

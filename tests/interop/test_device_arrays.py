@@ -93,3 +93,13 @@ def test_repeated_runs_grow_nothing(monkeypatch):
             model.run(d)
         gc.collect()
         assert context.live_objects() == objects
+
+
+def test_a_model_in_the_arrays_shared_context_binds_them_without_importing():
+    with coopnn.load(MLP, backend="portable") as model:
+        x = coopnn.to_device(_x(64, seed=4))
+        y = model.run(x)
+        context = model._executable.context
+        assert context.shared_context is x.arena.shared_context
+        assert x._storage.imports == {} and y._storage.imports == {}
+        np.testing.assert_allclose(y.numpy(), model.run(x.numpy()), rtol=1e-6, atol=1e-7)

@@ -13,6 +13,7 @@ context that has it; the older one lives on for its scopes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import weakref
@@ -41,6 +42,18 @@ def validation_requested() -> bool:
     return os.environ.get(VALIDATION_ENV, "") not in ("", "0")
 
 
+@functools.lru_cache(maxsize=1)
+def vulkan_devices():
+    """Every Vulkan device (DeviceInfo), listed once per process; BackendUnavailableError without a loader."""
+    return tuple(list_devices())
+
+
+def chosen_device(device: str | int | None):
+    """The DeviceInfo of `device`: an index or case-insensitive name substring, or None for COOPNN_DEVICE, else the
+    best device (discrete first)."""
+    return select_device(list(vulkan_devices()), device)
+
+
 def want(features: Iterable[str] = (), extensions: Iterable[str] = ()) -> None:
     """Declare features and extensions some kernel or interop path may use; shared contexts made from now on enable
     those the device has."""
@@ -62,14 +75,14 @@ class _Shared:
 
 def open_context(device: str | int | None = None, *, features: Iterable[str] = (), extensions: Iterable[str] = (),
                  validation: bool | None = None) -> ContextScope:
-    """A scope on the shared context of `device` (index, name substring, or None for COOPNN_DEVICE / the best one).
+    """A scope on the newest shared context of `device` (see `chosen_device`) that has what is asked for.
 
     features / extensions: what the caller needs; BackendUnavailableError naming them when the device lacks any.
     validation: the Khronos validation layer (default: COOPNN_VALIDATION); contexts with and without it are apart.
     """
     features, extensions = frozenset(features), frozenset(extensions)
     validation = validation_requested() if validation is None else validation
-    info = select_device(list_devices(), device)
+    info = chosen_device(device)
     missing = sorted(f for f in features if not info.features.get(f)) + sorted(extensions - info.extensions)
     if missing:
         raise BackendUnavailableError(f"{info.describe()} lacks {', '.join(missing)}")
