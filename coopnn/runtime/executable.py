@@ -38,6 +38,12 @@ def chosen_device(device: str | int | None):
     return chosen_device(device)
 
 
+def load_kernel(context, binary: Binary, name: str = ""):
+    """The pipeline of `binary` on `context` (a `VulkanContext` or scope of one), called `name` or the binary's."""
+    return context.create_kernel(binary.spirv, binary.binding_count, binary.push_constant_size, binary.workgroup_size,
+                                 entry_point=binary.entry_point, name=name or binary.name)
+
+
 class KernelExecutable:
     """A Binary on its device's shared context (`runtime/vk/shared.py`), ready to run batches from any number of
     threads."""
@@ -56,9 +62,7 @@ class KernelExecutable:
         self.context = open_context(device, features=binary.features, extensions=binary.extensions)
         try:
             info = self.context.info
-            self.kernel = self.context.create_kernel(binary.spirv, len(binary.bindings), binary.push_constant_size,
-                                                     binary.workgroup_size, entry_point=binary.entry_point,
-                                                     name=graph.name)
+            self.kernel = load_kernel(self.context, binary, graph.name)
             # with device addresses, the weights can be converted into place on the device (`refresh` of coopvec)
             self.weight_buffer = self.context.create_buffer(len(binary.weight_image.data), HostAccess.NONE,
                                                       device_address="bufferDeviceAddress" in binary.features)

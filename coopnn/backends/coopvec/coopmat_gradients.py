@@ -17,9 +17,9 @@ reads (and discards) rows past its region.
 
 from __future__ import annotations
 
-from coopnn.shaders.targets.base import ShaderFrame, push_constant_block
+from coopnn.shaders.targets.base import Binary, ShaderFrame, push_constant_block
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.shaders.training.shader import ComputeShader, storage_buffer
+from coopnn.shaders.training.shader import storage_buffer, training_kernel
 
 TILE = 16
 CHUNK_TILES = 64
@@ -39,7 +39,7 @@ def tasks(parameters: ParameterLayout, column_tiles: int = MAX_COLUMN_TILES) -> 
 
 
 def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk_tiles: int = CHUNK_TILES,
-                            column_tiles: int = MAX_COLUMN_TILES) -> ComputeShader:
+                            column_tiles: int = MAX_COLUMN_TILES) -> Binary:
     push = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"), ("parameters", "u32"))
     frame = ShaderFrame((), 32, SUBGROUP, push_constants=push)
     m, fn, u32, f32 = frame.module, frame.main, frame.u32, frame.f32
@@ -123,5 +123,5 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk
                           lambda i, j: op("OpIAdd", frame.uint(layer.bias_offset + m0), i))
     frame.main.return_()
     frame.module.entry_point(frame.main, "main", "GLCompute", local_size=frame.workgroup_size)
-    return ComputeShader("cooperative-matrix weight gradients", frame.module.to_bytes(), frame.workgroup_size, 2,
-                         push, FEATURES)
+    return training_kernel("cooperative-matrix weight gradients", frame.module.to_bytes(), frame.workgroup_size, 2,
+                           push, FEATURES)

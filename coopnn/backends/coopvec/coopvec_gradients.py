@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from coopnn.layouts.pack import align_up
-from coopnn.shaders.targets.base import push_constant_block
+from coopnn.shaders.targets.base import Binary, push_constant_block
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.shaders.training.shader import ComputeShader, finish, storage_buffer, training_frame
+from coopnn.shaders.training.shader import finish, storage_buffer, training_frame
 
 SUB = 128  # samples per matrix-vector product
 SUBS_PER_CHUNK = 4
@@ -46,7 +46,7 @@ def ones_matrix(sub: int = SUB) -> np.ndarray:
 
 
 def coopvec_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, sub: int = SUB,
-                            subs_per_chunk: int = SUBS_PER_CHUNK) -> ComputeShader:
+                            subs_per_chunk: int = SUBS_PER_CHUNK) -> Binary:
     """The kernel for products of `sub` samples, `subs_per_chunk` of them per chunk (a chunk per invocation)."""
     frame = training_frame(push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"),
                                                ("parameters", "u32")))

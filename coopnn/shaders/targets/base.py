@@ -25,8 +25,8 @@ FP16_FEATURES = frozenset({"storageBuffer16BitAccess", "shaderFloat16"})
 @dataclass(frozen=True)
 class Binding:
     index: int
-    role: str  # "weights", "input" or "output"
-    name: str  # the graph input or output, or "weights"
+    role: str  # "weights", "input", "output", a training step's "tape" and "loss", or "buffer" (training kernels)
+    name: str  # the graph input or output, or what the buffer holds
     features: int  # values per sample (0 for weights)
     dtype: str = "f32"  # element type of input and output buffers: "f32" or "f16" (the host converts)
 
@@ -84,24 +84,30 @@ TRAINING_PUSH_CONSTANTS = push_constant_block(("count", "u32"), ("batch", "u32")
 
 @dataclass(frozen=True)
 class Binary:
-    """A compiled kernel: SPIR-V, how to bind it, and the image of the weight buffer it reads."""
+    """A compiled kernel, the one record every kernel is run from: SPIR-V, how to bind and dispatch it, what the
+    device must enable, and for a model's kernel the image of the weight buffer it reads."""
 
-    target: str
+    target: str  # the target that compiled it ("training" for the kernels shared by every training step)
     spirv: bytes
     entry_point: str
     workgroup_size: tuple[int, int, int]
-    bindings: tuple[Binding, ...]
+    bindings: tuple[Binding, ...]  # storage buffers at bindings 0.. of set 0
     push_constants: tuple[PushConstant, ...]
-    weight_image: WeightImage  # the weight buffer's bytes and where each constant sits in them
+    weight_image: WeightImage | None  # the weight buffer's bytes and where each constant sits in them
     features: frozenset[str]  # Vulkan device features the module needs
     extensions: frozenset[str]  # Vulkan device extensions the module needs
+    name: str = ""  # what pipelines and error messages call it
+
+    @property
+    def binding_count(self) -> int:
+        return len(self.bindings)
 
     @property
     def push_constant_size(self) -> int:
         return push_constant_size(self.push_constants)
 
     def pack_push(self, **values) -> bytes:
-        return pack_push_constants(self.push_constants, f"the {self.target} kernel", values)
+        return pack_push_constants(self.push_constants, self.name or f"the {self.target} kernel", values)
 
 
 class Target(Protocol):

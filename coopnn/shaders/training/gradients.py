@@ -13,9 +13,9 @@ Both add in float32, in index order, and set status[0] to 1 (an atomic OR) when 
 
 from __future__ import annotations
 
-from coopnn.shaders.targets.base import ShaderFrame, push_constant_block
+from coopnn.shaders.targets.base import Binary, ShaderFrame, push_constant_block
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.shaders.training.shader import ComputeShader, finish, load, storage_buffer, store, training_frame
+from coopnn.shaders.training.shader import finish, load, storage_buffer, store, training_frame
 
 SOURCE, GRADIENT, STATUS = range(3)
 # Device-scope atomics under the Vulkan memory model need this capability, hence this feature.
@@ -57,7 +57,7 @@ def _store_and_check(frame: ShaderFrame, total) -> None:
                 m.enum_constant("Scope", "Device"), m.enum_constant("MemorySemantics", "Relaxed"), frame.uint(1))
 
 
-def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout) -> ComputeShader:
+def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout) -> Binary:
     """The gradient of every weight and bias element from the deltas and inputs the tape holds."""
     frame = _frame(("batch", "u32"), ("capacity", "u32"), source="tape")
     fn, u32, p = frame.main, frame.u32, frame.sample
@@ -94,7 +94,7 @@ def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout) -> Compu
     return finish("tape_gradient", frame, 3, FEATURES)
 
 
-def partial_sum_shader() -> ComputeShader:
+def partial_sum_shader() -> Binary:
     """The sum of `chunks` partial gradients, element by element."""
     frame = _frame(("chunks", "u32"), source="partials")
     fn, u32 = frame.main, frame.u32

@@ -13,9 +13,8 @@ corrections, 1 - dampening) are folded on the host likewise, rather than recompu
 
 from __future__ import annotations
 
-from coopnn.shaders.targets.base import push_constant_block
-from coopnn.shaders.targets.base import FP16_FEATURES
-from coopnn.shaders.training.shader import ComputeShader, finish, load, storage_buffer, store, training_frame
+from coopnn.shaders.targets.base import FP16_FEATURES, Binary, push_constant_block
+from coopnn.shaders.training.shader import finish, load, storage_buffer, store, training_frame
 
 MASTER, GRADIENT, STATUS, WORKING, FIRST_SLOT = range(5)
 # the per-parameter state of each optimizer, in binding order: `Optimizer.slots` of `coopnn.train.optim`
@@ -112,7 +111,7 @@ class _Step:
         store(self.frame, WORKING, self.i, rounded, self.working)
 
 
-def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool) -> ComputeShader:
+def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool) -> Binary:
     """The step of optimizer `kind` ("adam" or "sgd") writing a working copy of `working_dtype` ("f32" or "f16")."""
     if kind not in PUSH_CONSTANTS:
         raise ValueError(f"optimizer kind must be one of {sorted(PUSH_CONSTANTS)}, not {kind!r}")

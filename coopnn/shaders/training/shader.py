@@ -1,35 +1,21 @@
-"""A compiled training kernel (`ComputeShader`: SPIR-V plus what binding and dispatching it takes) and the frame the
-training kernels are built in: plain SPIR-V 1.6 with the Vulkan memory model, workgroups of 64 invocations along x,
-one invocation per element, storage buffers declared per kernel."""
+"""Training kernels as `Binary` records (`training_kernel`) and the frame they are built in: plain SPIR-V 1.6 with the
+Vulkan memory model, workgroups of 64 invocations along x, one invocation per element, storage buffers declared per
+kernel."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from coopnn.shaders.targets.base import PushConstant, ShaderFrame, pack_push_constants, push_constant_size
+from coopnn.shaders.targets.base import Binary, Binding, PushConstant, ShaderFrame
 
 WORKGROUP_SIZE = 64
 BASE_FEATURES = frozenset({"vulkanMemoryModel"})
 
 
-@dataclass(frozen=True)
-class ComputeShader:
-    """One training kernel: storage buffers at bindings 0..binding_count-1 of set 0, then `push_constants`."""
-
-    name: str
-    spirv: bytes
-    workgroup_size: tuple[int, int, int]
-    binding_count: int
-    push_constants: tuple[PushConstant, ...]
-    features: frozenset[str]  # Vulkan device features the module needs
-
-    @property
-    def push_constant_size(self) -> int:
-        return push_constant_size(self.push_constants)
-
-    def pack_push(self, **values) -> bytes:
-        """Every push constant by name (see `pack_push_constants`)."""
-        return pack_push_constants(self.push_constants, self.name, values)
+def training_kernel(name: str, spirv: bytes, workgroup_size: tuple[int, int, int], binding_count: int,
+                    push_constants: tuple[PushConstant, ...], features: frozenset[str]) -> Binary:
+    """One training kernel as a `Binary`: `binding_count` storage buffers at bindings 0.. of set 0, no weight image."""
+    bindings = tuple(Binding(i, "buffer", f"buffer {i}", 0) for i in range(binding_count))
+    return Binary("training", spirv, "main", workgroup_size, bindings, push_constants, None, frozenset(features),
+                  frozenset(), name)
 
 
 def training_frame(push_constants: tuple[PushConstant, ...]) -> ShaderFrame:
@@ -56,6 +42,6 @@ def store(frame: ShaderFrame, binding: int, index, value, scalar=None) -> None:
     frame.main.emit("OpStore", frame.element_pointer(binding, index, scalar), value)
 
 
-def finish(name: str, frame: ShaderFrame, binding_count: int, features: frozenset[str]) -> ComputeShader:
-    return ComputeShader(name, frame.finish(), frame.workgroup_size, binding_count, frame.push_constants,
-                         BASE_FEATURES | features)
+def finish(name: str, frame: ShaderFrame, binding_count: int, features: frozenset[str]) -> Binary:
+    return training_kernel(name, frame.finish(), frame.workgroup_size, binding_count, frame.push_constants,
+                           BASE_FEATURES | features)

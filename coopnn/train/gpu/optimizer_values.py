@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 
-from coopnn.shaders.training.shader import ComputeShader
+from coopnn.shaders.targets.base import Binary
 from coopnn.train.optim import SGD, Adam, Optimizer
 
 
-def optimizer_push(shader: ComputeShader, optimizer: Optimizer, step: int, count: int,
+def optimizer_push(shader: Binary, optimizer: Optimizer, step: int, count: int,
                    gradient_scale: float) -> bytes:
     """The push constants of `shader` for update number `step` (1-based) of `optimizer` over `count` elements, the
     gradient multiplied by `gradient_scale` first."""

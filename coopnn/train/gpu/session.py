@@ -19,7 +19,7 @@ from coopnn.graph.ir import Graph
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.train.gpu.optimizer_values import optimizer_push
-from coopnn.shaders.training.shader import ComputeShader
+from coopnn.runtime.executable import load_kernel
 from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
 from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
@@ -55,12 +55,9 @@ class KernelTrainingSession:
         self.context = open_context(device, features=self.features())
         try:
             self.binary = self.compile_step()
-            b = self.binary
-            self.step_kernel = self.context.create_kernel(b.spirv, len(b.bindings), b.push_constant_size,
-                                                          b.workgroup_size, entry_point=b.entry_point,
-                                                          name=f"{graph.name} training step")
-            self.optimizer_kernel = self.kernel(self.optimizer_kernel_shader)
-            self.gradient_kernels = [self.kernel(shader) for shader in self.gradient_shaders]
+            self.step_kernel = load_kernel(self.context, self.binary, f"{graph.name} training step")
+            self.optimizer_kernel = load_kernel(self.context, self.optimizer_kernel_shader)
+            self.gradient_kernels = [load_kernel(self.context, shader) for shader in self.gradient_shaders]
             size = self.layout.size * 4
             self.master = self.context.create_buffer(size, HostAccess.NONE)
             self.gradient = self.context.create_buffer(size, HostAccess.NONE)
@@ -87,7 +84,7 @@ class KernelTrainingSession:
         """What the device must enable for every kernel of a step (the step kernel's are the target's to add)."""
         return set(self.optimizer_kernel_shader.features).union(*(s.features for s in self.gradient_shaders))
 
-    def make_gradient_shaders(self) -> list[ComputeShader]:
+    def make_gradient_shaders(self) -> list[Binary]:
         """The kernels `gradient_steps` dispatches (made before the device, which must enable their features)."""
         raise NotImplementedError
 
@@ -142,10 +139,6 @@ class KernelTrainingSession:
         return out
 
     # ----- kernels and buffers --------------------------------------------------------------------------------------
-
-    def kernel(self, shader: ComputeShader):
-        return self.context.create_kernel(shader.spirv, shader.binding_count, shader.push_constant_size,
-                                          shader.workgroup_size, name=shader.name)
 
     def max_capacity(self) -> int:
         limits = self.context.info.limits
