@@ -21,11 +21,6 @@ from coopnn.shaders.targets.base import Binary
 
 # One chunk's input or output buffer stays below this, so a huge batch never needs huge device allocations.
 MAX_IO_BUFFER_BYTES = 128 << 20
-# Enabled whenever the device lists them: what exchanging memory and semaphores with CUDA needs (`coopnn.interop`),
-# and importing host memory for results (`runtime/vk/host_import.py`).
-INTEROP_EXTENSIONS = frozenset({"VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd",
-                                "VK_EXT_external_memory_host"})
-INTEROP_FEATURES = frozenset({"timelineSemaphore"})
 # Results at least this large are copied by the GPU straight into the result array (imported host memory) rather than
 # into the slot's staging memory and then by the host.
 IMPORT_MIN_BYTES = 1 << 20
@@ -53,12 +48,11 @@ class KernelExecutable:
         """`sources`: the graph constants each weight entry holds unchanged (`KernelProgram.sources`)."""
         from coopnn.runtime.host_path import SlotPool, chunk_samples
         from coopnn.runtime.vk.memory import HostAccess
-        from coopnn.runtime.vk.shared import open_context, want
+        from coopnn.runtime.vk.shared import open_context
 
         self.binary = binary
         self.graph = graph
         self.sources = dict(sources or {})
-        want(INTEROP_FEATURES, INTEROP_EXTENSIONS)
         self.context = open_context(device, features=binary.features, extensions=binary.extensions)
         try:
             info = self.context.info

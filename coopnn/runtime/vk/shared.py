@@ -32,8 +32,11 @@ vk = load_vulkan()
 # The Khronos validation layer is switched on by this variable (tests set it; it slows everything down).
 VALIDATION_ENV = "COOPNN_VALIDATION"
 
-_wanted_features: set[str] = set()
-_wanted_extensions: set[str] = set()
+# From the start, whenever the device lists them: what exchanging memory and semaphores with CUDA needs
+# (`coopnn.interop`), and importing host memory for results (`runtime/vk/host_import.py`).
+_wanted_features: set[str] = {"timelineSemaphore"}
+_wanted_extensions: set[str] = {"VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd",
+                                "VK_EXT_external_memory_host"}
 _contexts: dict[tuple[int, bool], list[_Shared]] = {}
 _lock = threading.Lock()
 

@@ -82,3 +82,12 @@ def test_closing_a_scope_while_buffers_are_referenced_leaves_them_unusable_not_c
     assert not buffer.alive
     with pytest.raises(RuntimeError, match="closed"):
         scope.create_buffer(64)
+
+
+def test_interop_features_are_enabled_whenever_the_device_has_them():
+    """The CUDA bridge and host-memory imports work on any model's context, whoever opened it first."""
+    with shared.open_context(features={"vulkanMemoryModel"}) as scope:
+        for feature in ("timelineSemaphore",):
+            assert bool(scope.info.features.get(feature)) == (feature in scope.features)
+        for extension in ("VK_KHR_external_memory_fd", "VK_KHR_external_semaphore_fd", "VK_EXT_external_memory_host"):
+            assert (extension in scope.info.extensions) == (extension in scope.device.extensions)
