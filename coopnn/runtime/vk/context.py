@@ -50,8 +50,52 @@ def list_devices() -> list[DeviceInfo]:
             for i, pd in enumerate(vk.vkEnumeratePhysicalDevices(instance.handle))]
 
 
-class VulkanContext:
-    """One Vulkan device ready for compute.
+class ObjectOwner:
+    """What owns Vulkan objects made through it (a context, or a scope of a shared one): it creates buffers and
+    kernels, counts what is alive (`tracker`), and `close()` (its `_closer`) destroys them; closing twice is
+    harmless."""
+
+    tracker: ObjectTracker
+    _closer: weakref.finalize
+
+    def live_objects(self) -> dict[str, int]:
+        """Live Vulkan objects made through this owner, by kind; empty after close()."""
+        return self.tracker.counts()
+
+    @property
+    def closed(self) -> bool:
+        return not self._closer.alive
+
+    def create_buffer(self, size: int, host_access: HostAccess = HostAccess.READ_WRITE,
+                      placement: Placement | None = None, device_address: bool = False) -> Buffer:
+        self._check_open()
+        return Buffer(self, size, host_access, placement, device_address)
+
+    def create_kernel(self, spirv: bytes, binding_count: int, push_constant_size: int = 0,
+                      workgroup_size: tuple[int, int, int] = (64, 1, 1),
+                      specialization: Mapping[int, SpecializationValue] | None = None, entry_point: str = "main",
+                      name: str = "") -> ComputeKernel:
+        self._check_open()
+        return ComputeKernel(self, spirv, binding_count, push_constant_size, workgroup_size, specialization,
+                             entry_point, name)
+
+    def close(self) -> None:
+        """Wait for the device and destroy every Vulkan object made through this owner."""
+        self._closer()
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"this {type(self).__name__} is closed")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class VulkanContext(ObjectOwner):
+    """One Vulkan device ready for compute (the instance and device count among its live objects).
 
     device: index or case-insensitive name substring (default: COOPNN_DEVICE, else the best device: discrete first).
     features / extensions: exactly what to enable, by Vulkan name (e.g. "shaderFloat16", "cooperativeVector").
@@ -87,27 +131,6 @@ class VulkanContext:
         """Validation-layer warnings and errors so far (always empty without validation)."""
         return self.instance.messages
 
-    def live_objects(self) -> dict[str, int]:
-        """Live Vulkan objects by kind (the instance and device included); empty after close()."""
-        return self.tracker.counts()
-
-    @property
-    def closed(self) -> bool:
-        return not self._closer.alive
-
-    def create_buffer(self, size: int, host_access: HostAccess = HostAccess.READ_WRITE,
-                      placement: Placement | None = None, device_address: bool = False) -> Buffer:
-        self._check_open()
-        return Buffer(self, size, host_access, placement, device_address)
-
-    def create_kernel(self, spirv: bytes, binding_count: int, push_constant_size: int = 0,
-                      workgroup_size: tuple[int, int, int] = (64, 1, 1),
-                      specialization: Mapping[int, SpecializationValue] | None = None, entry_point: str = "main",
-                      name: str = "") -> ComputeKernel:
-        self._check_open()
-        return ComputeKernel(self, spirv, binding_count, push_constant_size, workgroup_size, specialization,
-                             entry_point, name)
-
     def run(self, steps: Sequence[Dispatch | Recorded],
             downloads: Mapping[Buffer, tuple[int, int]] | None = None) -> float | None:
         """Run `steps` in one submission (see `Dispatcher.run`); GPU ms of the dispatches, or None."""
@@ -130,20 +153,6 @@ class VulkanContext:
         """Copy bytes between two VkBuffers now (see `submit` for the ordering)."""
         self.submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, src, dst, 1, vk.VkBufferCopy(
             srcOffset=src_offset, dstOffset=dst_offset, size=nbytes)))
-
-    def close(self) -> None:
-        """Wait for the device and destroy every Vulkan object of this context; harmless when already closed."""
-        self._closer()
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise RuntimeError("this VulkanContext is closed")
-
-    def __enter__(self) -> VulkanContext:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _close(tracker: ObjectTracker, idle_waits: list[Callable[[], None]]) -> None:

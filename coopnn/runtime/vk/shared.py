@@ -20,10 +20,8 @@ import weakref
 from typing import Callable, Iterable
 
 from coopnn.errors import BackendUnavailableError
-from coopnn.runtime.vk.context import VulkanContext, list_devices
+from coopnn.runtime.vk.context import ObjectOwner, VulkanContext, list_devices
 from coopnn.runtime.vk.loader import load_vulkan
-from coopnn.runtime.vk.memory import Buffer, HostAccess, Placement
-from coopnn.runtime.vk.pipeline import ComputeKernel
 from coopnn.runtime.vk.selection import select_device
 from coopnn.runtime.vk.tracking import ObjectTracker
 
@@ -153,9 +151,10 @@ class _ScopedTracker:
         return len(self.tokens)
 
 
-class ContextScope:
+class ContextScope(ObjectOwner):
     """What one model, trainer or arena holds of a shared context: it creates buffers and kernels like a
-    `VulkanContext` (everything else is the shared context's) and `close()` destroys what it made."""
+    `VulkanContext` (everything else is the shared context's) and `close()` waits for the queue, destroys what it
+    made, and closes the shared context if it was the last scope."""
 
     def __init__(self, shared: _Shared, key: tuple[int, bool]):
         self.shared_context = shared.context
@@ -166,39 +165,8 @@ class ContextScope:
         return getattr(self.shared_context, name)
 
     @property
-    def closed(self) -> bool:
-        return not self._closer.alive
-
-    @property
     def features(self) -> frozenset[str]:
         return self.shared_context.device.features
-
-    def live_objects(self) -> dict[str, int]:
-        """This scope's live Vulkan objects by kind; empty after close()."""
-        return self.tracker.counts()
-
-    def create_buffer(self, size: int, host_access: HostAccess = HostAccess.READ_WRITE,
-                      placement: Placement | None = None, device_address: bool = False) -> Buffer:
-        self._check_open()
-        return Buffer(self, size, host_access, placement, device_address)
-
-    def create_kernel(self, *args, **kwargs) -> ComputeKernel:
-        self._check_open()
-        return ComputeKernel(self, *args, **kwargs)
-
-    def close(self) -> None:
-        """Wait for the device, destroy what this scope made, and close the shared context if it was the last."""
-        self._closer()
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise RuntimeError("this context scope is closed")
-
-    def __enter__(self) -> ContextScope:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _close_scope(tracker: _ScopedTracker, shared: _Shared, key: tuple[int, bool]) -> None:
