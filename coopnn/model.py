@@ -18,7 +18,9 @@ import onnx
 
 from coopnn.dtypes import ACCEPTED_INPUT_NUMPY
 from coopnn.errors import CompileError, InputError
+from coopnn.graph import parameter_file
 from coopnn.graph.ir import Graph, Value
+from coopnn.graph.onnx.export import export_onnx
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.interop import is_cuda_array
@@ -100,15 +102,11 @@ class Model:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model as an ONNX file (opset and operators in `coopnn.graph.onnx.export`)."""
-        from coopnn.graph.onnx.export import export_onnx
-
         onnx.save(export_onnx(self.graph), os.fspath(path))
 
     def save_weights(self, path: str | os.PathLike) -> None:
         """Write the parameters to a safetensors file keyed by stable name (read back by `load(weights_file=)`)."""
-        from coopnn.graph.parameter_file import save_weights
-
-        save_weights(self.graph, path)
+        parameter_file.save_weights(self.graph, path)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{t.name}{list(t.shape)}" for t in self.inputs)
@@ -319,9 +317,7 @@ def load(
     """
     graph = optimize(import_model(model))
     if weights_file is not None:
-        from coopnn.graph.parameter_file import load_weights
-
-        graph = load_weights(graph, weights_file)
+        graph = parameter_file.load_weights(graph, weights_file)
     return prepare(graph, backend=backend, weights=weights, device=device, calibration=calibration)
 
 

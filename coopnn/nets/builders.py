@@ -13,48 +13,12 @@ import numpy as np
 
 from coopnn.errors import InputError
 from coopnn.graph import ops
-from coopnn.graph.ir import Activation, Graph, Node, Op, Value
-from coopnn.graph.verify import verify
+from coopnn.graph.builder import GraphBuilder
+from coopnn.graph.ir import Activation, Graph, Op
 from coopnn.model import Model, prepare
 from coopnn.nets.encodings import encode
 
 ACTIVATIONS = tuple(sorted(op.value for op, d in ops.REGISTRY.items() if d.fusable_activation))
-
-
-class GraphBuilder:
-    """Adds nodes and constants one at a time; every node's output shape comes from the operator table."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.inputs: list[Value] = []
-        self.nodes: list[Node] = []
-        self.values: dict[str, Value] = {}
-        self.constants: dict[str, np.ndarray] = {}
-
-    def input(self, name: str, width: int) -> str:
-        self.values[name] = Value(name, "f32", (None, width))
-        self.inputs.append(self.values[name])
-        return name
-
-    def constant(self, name: str, array: Any) -> str:
-        self.constants[name] = np.asarray(array, np.float32)
-        self.values[name] = Value(name, "f32", self.constants[name].shape)
-        return name
-
-    def width(self, name: str) -> int:
-        return self.values[name].shape[-1]
-
-    def node(self, op: Op, name: str, inputs: Sequence[str], output: str | None = None, **attrs: Any) -> str:
-        """Add node `name`; its result is the value `output` (default: the node's name)."""
-        output = name if output is None else output
-        shape = ops.output_shape(op, [self.values[i].shape for i in inputs], attrs)
-        self.nodes.append(Node(op, name, tuple(inputs), (output,), attrs))
-        self.values[output] = Value(output, ops.output_dtype(op, attrs), shape)
-        return output
-
-    def graph(self, outputs: Sequence[str]) -> Graph:
-        return verify(Graph(self.name, tuple(self.inputs), tuple(self.values[o] for o in outputs), tuple(self.nodes),
-                            self.values, self.constants))
 
 
 def _activation(name: str | None, role: str) -> Activation | None:

@@ -7,20 +7,18 @@ the encoded [batch, width] value. The encodings have no parameters, so training 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
 from coopnn.errors import InputError
+from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.ir import Op
-
-if TYPE_CHECKING:
-    from coopnn.nets.builders import GraphBuilder
 
 DEFAULT_OCTAVES = 6
 
 
-def frequency(builder: "GraphBuilder", x: str, octaves: int | None = None) -> tuple[str, int]:
+def frequency(builder: GraphBuilder, x: str, octaves: int | None = None) -> tuple[str, int]:
     """NeRF's positional encoding [x, sin(x 2^k pi), cos(x 2^k pi)] for k < octaves, in the form the zoo exports
     (x as [batch, d, 1] times the frequencies, flattened back to [batch, d * octaves])."""
     octaves = DEFAULT_OCTAVES if octaves is None else octaves
@@ -40,7 +38,7 @@ def frequency(builder: "GraphBuilder", x: str, octaves: int | None = None) -> tu
 ENCODINGS: Mapping[str, Callable[..., tuple[str, int]]] = {"frequency": frequency}
 
 
-def encode(builder: "GraphBuilder", x: str, encoding: str, options: Mapping) -> tuple[str, int]:
+def encode(builder: GraphBuilder, x: str, encoding: str, options: Mapping) -> tuple[str, int]:
     try:
         encoder = ENCODINGS[encoding]
     except (KeyError, TypeError):

@@ -10,7 +10,7 @@ import coopnn
 from coopnn.errors import InputError
 from coopnn.graph.ir import Op
 from coopnn.model import prepare
-from coopnn.nets.builders import GraphBuilder
+from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.parameters import PARAMETER_SLOTS, parameter_constants, parameters, with_parameters
 from tests.conftest import ROOT
 

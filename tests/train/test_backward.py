@@ -10,7 +10,8 @@ import coopnn
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Activation, Op
 from coopnn.train.backward import GradientProgram, RULES
-from coopnn.nets.builders import GraphBuilder, mlp_graph
+from coopnn.graph.builder import GraphBuilder
+from coopnn.nets.builders import mlp_graph
 from tests.conftest import ZOO, zoo_ids
 from tests.train.conftest import check_gradients
 

@@ -13,7 +13,7 @@ from coopnn.graph.ir import Activation, Op
 from coopnn.model import prepare
 from coopnn.backends.numpy.inference import run_graph
 from coopnn.backends import training_backends
-from coopnn.nets.builders import GraphBuilder
+from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.parameters import with_parameters
 from tests.conftest import ROOT
 

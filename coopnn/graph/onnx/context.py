@@ -15,7 +15,6 @@ import numpy as np
 from coopnn.errors import UnsupportedOperatorError
 from coopnn.graph import ops
 from coopnn.graph.ir import Node, Op, Value
-from coopnn.graph.onnx import registry
 from coopnn.graph.onnx.node import OnnxNode
 from coopnn.graph.onnx.static_eval import StaticEvalError, evaluate_static, is_symbolic
 
@@ -27,7 +26,10 @@ MAX_CONSTANT_ELEMENTS = 1 << 26
 
 
 class ConversionContext:
-    def __init__(self, taken_names: Iterable[str]):
+    """`supported`: the operators the importer converts, named by the errors of nodes it cannot."""
+
+    def __init__(self, taken_names: Iterable[str], supported: Sequence[str]):
+        self.supported = list(supported)
         self.static: dict[str, np.ndarray] = {}
         self.values: dict[str, Value] = {}
         self.constants: dict[str, np.ndarray] = {}
@@ -127,7 +129,7 @@ class ConversionContext:
     def fail(self, detail: str) -> NoReturn:
         """Raise UnsupportedOperatorError for the node being converted, with `detail` saying what is not supported."""
         node = self._onnx_node()
-        raise UnsupportedOperatorError(node.op_type, node.name, node.opset, registry.supported_operators(), detail)
+        raise UnsupportedOperatorError(node.op_type, node.name, node.opset, self.supported, detail)
 
     # ----- internals -------------------------------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ def import_model(model: str | os.PathLike | bytes | onnx.ModelProto, *,
     graph = proto.graph
     opsets = {canonical_domain(o.domain): o.version for o in proto.opset_import}
     names = {v.name for v in graph.input} | set(initializers) | {o for n in graph.node for o in n.output}
-    ctx = ConversionContext(names)
+    ctx = ConversionContext(names, registry.supported_operators())
     for name, array in initializers.items():
         ctx.set_static(name, array)
     unusable = _declare_inputs(ctx, graph, initializers)

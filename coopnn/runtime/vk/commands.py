@@ -11,30 +11,42 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from coopnn.runtime.vk.lane import Lane, barrier, copy_buffer
 from coopnn.runtime.vk.loader import load_vulkan
-from coopnn.runtime.vk.memory import HostAccess, Placement
+from coopnn.runtime.vk.memory import Buffer, HostAccess, Placement
 
 if TYPE_CHECKING:
     from coopnn.runtime.vk.device import Device
     from coopnn.runtime.vk.device_info import DeviceInfo
-    from coopnn.runtime.vk.memory import Buffer
-    from coopnn.runtime.vk.pipeline import ComputeKernel
     from coopnn.runtime.vk.tracking import ObjectTracker
 
 vk = load_vulkan()
 ffi, lib = vk.ffi, vk.lib
 
 
+class Kernel(Protocol):
+    """What a dispatch binds: a `pipeline.ComputeKernel`, named here rather than imported because kernels are built
+    on this module (`ComputeKernel.run` dispatches through it)."""
+
+    name: str
+    pipeline: object
+    layout: object
+    push_constant_size: int
+    descriptor_set_capacity: int
+
+    def descriptor_set(self, buffers: Sequence[Buffer]):
+        """The descriptor set binding `buffers` to 0..N-1, as a one-element VkDescriptorSet array."""
+
+
 @dataclass(frozen=True, eq=False)
 class Dispatch:
     """One vkCmdDispatch of `kernel` over `buffers` (bindings 0..N-1) with `push_constants` bytes."""
 
-    kernel: ComputeKernel
+    kernel: Kernel
     buffers: tuple[Buffer, ...]
     push_constants: bytes | np.ndarray = b""
     group_count: int | tuple[int, int, int] = 1

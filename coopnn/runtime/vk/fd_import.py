@@ -9,14 +9,13 @@ the memory: it stays valid when the exporter goes, until this buffer is destroye
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from coopnn.runtime.vk.loader import check, load_vulkan
 from coopnn.runtime.vk.memory import HostAccess, Placement, buffer_serials
 from coopnn.runtime.vk.tracking import TrackedHandles
 
 if TYPE_CHECKING:
-    from coopnn.interop.vk_export import ExportedBuffer
     from coopnn.runtime.vk.context import VulkanContext
 
 vk = load_vulkan()
@@ -28,13 +27,25 @@ USAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC
          | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
 
 
+class ExportedMemory(Protocol):
+    """What an import reads of the exporter's buffer (`coopnn.interop.vk_export.ExportedBuffer`, which belongs to
+    the layer above)."""
+
+    size: int
+    allocation_size: int
+    memory_type: int
+
+    def export_fd(self) -> int:
+        """A new opaque fd referencing the buffer's memory, owned by whoever imports it."""
+
+
 class ImportedFdBuffer(TrackedHandles):
     """`exported`'s memory as a storage buffer of `context`; binds like a DEVICE `Buffer`."""
 
     placement = Placement.DEVICE
     host_access = HostAccess.NONE
 
-    def __init__(self, context: VulkanContext, exported: ExportedBuffer):
+    def __init__(self, context: VulkanContext, exported: ExportedMemory):
         device = context.device.handle
         tracker = context.tracker
         self.size = exported.size

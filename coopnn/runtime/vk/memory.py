@@ -18,16 +18,15 @@ from __future__ import annotations
 import enum
 import itertools
 import weakref
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from coopnn.errors import BackendUnavailableError
+from coopnn.runtime.vk.device import Device
 from coopnn.runtime.vk.device_info import DeviceInfo, MemoryType
 from coopnn.runtime.vk.loader import load_vulkan
-
-if TYPE_CHECKING:
-    from coopnn.runtime.vk.context import VulkanContext
+from coopnn.runtime.vk.tracking import ObjectTracker
 
 vk = load_vulkan()
 
@@ -54,6 +53,18 @@ class Placement(enum.Enum):
     DIRECT = "direct"
     STAGED = "staged"
     DEVICE = "device"
+
+
+class BufferOwner(Protocol):
+    """What buffers are made through: a `VulkanContext` or a scope of one. Named here rather than imported, because
+    the context is built on this module."""
+
+    info: DeviceInfo
+    device: Device
+    tracker: ObjectTracker
+
+    def copy(self, src, dst, src_offset: int, dst_offset: int, nbytes: int) -> None:
+        """Copy bytes between two VkBuffers now, after all earlier work on the queue."""
 
 
 class HostAccess(enum.Flag):
@@ -101,7 +112,7 @@ DOWNLOAD_STAGING_PREFERENCES = (HOST_VISIBLE | HOST_COHERENT | HOST_CACHED, HOST
 class RawBuffer:
     """One VkBuffer with its own VkDeviceMemory, optionally mapped; registered with the context's tracker."""
 
-    def __init__(self, context: VulkanContext, size: int, usage: int, preferences: tuple[int, ...],
+    def __init__(self, context: BufferOwner, size: int, usage: int, preferences: tuple[int, ...],
                  mapped: bool, device_address: bool = False):
         device = context.device.handle
         tracker = context.tracker
@@ -154,7 +165,7 @@ class Buffer:
     vkCmdConvertCooperativeVectorMatrixNV.
     """
 
-    def __init__(self, context: VulkanContext, size: int, host_access: HostAccess = HostAccess.READ_WRITE,
+    def __init__(self, context: BufferOwner, size: int, host_access: HostAccess = HostAccess.READ_WRITE,
                  placement: Placement | None = None, device_address: bool = False):
         limits = context.info.limits
         if size <= 0:
@@ -285,7 +296,7 @@ class Buffer:
         return self._release.alive and self.context.tracker.alive(self._device.tokens[0])
 
 
-def upload_through_staging(context: VulkanContext, handle, offset: int, data: np.ndarray) -> None:
+def upload_through_staging(context: BufferOwner, handle, offset: int, data: np.ndarray) -> None:
     """Copy `data` (flat uint8) to byte `offset` of the device-only VkBuffer `handle` now, through a temporary
     staging buffer: for data written once (weights, device arrays)."""
     staging = RawBuffer(context, data.size, STAGING_USAGE, UPLOAD_STAGING_PREFERENCES, mapped=True)
@@ -296,7 +307,7 @@ def upload_through_staging(context: VulkanContext, handle, offset: int, data: np
         context.tracker.release_many(staging.tokens)
 
 
-def download_through_staging(context: VulkanContext, handle, offset: int, nbytes: int) -> np.ndarray:
+def download_through_staging(context: BufferOwner, handle, offset: int, nbytes: int) -> np.ndarray:
     """`nbytes` from byte `offset` of the device-only VkBuffer `handle`, as a new uint8 array, through a temporary
     staging buffer."""
     staging = RawBuffer(context, nbytes, STAGING_USAGE, DOWNLOAD_STAGING_PREFERENCES, mapped=True)

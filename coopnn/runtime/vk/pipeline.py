@@ -10,18 +10,18 @@ from __future__ import annotations
 import struct
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import Mapping, Protocol, Sequence
 
 import numpy as np
 
 from coopnn.errors import CompileError
-from coopnn.runtime.vk.commands import Dispatch
+from coopnn.runtime.vk.commands import Dispatch, Recorded
+from coopnn.runtime.vk.device import Device
+from coopnn.runtime.vk.device_info import DeviceInfo
 from coopnn.runtime.vk.loader import load_vulkan
-from coopnn.runtime.vk.pipeline_cache import PipelineKey
-
-if TYPE_CHECKING:
-    from coopnn.runtime.vk.context import VulkanContext
-    from coopnn.runtime.vk.memory import Buffer
+from coopnn.runtime.vk.memory import Buffer
+from coopnn.runtime.vk.pipeline_cache import PipelineCache, PipelineKey
+from coopnn.runtime.vk.tracking import ObjectTracker
 
 vk = load_vulkan()
 
@@ -52,12 +52,26 @@ def encode_specialization(constants: Mapping[int, SpecializationValue]) -> tuple
     return entries, data
 
 
+class KernelOwner(Protocol):
+    """What kernels are made through: a `VulkanContext` or a scope of one. Named here rather than imported, because
+    the context is built on this module."""
+
+    info: DeviceInfo
+    device: Device
+    tracker: ObjectTracker
+    pipeline_cache: PipelineCache
+
+    def run(self, steps: Sequence[Dispatch | Recorded],
+            downloads: Mapping[Buffer, tuple[int, int]] | None = None) -> float | None:
+        """Run `steps` in one submission (`commands.Dispatcher.run`); GPU ms of the dispatches, or None."""
+
+
 class ComputeKernel:
     """A compute pipeline over `binding_count` storage buffers and `push_constant_size` bytes of push constants."""
 
     descriptor_set_capacity = DESCRIPTOR_SET_CAPACITY
 
-    def __init__(self, context: VulkanContext, spirv: bytes, binding_count: int, push_constant_size: int = 0,
+    def __init__(self, context: KernelOwner, spirv: bytes, binding_count: int, push_constant_size: int = 0,
                  workgroup_size: tuple[int, int, int] = (64, 1, 1),
                  specialization: Mapping[int, SpecializationValue] | None = None, entry_point: str = "main",
                  name: str = ""):
@@ -182,7 +196,7 @@ class ComputeKernel:
         return self._release.alive and all(self.context.tracker.alive(t) for t in self._tokens)
 
 
-def _validate(context: VulkanContext, spirv: bytes, binding_count: int, push_constant_size: int,
+def _validate(context: KernelOwner, spirv: bytes, binding_count: int, push_constant_size: int,
               workgroup_size: tuple[int, ...]) -> None:
     limits = context.info.limits
     if len(spirv) % 4 or len(spirv) < 20 or struct.unpack_from("<I", spirv)[0] != SPIRV_MAGIC:

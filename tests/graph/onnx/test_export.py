@@ -11,7 +11,8 @@ import coopnn
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Activation, Op
 from coopnn.model import prepare
-from coopnn.nets.builders import ACTIVATIONS, GraphBuilder, mlp_graph
+from coopnn.graph.builder import GraphBuilder
+from coopnn.nets.builders import ACTIVATIONS, mlp_graph
 from coopnn.graph.onnx.export import IR_VERSION, OPSET, export_onnx
 from tests.conftest import ZOO, ort_run, random_feeds, zoo_ids
 

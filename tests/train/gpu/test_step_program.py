@@ -13,7 +13,8 @@ from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends import target
 from coopnn.backends.coopvec.target import weight_plan
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.nets.builders import GraphBuilder, mlp_graph
+from coopnn.graph.builder import GraphBuilder
+from coopnn.nets.builders import mlp_graph
 from coopnn.train.gpu.plan import plan_training
 from coopnn.backends.portable.training import flat_manifest
 from coopnn.train.gpu.step_program import step_program
