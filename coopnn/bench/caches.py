@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from coopnn.errors import BackendUnavailableError
+from coopnn.disk_cache import CACHE_DIR_ENV
 
 # Read by the drivers when they load, so these must be set before the first Vulkan instance is made.
 DRIVER_SHADER_CACHE_SWITCHES = {
@@ -30,12 +30,8 @@ def disable_driver_shader_caches() -> dict[str, str]:
 
 @contextlib.contextmanager
 def pipeline_cache_at(directory: Path) -> Iterator[None]:
-    """coopnn's on-disk pipeline cache lives under `directory` while the block runs (empty: cold; reused: warm)."""
-    try:
-        from coopnn.runtime.vk.pipeline_cache import CACHE_DIR_ENV
-    except BackendUnavailableError:
-        yield  # without Vulkan no backend keeps a pipeline cache
-        return
+    """coopnn's on-disk caches (pipelines, converted weights) live under `directory` while the block runs (empty:
+    cold; reused: warm)."""
     previous = os.environ.get(CACHE_DIR_ENV)
     os.environ[CACHE_DIR_ENV] = str(directory)
     try:

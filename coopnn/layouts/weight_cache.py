@@ -1,10 +1,10 @@
 """An on-disk cache of packed weight buffers with their manifests, for layouts only a driver can produce.
 
-One file per key (the caller's: a hash of the weights, the layout, the device and the driver version), holding a JSON
-manifest (the entries, the buffer's SHA-256) and the buffer. A file that does not parse or fails its checksum is
-deleted and treated as a miss; writes go to a temporary file renamed into place, so readers never see half a file.
-The cache keeps the `max_entries` most recently used files: a model being trained gets new weights at every
-evaluation, and the cache must not grow with the number of steps.
+One file per key (the caller's: a hash of the weights, the layout, the device and the driver version) under
+`coopnn.disk_cache`'s root, framed and written by that module; its payload is a JSON manifest (the key and the entries)
+and the buffer. A file that is not a whole, intact entry for its key is deleted and treated as a miss. The cache
+keeps the `max_entries` most recently used files: a model being trained gets new weights at every evaluation, and the
+cache must not grow with the number of steps.
 """
 
 from __future__ import annotations
@@ -14,15 +14,14 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
+from coopnn.disk_cache import EntryFormat, read_file, write_atomic
 from coopnn.layouts.pack import Entry, WeightImage
 
-MAGIC = b"COOPNNPW"
-FORMAT_VERSION = 1
-HEADER = struct.Struct("<8sIQ")  # magic, format version, manifest length
+FORMAT = EntryFormat(b"COOPNNPW", 2)
+MANIFEST_LENGTH = struct.Struct("<Q")
 MAX_ENTRIES = 64
 
 
@@ -40,7 +39,8 @@ class WeightImageCache:
 
     def get(self, key: str) -> WeightImage | None:
         path = self.path(key)
-        packed = _read(path, key) if path.exists() else None
+        raw = read_file(path)
+        packed = None if raw is None else _parse(FORMAT.unpack(raw), key)
         if packed is None:
             self.misses += 1
             path.unlink(missing_ok=True)
@@ -51,19 +51,8 @@ class WeightImageCache:
         return packed
 
     def put(self, key: str, packed: WeightImage) -> None:
-        manifest = {"key": key, "sha256": hashlib.sha256(packed.data).hexdigest(),
-                    "entries": [asdict(e) for e in packed.entries.values()]}
-        text = json.dumps(manifest).encode()
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=self.root, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(HEADER.pack(MAGIC, FORMAT_VERSION, len(text)) + text + packed.data)
-            os.replace(temporary, self.path(key))
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        manifest = json.dumps({"key": key, "entries": [asdict(e) for e in packed.entries.values()]}).encode()
+        write_atomic(self.path(key), FORMAT.pack(MANIFEST_LENGTH.pack(len(manifest)) + manifest + packed.data))
         self._evict()
 
     def _evict(self) -> None:
@@ -76,19 +65,12 @@ class WeightImageCache:
             path.unlink(missing_ok=True)
 
 
-def _read(path: Path, key: str) -> WeightImage | None:
-    raw = path.read_bytes()
-    if len(raw) < HEADER.size:
+def _parse(payload: bytes | None, key: str) -> WeightImage | None:
+    if payload is None:
         return None
-    magic, version, length = HEADER.unpack_from(raw)
-    if magic != MAGIC or version != FORMAT_VERSION:
-        return None
-    try:
-        manifest = json.loads(raw[HEADER.size:HEADER.size + length])
-    except ValueError:
-        return None
-    data = raw[HEADER.size + length:]
-    if manifest.get("key") != key or manifest.get("sha256") != hashlib.sha256(data).hexdigest():
+    (length,) = MANIFEST_LENGTH.unpack_from(payload)
+    manifest = json.loads(payload[MANIFEST_LENGTH.size:MANIFEST_LENGTH.size + length])
+    if manifest["key"] != key:
         return None
     entries = {e["name"]: Entry(**{**e, "shape": tuple(e["shape"])}) for e in manifest["entries"]}
-    return WeightImage(data, entries)
+    return WeightImage(payload[MANIFEST_LENGTH.size + length:], entries)

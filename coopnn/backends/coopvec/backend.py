@@ -13,6 +13,7 @@ import dataclasses
 
 import numpy as np
 
+from coopnn.disk_cache import cache_dir
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Graph
 from coopnn.backends.coopvec.layouts import WeightPlan, pack_plan
@@ -66,9 +67,7 @@ def program_unsupported_reason(info, program: KernelProgram) -> str | None:
 
 
 def weight_cache() -> WeightImageCache:
-    from coopnn.runtime.vk.pipeline_cache import default_cache_root
-
-    return WeightImageCache(default_cache_root().parent / "weights")
+    return WeightImageCache(cache_dir("weights"))
 
 
 def convert_weights(plan: WeightPlan, device: str | int | None) -> WeightImage:

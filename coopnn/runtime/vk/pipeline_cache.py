@@ -2,38 +2,31 @@
 
 Files live under `<root>/<device uuid>-<driver version>-<pipeline cache uuid>/<sha256 of the pipeline>.bin`, where the
 pipeline hash covers the SPIR-V, entry point, specialization constants and layout. `root` is `$COOPNN_CACHE_DIR/
-pipelines`, else `$XDG_CACHE_HOME/coopnn/pipelines`, else `~/.cache/coopnn/pipelines`. Each file carries a header and
-a SHA-256 of the driver's blob; a file that fails the check is deleted and counted in `discarded`, so a corrupt or
-truncated file costs one recompilation, never a driver fed garbage. Writes go to a temporary file renamed into place,
-so concurrent processes never see half a file.
+pipelines`, else `$XDG_CACHE_HOME/coopnn/pipelines`, else `~/.cache/coopnn/pipelines`. Files are framed and written by
+`coopnn.disk_cache`, with a SHA-256 of the driver's blob; a file that fails the check is deleted and counted in
+`discarded`, so a corrupt or truncated file costs one recompilation, never a driver fed garbage, and concurrent
+processes never see half a file.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from coopnn.disk_cache import EntryFormat, cache_dir, read_file, write_atomic
 from coopnn.runtime.vk.device_info import DeviceInfo
 from coopnn.runtime.vk.loader import check, load_vulkan
 from coopnn.runtime.vk.tracking import ObjectTracker
 
 vk = load_vulkan()
 
-CACHE_DIR_ENV = "COOPNN_CACHE_DIR"
-MAGIC = b"COOPNNPC"
-FORMAT_VERSION = 1
-HEADER = struct.Struct("<8sIQ32s")  # magic, format version, blob length, sha256 of blob
+FORMAT = EntryFormat(b"COOPNNPC", 1)
 
 
 def default_cache_root() -> Path:
-    if os.environ.get(CACHE_DIR_ENV):
-        return Path(os.environ[CACHE_DIR_ENV]) / "pipelines"
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "coopnn" / "pipelines"
+    return cache_dir("pipelines")
 
 
 def device_key(info: DeviceInfo) -> str:
@@ -75,34 +68,23 @@ class PipelineCache:
     def load(self, key: PipelineKey) -> bytes | None:
         """The stored blob for `key`, or None (a damaged file is deleted)."""
         path = self.path(key)
-        try:
-            data = path.read_bytes()
-        except OSError:
-            self.misses += 1
-            return None
-        blob = _unpack(data)
+        raw = read_file(path)
+        blob = None if raw is None else FORMAT.unpack(raw)
         if blob is None:
-            self.discarded += 1
             self.misses += 1
-            path.unlink(missing_ok=True)
+            if raw is not None:
+                self.discarded += 1
+                path.unlink(missing_ok=True)
             return None
         self.hits += 1
         return blob
 
     def store(self, key: PipelineKey, blob: bytes) -> None:
         """Write `blob` atomically; an unwritable cache directory only costs recompilation (`write_failures`)."""
-        path = self.path(key)
-        tmp = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as out:
-                out.write(HEADER.pack(MAGIC, FORMAT_VERSION, len(blob), hashlib.sha256(blob).digest()) + blob)
-            os.replace(tmp, path)
+            write_atomic(self.path(key), FORMAT.pack(blob))
         except OSError:
             self.write_failures += 1
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
 
     def create_pipeline(self, tracker: ObjectTracker, device, key: PipelineKey, create_info):
         """vkCreateComputePipelines through a VkPipelineCache seeded from disk; stores the blob after a miss."""
@@ -127,12 +109,3 @@ def _cache_data(device, cache) -> bytes:
     check(vk, vk.lib.vkGetPipelineCacheData(device, cache, size, data), "vkGetPipelineCacheData")
     return vk.ffi.buffer(data, size[0])[:]
 
-
-def _unpack(data: bytes) -> bytes | None:
-    if len(data) < HEADER.size:
-        return None
-    magic, version, length, digest = HEADER.unpack_from(data)
-    blob = data[HEADER.size:]
-    if magic != MAGIC or version != FORMAT_VERSION or length != len(blob) or hashlib.sha256(blob).digest() != digest:
-        return None
-    return blob

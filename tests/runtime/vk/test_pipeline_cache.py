@@ -80,7 +80,8 @@ def test_unwritable_cache_directory_only_costs_recompilation(make_context, axpb_
 
 
 def test_cache_root_follows_the_environment(monkeypatch, tmp_path, require_vulkan):
-    from coopnn.runtime.vk.pipeline_cache import CACHE_DIR_ENV, default_cache_root
+    from coopnn.disk_cache import CACHE_DIR_ENV
+    from coopnn.runtime.vk.pipeline_cache import default_cache_root
 
     monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path))
     assert default_cache_root() == tmp_path / "pipelines"

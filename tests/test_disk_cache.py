@@ -1,0 +1,183 @@
+"""The on-disk caches' shared module: where caches live, damaged entries read as misses, concurrent writers of one
+entry never show a reader part of a file, and a cache folder that cannot be written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from coopnn.disk_cache import CACHE_DIR_ENV, HEADER, EntryFormat, cache_dir, read_file, write_atomic
+from coopnn.layouts.pack import Entry, WeightImage
+from coopnn.layouts.weight_cache import WeightImageCache
+
+FORMAT = EntryFormat(b"COOPNNTS", 3)
+# Sizes from one byte to several pages, so that a torn write would show as a short or mixed payload.
+PAYLOADS = [bytes([i]) * size for i, size in enumerate((1, 4096, 65537, 300_000))]
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv(CACHE_DIR_ENV, str(tmp_path / "mine"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir("weights") == tmp_path / "mine" / "weights"
+    monkeypatch.delenv(CACHE_DIR_ENV)
+    assert cache_dir("weights") == tmp_path / "xdg" / "coopnn" / "weights"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir("pipelines") == tmp_path / "home" / ".cache" / "coopnn" / "pipelines"
+
+
+def test_an_entry_round_trips(tmp_path):
+    path = tmp_path / "a" / "b" / "entry.bin"
+    assert read_file(path) is None
+    write_atomic(path, FORMAT.pack(b"payload"))
+    assert FORMAT.unpack(read_file(path)) == b"payload"
+    assert FORMAT.unpack(FORMAT.pack(b"")) == b""
+    assert [p.name for p in path.parent.iterdir()] == ["entry.bin"]
+
+
+@pytest.mark.parametrize("damage", ["empty", "short_header", "truncated_payload", "flipped_payload_byte",
+                                    "flipped_digest_byte", "appended_byte", "other_magic", "other_version"])
+def test_a_damaged_entry_is_a_miss(damage):
+    raw = FORMAT.pack(b"some payload bytes")
+    damaged = {
+        "empty": b"",
+        "short_header": raw[:HEADER.size - 1],
+        "truncated_payload": raw[:-1],
+        "flipped_payload_byte": raw[:-1] + bytes([raw[-1] ^ 1]),
+        "flipped_digest_byte": raw[:HEADER.size - 1] + bytes([raw[HEADER.size - 1] ^ 1]) + raw[HEADER.size:],
+        "appended_byte": raw + b"\0",
+        "other_magic": EntryFormat(b"COOPNNXX", FORMAT.version).pack(b"some payload bytes"),
+        "other_version": EntryFormat(FORMAT.magic, FORMAT.version + 1).pack(b"some payload bytes"),
+    }[damage]
+    assert FORMAT.unpack(damaged) is None
+
+
+def _read_until(path: Path, done: threading.Event) -> list[bytes | None]:
+    """Every payload read from `path` until `done` is set (None for a file that is no whole entry)."""
+    seen = []
+    while not done.is_set():
+        seen.append(FORMAT.unpack(read_file(path)))
+    return seen
+
+
+def test_writer_threads_of_one_entry_never_show_a_torn_file(tmp_path):
+    path = tmp_path / "entry.bin"
+    write_atomic(path, FORMAT.pack(PAYLOADS[0]))
+    done = threading.Event()
+
+    def write(payload: bytes) -> None:
+        for _ in range(100):
+            write_atomic(path, FORMAT.pack(payload))
+
+    writers = [threading.Thread(target=write, args=(p,)) for p in PAYLOADS]
+    reads: list[list[bytes | None]] = []
+    readers = [threading.Thread(target=lambda: reads.append(_read_until(path, done))) for _ in range(2)]
+    for thread in writers + readers:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    done.set()
+    for thread in readers:
+        thread.join()
+    seen = [payload for batch in reads for payload in batch]
+    assert seen and all(payload in PAYLOADS for payload in seen)
+    assert FORMAT.unpack(read_file(path)) in PAYLOADS
+    assert [p.name for p in tmp_path.iterdir()] == ["entry.bin"]
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+from coopnn.disk_cache import EntryFormat, write_atomic
+payload = EntryFormat(b"COOPNNTS", 3).pack(bytes([int(sys.argv[2])]) * int(sys.argv[3]))
+for _ in range(200):
+    write_atomic(Path(sys.argv[1]), payload)
+"""
+
+
+def test_writer_processes_of_one_entry_never_show_a_torn_file(tmp_path):
+    path = tmp_path / "entry.bin"
+    write_atomic(path, FORMAT.pack(PAYLOADS[0]))
+    writers = [subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(i), str(len(p))])
+               for i, p in enumerate(PAYLOADS)]
+    seen = []
+    while any(w.poll() is None for w in writers):
+        seen.append(FORMAT.unpack(read_file(path)))
+    assert [w.returncode for w in writers] == [0] * len(PAYLOADS)
+    assert seen and all(payload in PAYLOADS for payload in seen)
+    assert [p.name for p in tmp_path.iterdir()] == ["entry.bin"]
+
+
+def test_a_failed_write_keeps_the_old_entry_and_leaves_no_temporary_file(tmp_path, monkeypatch):
+    path = tmp_path / "entry.bin"
+    write_atomic(path, FORMAT.pack(b"old"))
+
+    def refuse(source, destination):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("coopnn.disk_cache.os.replace", refuse)
+    with pytest.raises(OSError, match="disk full"):
+        write_atomic(path, FORMAT.pack(b"new"))
+    assert FORMAT.unpack(read_file(path)) == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["entry.bin"]
+
+
+def _image(fill: int) -> WeightImage:
+    data = bytes([fill]) * 20_000
+    return WeightImage(data, {"w": Entry("w", 0, len(data), (100, 100), "row_major", "fp16", 200)})
+
+
+def test_weight_cache_readers_see_whole_images_while_threads_put_one_key(tmp_path):
+    images = [_image(i) for i in range(3)]
+    WeightImageCache(tmp_path).put("key", images[0])
+    done = threading.Event()
+    seen = []
+
+    def read() -> None:
+        cache = WeightImageCache(tmp_path)
+        while not done.is_set():
+            seen.append(cache.get("key"))
+
+    def put(image: WeightImage) -> None:
+        cache = WeightImageCache(tmp_path)
+        for _ in range(50):
+            cache.put("key", image)
+
+    reader = threading.Thread(target=read)
+    writers = [threading.Thread(target=put, args=(image,)) for image in images]
+    for thread in [reader, *writers]:
+        thread.start()
+    for thread in writers:
+        thread.join()
+    done.set()
+    reader.join()
+    assert seen and all(image in images for image in seen)
+
+
+def test_an_unwritable_cache_folder(tmp_path):
+    blocker = tmp_path / "not_a_directory"
+    blocker.write_text("a file where the cache folder would go")
+    with pytest.raises(OSError):
+        write_atomic(blocker / "entry.bin", FORMAT.pack(b"x"))
+    with pytest.raises(OSError):  # the weight cache's caller sees the failure, as before the shared module
+        WeightImageCache(blocker).put("key", _image(1))
+    assert blocker.read_text() == "a file where the cache folder would go"
+
+
+@pytest.mark.vulkan
+def test_an_unwritable_pipeline_cache_folder_only_counts_a_failure(tmp_path, require_vulkan):
+    from coopnn.runtime.vk.pipeline_cache import PipelineCache, PipelineKey
+
+    blocker = tmp_path / "not_a_directory"
+    blocker.write_text("a file where the cache folder would go")
+    info = SimpleNamespace(device_uuid="00" * 16, driver_version=1, pipeline_cache_uuid="11" * 16)
+    cache = PipelineCache(info, blocker)
+    key = PipelineKey(b"\x03\x02\x23\x07", "main", b"", 1, 0)
+    cache.store(key, bytes(range(8)))
+    assert cache.write_failures == 1
+    assert cache.load(key) is None and (cache.hits, cache.misses, cache.discarded) == (0, 1, 0)
