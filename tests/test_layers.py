@@ -35,7 +35,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 # Each folder below it is one backend; the modules beside the folders are what the backends share.
 BACKENDS = "coopnn.backends"
 
-
 Modules = dict[str, tuple[Path, bool]]
 
 
