@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from coopnn.errors import CompileError
 from coopnn.backends.coopvec.layouts import COMPONENT_ALIGNMENT, WeightPlan, pack_plan, padded, plan_weights
 from coopnn.layouts.pack import WeightImage
+from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
 from coopnn.backends.coopvec.values import Forms, Held
-from coopnn.shaders.targets.scalar_math import numpy_pow
+from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNARY, LOGICAL, TANH_LIMIT, numpy_pow
 
 WEIGHT_FORMATS = ("fp16",)
 LAYOUT_ENUMERANTS = {"row_major": "RowMajorNV", "column_major": "ColumnMajorNV",
@@ -38,19 +40,19 @@ LAYOUT_ENUMERANTS = {"row_major": "RowMajorNV", "column_major": "ColumnMajorNV",
 # type, input, matrix and bias interpretations, result type), by VkComponentTypeKHR name.
 FLOAT16_COMBINATION = ("FLOAT16", "FLOAT16", "FLOAT16", "FLOAT16", "FLOAT16")
 FEATURES = frozenset({"cooperativeVector", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
-# tanh(±10) is ±1 in float32; clamping first keeps implementations that compute tanh through exp from inf/inf.
-TANH_LIMIT = 10.0
 IO_BYTES_PER_COMPONENT = 2
 IO_VECTOR_ALIGNMENT = COMPONENT_ALIGNMENT * IO_BYTES_PER_COMPONENT  # bytes: OpCooperativeVectorLoadNV/StoreNV offsets
 FLOAT32_BYTES = 4
 
-_VECTOR_ARITHMETIC = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv"}
-_VECTOR_GLSL = {"exp": "Exp", "log": "Log"}
-_SCALAR_GLSL = {"sin": "Sin", "cos": "Cos", "sqrt": "Sqrt", "floor": "Floor", "ceil": "Ceil", "sign": "FSign"}
+# GLSL.std.450 instructions (`GLSL_UNARY`) allowed on whole cooperative vectors; the others go component by component
+_VECTOR_GLSL = ("exp", "log")
+_SCALAR_GLSL = ("sin", "cos", "sqrt", "floor", "ceil", "sign")
 _EXACT_MINMAX = {"max": "FMax", "min": "FMin"}
-_COMPARE = {"cmp.lt": "OpFOrdLessThan", "cmp.le": "OpFOrdLessThanEqual", "cmp.gt": "OpFOrdGreaterThan",
-            "cmp.ge": "OpFOrdGreaterThanEqual", "cmp.eq": "OpFOrdEqual"}
-_LOGICAL = {"and": "OpLogicalAnd", "or": "OpLogicalOr", "xor": "OpLogicalNotEqual"}
+
+# kernel instruction -> its lowering, an emitter method taking the instruction and giving the result's Held value;
+# every instruction of the table (`coopnn.shaders.kernel.ops`) has one
+LOWERINGS: dict[str, Callable[["CoopvecEmitter", Instr], "Held | None"]] = {}
+lowers = registrar(LOWERINGS)  # @lowers(kernel instruction, ...)
 
 
 def weight_plan(program: KernelProgram) -> WeightPlan:
@@ -105,15 +107,6 @@ class CoopvecEmitter:
         self.binding_at = {b.index: b for b in self.bindings}
         self.held: dict[str, Held] = {}
         self.array_pointers: dict[int, object] = {}
-        self.handlers = {
-            "constant": self.constant, "load": self.load, "store": self.store, "gemv": self.gemv,
-            "gather": self.gather, "select": self.select, "cast": self.cast, "pow": self.pow, "neg": self.neg,
-            "abs": self.abs, "tanh": self.tanh, "not": self.logical, "reduce_sum": self.reduce,
-            "reduce_max": self.reduce, "uniform": self.uniform, "sample_mask": self.sample_mask,
-            **dict.fromkeys(_VECTOR_ARITHMETIC, self.arithmetic), **dict.fromkeys(_VECTOR_GLSL, self.vector_glsl),
-            **dict.fromkeys(_SCALAR_GLSL, self.scalar_glsl), **dict.fromkeys(_EXACT_MINMAX, self.minmax),
-            **dict.fromkeys(_COMPARE, self.compare), **dict.fromkeys(_LOGICAL, self.logical),
-        }
 
     # ----- helpers --------------------------------------------------------------------------------------------------
 
@@ -151,9 +144,11 @@ class CoopvecEmitter:
 
     # ----- instructions ---------------------------------------------------------------------------------------------
 
+    @lowers("constant")
     def constant(self, instr: Instr) -> Held:
         return self.forms.known(np.full(instr.type.size, instr.attrs["value"]), instr.type.dtype)
 
+    @lowers("load")
     def load(self, instr: Instr) -> Held:
         param = self.program.param(instr.args[0])
         if param.role != "input":
@@ -184,6 +179,7 @@ class CoopvecEmitter:
             return self.forms.from_vector("f16", held.size, self.forms.vector(held, "f16"))
         return self.forms.from_scalars("f16", self.forms.components(held, "f16"))
 
+    @lowers("store")
     def store(self, instr: Instr) -> None:
         held, param = self.held[instr.args[0]], self.program.param(instr.args[1])
         if param.role in ("tape", "loss"):
@@ -232,15 +228,18 @@ class CoopvecEmitter:
             index = self.fn.emit("OpIAdd", u32, first, self.fn.emit("OpIMul", u32, capacity, self.uint(i)))
             self.fn.emit("OpStore", self.frame.element_pointer(binding, index, self.f16), scalar)
 
+    @lowers("uniform")
     def uniform(self, instr: Instr) -> Held:
         return self.forms.from_scalars("f32", [self.frame.push_value(instr.attrs["name"])] * instr.type.size)
 
+    @lowers("sample_mask")
     def sample_mask(self, instr: Instr) -> Held:
         inside = self.fn.emit("OpULessThan", self.boolean, self.frame.sample, self.frame.push_value("batch"))
         mask = self.fn.emit("OpSelect", self.f32, inside, self.forms.constant("f32", 1.0),
                             self.forms.constant("f32", 0.0))
         return self.forms.from_scalars("f32", [mask] * instr.type.size)
 
+    @lowers("gemv")
     def gemv(self, instr: Instr) -> Held:
         matrix = self.packed.entry(instr.args[0])
         rows, columns = matrix.shape
@@ -266,16 +265,19 @@ class CoopvecEmitter:
         return self.forms.from_scalars("f16", [self.fn.emit("OpCompositeExtract", self.f16, y, i)
                                                for i in range(instr.type.size)])
 
+    @lowers(*ARITHMETIC)
     def arithmetic(self, instr: Instr) -> Held:
         a, b = (self.forms.vector(h, "f32") for h in self.operands(instr))
         vector_type = self.forms.vector_type("f32", instr.type.size)
-        return self.vector_result(instr, "f32", self.fn.emit(_VECTOR_ARITHMETIC[instr.op], vector_type, a, b))
+        return self.vector_result(instr, "f32", self.fn.emit(ARITHMETIC[instr.op], vector_type, a, b))
 
+    @lowers(*_VECTOR_GLSL)
     def vector_glsl(self, instr: Instr) -> Held:
         x = self.forms.vector(self.held[instr.args[0]], "f32")
         vector_type = self.forms.vector_type("f32", instr.type.size)
-        return self.vector_result(instr, "f32", self.glsl(vector_type, _VECTOR_GLSL[instr.op], x))
+        return self.vector_result(instr, "f32", self.glsl(vector_type, GLSL_UNARY[instr.op], x))
 
+    @lowers("tanh")
     def tanh(self, instr: Instr) -> Held:
         x = self.forms.vector(self.held[instr.args[0]], "f32")
         vector_type = self.forms.vector_type("f32", instr.type.size)
@@ -284,6 +286,7 @@ class CoopvecEmitter:
                             self.forms.vector(limit, "f32"))
         return self.vector_result(instr, "f32", self.glsl(vector_type, "Tanh", clamped))
 
+    @lowers(*_EXACT_MINMAX)
     def minmax(self, instr: Instr) -> Held:
         held = self.operands(instr)
         dtype = self.exact_dtype(held)
@@ -291,11 +294,13 @@ class CoopvecEmitter:
         result = self.glsl(self.forms.vector_type(dtype, instr.type.size), _EXACT_MINMAX[instr.op], *vectors)
         return self.vector_result(instr, dtype, result)
 
+    @lowers("neg")
     def neg(self, instr: Instr) -> Held:
         x = self.held[instr.args[0]]
         vector_type = self.forms.vector_type(x.dtype, x.size)
         return self.vector_result(instr, x.dtype, self.fn.emit("OpFNegate", vector_type, self.forms.vector(x, x.dtype)))
 
+    @lowers("abs")
     def abs(self, instr: Instr) -> Held:
         # FAbs is not among the instructions allowed on cooperative vectors; max(x, -x) is, and is exact.
         x = self.held[instr.args[0]]
@@ -304,10 +309,12 @@ class CoopvecEmitter:
         return self.vector_result(instr, x.dtype,
                                   self.glsl(vector_type, "FMax", v, self.fn.emit("OpFNegate", vector_type, v)))
 
+    @lowers(*_SCALAR_GLSL)
     def scalar_glsl(self, instr: Instr) -> Held:
         return self.per_component("f32", "f32", self.operands(instr),
-                                  lambda x: self.glsl(self.f32, _SCALAR_GLSL[instr.op], x))
+                                  lambda x: self.glsl(self.f32, GLSL_UNARY[instr.op], x))
 
+    @lowers("pow")
     def pow(self, instr: Instr) -> Held:
         return self.per_component("f32", "f32", self.operands(instr), self.scalar_pow)
 
@@ -315,18 +322,21 @@ class CoopvecEmitter:
         return numpy_pow(self.fn, self.f32, self.boolean, lambda name, *args: self.glsl(self.f32, name, *args),
                          lambda x: self.forms.constant("f32", x), a, b)
 
+    @lowers(*COMPARISONS)
     def compare(self, instr: Instr) -> Held:
         held = self.operands(instr)
         return self.per_component(self.exact_dtype(held), "bool", held,
-                                  lambda a, b: self.fn.emit(_COMPARE[instr.op], self.boolean, a, b))
+                                  lambda a, b: self.fn.emit(COMPARISONS[instr.op], self.boolean, a, b))
 
+    @lowers("not", *LOGICAL)
     def logical(self, instr: Instr) -> Held:
         if instr.op == "not":
             return self.per_component("bool", "bool", self.operands(instr),
                                       lambda x: self.fn.emit("OpLogicalNot", self.boolean, x))
         return self.per_component("bool", "bool", self.operands(instr),
-                                  lambda a, b: self.fn.emit(_LOGICAL[instr.op], self.boolean, a, b))
+                                  lambda a, b: self.fn.emit(LOGICAL[instr.op], self.boolean, a, b))
 
+    @lowers("select")
     def select(self, instr: Instr) -> Held:
         cond, a, b = self.operands(instr)
         dtype = "bool" if instr.type.dtype == "bool" else self.exact_dtype([a, b])
@@ -335,6 +345,7 @@ class CoopvecEmitter:
         return self.forms.from_scalars(dtype, [self.fn.emit("OpSelect", self.forms.scalar_types[dtype], c, x, y)
                                                for c, x, y in choices])
 
+    @lowers("gather")
     def gather(self, instr: Instr) -> Held:
         sources = self.operands(instr)
         dtype = "bool" if instr.type.dtype == "bool" else self.exact_dtype(sources)
@@ -343,6 +354,7 @@ class CoopvecEmitter:
         return self.forms.from_scalars(dtype, [self.forms.components(sources[s], dtype)[c]
                                                for s, c in instr.attrs["index"]])
 
+    @lowers("cast")
     def cast(self, instr: Instr) -> Held:
         x = self.held[instr.args[0]]
         if instr.type.dtype == "bool":
@@ -353,6 +365,7 @@ class CoopvecEmitter:
         one, zero = self.forms.constant("f16", 1.0), self.forms.constant("f16", 0.0)
         return self.per_component("bool", "f16", [x], lambda c: self.fn.emit("OpSelect", self.f16, c, one, zero))
 
+    @lowers("reduce_sum", "reduce_max")
     def reduce(self, instr: Instr) -> Held:
         x = self.held[instr.args[0]]
         group = instr.attrs["group"]
@@ -370,10 +383,10 @@ class CoopvecEmitter:
 
     def compile(self) -> bytes:
         for instr in self.program.body:
-            handler = self.handlers.get(instr.op)
-            if handler is None:
+            lowering = LOWERINGS.get(instr.op)
+            if lowering is None:
                 raise CompileError(f"the coopvec target has no lowering for kernel instruction {instr.op!r}")
-            result = handler(instr)
+            result = lowering(self, instr)
             if instr.result is not None:
                 self.held[instr.result] = result
         return self.frame.finish()

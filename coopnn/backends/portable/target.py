@@ -8,22 +8,35 @@ written with ordered comparisons so that NaN propagates as numpy propagates it.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from coopnn.errors import CompileError
 from coopnn.layouts.pack import WeightImage, pack
+from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import FP16_FEATURES, Binary, ShaderFrame, bindings_of, push_constants_of
-from coopnn.shaders.targets.scalar_math import numpy_pow
-
-_FLOAT_BINARY = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv"}
-_BOOL_BINARY = {"and": "OpLogicalAnd", "or": "OpLogicalOr", "xor": "OpLogicalNotEqual"}
-_COMPARE = {"cmp.lt": "OpFOrdLessThan", "cmp.le": "OpFOrdLessThanEqual", "cmp.gt": "OpFOrdGreaterThan",
-            "cmp.ge": "OpFOrdGreaterThanEqual", "cmp.eq": "OpFOrdEqual"}
-_GLSL_UNARY = {"abs": "FAbs", "exp": "Exp", "log": "Log", "sin": "Sin", "cos": "Cos", "sqrt": "Sqrt",
-               "floor": "Floor", "ceil": "Ceil", "sign": "FSign"}
-# tanh(±10) is ±1 in float32; clamping first keeps implementations that compute tanh through exp from inf/inf.
-_TANH_LIMIT = 10.0
+from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNARY, LOGICAL, TANH_LIMIT, numpy_pow
 
 WEIGHT_WIDTH = {"fp32": 32, "fp16": 16}
+
+# kernel instruction -> its lowering, an emitter method taking the instruction; every instruction of the table
+# (`coopnn.shaders.kernel.ops`) has one
+LOWERINGS: dict[str, Callable[["PortableEmitter", Instr], None]] = {}
+lowers = registrar(LOWERINGS)  # @lowers(kernel instruction, ...)
+
+
+def componentwise(*ops: str):
+    """@componentwise(kernel instruction, ...) on an emitter method computing one result component from the
+    operands' components (emitter, instr, xs): registered as the lowering that loops it over the components."""
+
+    def register(scalar):
+        def lower(emitter: "PortableEmitter", instr: Instr) -> None:
+            emitter.elementwise(instr, lambda i: scalar(emitter, instr, [emitter.component(a, i) for a in instr.args]))
+
+        lowers(*ops)(lower)
+        return scalar
+
+    return register
 
 
 def pack_program(program: KernelProgram, weights: str) -> WeightImage:
@@ -109,76 +122,92 @@ class PortableEmitter:
     def glsl(self, name: str, *args):
         return self.fn.ext_inst(self.frame.f32, name, *args)
 
-    def tanh(self, x):
-        limit = self.f32(_TANH_LIMIT)
-        clamped = self.min(self.max(x, self.f32(-_TANH_LIMIT), True), limit, True)
-        return self.glsl("Tanh", clamped)
-
-    def pow(self, a, b):
-        return numpy_pow(self.fn, self.frame.f32, self.frame.bool, self.glsl, self.f32, a, b)
-
     # ----- instructions ---------------------------------------------------------------------------------------------
 
     def emit(self, instr: Instr) -> None:
-        op, args = instr.op, instr.args
-        if op == "constant":
-            value = instr.attrs["value"]
-            self.splats[instr.result] = (self.m.constant(self.frame.bool, bool(value)) if instr.type.dtype == "bool"
-                                         else self.f32(value))
-        elif op == "load":
-            self.load(instr)
-        elif op == "store":
-            self.store(instr)
-        elif op == "gemv":
-            self.gemv(instr)
-        elif op == "gather":
-            self.new_array(instr.result)
-            for j, (src, c) in enumerate(instr.attrs["index"]):
-                self.store_component(instr.result, self.frame.uint(j), self.component(args[src], self.frame.uint(c)))
-        elif op in ("reduce_sum", "reduce_max"):
-            self.reduce(instr)
-        elif op == "uniform":
-            value = self.frame.push_value(instr.attrs["name"])  # loaded here, where it dominates every later use
-            self.elementwise(instr, lambda i: value)
-        elif op == "sample_mask":
-            inside = self.fn.emit("OpULessThan", self.frame.bool, self.frame.sample, self.frame.push_value("batch"))
-            self.elementwise(instr, lambda i: self.select(inside, self.f32(1.0), self.f32(0.0)))
-        else:
-            self.elementwise(instr, lambda i: self.scalar_op(instr, [self.component(a, i) for a in args]))
+        lowering = LOWERINGS.get(instr.op)
+        if lowering is None:
+            raise CompileError(f"the portable target has no lowering for kernel instruction {instr.op!r}")
+        lowering(self, instr)
 
-    def scalar_op(self, instr: Instr, xs: list):
-        op, f32, boolean = instr.op, self.frame.f32, self.frame.bool
-        if op in _FLOAT_BINARY:
-            return self.fn.emit(_FLOAT_BINARY[op], f32, *xs)
-        if op in _BOOL_BINARY:
-            return self.fn.emit(_BOOL_BINARY[op], boolean, *xs)
-        if op in _COMPARE:
-            return self.fn.emit(_COMPARE[op], boolean, *xs)
-        if op in _GLSL_UNARY:
-            return self.glsl(_GLSL_UNARY[op], xs[0])
-        number = instr.args[-1] in self.splats
-        simple = {
-            "max": lambda: self.max(xs[0], xs[1], number),
-            "min": lambda: self.min(xs[0], xs[1], number),
-            "pow": lambda: self.pow(xs[0], xs[1]),
-            "neg": lambda: self.fn.emit("OpFNegate", f32, xs[0]),
-            "not": lambda: self.fn.emit("OpLogicalNot", boolean, xs[0]),
-            "tanh": lambda: self.tanh(xs[0]),
-            "select": lambda: self.select(xs[0], xs[1], xs[2], self.scalar_type(instr.args[1])),
-            "cast": lambda: self.cast(instr, xs[0]),
-        }
-        if op not in simple:
-            raise CompileError(f"the portable target has no lowering for kernel instruction {op!r}")
-        return simple[op]()
+    @lowers("constant")
+    def constant(self, instr: Instr) -> None:
+        value = instr.attrs["value"]
+        self.splats[instr.result] = (self.m.constant(self.frame.bool, bool(value)) if instr.type.dtype == "bool"
+                                     else self.f32(value))
 
-    def cast(self, instr: Instr, x):
+    @lowers("gather")
+    def gather(self, instr: Instr) -> None:
+        self.new_array(instr.result)
+        for j, (src, c) in enumerate(instr.attrs["index"]):
+            self.store_component(instr.result, self.frame.uint(j), self.component(instr.args[src], self.frame.uint(c)))
+
+    @lowers("uniform")
+    def uniform(self, instr: Instr) -> None:
+        value = self.frame.push_value(instr.attrs["name"])  # loaded here, where it dominates every later use
+        self.elementwise(instr, lambda i: value)
+
+    @lowers("sample_mask")
+    def sample_mask(self, instr: Instr) -> None:
+        inside = self.fn.emit("OpULessThan", self.frame.bool, self.frame.sample, self.frame.push_value("batch"))
+        self.elementwise(instr, lambda i: self.select(inside, self.f32(1.0), self.f32(0.0)))
+
+    @componentwise(*ARITHMETIC)
+    def arithmetic(self, instr: Instr, xs: list):
+        return self.fn.emit(ARITHMETIC[instr.op], self.frame.f32, *xs)
+
+    @componentwise(*LOGICAL)
+    def logical(self, instr: Instr, xs: list):
+        return self.fn.emit(LOGICAL[instr.op], self.frame.bool, *xs)
+
+    @componentwise(*COMPARISONS)
+    def comparison(self, instr: Instr, xs: list):
+        return self.fn.emit(COMPARISONS[instr.op], self.frame.bool, *xs)
+
+    @componentwise(*GLSL_UNARY)
+    def glsl_unary(self, instr: Instr, xs: list):
+        return self.glsl(GLSL_UNARY[instr.op], xs[0])
+
+    @componentwise("max")
+    def maximum(self, instr: Instr, xs: list):
+        return self.max(xs[0], xs[1], instr.args[-1] in self.splats)
+
+    @componentwise("min")
+    def minimum(self, instr: Instr, xs: list):
+        return self.min(xs[0], xs[1], instr.args[-1] in self.splats)
+
+    @componentwise("pow")
+    def power(self, instr: Instr, xs: list):
+        return numpy_pow(self.fn, self.frame.f32, self.frame.bool, self.glsl, self.f32, *xs)
+
+    @componentwise("neg")
+    def negate(self, instr: Instr, xs: list):
+        return self.fn.emit("OpFNegate", self.frame.f32, xs[0])
+
+    @componentwise("not")
+    def logical_not(self, instr: Instr, xs: list):
+        return self.fn.emit("OpLogicalNot", self.frame.bool, xs[0])
+
+    @componentwise("tanh")
+    def tanh(self, instr: Instr, xs: list):
+        limit = self.f32(TANH_LIMIT)
+        clamped = self.min(self.max(xs[0], self.f32(-TANH_LIMIT), True), limit, True)
+        return self.glsl("Tanh", clamped)
+
+    @componentwise("select")
+    def choose(self, instr: Instr, xs: list):
+        return self.select(xs[0], xs[1], xs[2], self.scalar_type(instr.args[1]))
+
+    @componentwise("cast")
+    def cast(self, instr: Instr, xs: list):
         if instr.type.dtype == "bool":
-            return self.fn.emit("OpFUnordNotEqual", self.frame.bool, x, self.f32(0.0))
-        return self.select(x, self.f32(1.0), self.f32(0.0))
+            return self.fn.emit("OpFUnordNotEqual", self.frame.bool, xs[0], self.f32(0.0))
+        return self.select(xs[0], self.f32(1.0), self.f32(0.0))
 
     def sample_base(self, features: int):
         return self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.frame.uint(features))
 
+    @lowers("load")
     def load(self, instr: Instr) -> None:
         param = self.program.param(instr.args[0])
         if param.role == "input":
@@ -193,6 +222,7 @@ class PortableEmitter:
         else:
             self.elementwise(instr, lambda i: self.weight(param.name, i))
 
+    @lowers("store")
     def store(self, instr: Instr) -> None:
         value, target = instr.args
         param = self.program.param(target)
@@ -220,6 +250,7 @@ class PortableEmitter:
             index = self.fn.emit("OpIAdd", u32, base, step)
             self.fn.emit("OpStore", self.frame.element_pointer(binding, index), self.component(value, i))
 
+    @lowers("gemv")
     def gemv(self, instr: Instr) -> None:
         """result[r] = bias[r] + sum over c of W[r, c] x[c], with W's transpose when `transpose` is set."""
         matrix, x = instr.args[0], instr.args[1]
@@ -243,6 +274,7 @@ class PortableEmitter:
                 self.fn.emit("OpStore", accumulator, total)
             self.store_component(instr.result, r, self.fn.emit("OpLoad", f32, accumulator))
 
+    @lowers("reduce_sum", "reduce_max")
     def reduce(self, instr: Instr) -> None:
         group = instr.attrs["group"]
         source = instr.args[0]

@@ -11,7 +11,7 @@ from typing import Callable
 
 from coopnn.graph.ir import Op
 from coopnn.registry import registrar
-from coopnn.shaders.kernel.builder import KernelBuilder
+from coopnn.shaders.kernel.ops import KernelWriter
 
 Expansion = Callable[..., str]
 EXPANSIONS: dict[Op, Expansion] = {}
@@ -20,11 +20,12 @@ EXPANSIONS: dict[Op, Expansion] = {}
 expansion = registrar(EXPANSIONS)  # @expansion(Op.X, ...)
 
 
-def apply(k: KernelBuilder, op: Op, x: str, attrs) -> str:
+def apply(k: KernelWriter, op: Op, x: str, attrs) -> str:
     return EXPANSIONS[op](k, x, **dict(attrs))
 
 
-_DIRECT = {
+# Activations that are one kernel instruction; their derivative is that instruction's, from the instruction table.
+DIRECT: dict[Op, str] = {
     Op.EXP: "exp", Op.LOG: "log", Op.SIN: "sin", Op.COS: "cos", Op.NEG: "neg", Op.ABS: "abs", Op.SQRT: "sqrt",
     Op.TANH: "tanh", Op.FLOOR: "floor", Op.CEIL: "ceil", Op.SIGN: "sign", Op.NOT: "not",
 }
@@ -34,7 +35,7 @@ def _direct(name: str) -> Expansion:
     return lambda k, x: k.unary(name, x)
 
 
-for _op, _name in _DIRECT.items():
+for _op, _name in DIRECT.items():
     expansion(_op)(_direct(_name))
 
 

@@ -1,11 +1,15 @@
-"""KernelBuilder: the instruction-emitting helper that lowering functions write kernel programs with."""
+"""KernelBuilder: the instruction-emitting helper that lowering functions write kernel programs with; every
+instruction is checked against the instruction table (`coopnn.shaders.kernel.ops`), which gives its result type."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from coopnn.graph.ir import Op
+from coopnn.shaders.kernel import activations
+from coopnn.shaders.kernel.ops import KERNEL_OPS, VALUE
 from coopnn.shaders.kernel.program import Instr, Param, KernelProgram, VecType
 
 
@@ -15,6 +19,7 @@ class KernelBuilder:
     def __init__(self, name: str):
         self.name = name
         self.params: list[Param] = []
+        self.param_by_name: dict[str, Param] = {}
         self.constants: dict[str, np.ndarray] = {}
         self.body: list[Instr] = []
         self.types: dict[str, VecType] = {}
@@ -27,6 +32,7 @@ class KernelBuilder:
     def add_param(self, name: str, role: str, shape: tuple[int, ...], graph_name: str = "") -> Param:
         param = Param(name, role, tuple(int(d) for d in shape), graph_name)
         self.params.append(param)
+        self.param_by_name[name] = param
         return param
 
     def constant_param(self, array: np.ndarray, role: str, prefix: str, source: str = "") -> str:
@@ -53,6 +59,22 @@ class KernelBuilder:
     # ----- instructions -------------------------------------------------------------------------------------------
 
     def emit(self, op: str, type: VecType | None, args: Sequence[str] = (), **attrs: Any) -> str | None:
+        """Append instruction `op` and return its result. `type` may be None where the table's type rule infers it
+        (every instruction but constant, cast, uniform and sample_mask); a stated one must agree with the rule."""
+        definition = KERNEL_OPS.get(op)
+        if definition is None:
+            raise ValueError(f"unknown kernel instruction {op!r}")
+        kinds = definition.kinds(len(args))
+        if kinds is None:
+            raise ValueError(f"kernel instruction {op} does not take {len(args)} operands")
+        operands = [self.types[a] if kind == VALUE else self.param_by_name[a] for a, kind in zip(args, kinds)]
+        try:
+            inferred = definition.result_type(operands, attrs, type)
+        except ValueError as e:
+            raise ValueError(f"kernel instruction {op}: {e}") from None
+        if type is not None and type != inferred:
+            raise ValueError(f"kernel instruction {op} gives {inferred}, not the stated {type}")
+        type = inferred
         result = None if type is None else str(len(self.types))
         self.body.append(Instr(op, result, type, tuple(args), attrs))
         if result is not None:
@@ -70,10 +92,10 @@ class KernelBuilder:
         return self._splats[key]
 
     def unary(self, op: str, x: str) -> str:
-        return self.emit(op, self.type_of(x), (x,))
+        return self.emit(op, None, (x,))
 
     def binary(self, op: str, a: str, b: str) -> str:
-        return self.emit(op, self.type_of(a), (a, b))
+        return self.emit(op, None, (a, b))
 
     def scalar(self, op: str, x: str, value: float, *, left: bool = False) -> str:
         """`x op value` (or `value op x` with left=True) with `value` broadcast to x's size."""
@@ -81,21 +103,24 @@ class KernelBuilder:
         return self.binary(op, c, x) if left else self.binary(op, x, c)
 
     def compare(self, op: str, a: str, b: str) -> str:
-        return self.emit(op, VecType("bool", self.type_of(a).size), (a, b))
+        return self.emit(op, None, (a, b))
 
     def select(self, cond: str, a: str, b: str) -> str:
-        return self.emit("select", self.type_of(a), (cond, a, b))
+        return self.emit("select", None, (cond, a, b))
 
-    def gather(self, sources: Sequence[str], index: Sequence[tuple[int, int]], dtype: str = "f32") -> str:
+    def gather(self, sources: Sequence[str], index: Sequence[tuple[int, int]]) -> str:
         """A vector whose component i is component index[i][1] of sources[index[i][0]]."""
         index = tuple((int(s), int(c)) for s, c in index)
         if len(sources) == 1 and index == tuple((0, i) for i in range(self.type_of(sources[0]).size)):
             return sources[0]
-        return self.emit("gather", VecType(dtype, len(index)), tuple(sources), index=index)
+        return self.emit("gather", None, tuple(sources), index=index)
 
     def reduce(self, op: str, x: str, group: int) -> str:
-        size = self.type_of(x).size
-        return self.emit(op, VecType("f32", size // group), (x,), group=group)
+        return self.emit(op, None, (x,), group=group)
+
+    def activation(self, op: Op, x: str, attrs: Mapping[str, Any]) -> str:
+        """The graph activation `op` (with `attrs`) applied to x, written as kernel instructions."""
+        return activations.apply(self, op, x, attrs)
 
     def build(self) -> KernelProgram:
         return KernelProgram(self.name, tuple(self.params), tuple(self.body), dict(self.constants), dict(self.sources))

@@ -1,12 +1,13 @@
 """Derivatives of the elementwise unary operators written as kernel instructions: dy/dx from the input x and the
 output y, what a training kernel's backward pass multiplies the incoming delta by.
 
-This module owns the kernel form of those derivatives; their meaning is `coopnn.train.activation_grads`, and every
-rule here computes the same formula in the same order: the same branch at a kink (relu'(0) = 0, |x|'(0) = 0) and
-the same overflow-free forms (the logistic function as 0.5 + 0.5 tanh(x / 2), exp(min(x, 0)) on the negative side
-of selu and celu). Attribute defaults are the forward's, from `coopnn.graph.ops.forward_defaults`. Floor, ceil and
-sign are constant almost everywhere, so nothing can train through them: they have no rule, and asking for one is a
-compile error.
+These rules are the only definition of the activations' derivatives: the numpy backend evaluates the same rules on
+arrays (`coopnn.train.activation_grads`, through `eager.NumpyKernel`). An activation that is one kernel instruction
+(`activations.DIRECT`) takes that instruction's derivative from the instruction table (`ops.KERNEL_OPS`); the others
+have a rule here. Each takes the branch the forward takes at a kink (relu'(0) = 0, |x|'(0) = 0) and overflow-free
+forms (the logistic function as 0.5 + 0.5 tanh(x / 2), exp(min(x, 0)) on the negative side of selu and celu).
+Attribute defaults are the forward's, from `coopnn.graph.ops.forward_defaults`. Floor, ceil and sign are constant
+almost everywhere, so nothing can train through them: they have no rule, and asking for one is a compile error.
 """
 
 from __future__ import annotations
@@ -18,19 +19,20 @@ from coopnn.errors import CompileError
 from coopnn.graph.ir import Op
 from coopnn.graph.ops import forward_defaults
 from coopnn.registry import registrar
-from coopnn.shaders.kernel import activations
-from coopnn.shaders.kernel.builder import KernelBuilder
+from coopnn.shaders.kernel.activations import DIRECT
+from coopnn.shaders.kernel.ops import KERNEL_OPS, KernelWriter
 
 _GELU_TANH_COEFFICIENT = 0.044715  # of tanh(sqrt(2 / pi) (x + c x^3)), the tanh form of GELU
 
 Rule = Callable[..., str]  # (k, x, y, **attributes) -> dy/dx
+# every differentiable activation: the direct ones (filled in below, from the instruction table) and the rules here
 DERIVATIVES: dict[Op, Rule] = {}
 
 
 _rule = registrar(DERIVATIVES)  # @_rule(Op.X)
 
 
-def derivative(k: KernelBuilder, op: Op, x: str, y: str, attrs: Mapping[str, Any]) -> str:
+def derivative(k: KernelWriter, op: Op, x: str, y: str, attrs: Mapping[str, Any]) -> str:
     """The kernel value dy/dx of the unary `op` (with `attrs`) at input `x` with output `y`."""
     if op not in DERIVATIVES:
         raise CompileError(f"cannot train through {op.value}: it has no derivative (it is constant almost everywhere "
@@ -38,23 +40,23 @@ def derivative(k: KernelBuilder, op: Op, x: str, y: str, attrs: Mapping[str, Any
     return DERIVATIVES[op](k, x, y, **{**forward_defaults(op), **dict(attrs)})
 
 
-def logistic(k: KernelBuilder, x: str) -> str:
+def logistic(k: KernelWriter, x: str) -> str:
     """0.5 + 0.5 tanh(x / 2): the logistic function without the overflow of exp(-x) for very negative x."""
     return k.scalar("add", k.scalar("mul", k.unary("tanh", k.scalar("mul", x, 0.5)), 0.5), 0.5)
 
 
-def _splat(k: KernelBuilder, x: str, value: float) -> str:
+def _splat(k: KernelWriter, x: str, value: float) -> str:
     return k.splat(value, k.type_of(x).size)
 
 
-def _where(k: KernelBuilder, cond: str, a: float | str, b: float | str, like: str) -> str:
+def _where(k: KernelWriter, cond: str, a: float | str, b: float | str, like: str) -> str:
     """select(cond, a, b) where a constant operand is splat to the size of `like`."""
     a = a if isinstance(a, str) else _splat(k, like, a)
     b = b if isinstance(b, str) else _splat(k, like, b)
     return k.select(cond, a, b)
 
 
-def _positive(k: KernelBuilder, x: str) -> str:
+def _positive(k: KernelWriter, x: str) -> str:
     return k.compare("cmp.gt", x, _splat(k, x, 0.0))
 
 
@@ -111,11 +113,6 @@ def hard_swish(k, x, y):
     return _where(k, k.compare("cmp.lt", x, _splat(k, x, -3.0)), 0.0, middle, x)
 
 
-@_rule(Op.TANH)
-def tanh(k, x, y):
-    return k.scalar("sub", k.binary("mul", y, y), 1.0, left=True)
-
-
 @_rule(Op.SOFTPLUS)
 def softplus(k, x, y, beta, threshold):
     bx = k.scalar("mul", x, beta)
@@ -143,7 +140,7 @@ def gelu(k, x, y, approximate):
         curve = k.scalar("mul", k.binary("mul", k.scalar("mul", x, 0.5), one_minus_t2), scale)
         inner = k.scalar("add", k.binary("mul", k.scalar("mul", x, 3 * _GELU_TANH_COEFFICIENT), x), 1.0)
         return k.binary("add", gate, k.binary("mul", curve, inner))
-    erf = activations.apply(k, Op.ERF, k.scalar("div", x, math.sqrt(2)), {})
+    erf = k.activation(Op.ERF, k.scalar("div", x, math.sqrt(2)), {})
     cdf = k.scalar("mul", k.scalar("add", erf, 1.0), 0.5)
     gauss = k.unary("exp", k.binary("mul", k.scalar("mul", x, -0.5), x))
     return k.binary("add", cdf, k.scalar("div", k.binary("mul", x, gauss), math.sqrt(2 * math.pi)))
@@ -157,7 +154,7 @@ def silu(k, x, y):
 
 @_rule(Op.MISH)
 def mish(k, x, y):
-    t = k.unary("tanh", activations.apply(k, Op.SOFTPLUS, x, {}))
+    t = k.unary("tanh", k.activation(Op.SOFTPLUS, x, {}))
     one_minus_t2 = k.scalar("sub", k.binary("mul", t, t), 1.0, left=True)
     return k.binary("add", t, k.binary("mul", k.binary("mul", x, one_minus_t2), logistic(k, x)))
 
@@ -170,41 +167,6 @@ def clip(k, x, y, min, max):
         return _splat(k, x, 1.0)
     inside = bounds[0] if len(bounds) == 1 else k.binary("and", *bounds)
     return _where(k, inside, 1.0, 0.0, x)
-
-
-@_rule(Op.EXP)
-def exp(k, x, y):
-    return y
-
-
-@_rule(Op.LOG)
-def log(k, x, y):
-    return k.scalar("div", x, 1.0, left=True)
-
-
-@_rule(Op.SIN)
-def sin(k, x, y):
-    return k.unary("cos", x)
-
-
-@_rule(Op.COS)
-def cos(k, x, y):
-    return k.unary("neg", k.unary("sin", x))
-
-
-@_rule(Op.NEG)
-def neg(k, x, y):
-    return _splat(k, x, -1.0)
-
-
-@_rule(Op.ABS)
-def abs_(k, x, y):
-    return k.unary("sign", x)  # sign(0) = 0: the slope at the kink is 0
-
-
-@_rule(Op.SQRT)
-def sqrt(k, x, y):
-    return k.scalar("div", y, 0.5, left=True)
 
 
 @_rule(Op.RECIPROCAL)
@@ -220,3 +182,8 @@ def erf(k, x, y):
 @_rule(Op.IDENTITY)
 def identity(k, x, y):
     return _splat(k, x, 1.0)
+
+
+for _op, _name in DIRECT.items():
+    if KERNEL_OPS[_name].derivative is not None:
+        DERIVATIVES[_op] = KERNEL_OPS[_name].derivative

@@ -56,7 +56,7 @@ class Lowerer:
             return source
         numbers = np.arange(value.feature_size).reshape(value.features)
         numbers = np.broadcast_to(numbers, out_features).ravel()
-        return self.k.gather([source], [(0, int(i)) for i in numbers], self.k.type_of(source).dtype)
+        return self.k.gather([source], [(0, int(i)) for i in numbers])
 
     def lower_inputs(self) -> None:
         """A parameter and a load for every graph input."""
@@ -200,7 +200,7 @@ def _index_map(lw: Lowerer, node: Node) -> tuple[list[str], list[tuple[int, int]
 @lowering(Op.CONCAT, Op.SLICE, Op.RESHAPE, Op.TRANSPOSE)
 def _move(lw: Lowerer, node: Node) -> str:
     sources, index = _index_map(lw, node)
-    return lw.k.gather(sources, index, lw.value(node.outputs[0]).dtype)
+    return lw.k.gather(sources, index)
 
 
 def _to_last_axes(lw: Lowerer, x: str, features: tuple, axes: tuple[int, ...]) -> tuple[str, list[int]]:

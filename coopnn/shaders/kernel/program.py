@@ -53,21 +53,11 @@ class Param:
         return "memref<f32x" + "x".join(str(d) for d in self.shape) + ">"
 
 
-# Instructions and their operand forms. Operands are value names, parameter names, or attrs.
-ELEMENTWISE_BINARY = ("add", "sub", "mul", "div", "max", "min", "pow", "and", "or", "xor")
-ELEMENTWISE_UNARY = ("abs", "neg", "not", "exp", "log", "sin", "cos", "tanh", "sqrt", "floor", "ceil", "sign")
-COMPARISONS = ("cmp.lt", "cmp.le", "cmp.gt", "cmp.ge", "cmp.eq")
-OPCODES = (
-    ("load", "store", "constant", "gemv", "select", "gather", "reduce_sum", "reduce_max", "cast", "uniform",
-     "sample_mask")
-    + ELEMENTWISE_BINARY
-    + ELEMENTWISE_UNARY
-    + COMPARISONS
-)
-
-
 @dataclass(frozen=True)
 class Instr:
+    """One instruction: `op` names a row of the instruction table (`coopnn.shaders.kernel.ops`), which says what
+    `args` (value and parameter names) and `attrs` it takes; `KernelBuilder.emit` checks them against it."""
+
     op: str
     result: str | None
     type: VecType | None
@@ -75,8 +65,6 @@ class Instr:
     attrs: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.op not in OPCODES:
-            raise ValueError(f"unknown kernel instruction {self.op!r}")
         object.__setattr__(self, "args", tuple(self.args))
         object.__setattr__(self, "attrs", freeze_attrs(self.attrs))
 

@@ -1,8 +1,18 @@
-"""Scalar SPIR-V sequences that several targets emit the same way."""
+"""What the SPIR-V targets lower kernel instructions to alike: the SPIR-V opcode or GLSL.std.450 instruction of the
+instructions that are one, the tanh clamp, and scalar sequences several targets emit the same way."""
 
 from __future__ import annotations
 
 from typing import Callable
+
+ARITHMETIC = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv"}
+LOGICAL = {"and": "OpLogicalAnd", "or": "OpLogicalOr", "xor": "OpLogicalNotEqual"}
+COMPARISONS = {"cmp.lt": "OpFOrdLessThan", "cmp.le": "OpFOrdLessThanEqual", "cmp.gt": "OpFOrdGreaterThan",
+               "cmp.ge": "OpFOrdGreaterThanEqual", "cmp.eq": "OpFOrdEqual"}
+GLSL_UNARY = {"abs": "FAbs", "exp": "Exp", "log": "Log", "sin": "Sin", "cos": "Cos", "sqrt": "Sqrt", "floor": "Floor",
+              "ceil": "Ceil", "sign": "FSign"}
+# tanh(±10) is ±1 in float32; clamping first keeps implementations that compute tanh through exp from inf/inf.
+TANH_LIMIT = 10.0
 
 
 def numpy_pow(fn, f32, boolean, glsl: Callable, constant: Callable[[float], object], a, b):
