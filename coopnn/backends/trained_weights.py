@@ -16,18 +16,22 @@ from coopnn.layouts.pack import Entry
 
 def trained_entries(executable, session, session_entries: Mapping[str, Entry]) -> dict[str, tuple[Entry, Entry]] | None:
     """Each weight entry of `executable` that holds a trainable parameter, by entry name, with the parameter's entry
-    in the session's buffer (`session_entries`, by parameter name) and its own; None when the two share no context
-    or some parameter is not held once and whole."""
+    in the session's buffer (`session_entries`, by stable parameter name) and its own; None when the two share no
+    context or some parameter is not held once and whole."""
     if executable.context.shared_context is not session.context.shared_context:
         return None
+    # parameters are named stably ("layers.0.weight"); kernels name the graph constants holding them
+    by_constant = {}
+    for layer in session.plan.layers:
+        by_constant[layer.weight_constant] = session_entries[layer.weight]
+        by_constant[layer.bias_constant] = session_entries[layer.bias]
     pairs, found = {}, set()
     for name, entry in executable.binary.weight_image.entries.items():
         held = executable.sources.get(name, ())
-        trained = [source for source in held if source in session_entries]
-        if not trained:
+        if not any(source in by_constant for source in held):
             continue
-        if len(held) != 1 or session_entries[held[0]].shape != entry.shape:
+        if len(held) != 1 or by_constant[held[0]].shape != entry.shape:
             return None
-        pairs[name] = (session_entries[held[0]], entry)
+        pairs[name] = (by_constant[held[0]], entry)
         found.add(held[0])
-    return pairs if found == set(session_entries) else None
+    return pairs if found == set(by_constant) else None

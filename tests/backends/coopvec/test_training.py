@@ -21,6 +21,7 @@ from coopnn.backends.numpy.training import NumpyTrainingSession
 from coopnn.train.optim import Adam
 from coopnn.graph.parameters import parameters, with_parameters
 from tests.backends.trained_in_place import run_after_steps_in_place
+from tests.conftest import ROOT
 
 pytestmark = pytest.mark.gpu
 
@@ -98,15 +99,20 @@ def test_trainer_on_a_coopvec_model_trains_on_the_gpu_and_runs_the_new_weights()
         assert ((prediction - y) ** 2).mean() == pytest.approx(trainer.evaluate(x, y), rel=2e-2)
 
 
-def test_trained_weights_are_converted_into_the_model_on_the_gpu(monkeypatch):
+@pytest.mark.parametrize("make", [
+    lambda: coopnn.mlp(2, [64, 64], 3, backend="coopvec", weights="fp16"),
+    lambda: coopnn.load(ROOT / "models" / "mlp_64_128x4_16.onnx", backend="coopvec", weights="fp16")],
+    ids=["built", "onnx"])
+def test_trained_weights_are_converted_into_the_model_on_the_gpu(monkeypatch, make):
     from coopnn.layouts.formats import run_fp16_emulation
 
-    rng = np.random.default_rng(5)
-    x = rng.uniform(0, 1, (2048, 2)).astype(np.float32)
-    y = np.stack([np.sin(4 * x[:, 0]), x[:, 1], x[:, 0] * x[:, 1]], axis=1)
-    with coopnn.mlp(2, [64, 64], 3, backend="coopvec", weights="fp16") as model:
+    with make() as model:
+        rng = np.random.default_rng(5)
+        x = rng.uniform(0, 1, (2048, model.inputs[0].shape[1])).astype(np.float32)
+        y = rng.uniform(0, 1, (2048, model.outputs[0].shape[1])).astype(np.float32)
         after = run_after_steps_in_place(model, x, y, monkeypatch)
-        expected = run_fp16_emulation(model.graph, {"x": x})["y"]
+        name = model.outputs[0].name
+        expected = run_fp16_emulation(model.graph, {model.inputs[0].name: x})[name]
         np.testing.assert_allclose(after, expected, rtol=1e-3, atol=2.5e-3)
 
 

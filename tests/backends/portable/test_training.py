@@ -100,13 +100,17 @@ def test_trained_weights_run_at_once_and_evaluate_agrees():
         assert trainer.session.context.debug_messages == []
 
 
-def test_trained_weights_reach_the_model_on_the_gpu_without_a_host_round_trip(monkeypatch):
-    rng = np.random.default_rng(2)
-    x = rng.uniform(0, 1, (300, 2)).astype(np.float32)
-    y = np.stack([np.sin(4 * x[:, 0]), x[:, 1], x[:, 0] * x[:, 1]], axis=1)
-    with coopnn.mlp(2, [16, 16], 3, backend="portable") as model:
+@pytest.mark.parametrize("make", [lambda: coopnn.mlp(2, [16, 16], 3, backend="portable"),
+                                  lambda: coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="portable")],
+                         ids=["built", "onnx"])
+def test_trained_weights_reach_the_model_on_the_gpu_without_a_host_round_trip(monkeypatch, make):
+    with make() as model:
+        rng = np.random.default_rng(2)
+        x = rng.uniform(0, 1, (300, model.inputs[0].shape[1])).astype(np.float32)
+        y = rng.uniform(0, 1, (300, model.outputs[0].shape[1])).astype(np.float32)
         after = run_after_steps_in_place(model, x, y, monkeypatch)
-        np.testing.assert_allclose(after, run_graph(model.graph, {"x": x})["y"], rtol=1e-4, atol=1e-5)
+        feeds = {model.inputs[0].name: x}
+        np.testing.assert_allclose(after, run_graph(model.graph, feeds)[model.outputs[0].name], rtol=1e-4, atol=1e-5)
 
 
 def test_checkpoint_round_trip_continues_the_same_curve(tmp_path):
