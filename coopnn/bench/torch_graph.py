@@ -8,6 +8,7 @@ reference. Only the benchmark imports this module, and only when PyTorch is inst
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable, Mapping
 
@@ -15,20 +16,22 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from coopnn.graph.activations import ACTIVATIONS
 from coopnn.graph.ir import Activation, Graph, Op
+from coopnn.graph.ops import forward_defaults
 
 Tensor = torch.Tensor
 
 
-def _softplus(x, beta=1.0, threshold=None):
+def _softplus(x, beta, threshold):
     return F.softplus(x, beta=beta, threshold=math.inf if threshold is None else threshold)
 
 
-def _selu(x, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
+def _selu(x, alpha, gamma):
     return gamma * torch.where(x > 0, x, alpha * torch.expm1(x))
 
 
-def _clip(x, min=None, max=None):
+def _clip(x, min, max):
     return x if min is None and max is None else torch.clamp(x, min, max)
 
 
@@ -63,19 +66,20 @@ def _reduce(fn):
     return lambda x, axes, keepdims=True: fn(x, dim=tuple(axes), keepdim=bool(keepdims))
 
 
-UNARY: dict[Op, Callable[..., Tensor]] = {
+# The activations (`coopnn.graph.activations`), called with every attribute: the defaults are the activation table's.
+_ACTIVATIONS: dict[Op, Callable[..., Tensor]] = {
     Op.RELU: torch.relu,
-    Op.LEAKY_RELU: lambda x, alpha=0.01: F.leaky_relu(x, alpha),
-    Op.ELU: lambda x, alpha=1.0: F.elu(x, alpha),
+    Op.LEAKY_RELU: lambda x, alpha: F.leaky_relu(x, alpha),
+    Op.ELU: lambda x, alpha: F.elu(x, alpha),
     Op.SELU: _selu,
-    Op.CELU: lambda x, alpha=1.0: F.celu(x, alpha),
+    Op.CELU: lambda x, alpha: F.celu(x, alpha),
     Op.SIGMOID: torch.sigmoid,
-    Op.HARD_SIGMOID: lambda x, alpha=0.2, beta=0.5: torch.clamp(alpha * x + beta, 0, 1),
+    Op.HARD_SIGMOID: lambda x, alpha, beta: torch.clamp(alpha * x + beta, 0, 1),
     Op.HARD_SWISH: F.hardswish,
     Op.TANH: torch.tanh,
     Op.SOFTPLUS: _softplus,
     Op.SOFTSIGN: F.softsign,
-    Op.GELU: lambda x, approximate="none": F.gelu(x, approximate=approximate),
+    Op.GELU: lambda x, approximate: F.gelu(x, approximate=approximate),
     Op.SILU: F.silu,
     Op.MISH: F.mish,
     Op.CLIP: _clip,
@@ -91,6 +95,11 @@ UNARY: dict[Op, Callable[..., Tensor]] = {
     Op.FLOOR: torch.floor,
     Op.CEIL: torch.ceil,
     Op.SIGN: torch.sign,
+}
+assert set(_ACTIVATIONS) == set(ACTIVATIONS), f"activations without a rule: {set(ACTIVATIONS) - set(_ACTIVATIONS)}"
+
+UNARY: dict[Op, Callable[..., Tensor]] = {
+    **{op: functools.partial(fn, **forward_defaults(op)) for op, fn in _ACTIVATIONS.items()},
     Op.IDENTITY: lambda x: x,
     Op.NOT: torch.logical_not,
 }

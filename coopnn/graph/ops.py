@@ -1,18 +1,19 @@
 """What each IR operator means: its arity, attributes, output shape rule and float32 numpy semantics.
 
 This table is the single definition of the operators. Shape inference, constant folding and the numpy backend all
-read it, and the GPU targets are tested against its numpy semantics.
+read it, and the GPU targets are tested against its numpy semantics. The activations' semantics come from their own
+table, `coopnn.graph.activations`.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from coopnn.graph.activations import ACTIVATIONS, f32 as _f32
 from coopnn.graph.ir import Activation, Op
 
 Array = np.ndarray
@@ -35,8 +36,8 @@ class OpDef:
 
     @property
     def fusable_activation(self) -> bool:
-        """Whether the op can ride on a LINEAR node as its activation (unary, float in and out)."""
-        return self.kind == "unary" and not self.bool_out and self.op not in (Op.NOT, Op.IDENTITY, Op.CAST)
+        """Whether the op can ride on a LINEAR node as its activation (one of `coopnn.graph.activations`)."""
+        return self.op in ACTIVATIONS
 
 
 REGISTRY: dict[Op, OpDef] = {}
@@ -193,37 +194,6 @@ def _reduce_shape(shapes, attrs):
 # ----- semantics -------------------------------------------------------------------------------------------------
 
 
-def _f32(x: Array) -> Array:
-    return np.asarray(x, dtype=np.float32)
-
-
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-
-
-def _erf(x: Array) -> Array:
-    # np has no erf; math.erf per element is exact and fast enough for a reference backend on chunked batches.
-    return _f32(np.frompyfunc(math.erf, 1, 1)(x.astype(np.float64)).astype(np.float64))
-
-
-def _gelu(x, approximate="none"):
-    if approximate == "tanh":
-        return _f32(0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))))
-    return _f32(0.5 * x * (1.0 + _erf(x / np.float32(math.sqrt(2.0)))))
-
-
-def _softplus(x, beta=1.0, threshold=None):
-    out = np.logaddexp(np.float32(0), beta * x) / np.float32(beta)
-    if threshold is not None:
-        out = np.where(beta * x > threshold, x, out)
-    return _f32(out)
-
-
-def _sigmoid(x):
-    # exp of -|x| never overflows, so large inputs of either sign saturate cleanly
-    e = np.exp(-np.abs(x))
-    return _f32(np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)))
-
-
 def _exact_rows_matmul(a, b):
     """a @ b accumulated in float64: BLAS float32 kernels sum a row differently depending on its place in the
     register tile (OpenBLAS on AVX-512), so identical samples could get different results; float32 products are exact
@@ -292,45 +262,6 @@ def _cast_eval(x, to):
     return x.astype(np.bool_) if to == "bool" else _f32(x)
 
 
-def _clip_eval(x, min=None, max=None):
-    lo = -np.inf if min is None else min
-    hi = np.inf if max is None else max
-    return _f32(np.minimum(np.maximum(x, np.float32(lo)), np.float32(hi)))
-
-
-_UNARY: dict[Op, Callable[..., Array]] = {
-    Op.RELU: lambda x: _f32(np.maximum(x, np.float32(0))),
-    Op.LEAKY_RELU: lambda x, alpha=0.01: _f32(np.where(x >= 0, x, np.float32(alpha) * x)),
-    Op.ELU: lambda x, alpha=1.0: _f32(np.where(x > 0, x, np.float32(alpha) * np.expm1(x))),
-    Op.SELU: lambda x, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875: _f32(
-        np.float32(gamma) * np.where(x > 0, x, np.float32(alpha) * np.expm1(x))
-    ),
-    Op.CELU: lambda x, alpha=1.0: _f32(np.maximum(x, 0) + np.minimum(0, np.float32(alpha) * np.expm1(x / alpha))),
-    Op.SIGMOID: _sigmoid,
-    Op.HARD_SIGMOID: lambda x, alpha=0.2, beta=0.5: _f32(np.clip(np.float32(alpha) * x + np.float32(beta), 0, 1)),
-    Op.HARD_SWISH: lambda x: _f32(x * np.clip(x / np.float32(6) + np.float32(0.5), 0, 1)),
-    Op.TANH: lambda x: _f32(np.tanh(x)),
-    Op.SOFTPLUS: _softplus,
-    Op.SOFTSIGN: lambda x: _f32(x / (1 + np.abs(x))),
-    Op.GELU: _gelu,
-    Op.SILU: lambda x: _f32(x * _sigmoid(x)),
-    Op.MISH: lambda x: _f32(x * np.tanh(_softplus(x))),
-    Op.CLIP: _clip_eval,
-    Op.EXP: lambda x: _f32(np.exp(x)),
-    Op.LOG: lambda x: _f32(np.log(x)),
-    Op.SIN: lambda x: _f32(np.sin(x)),
-    Op.COS: lambda x: _f32(np.cos(x)),
-    Op.NEG: lambda x: _f32(-x),
-    Op.ABS: lambda x: _f32(np.abs(x)),
-    Op.SQRT: lambda x: _f32(np.sqrt(x)),
-    Op.RECIPROCAL: lambda x: _f32(np.float32(1) / x),
-    Op.ERF: _erf,
-    Op.FLOOR: lambda x: _f32(np.floor(x)),
-    Op.CEIL: lambda x: _f32(np.ceil(x)),
-    Op.SIGN: lambda x: _f32(np.sign(x)),
-    Op.IDENTITY: lambda x: x,
-}
-
 _BINARY: dict[Op, Callable[[Array, Array], Array]] = {
     Op.ADD: lambda a, b: _f32(a + b),
     Op.SUB: lambda a, b: _f32(a - b),
@@ -353,8 +284,9 @@ _COMPARE: dict[Op, Callable[[Array, Array], Array]] = {
     Op.XOR: np.logical_xor,
 }
 
-for _op, _fn in _UNARY.items():
-    _register(_op, "unary", (1, 1), _same, _fn)
+for _op, _activation in ACTIVATIONS.items():
+    _register(_op, "unary", (1, 1), _same, _activation.forward)
+_register(Op.IDENTITY, "unary", (1, 1), _same, lambda x: x)
 _register(Op.NOT, "unary", (1, 1), _same, np.logical_not, bool_out=True)
 for _op, _fn in _BINARY.items():
     _register(_op, "binary", (2, 2), _broadcast, _fn)

@@ -7,7 +7,7 @@ from typing import Mapping
 import numpy as np
 import pytest
 
-from coopnn.graph import ops
+from coopnn.graph import activations, ops
 from coopnn.graph.ir import Graph
 from coopnn.train.backward import GradientProgram
 from coopnn.train.losses import get_loss
@@ -18,10 +18,11 @@ RTOL, ATOL = 1e-5, 1e-8
 
 @pytest.fixture
 def float64_ops(monkeypatch):
-    """`coopnn.graph.ops` computing in float64. Every operator there rounds its result through `_f32`; making that
-    a cast to float64 gives the same formulas in double precision, so finite differences measure the derivative
-    rather than float32 rounding."""
+    """`coopnn.graph.ops` computing in float64. Every operator there rounds its result through `_f32` (the
+    activations through `coopnn.graph.activations.f32`); making that a cast to float64 gives the same formulas in
+    double precision, so finite differences measure the derivative rather than float32 rounding."""
     monkeypatch.setattr(ops, "_f32", lambda x: np.asarray(x, dtype=np.float64))
+    monkeypatch.setattr(activations, "f32", lambda x: np.asarray(x, dtype=np.float64))
 
 
 def as_float64(arrays: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -2,8 +2,9 @@
 
 Constants become initializers under their IR names and nodes keep their IR names, so a model exported and imported
 again names its parameters as before (`coopnn.graph.parameters`) and takes the same weight files. A LINEAR becomes
-Gemm (transB=1) on rank-2 inputs, MatMul and Add otherwise, followed by its activation; operators ONNX lacks are
-written as the ONNX operators that compute them (SiLU, Softplus with beta or threshold).
+Gemm (transB=1) on rank-2 inputs, MatMul and Add otherwise, followed by its activation (the ONNX operator its row of
+`coopnn.graph.activations` names); operators ONNX lacks are written as the ONNX operators that compute them (SiLU,
+Softplus with beta or threshold, Clip with its bounds as inputs).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from coopnn.errors import CompileError
 from coopnn.graph import ops
+from coopnn.graph.activations import ACTIVATIONS
 from coopnn.graph.ir import Graph, Node, Op
 from coopnn.graph.passes.rewrite import NameScope
 
@@ -24,17 +26,13 @@ IR_VERSION = 9  # what opset 20 needs; older runtimes read it
 _INT64_MIN = np.iinfo(np.int64).min  # a Slice end meaning "past the first element" for negative steps
 _ELEMENT_TYPES = {"f32": TensorProto.FLOAT, "bool": TensorProto.BOOL}
 
-# IR operators written as one ONNX operator with the same attributes
+# IR operators written as one ONNX operator with the same attributes: the activations' own (`ACTIVATIONS`), and these
 _DIRECT: Mapping[Op, str] = {
-    Op.RELU: "Relu", Op.LEAKY_RELU: "LeakyRelu", Op.ELU: "Elu", Op.SELU: "Selu", Op.CELU: "Celu",
-    Op.SIGMOID: "Sigmoid", Op.HARD_SIGMOID: "HardSigmoid", Op.HARD_SWISH: "HardSwish", Op.TANH: "Tanh",
-    Op.SOFTSIGN: "Softsign", Op.GELU: "Gelu", Op.MISH: "Mish", Op.EXP: "Exp", Op.LOG: "Log", Op.SIN: "Sin",
-    Op.COS: "Cos", Op.NEG: "Neg", Op.ABS: "Abs", Op.SQRT: "Sqrt", Op.RECIPROCAL: "Reciprocal", Op.ERF: "Erf",
-    Op.FLOOR: "Floor", Op.CEIL: "Ceil", Op.SIGN: "Sign", Op.IDENTITY: "Identity", Op.NOT: "Not",
-    Op.ADD: "Add", Op.SUB: "Sub", Op.MUL: "Mul", Op.DIV: "Div", Op.POW: "Pow", Op.MAX: "Max", Op.MIN: "Min",
-    Op.PRELU: "PRelu", Op.LESS: "Less", Op.LESS_EQUAL: "LessOrEqual", Op.GREATER: "Greater",
-    Op.GREATER_EQUAL: "GreaterOrEqual", Op.EQUAL: "Equal", Op.AND: "And", Op.OR: "Or", Op.XOR: "Xor",
-    Op.WHERE: "Where", Op.CONCAT: "Concat", Op.TRANSPOSE: "Transpose", Op.SOFTMAX: "Softmax",
+    **{op: a.onnx.op_type for op, a in ACTIVATIONS.items() if a.onnx is not None},
+    Op.IDENTITY: "Identity", Op.NOT: "Not", Op.ADD: "Add", Op.SUB: "Sub", Op.MUL: "Mul", Op.DIV: "Div", Op.POW: "Pow",
+    Op.MAX: "Max", Op.MIN: "Min", Op.PRELU: "PRelu", Op.LESS: "Less", Op.LESS_EQUAL: "LessOrEqual",
+    Op.GREATER: "Greater", Op.GREATER_EQUAL: "GreaterOrEqual", Op.EQUAL: "Equal", Op.AND: "And", Op.OR: "Or",
+    Op.XOR: "Xor", Op.WHERE: "Where", Op.CONCAT: "Concat", Op.TRANSPOSE: "Transpose", Op.SOFTMAX: "Softmax",
     Op.LOG_SOFTMAX: "LogSoftmax", Op.LAYER_NORM: "LayerNormalization", Op.MATMUL: "MatMul",
 }
 _REDUCE: Mapping[Op, str] = {Op.REDUCE_SUM: "ReduceSum", Op.REDUCE_MEAN: "ReduceMean",

@@ -1,7 +1,9 @@
-"""Elementwise unary graph operators written as kernel instructions, one function per operator.
+"""Elementwise unary graph operators written as kernel instructions, one function per operator: every activation
+of `coopnn.graph.activations`, identity and not.
 
 Targets then implement only the primitive instructions (arithmetic, exp, log, tanh, sin, ...). The formulas keep
-float32 accuracy against `coopnn.graph.ops` across the whole input range (no overflow for large |x|).
+float32 accuracy against the numpy references across the whole input range (no overflow for large |x|). Attribute
+defaults are the references', from `coopnn.graph.ops.forward_defaults`: `apply` fills them in.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import math
 from typing import Callable
 
 from coopnn.graph.ir import Op
+from coopnn.graph.ops import forward_defaults
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.ops import KernelWriter
 
@@ -21,7 +24,7 @@ expansion = registrar(EXPANSIONS)  # @expansion(Op.X, ...)
 
 
 def apply(k: KernelWriter, op: Op, x: str, attrs) -> str:
-    return EXPANSIONS[op](k, x, **dict(attrs))
+    return EXPANSIONS[op](k, x, **{**forward_defaults(op), **dict(attrs)})
 
 
 # Activations that are one kernel instruction; their derivative is that instruction's, from the instruction table.
@@ -50,7 +53,7 @@ def relu(k, x):
 
 
 @expansion(Op.LEAKY_RELU)
-def leaky_relu(k, x, alpha=0.01):
+def leaky_relu(k, x, alpha):
     scaled = k.scalar("mul", x, alpha)
     if 0.0 <= alpha <= 1.0:
         return k.binary("max", x, scaled)
@@ -67,17 +70,17 @@ def _expm1(k, x) -> str:
 
 
 @expansion(Op.ELU)
-def elu(k, x, alpha=1.0):
+def elu(k, x, alpha):
     return _negative_part(k, x, k.scalar("mul", _expm1(k, x), alpha))
 
 
 @expansion(Op.SELU)
-def selu(k, x, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
+def selu(k, x, alpha, gamma):
     return k.scalar("mul", elu(k, x, alpha), gamma)
 
 
 @expansion(Op.CELU)
-def celu(k, x, alpha=1.0):
+def celu(k, x, alpha):
     return _negative_part(k, x, k.scalar("mul", _expm1(k, k.scalar("div", x, alpha)), alpha))
 
 
@@ -88,7 +91,7 @@ def sigmoid(k, x):
 
 
 @expansion(Op.HARD_SIGMOID)
-def hard_sigmoid(k, x, alpha=0.2, beta=0.5):
+def hard_sigmoid(k, x, alpha, beta):
     return k.scalar("min", k.scalar("max", k.scalar("add", k.scalar("mul", x, alpha), beta), 0.0), 1.0)
 
 
@@ -98,7 +101,7 @@ def hard_swish(k, x):
 
 
 @expansion(Op.SOFTPLUS)
-def softplus(k, x, beta=1.0, threshold=None):
+def softplus(k, x, beta, threshold):
     bx = k.scalar("mul", x, beta) if beta != 1.0 else x
     # log(1 + exp(bx)) = max(bx, 0) + log(1 + exp(-|bx|)): no overflow for large |bx|
     tail = k.unary("log", k.scalar("add", k.unary("exp", k.unary("neg", k.unary("abs", bx))), 1.0))
@@ -134,7 +137,7 @@ def erf(k, x):
 
 
 @expansion(Op.GELU)
-def gelu(k, x, approximate="none"):
+def gelu(k, x, approximate):
     if approximate == "tanh":
         cube = k.binary("mul", k.binary("mul", x, x), x)
         inner = k.scalar("mul", k.binary("add", x, k.scalar("mul", cube, 0.044715)), math.sqrt(2.0 / math.pi))
@@ -151,11 +154,11 @@ def silu(k, x):
 
 @expansion(Op.MISH)
 def mish(k, x):
-    return k.binary("mul", x, k.unary("tanh", softplus(k, x)))
+    return k.binary("mul", x, k.unary("tanh", apply(k, Op.SOFTPLUS, x, {})))
 
 
 @expansion(Op.CLIP)
-def clip(k, x, min=None, max=None):
+def clip(k, x, min, max):
     if min is not None:
         x = k.scalar("max", x, min)
     if max is not None:

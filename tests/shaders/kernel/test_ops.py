@@ -4,6 +4,9 @@ unary float instructions match central differences of their numpy meaning."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -14,6 +17,7 @@ from coopnn.backends.portable import target as portable_target
 from coopnn.shaders.kernel.builder import KernelBuilder
 from coopnn.shaders.kernel.eager import NumpyKernel
 from coopnn.shaders.kernel.interpret import run_program
+from coopnn.shaders.kernel import ops
 from coopnn.shaders.kernel.ops import KERNEL_OPS
 from coopnn.shaders.kernel.printer import print_program
 from coopnn.shaders.kernel.program import VecType
@@ -33,6 +37,7 @@ UNARY_FLOAT = {name for name, op in KERNEL_OPS.items()
 WEIGHT = (np.arange(12, dtype=np.float32).reshape(3, 4) - 5) / 8
 BIAS = np.array([0.5, -0.25, 1.0], np.float32)
 SCALE = 3.0
+README = Path(ops.__file__).with_name("README.md")
 
 
 def every_instruction() -> KernelBuilder:
@@ -71,6 +76,11 @@ def every_instruction() -> KernelBuilder:
 def test_every_target_lowers_every_instruction():
     assert set(portable_target.LOWERINGS) == set(KERNEL_OPS)
     assert set(coopvec_target.LOWERINGS) == set(KERNEL_OPS)
+
+
+def test_the_readme_names_every_instruction():
+    words = set(re.findall(r"[a-z_.]+", README.read_text()))
+    assert set(KERNEL_OPS) <= words, set(KERNEL_OPS) - words
 
 
 def test_the_test_kernel_uses_every_instruction():

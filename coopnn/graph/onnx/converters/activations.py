@@ -1,34 +1,18 @@
-"""Activation functions: Relu, LeakyRelu, PRelu, Elu, Selu, Celu, Sigmoid, HardSigmoid, HardSwish, Tanh, Softplus,
-Softsign, Gelu, Mish and Clip, each onto its IR operator (ONNX attribute names are the IR's)."""
+"""Activation functions, each onto its IR operator: every row of `coopnn.graph.activations` with an ONNX operator
+(Relu, LeakyRelu, Elu, Selu, Celu, Sigmoid, HardSigmoid, HardSwish, Tanh, Softplus, Softsign, Gelu, Mish and the
+unary math functions Exp, Log, Sin, Cos, Neg, Abs, Sqrt, Reciprocal, Erf, Floor, Ceil, Sign), whose attributes
+are the IR's with the same names and defaults, and PRelu and Clip, which ONNX writes differently."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+from coopnn.graph.activations import ACTIVATIONS
 from coopnn.graph.ir import Op
 from coopnn.graph.onnx.context import ConversionContext
 from coopnn.graph.onnx.node import OnnxNode
 from coopnn.graph.onnx.registry import Converter, converter
-
-_SELU_ALPHA = 1.67326319217681884765625
-_SELU_GAMMA = 1.05070102214813232421875
-
-# op_type: (operator versions, IR operator, attributes with their ONNX defaults)
-_ACTIVATIONS: dict[str, tuple[tuple[int, ...], Op, Mapping[str, Any]]] = {
-    "Relu": ((6, 13, 14), Op.RELU, {}),
-    "LeakyRelu": ((6, 16), Op.LEAKY_RELU, {"alpha": 0.01}),
-    "Elu": ((6, 22), Op.ELU, {"alpha": 1.0}),
-    "Selu": ((6, 22), Op.SELU, {"alpha": _SELU_ALPHA, "gamma": _SELU_GAMMA}),
-    "Celu": ((12, 28), Op.CELU, {"alpha": 1.0}),
-    "Sigmoid": ((6, 13), Op.SIGMOID, {}),
-    "HardSigmoid": ((6, 22), Op.HARD_SIGMOID, {"alpha": 0.2, "beta": 0.5}),
-    "HardSwish": ((14, 22), Op.HARD_SWISH, {}),
-    "Tanh": ((6, 13), Op.TANH, {}),
-    "Softplus": ((1, 22), Op.SOFTPLUS, {}),
-    "Softsign": ((1, 22), Op.SOFTSIGN, {}),
-    "Gelu": ((20,), Op.GELU, {"approximate": "none"}),
-    "Mish": ((18, 22), Op.MISH, {}),
-}
+from coopnn.graph.ops import forward_defaults
 
 
 def _activation(ir_op: Op, defaults: Mapping[str, Any]) -> Converter:
@@ -39,8 +23,10 @@ def _activation(ir_op: Op, defaults: Mapping[str, Any]) -> Converter:
     return convert
 
 
-for _op_type, (_since, _ir_op, _defaults) in _ACTIVATIONS.items():
-    converter(_op_type, since=_since)(_activation(_ir_op, _defaults))
+for _op, _activation_def in ACTIVATIONS.items():
+    if _activation_def.onnx is not None:
+        _defaults = {name: forward_defaults(_op)[name] for name in _activation_def.onnx.attributes}
+        converter(_activation_def.onnx.op_type, since=_activation_def.onnx.since)(_activation(_op, _defaults))
 
 
 @converter("PRelu", since=(7, 9, 16))

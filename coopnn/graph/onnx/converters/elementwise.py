@@ -1,5 +1,6 @@
-"""Elementwise operators: arithmetic (Add, Sub, Mul, Div, Pow, Max, Min, Sum, Mean and the unary math functions),
-comparisons, logical operators and Where. Operands broadcast as in numpy, constants included."""
+"""Elementwise operators: arithmetic (Add, Sub, Mul, Div, Pow, Max, Min, Sum, Mean), comparisons, logical operators
+and Where. Operands broadcast as in numpy, constants included. The unary math functions are activations
+(`converters/activations.py`)."""
 
 from __future__ import annotations
 
@@ -12,21 +13,6 @@ from coopnn.graph.onnx.registry import Converter, converter
 
 # op_type: (operator versions, IR operator). Binary operators before opset 7 broadcast by a different rule (the
 # `broadcast` and `axis` attributes) and are left out; variadic ones before 8 take equal shapes, a case of numpy's.
-_UNARY: dict[str, tuple[tuple[int, ...], Op]] = {
-    "Neg": ((6, 13), Op.NEG),
-    "Abs": ((6, 13), Op.ABS),
-    "Sqrt": ((6, 13), Op.SQRT),
-    "Reciprocal": ((6, 13), Op.RECIPROCAL),
-    "Floor": ((6, 13), Op.FLOOR),
-    "Ceil": ((6, 13), Op.CEIL),
-    "Sign": ((9, 13), Op.SIGN),
-    "Exp": ((6, 13), Op.EXP),
-    "Log": ((6, 13), Op.LOG),
-    "Sin": ((7, 22), Op.SIN),
-    "Cos": ((7, 22), Op.COS),
-    "Erf": ((9, 13), Op.ERF),
-    "Not": ((1,), Op.NOT),
-}
 _BINARY: dict[str, tuple[tuple[int, ...], Op]] = {
     "Add": ((7, 13, 14), Op.ADD),
     "Sub": ((7, 13, 14), Op.SUB),
@@ -47,13 +33,6 @@ _VARIADIC: dict[str, tuple[tuple[int, ...], Op]] = {
     "Min": ((6, 8, 12, 13), Op.MIN),
     "Sum": ((6, 8, 13), Op.ADD),
 }
-
-
-def _unary(ir_op: Op) -> Converter:
-    def convert(node: OnnxNode, ctx: ConversionContext) -> None:
-        ctx.emit(ir_op, [node.input(0)], output=node.outputs[0])
-
-    return convert
 
 
 def _binary(ir_op: Op) -> Converter:
@@ -80,12 +59,15 @@ def _variadic(ir_op: Op) -> Converter:
     return convert
 
 
-for _op_type, (_since, _ir_op) in _UNARY.items():
-    converter(_op_type, since=_since)(_unary(_ir_op))
 for _op_type, (_since, _ir_op) in _BINARY.items():
     converter(_op_type, since=_since)(_binary(_ir_op))
 for _op_type, (_since, _ir_op) in _VARIADIC.items():
     converter(_op_type, since=_since)(_variadic(_ir_op))
+
+
+@converter("Not", since=1)
+def logical_not(node: OnnxNode, ctx: ConversionContext) -> None:
+    ctx.emit(Op.NOT, [node.input(0)], output=node.outputs[0])
 
 
 @converter("Mean", since=(6, 8, 13))
