@@ -1,5 +1,6 @@
-"""The kernel derivatives of the unary operators, run by the kernel interpreter, against the numpy rules of
-`coopnn.train.activation_grads` in float32."""
+"""The kernel derivatives of the unary operators, run by the kernel interpreter, against `coopnn.train.activation_grads`
+in float32: the same rules evaluated on numpy arrays, which differ only where a rule applies a graph activation (the
+kernel's expansion there, the numpy reference on arrays)."""
 
 from __future__ import annotations
 
