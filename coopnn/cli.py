@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 
 from coopnn.errors import CoopnnError
+from coopnn.layouts.formats import format_names
 from coopnn.tables import format_table
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
@@ -77,7 +78,8 @@ def _run_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", "-o", required=True, help=".npy (one output) or .npz keyed by output name")
     p.add_argument("--backend", "-b", default="auto", help="backend name or auto (see `coopnn info`)")
     p.add_argument("--weights", default="auto",
-                   help="weight format: auto (float16 where accurate on a cooperative-vector GPU), fp32 or fp16")
+                   help="weight format: auto (float16 where accurate on a cooperative-vector GPU) or one of "
+                        f"{', '.join(format_names())}")
     p.add_argument("--device", default=None, help="Vulkan device index or name substring")
 
 
@@ -121,7 +123,8 @@ def _compile_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--emit", "-e", default="spirv", choices=["spirv", "spvasm", "tl"],
                    help="SPIR-V binary, SPIR-V assembly, or the kernel program in the tensor language")
     p.add_argument("--weights", default=None,
-                   help="weight format (fp32, fp16, ...); default: the target's own (portable fp32, coopvec fp16)")
+                   help=f"weight format ({', '.join(format_names())}); default: the target's own (portable fp32, "
+                        "coopvec fp16)")
     p.add_argument("--output", "-o", required=True, help="file to write")
 
 
@@ -160,7 +163,8 @@ def _bench_setup(p: argparse.ArgumentParser) -> None:
                    help=f"baselines run alongside: none, all, or names ({', '.join(REFERENCE_ORDER)})")
     p.add_argument("--batch", type=_batch_list, default=DEFAULT_BATCHES,
                    help="batch sizes, e.g. 16384,262144,2097152 or 2^14,2^18,2^21 (the default)")
-    p.add_argument("--weights", default="fp16", help="coopnn weight format (fp16, fp32, ...); default fp16")
+    p.add_argument("--weights", default="fp16",
+                   help=f"coopnn weight format ({', '.join(format_names())}); default fp16")
     p.add_argument("--runs", type=int, default=budget.runs, help=f"timed runs per batch (default {budget.runs})")
     p.add_argument("--warmup", type=int, default=budget.warmup, help=f"warm-up runs (default {budget.warmup})")
     p.add_argument("--budget", type=float, default=budget.seconds_per_batch,

@@ -14,7 +14,8 @@ from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.kernel.printer import print_program
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import disassemble
-from coopnn.backends import target
+from coopnn.backends import target, target_format
+from coopnn.layouts.formats.format import WeightFormat
 from coopnn.shaders.targets.base import Binary
 
 
@@ -55,11 +56,11 @@ class Program:
         return disassemble(self.binary.spirv)
 
 
-def compile_graph(graph: Graph, *, target_name: str = "portable", weights: str | None = None,
+def compile_graph(graph: Graph, *, target_name: str = "portable", weights: str | WeightFormat | None = None,
                   workgroup_size: int = 64) -> Program:
+    fmt = target_format(target_name, weights)
     kernel = lower(graph)
-    chosen = target(target_name)
-    binary = chosen.compile(kernel, weights or chosen.default_weights, workgroup_size)
+    binary = target(target_name).compile(kernel, fmt, workgroup_size)
     return Program(graph, kernel, binary, print_program(kernel, workgroup_size))
 
 

@@ -23,6 +23,8 @@ from coopnn.graph.ir import Graph, Value
 from coopnn.graph.onnx.export import export_onnx
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
+from coopnn.layouts.formats import weight_format
+from coopnn.layouts.formats.format import WeightFormat
 from coopnn.interop import is_cuda_array
 from coopnn.interop.device_arrays import DeviceArray, run_on_device
 from coopnn import backends
@@ -49,11 +51,12 @@ class TensorInfo:
 class Model:
     """A graph prepared on one backend. Call `run(x)` (or the model itself); close it, or use it in a `with`."""
 
-    def __init__(self, graph: Graph, choice: backends.Choice, executable: backends.Executable, weights: str,
-                 device: str | int | None = None):
+    def __init__(self, graph: Graph, choice: backends.Choice, executable: backends.Executable,
+                 weights: WeightFormat, device: str | int | None = None):
         self.backend: str = choice.backend.name
         self.backend_reason: str = choice.reason
-        self.weights = weights
+        self.weight_format = weights
+        self.weights: str = weights.name  # what users pass as `weights=` and read back
         self.device = device
         self.inputs = tuple(TensorInfo.of(v) for v in graph.inputs)
         self.outputs = tuple(TensorInfo.of(v) for v in graph.outputs)
@@ -177,13 +180,14 @@ class Model:
                     self._executable_is_stale = False
                     return self._executable
                 graph = self.graph
-                if not self._prepared_backend.refresh(self._executable, graph, weights=self.weights):
+                if not self._prepared_backend.refresh(self._executable, graph, weights=self.weight_format):
                     backend = self._prepared_backend
-                    examined = backend.examine(graph, self.weights, self.device)
+                    examined = backends.examine(backend, graph, self.weight_format, self.device)
                     if examined.reason:
                         raise CompileError(f"backend {backend.name!r} cannot run the new parameters of model "
                                            f"{graph.name!r}: {examined.reason}")
-                    executable = backend.prepare(graph, examined.lowered, weights=self.weights, device=self.device)
+                    executable = backend.prepare(graph, examined.lowered, weights=self.weight_format,
+                                                 device=self.device)
                     self._executable.close()
                     self._executable = executable
                 self._executable_is_stale = False
@@ -301,7 +305,7 @@ def load(
     model: str | os.PathLike | bytes | onnx.ModelProto,
     *,
     backend: str = "auto",
-    weights: str = "auto",
+    weights: str | WeightFormat = "auto",
     device: str | int | None = None,
     weights_file: str | os.PathLike | None = None,
     calibration: Any = None,
@@ -321,20 +325,23 @@ def load(
     return prepare(graph, backend=backend, weights=weights, device=device, calibration=calibration)
 
 
-def prepare(graph: Graph, *, backend: str = "auto", weights: str = "auto", device: str | int | None = None,
-            calibration: Any = None) -> Model:
-    """Prepare an already imported and optimised graph on a backend (see `load` for `weights` and `calibration`)."""
+def prepare(graph: Graph, *, backend: str = "auto", weights: str | WeightFormat = "auto",
+            device: str | int | None = None, calibration: Any = None) -> Model:
+    """Prepare an already imported and optimised graph on a backend (see `load` for `weights` and `calibration`).
+    The weight format is resolved here, once; everything after takes the `WeightFormat`."""
     reasons, examined = [], {}
     if weights == "auto":
         chosen = choose_weights(graph, backend, device, calibration)
-        weights, examined = chosen.weights, chosen.examined
+        fmt, examined = chosen.weights, chosen.examined
         reasons.append(chosen.reason)
-    elif calibration is not None:
-        raise InputError(f"calibration= is used by weights='auto' only; weights={weights!r} was given")
-    choice = backends.choose(backend, graph, weights, device, examined)
+    else:
+        fmt = weight_format(weights)
+        if calibration is not None:
+            raise InputError(f"calibration= is used by weights='auto' only; weights={fmt.name!r} was given")
+    choice = backends.choose(backend, graph, fmt, device, examined)
     if backend == "auto" and choice.backend.name == "numpy":
         log.warning("coopnn: no Vulkan backend runs %r faster here, using numpy (%s)", graph.name, choice.reason)
-    executable = choice.backend.prepare(graph, choice.lowered, weights=weights, device=device)
+    executable = choice.backend.prepare(graph, choice.lowered, weights=fmt, device=device)
     if reasons:
         choice = dataclasses.replace(choice, reason="; ".join([choice.reason] + reasons))
-    return Model(graph, choice, executable, weights, device)
+    return Model(graph, choice, executable, fmt, device)

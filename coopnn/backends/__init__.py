@@ -3,7 +3,8 @@
 
 `backend="auto"` takes the highest-priority backend that is available and supports the model; the choice and the
 reasons the faster ones were passed over are recorded, never decided silently. Each backend examines the graph once,
-and what it lowered is kept for `prepare`.
+and what it lowered is kept for `prepare`. A weight format reaches a backend only when it is one of the backend's
+`formats`, checked here (`examine`, `target_format`) and nowhere else.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import Any, Mapping
 from coopnn.backends.base import Backend, Examined, Executable, TrainingSession
 from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.graph.ir import Graph
+from coopnn.layouts.formats import weight_format
+from coopnn.layouts.formats.format import WeightFormat
 
 
 @dataclass(frozen=True)
@@ -93,13 +96,42 @@ def target_names() -> list[str]:
     return sorted(b.target.name for b in all_backends() if b.target is not None)
 
 
-def target(name: str):
-    """The shader target `name` (CompileError listing the targets when there is none)."""
+def _compiling(name: str) -> Backend:
     _load_builtin()
     backend = _REGISTRY.get(name)
     if backend is None or backend.target is None:
         raise CompileError(f"unknown target {name!r}; targets: {', '.join(target_names())}")
-    return backend.target
+    return backend
+
+
+def target(name: str):
+    """The shader target `name` (CompileError listing the targets when there is none)."""
+    return _compiling(name).target
+
+
+def _refusal(backend: Backend, what: str, weights: WeightFormat) -> str | None:
+    """None when `backend` accepts `weights`, else what it stores instead, its `what` ("target", "backend") named."""
+    if weights in backend.formats:
+        return None
+    return (f"the {backend.name} {what} stores weights as {' or '.join(f.name for f in backend.formats)}, not "
+            f"{weights.name!r} (pass weights={backend.formats[0].name!r})")
+
+
+def target_format(name: str, weights: str | WeightFormat | None) -> WeightFormat:
+    """The weight format target `name` compiles with: `weights` resolved, or the backend's first format for None
+    (CompileError when the backend does not accept it)."""
+    backend = _compiling(name)
+    fmt = backend.formats[0] if weights is None else weight_format(weights)
+    why = _refusal(backend, "target", fmt)
+    if why:
+        raise CompileError(why)
+    return fmt
+
+
+def examine(backend: Backend, graph: Graph, weights: WeightFormat, device: str | int | None) -> Examined:
+    """`backend.examine`, once the weight format is one the backend accepts."""
+    why = _refusal(backend, "backend", weights)
+    return Examined(why) if why else backend.examine(graph, weights, device)
 
 
 @dataclass(frozen=True)
@@ -109,7 +141,7 @@ class Choice:
     lowered: Any = None  # what the backend lowered while examining the graph, handed to its `prepare`
 
 
-def choose(name: str, graph: Graph, weights: str, device: str | int | None,
+def choose(name: str, graph: Graph, weights: WeightFormat, device: str | int | None,
            examined: Mapping[str, Examined] | None = None) -> Choice:
     """Pick the backend for `graph`: the named one (raising when it can't run) or, for "auto", the best that can.
     `examined` holds answers some backends already gave for this graph and `weights`, by name."""
@@ -119,14 +151,14 @@ def choose(name: str, graph: Graph, weights: str, device: str | int | None,
         why = backend.unavailable_reason()
         if why:
             raise BackendUnavailableError(f"backend {name!r} is unavailable: {why}")
-        answer = examined.get(name) or backend.examine(graph, weights, device)
+        answer = examined.get(name) or examine(backend, graph, weights, device)
         if answer.reason:
             raise CompileError(f"backend {name!r} cannot run model {graph.name!r}: {answer.reason}")
         return Choice(backend, "requested", answer.lowered)
     passed_over = []
     for backend in all_backends():
         why = backend.unavailable_reason()
-        answer = Examined(why) if why else examined.get(backend.name) or backend.examine(graph, weights, device)
+        answer = Examined(why) if why else examined.get(backend.name) or examine(backend, graph, weights, device)
         why = answer.reason or backend.auto_skip_reason(device)
         if why is None:
             reason = "auto: fastest available" if not passed_over else "auto: " + "; ".join(passed_over)
@@ -136,5 +168,5 @@ def choose(name: str, graph: Graph, weights: str, device: str | int | None,
 
 
 __all__ = ["Backend", "BackendStatus", "Choice", "Examined", "Executable", "TrainingSession", "all_backends",
-           "choose", "get", "register", "statuses", "target", "target_names", "training_backend",
-           "training_backends"]
+           "choose", "examine", "get", "register", "statuses", "target", "target_format", "target_names",
+           "training_backend", "training_backends"]

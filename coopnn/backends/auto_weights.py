@@ -21,7 +21,10 @@ import numpy as np
 
 from coopnn.errors import InputError
 from coopnn.graph.ir import Graph
-from coopnn.layouts.formats import run_fp16_emulation
+from coopnn.layouts.formats.emulation import run_fp16_emulation
+from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
+from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn import backends
 from coopnn.backends.base import Examined
 from coopnn.backends.numpy.inference import run_graph
@@ -33,7 +36,7 @@ FLOAT16_BACKEND = "coopvec"
 
 @dataclass(frozen=True)
 class WeightsChoice:
-    weights: str
+    weights: WeightFormat
     reason: str
     error: float | None = None  # the float16 error measured, as a fraction of the output range
     examined: Mapping[str, Examined] = field(default_factory=dict)  # what backends answered, by name, for `weights`
@@ -87,24 +90,25 @@ def float16_error(graph: Graph, feeds: Mapping[str, np.ndarray]) -> float:
 
 
 def choose_weights(graph: Graph, backend: str, device, calibration: Any = None) -> WeightsChoice:
-    """What `weights="auto"` means for `graph` on `backend` ("auto" or a backend name)."""
-    if backend == FLOAT16_BACKEND:
-        return WeightsChoice("fp16", "weights='auto' on coopvec: float16, the only format its products take")
+    """What `weights="auto"` means for `graph` on `backend` ("auto" or a backend name): on a named backend, the
+    first of its formats."""
     if backend != "auto":
-        return WeightsChoice("fp32", f"weights='auto' on {backend}: float32")
+        formats = backends.get(backend).formats
+        only = ", the only format it takes" if len(formats) == 1 else ""
+        return WeightsChoice(formats[0], f"weights='auto' on {backend}: {formats[0].label}{only}")
     coopvec = backends.get(FLOAT16_BACKEND)
     why = coopvec.unavailable_reason()
-    examined = Examined(why) if why else coopvec.examine(graph, "fp16", device)
+    examined = Examined(why) if why else backends.examine(coopvec, graph, FP16, device)
     if examined.reason:
-        return WeightsChoice("fp32", "weights='auto': float32, as no float16 backend runs here")
+        return WeightsChoice(FP32, "weights='auto': float32, as no float16 backend runs here")
     feeds = default_calibration(graph) if calibration is None else calibration_feeds(graph, calibration)
     samples = next(iter(feeds.values())).shape[0]
     error = float16_error(graph, feeds)
     source = "your calibration batch" if calibration is not None else "the default calibration batch"
     if error <= AUTO_TOLERANCE:
-        return WeightsChoice("fp16", f"weights='auto': float16, whose outputs stay within {error:.3%} of their range "
+        return WeightsChoice(FP16, f"weights='auto': float16, whose outputs stay within {error:.3%} of their range "
                                      f"from float32 on {source} ({samples} samples; tolerance "
                                      f"{AUTO_TOLERANCE:.1%})", error, {FLOAT16_BACKEND: examined})
-    return WeightsChoice("fp32", f"weights='auto': float32, as float16 puts the outputs {error:.1%} of their range "
+    return WeightsChoice(FP32, f"weights='auto': float32, as float16 puts the outputs {error:.1%} of their range "
                                  f"away from float32 on {source} ({samples} samples; tolerance {AUTO_TOLERANCE:.1%})",
                          error)

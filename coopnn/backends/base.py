@@ -1,6 +1,7 @@
 """What a backend is: the record each backend folder registers, and what its inference and training sessions offer.
 
-A backend says what it needs of a device, which weight formats it accepts and which shader target compiles its
+A backend says what it needs of a device, which weight formats it accepts (`formats`: the registry checks every request
+against them, so `examine`, `prepare` and `refresh` only ever get one of them) and which shader target compiles its
 kernels (None for numpy), examines a graph once (lowering it where it compiles kernels), and prepares the result for
 inference (`Executable`) and for training (`TrainingSession`).
 """
@@ -13,6 +14,7 @@ from typing import Any, Mapping, Protocol
 import numpy as np
 
 from coopnn.graph.ir import Graph
+from coopnn.layouts.formats.format import WeightFormat
 
 
 class Executable(Protocol):
@@ -65,6 +67,7 @@ class Backend(Protocol):
     priority: int  # auto prefers higher
     description: str
     target: Any  # the shader target compiling the backend's kernels (`coopnn.shaders.targets.base.Target`), or None
+    formats: tuple[WeightFormat, ...]  # the weight formats it accepts, the one `weights="auto"` takes on it first
     trains: bool  # whether `prepare_training` works
     # Vulkan features its kernels (inference and training) may use: the device's shared context enables those the
     # device has (`coopnn.runtime.vk.shared`), so the model and its trainer share one context.
@@ -73,17 +76,17 @@ class Backend(Protocol):
     def unavailable_reason(self) -> str | None:
         """None when the backend can run on this machine, otherwise what is missing and how to get it."""
 
-    def examine(self, graph: Graph, weights: str, device: str | int | None) -> Examined:
+    def examine(self, graph: Graph, weights: WeightFormat, device: str | int | None) -> Examined:
         """Whether the backend can run `graph` with `weights` on `device`, with what it lowered on the way."""
 
     def auto_skip_reason(self, device: str | int | None) -> str | None:
         """None when `backend="auto"` may take this backend on `device`; otherwise why a slower-ranked one is better
         there (it can still be asked for by name)."""
 
-    def prepare(self, graph: Graph, lowered: Any, *, weights: str, device: str | int | None) -> Executable:
-        """An executable for `graph`, from what `examine` lowered for it."""
+    def prepare(self, graph: Graph, lowered: Any, *, weights: WeightFormat, device: str | int | None) -> Executable:
+        """An executable for `graph` with its weights stored in format `weights`, from what `examine` lowered."""
 
-    def refresh(self, executable: Executable, graph: Graph, *, weights: str) -> bool:
+    def refresh(self, executable: Executable, graph: Graph, *, weights: WeightFormat) -> bool:
         """Make `executable` (prepared here for a graph of the same structure) run `graph`'s constants; False when it
         cannot, and the graph must be prepared anew."""
 

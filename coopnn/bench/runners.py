@@ -20,7 +20,8 @@ from coopnn.bench.torch_runners import (
     cuda_unavailable_reason,
     torch_unavailable_reason,
 )
-from coopnn.errors import BackendUnavailableError
+from coopnn.errors import BackendUnavailableError, CompileError
+from coopnn.layouts.formats import weight_format
 from coopnn import backends
 
 
@@ -62,6 +63,16 @@ class CoopnnRunner:
         self.model.close()
 
 
+def _coopnn_unsupported_reason(backend, model: BenchModel, weights: str) -> str | None:
+    """Why `backend` cannot run `model` with the weight format named `weights` (an unknown name included: the
+    suite reports it as a result), or None."""
+    try:
+        fmt = weight_format(weights)
+    except CompileError as e:
+        return str(e)
+    return backends.examine(backend, model.graph, fmt, None).reason
+
+
 def _coopnn_spec(backend) -> RunnerSpec:
     return RunnerSpec(
         name=backend.name,
@@ -69,7 +80,7 @@ def _coopnn_spec(backend) -> RunnerSpec:
         description=backend.description,
         precision=None,
         unavailable_reason=backend.unavailable_reason,
-        unsupported_reason=lambda model, weights: backend.examine(model.graph, weights, None).reason,
+        unsupported_reason=lambda model, weights: _coopnn_unsupported_reason(backend, model, weights),
         prepare=lambda model, weights: CoopnnRunner(model, backend.name, weights),
     )
 

@@ -12,13 +12,12 @@ from typing import Mapping
 import numpy as np
 
 from coopnn.layouts.formats import weight_format
+from coopnn.layouts.formats.format import WeightFormat
 
 # The cooperative-vector extension needs matrices at 64-byte and vectors at 16-byte offsets; the portable target
 # is satisfied by the same alignment, so every layout uses it.
 MATRIX_ALIGNMENT = 64
 VECTOR_ALIGNMENT = 16
-
-STORAGE_DTYPES = {"fp32": np.float32, "fp16": np.float16}
 
 
 @dataclass(frozen=True)
@@ -28,7 +27,7 @@ class Entry:
     size: int  # bytes
     shape: tuple[int, ...]
     layout: str  # "vector", "row_major", "column_major", "inferencing_optimal", "training_optimal"
-    dtype: str  # "fp32" or "fp16"
+    dtype: str  # the name of the weight format its elements are stored in ("fp32", "fp16", ...)
     stride: int = 0  # bytes between rows (row-major) or columns (column-major); 0 for vectors and optimal layouts
 
 
@@ -47,33 +46,30 @@ def align_up(n: int, alignment: int) -> int:
     return (n + alignment - 1) // alignment * alignment
 
 
-def pack(constants: Mapping[str, np.ndarray], roles: Mapping[str, str], fmt: str = "fp32",
+def pack(constants: Mapping[str, np.ndarray], roles: Mapping[str, str], fmt: WeightFormat,
          matrix_layout: str = "row_major") -> WeightImage:
     """Pack `constants` (param name -> array; `roles` says "matrix" or "vector") into one buffer in format `fmt`.
 
-    Values are rounded as the format's emulation says, so the numpy oracle and the packed buffer agree exactly.
+    Values are stored as the format encodes them, so its emulation (the numpy oracle) and the buffer agree exactly.
     """
-    if fmt not in STORAGE_DTYPES:
-        raise ValueError(f"weight format {fmt!r} cannot be packed in plain layouts; supported: {list(STORAGE_DTYPES)}")
     if matrix_layout not in ("row_major", "column_major"):
         raise ValueError(f"unknown plain layout {matrix_layout!r}; use row_major or column_major")
-    storage = np.dtype(STORAGE_DTYPES[fmt])
-    emulate = weight_format(fmt).emulate
+    itemsize = fmt.storage.itemsize
     chunks: list[tuple[int, bytes]] = []
     entries: dict[str, Entry] = {}
     offset = 0
     for name, array in constants.items():
-        array = emulate(np.asarray(array, np.float32))
+        array = np.asarray(array, np.float32)
         is_matrix = roles[name] == "matrix"
         offset = align_up(offset, MATRIX_ALIGNMENT if is_matrix else VECTOR_ALIGNMENT)
         if is_matrix and matrix_layout == "column_major":
             stored = np.ascontiguousarray(array.T)
         else:
             stored = np.ascontiguousarray(array)
-        raw = stored.astype(storage).tobytes()
+        raw = fmt.encode(stored).tobytes()
         layout = matrix_layout if is_matrix else "vector"
-        stride = stored.shape[-1] * storage.itemsize if is_matrix else 0
-        entries[name] = Entry(name, offset, len(raw), tuple(array.shape), layout, fmt, stride)
+        stride = stored.shape[-1] * itemsize if is_matrix else 0
+        entries[name] = Entry(name, offset, len(raw), tuple(array.shape), layout, fmt.name, stride)
         chunks.append((offset, raw))
         offset += len(raw)
     buffer = bytearray(align_up(max(offset, 4), 16))
@@ -85,8 +81,8 @@ def pack(constants: Mapping[str, np.ndarray], roles: Mapping[str, str], fmt: str
 def unpack(packed: WeightImage, name: str) -> np.ndarray:
     """The float32 values of one plain-layout entry (the inverse of `pack`, for tests and inspection)."""
     e = packed.entries[name]
-    storage = np.dtype(STORAGE_DTYPES[e.dtype])
-    flat = np.frombuffer(packed.data, storage, count=e.size // storage.itemsize, offset=e.offset).astype(np.float32)
+    fmt = weight_format(e.dtype)
+    flat = fmt.decode(np.frombuffer(packed.data, fmt.storage, count=e.size // fmt.storage.itemsize, offset=e.offset))
     if e.layout == "column_major":
         return flat.reshape(e.shape[::-1]).T.copy()
     return flat.reshape(e.shape)

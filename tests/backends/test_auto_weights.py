@@ -27,14 +27,14 @@ def float16_backend_here(monkeypatch):
 
 def test_a_relu_mlp_may_go_float16(float16_backend_here):
     choice = precision.choose_weights(_graph("mlp_32_64x4_16"), "auto", None)
-    assert choice.weights == "fp16" and choice.error < precision.AUTO_TOLERANCE
+    assert choice.weights.name == "fp16" and choice.error < precision.AUTO_TOLERANCE
     assert "float16, whose outputs stay within" in choice.reason and "default calibration" in choice.reason
 
 
 @pytest.mark.parametrize("name", ["siren_sdf", "neural_material_freq", "piecewise_where"])
 def test_sensitive_models_stay_float32(float16_backend_here, name):
     choice = precision.choose_weights(_graph(name), "auto", None)
-    assert choice.weights == "fp32" and choice.error > precision.AUTO_TOLERANCE
+    assert choice.weights.name == "fp32" and choice.error > precision.AUTO_TOLERANCE
     assert "float16 puts the outputs" in choice.reason
 
 
@@ -52,10 +52,10 @@ def test_the_users_calibration_batch_is_used(float16_backend_here):
 def test_named_backends_and_no_float16_backend_decide_without_measuring(monkeypatch):
     monkeypatch.setattr(precision, "float16_error", lambda *a: pytest.fail("measured without a float16 backend"))
     graph = _graph("mlp_32_64x4_16")
-    assert precision.choose_weights(graph, "coopvec", None).weights == "fp16"
-    assert precision.choose_weights(graph, "portable", None).weights == "fp32"
+    assert precision.choose_weights(graph, "coopvec", None).weights.name == "fp16"
+    assert precision.choose_weights(graph, "portable", None).weights.name == "fp32"
     monkeypatch.setattr(CoopvecBackend, "unavailable_reason", lambda self: "no GPU here")
-    assert precision.choose_weights(graph, "auto", None).weights == "fp32"
+    assert precision.choose_weights(graph, "auto", None).weights.name == "fp32"
 
 
 def test_error_measure_counts_non_finite_mismatches_as_the_whole_range(monkeypatch):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from coopnn.errors import CompileError
+from coopnn.layouts.formats import weight_format
 from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, pack, unpack
 
 
@@ -20,7 +22,7 @@ def _params():
 @pytest.mark.parametrize("fmt", ["fp32", "fp16"])
 def test_round_trip_and_alignment(fmt, layout):
     constants, roles = _params()
-    packed = pack(constants, roles, fmt, layout)
+    packed = pack(constants, roles, weight_format(fmt), layout)
     for name, array in constants.items():
         e = packed.entry(name)
         assert e.offset % (MATRIX_ALIGNMENT if roles[name] == "matrix" else VECTOR_ALIGNMENT) == 0
@@ -33,13 +35,13 @@ def test_round_trip_and_alignment(fmt, layout):
 
 def test_strides_say_how_rows_or_columns_are_laid_out():
     constants, roles = _params()
-    assert pack(constants, roles, "fp32", "row_major").entry("w0").stride == 3 * 4
-    assert pack(constants, roles, "fp16", "column_major").entry("w0").stride == 5 * 2
+    assert pack(constants, roles, weight_format("fp32"), "row_major").entry("w0").stride == 3 * 4
+    assert pack(constants, roles, weight_format("fp16"), "column_major").entry("w0").stride == 5 * 2
 
 
 def test_unknown_format_or_layout():
     constants, roles = _params()
-    with pytest.raises(ValueError, match="fp8"):
-        pack(constants, roles, "fp8")
+    with pytest.raises(CompileError, match="fp8"):
+        pack(constants, roles, weight_format("fp8"))
     with pytest.raises(ValueError, match="diagonal"):
-        pack(constants, roles, "fp32", "diagonal")
+        pack(constants, roles, weight_format("fp32"), "diagonal")

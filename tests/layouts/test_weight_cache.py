@@ -7,13 +7,14 @@ import os
 import numpy as np
 
 from coopnn.backends.coopvec.layouts import pack_plan, plan_weights
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.weight_cache import WeightImageCache
 
 
 def _packed():
     rng = np.random.default_rng(1)
     plan = plan_weights({"w0": rng.normal(size=(16, 5)).astype(np.float32)},
-                        {"b0": rng.normal(size=16).astype(np.float32)})
+                        {"b0": rng.normal(size=16).astype(np.float32)}, FP16)
     return pack_plan(plan, "inferencing_optimal", lambda m: m.tobytes()[::-1])
 
 

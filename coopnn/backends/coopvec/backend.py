@@ -1,7 +1,8 @@
 """The coopvec backend's record: the cooperative-vector target on a device with VK_NV_cooperative_vector.
 
 It is offered only where the device lists every type combination the model's matrix-vector products use and holds
-vectors as long as the model's. Weights are converted to the driver's InferencingOptimal layout on the host
+vectors as long as the model's. Weights are stored in the weight format the model was loaded with (one of
+`CoopvecBackend.formats`) and converted to the driver's InferencingOptimal layout on the host
 (vkConvertCooperativeVectorMatrixNV: size query, then conversion) through the device's shared context, once per model,
 device and driver: the packed buffer and its manifest are cached on disk next to the pipeline cache (`weights/`). The
 SPIR-V is then compiled against that manifest and run by the shared `KernelExecutable`.
@@ -17,13 +18,15 @@ from coopnn.disk_cache import cache_dir
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Graph
 from coopnn.backends.coopvec.layouts import WeightPlan, pack_plan
+from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.pack import WeightImage
 from coopnn.layouts.weight_cache import WeightImageCache
 from coopnn.runtime.executable import KernelExecutable, chosen_device, device_unavailable_reason
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.backends.base import Examined
-from coopnn.backends.coopvec.target import FEATURES, WEIGHT_FORMATS, CoopvecTarget, requirements, weight_plan
+from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget, requirements, weight_plan
 from coopnn.backends.coopvec.training import CoopvecTrainingSession, TRAINING_FEATURES
 from coopnn.backends.trained_weights import trained_entries
 
@@ -73,13 +76,14 @@ def weight_cache() -> WeightImageCache:
 def convert_weights(plan: WeightPlan, device: str | int | None) -> WeightImage:
     """The plan packed in the driver's InferencingOptimal layout, converted on the host by the device's driver."""
     from coopnn.runtime.vk.shared import open_context
-    from coopnn.backends.coopvec.driver import convert_on_host, float16_matrix
+    from coopnn.backends.coopvec.driver import convert_on_host, matrix_format
 
     with open_context(device, features={"cooperativeVector"}) as context:
         def convert(matrix):
             rows, columns = matrix.shape
-            return convert_on_host(context, matrix, float16_matrix(rows, columns, "row_major", columns * 2),
-                                   float16_matrix(rows, columns, LAYOUT))
+            return convert_on_host(context, matrix,
+                                   matrix_format(plan.format, rows, columns, "row_major", matrix.strides[0]),
+                                   matrix_format(plan.format, rows, columns, LAYOUT))
 
         return pack_plan(plan, LAYOUT, convert)
 
@@ -99,14 +103,14 @@ def optimal_weights(plan: WeightPlan, device: str | int | None) -> WeightImage:
     return packed
 
 
-def prepare_coopvec(graph: Graph, program: KernelProgram, device: str | int | None,
+def prepare_coopvec(graph: Graph, program: KernelProgram, weights: WeightFormat, device: str | int | None,
                     workgroup_size: int = WORKGROUP_SIZE) -> KernelExecutable:
     from coopnn.runtime.vk.shared import open_context
 
     # held from the conversion to the executable, so both use one shared context rather than making two in turn
     with open_context(device, features=FEATURES):
-        packed = optimal_weights(weight_plan(program), device)
-        binary = CoopvecBackend.target.compile(program, "fp16", workgroup_size, packed=packed)
+        packed = optimal_weights(weight_plan(program, weights), device)
+        binary = CoopvecBackend.target.compile(program, weights, workgroup_size, packed=packed)
         # device addresses let `convert_in_place` write new weights with the driver's conversion on the GPU
         binary = dataclasses.replace(binary, features=binary.features | {"bufferDeviceAddress"})
         return KernelExecutable(binary, graph, device, program.sources)
@@ -114,13 +118,14 @@ def prepare_coopvec(graph: Graph, program: KernelProgram, device: str | int | No
 
 def convert_in_place(executable: KernelExecutable, plan: WeightPlan) -> bool:
     """New values for the executable's weights (a plan of the same matrices and biases), converted to
-    InferencingOptimal on the GPU by vkCmdConvertCooperativeVectorMatrixNV; False when the plan's layout differs."""
+    InferencingOptimal on the GPU by vkCmdConvertCooperativeVectorMatrixNV; False when the plan's layout or weight
+    format differs."""
     from coopnn.backends.coopvec.driver import repack
     from coopnn.runtime.vk.memory import HostAccess
 
     current = executable.binary.weight_image.entries
-    shapes = {name: array.shape for name, array in {**plan.matrices, **plan.biases}.items()}
-    if {name: entry.shape for name, entry in current.items()} != shapes:
+    held = {name: (array.shape, plan.format.name) for name, array in {**plan.matrices, **plan.biases}.items()}
+    if {name: (entry.shape, entry.dtype) for name, entry in current.items()} != held:
         return False
     row_major = pack_plan(plan)
     context = executable.context
@@ -140,16 +145,14 @@ class CoopvecBackend:
     description = ("cooperative vectors (VK_NV_cooperative_vector): float16 matrix-vector products on tensor cores, "
                    "one invocation per sample")
     target = CoopvecTarget()
+    formats = (FP16,)  # what its matrix-vector products multiply
     trains = True
     device_features = FEATURES | {"bufferDeviceAddress"} | TRAINING_FEATURES
 
     def unavailable_reason(self) -> str | None:
         return device_unavailable_reason(None, _device_needs)
 
-    def examine(self, graph: Graph, weights: str, device) -> Examined:
-        if weights not in WEIGHT_FORMATS:
-            return Examined(f"weight format {weights!r} is not supported: its matrix-vector products take float16 "
-                            f"matrices (load with weights='fp16')")
+    def examine(self, graph: Graph, weights: WeightFormat, device) -> Examined:
         why = device_unavailable_reason(device, _device_needs)
         if why:
             return Examined(why)
@@ -162,12 +165,12 @@ class CoopvecBackend:
     def auto_skip_reason(self, device) -> str | None:
         return None
 
-    def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: str, device) -> KernelExecutable:
-        return prepare_coopvec(graph, lowered, device)
+    def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: WeightFormat, device) -> KernelExecutable:
+        return prepare_coopvec(graph, lowered, weights, device)
 
-    def refresh(self, executable: KernelExecutable, graph: Graph, *, weights: str) -> bool:
+    def refresh(self, executable: KernelExecutable, graph: Graph, *, weights: WeightFormat) -> bool:
         program = lower(graph)
-        if not convert_in_place(executable, weight_plan(program)):
+        if not convert_in_place(executable, weight_plan(program, weights)):
             return False
         executable.sources = dict(program.sources)
         return True
@@ -180,7 +183,7 @@ class CoopvecBackend:
 
         if not isinstance(session, CoopvecTrainingSession):
             return False
-        pairs = trained_entries(executable, session, session.layout.entries("fp16"))
+        pairs = trained_entries(executable, session, session.layout.entries(FP16))
         if pairs is None:
             return False
         context = executable.context

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from coopnn.errors import BackendUnavailableError
+from coopnn.layouts.formats import weight_format
+from coopnn.layouts.formats.format import WeightFormat
 from coopnn.runtime.vk import nv_ffi
 from coopnn.runtime.vk.loader import check, load_vulkan
 from coopnn.runtime.vk.memory import as_bytes
@@ -36,9 +38,10 @@ class MatrixFormat:
     stride: int = 0
 
 
-def float16_matrix(rows: int, columns: int, layout: str, stride: int = 0) -> MatrixFormat:
-    """A float16 matrix in `layout`, named as manifest entries name it ("row_major", "inferencing_optimal", ...)."""
-    return MatrixFormat(rows, columns, ComponentType.FLOAT16, MatrixLayout[layout.upper()], stride)
+def matrix_format(fmt: WeightFormat, rows: int, columns: int, layout: str, stride: int = 0) -> MatrixFormat:
+    """A matrix of `fmt` elements in `layout`, named as manifest entries name it ("row_major", "inferencing_optimal",
+    ...)."""
+    return MatrixFormat(rows, columns, ComponentType[fmt.component_type], MatrixLayout[layout.upper()], stride)
 
 
 @dataclass(frozen=True)
@@ -141,9 +144,9 @@ def record_conversions(context: VulkanContext, command_buffer, conversions: Sequ
 
 def repack(context: VulkanContext, source: Buffer, source_entries: Mapping[str, Entry], destination: Buffer,
            destination_entries: Mapping[str, Entry]) -> Callable[[object], None]:
-    """A recording that rewrites every entry of `destination` from the same-named float16 entry of `source`:
-    matrices (row-major in `source`) converted to the destination's layout, vectors copied. Both buffers need device
-    addresses; ordering is the caller's, as for `record_conversions`."""
+    """A recording that rewrites every entry of `destination` from the same-named entry of `source`: matrices
+    (row-major in `source`) converted to the destination's layout and weight format, vectors (of one format in both)
+    copied. Both buffers need device addresses; ordering is the caller's, as for `record_conversions`."""
     conversions, copies = [], []
     for name, entry in destination_entries.items():
         origin = source_entries[name]
@@ -151,10 +154,11 @@ def repack(context: VulkanContext, source: Buffer, source_entries: Mapping[str, 
             copies.append(vk.VkBufferCopy(srcOffset=origin.offset, dstOffset=entry.offset, size=entry.size))
             continue
         rows, columns = entry.shape
-        conversions.append(MatrixConversion(source, origin.offset, origin.size,
-                                            float16_matrix(rows, columns, origin.layout, origin.stride),
-                                            destination, entry.offset, entry.size,
-                                            float16_matrix(rows, columns, entry.layout, entry.stride)))
+        conversions.append(MatrixConversion(
+            source, origin.offset, origin.size,
+            matrix_format(weight_format(origin.dtype), rows, columns, origin.layout, origin.stride),
+            destination, entry.offset, entry.size,
+            matrix_format(weight_format(entry.dtype), rows, columns, entry.layout, entry.stride)))
 
     def record(command_buffer) -> None:
         record_conversions(context, command_buffer, conversions)

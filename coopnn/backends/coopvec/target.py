@@ -7,9 +7,9 @@ device's driver, row- or column-major with a stride otherwise. Inputs and output
 copies the user's arrays as they are), read and written with OpCooperativeVectorLoadNV/StoreNV where a sample's row is
 a whole number of 16-byte groups, component by component otherwise.
 
-Numerics, which `coopnn.layouts.formats.run_fp16_emulation` reproduces: inputs (rounded as they are loaded),
-matrix-vector operands and results, and outputs (rounded, then widened exactly) are float16; everything else is
-float32. Instructions whose result is exact in float16 when their operands
+Numerics, which `coopnn.layouts.formats.emulation.run_fp16_emulation` reproduces: inputs (rounded as they are
+loaded), matrix-vector operands and results, and outputs (rounded, then widened exactly) are float16; everything else
+is float32. Instructions whose result is exact in float16 when their operands
 are (max, min, neg, abs, comparisons, selects, gathers) stay in float16, so ReLU layers never leave it. Whole-vector
 instructions are used where the extension allows them on cooperative vectors (arithmetic, FMax, FMin, FClamp, Exp,
 Log, Tanh); the rest (Sin, Cos, Sqrt, Floor, Ceil, FSign, Pow, comparisons, selects, gathers, reductions) go component
@@ -26,6 +26,7 @@ import numpy as np
 
 from coopnn.errors import CompileError
 from coopnn.backends.coopvec.layouts import COMPONENT_ALIGNMENT, WeightPlan, pack_plan, padded, plan_weights
+from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.pack import WeightImage
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
@@ -33,7 +34,6 @@ from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_c
 from coopnn.backends.coopvec.values import Forms, Held
 from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNARY, LOGICAL, TANH_LIMIT, numpy_pow
 
-WEIGHT_FORMATS = ("fp16",)
 LAYOUT_ENUMERANTS = {"row_major": "RowMajorNV", "column_major": "ColumnMajorNV",
                      "inferencing_optimal": "InferencingOptimalNV", "training_optimal": "TrainingOptimalNV"}
 # The type combination every matrix-vector product uses (vkGetPhysicalDeviceCooperativeVectorPropertiesNV's input
@@ -55,11 +55,11 @@ LOWERINGS: dict[str, Callable[["CoopvecEmitter", Instr], "Held | None"]] = {}
 lowers = registrar(LOWERINGS)  # @lowers(kernel instruction, ...)
 
 
-def weight_plan(program: KernelProgram) -> WeightPlan:
-    """The matrices and biases the program's `gemv` instructions read, rounded to float16 and padded."""
+def weight_plan(program: KernelProgram, weights: WeightFormat) -> WeightPlan:
+    """The matrices and biases the program's `gemv` instructions read, stored in format `weights` and padded."""
     gemvs = [i for i in program.body if i.op == "gemv"]
     return plan_weights({i.args[0]: program.constants[i.args[0]] for i in gemvs},
-                        {i.args[2]: program.constants[i.args[2]] for i in gemvs if len(i.args) > 2})
+                        {i.args[2]: program.constants[i.args[2]] for i in gemvs if len(i.args) > 2}, weights)
 
 
 @dataclass(frozen=True)
@@ -394,16 +394,12 @@ class CoopvecEmitter:
 
 class CoopvecTarget:
     name = "coopvec"
-    default_weights = "fp16"
 
-    def compile(self, program: KernelProgram, weights: str = "fp16", workgroup_size: int = 64, *,
+    def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int = 64, *,
                 packed: WeightImage | None = None) -> Binary:
         """SPIR-V for `program`; matrices and biases at the offsets of `packed` (a manifest made from
-        `weight_plan(program)`), or packed row-major here when it is None."""
-        if weights not in WEIGHT_FORMATS:
-            raise CompileError(f"the coopvec target stores weights as {' or '.join(WEIGHT_FORMATS)}, not {weights!r} "
-                               f"(its matrix-vector products take float16 matrices)")
-        packed = packed if packed is not None else pack_plan(weight_plan(program))
+        `weight_plan(program, weights)`), or packed row-major here when it is None."""
+        packed = packed if packed is not None else pack_plan(weight_plan(program, weights))
         emitter = CoopvecEmitter(program, packed, workgroup_size)
         spirv = emitter.compile()
         return Binary("coopvec", spirv, "main", emitter.frame.workgroup_size, emitter.bindings, emitter.push_constants,

@@ -18,6 +18,7 @@ import numpy as np
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients
 from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget, weight_plan
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES, partial_sum_shader
 from coopnn.shaders.training.shader import BASE_FEATURES
 from coopnn.train.gpu.session import KernelTrainingSession
@@ -70,15 +71,15 @@ class CoopvecTrainingSession(KernelTrainingSession):
         return coopmat_gradients.CHUNK if self.gradient_method == "coopmat" else coopvec_gradients.CHUNK
 
     def compile_step(self):
-        from coopnn.backends.coopvec.driver import converted_size, float16_matrix
+        from coopnn.backends.coopvec.driver import converted_size, matrix_format
 
         def reserve(matrix):
             rows, cols = matrix.shape
-            return bytes(converted_size(self.context, float16_matrix(rows, cols, "row_major", cols * 2),
-                                        float16_matrix(rows, cols, LAYOUT)))
+            return bytes(converted_size(self.context, matrix_format(FP16, rows, cols, "row_major", matrix.strides[0]),
+                                        matrix_format(FP16, rows, cols, LAYOUT)))
 
-        self.packed = pack_plan(weight_plan(self.program), LAYOUT, reserve)
-        return CoopvecTarget().compile(self.program, "fp16", 64, packed=self.packed)
+        self.packed = pack_plan(weight_plan(self.program, FP16), LAYOUT, reserve)
+        return CoopvecTarget().compile(self.program, FP16, 64, packed=self.packed)
 
     def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess
@@ -105,7 +106,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         from coopnn.runtime.vk.commands import Recorded
         from coopnn.backends.coopvec.driver import repack
 
-        return [Recorded(repack(self.context, self.working, self.layout.entries("fp16"), self.optimal,
+        return [Recorded(repack(self.context, self.working, self.layout.entries(FP16), self.optimal,
                                 self.packed.entries))]
 
     def prepare_tape(self, capacity: int) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from coopnn.layouts.formats import round_fp16
+from coopnn.layouts.formats.fp16 import round_fp16
 from coopnn.shaders.spirv import Function, Id, Module
 
 

@@ -7,7 +7,10 @@ from coopnn.backends.base import Examined
 from coopnn.backends.numpy.inference import NumpyExecutable
 from coopnn.backends.numpy.training import NumpyTrainingSession
 from coopnn.graph.ir import Graph
-from coopnn.layouts.formats import FORMATS, emulate_weights
+from coopnn.layouts.formats.emulation import emulate_weights
+from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
+from coopnn.layouts.formats.fp32 import FORMAT as FP32
 
 
 class NumpyBackend:
@@ -15,24 +18,23 @@ class NumpyBackend:
     priority = 0
     description = "numpy reference interpreter (float32, CPU)"
     target = None
+    formats = (FP32, FP16)  # float32 arithmetic on weights rounded as the format stores them
     trains = True
     device_features = frozenset()
 
     def unavailable_reason(self) -> str | None:
         return None
 
-    def examine(self, graph: Graph, weights: str, device) -> Examined:
-        if weights not in FORMATS:
-            return Examined(f"weight format {weights!r} is not supported; supported: {', '.join(FORMATS)}")
+    def examine(self, graph: Graph, weights: WeightFormat, device) -> Examined:
         return Examined(None)
 
     def auto_skip_reason(self, device) -> str | None:
         return None
 
-    def prepare(self, graph: Graph, lowered, *, weights: str, device) -> NumpyExecutable:
+    def prepare(self, graph: Graph, lowered, *, weights: WeightFormat, device) -> NumpyExecutable:
         return NumpyExecutable(emulate_weights(graph, weights))
 
-    def refresh(self, executable: NumpyExecutable, graph: Graph, *, weights: str) -> bool:
+    def refresh(self, executable: NumpyExecutable, graph: Graph, *, weights: WeightFormat) -> bool:
         return False  # preparing anew costs no more than refreshing
 
     def take_trained(self, executable: NumpyExecutable, session) -> bool:

@@ -1,12 +1,15 @@
-"""The portable backend's record: the portable SPIR-V target on any Vulkan 1.3 device (lavapipe included)."""
+"""The portable backend's record: the portable SPIR-V target on any Vulkan 1.3 device (lavapipe included), with
+weights stored as float32 or float16 (widened to float32 as they are read)."""
 
 from __future__ import annotations
 
 from coopnn.backends.base import Examined
-from coopnn.shaders.targets.base import FP16_FEATURES
+from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
+from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES
 from coopnn.shaders.training.shader import BASE_FEATURES as TRAINING_FEATURES
-from coopnn.backends.portable.target import WEIGHT_WIDTH, PortableTarget, pack_program
+from coopnn.backends.portable.target import PortableTarget, pack_program
 from coopnn.backends.portable.training import PortableTrainingSession
 from coopnn.backends.trained_weights import trained_entries
 from coopnn.errors import BackendUnavailableError, CompileError
@@ -29,22 +32,22 @@ class PortableBackend:
     priority = 10
     description = "portable SPIR-V on any Vulkan 1.3 device, float32 arithmetic, one invocation per sample"
     target = PortableTarget()
+    formats = (FP32, FP16)
     trains = True
-    device_features = frozenset({"vulkanMemoryModel"}) | FP16_FEATURES | TRAINING_FEATURES | GRADIENT_FEATURES
+    device_features = (frozenset({"vulkanMemoryModel"}).union(*(f.shader_features for f in formats))
+                       | TRAINING_FEATURES | GRADIENT_FEATURES)
 
     def unavailable_reason(self) -> str | None:
         return device_unavailable_reason(None, _needs)
 
-    def examine(self, graph: Graph, weights: str, device) -> Examined:
-        if weights not in WEIGHT_WIDTH:
-            return Examined(f"weight format {weights!r} is not supported; supported: {', '.join(WEIGHT_WIDTH)}")
+    def examine(self, graph: Graph, weights: WeightFormat, device) -> Examined:
         why = device_unavailable_reason(device, _needs)
         if why:
             return Examined(why)
         features = chosen_device(device).features
-        missing = sorted(f for f in FP16_FEATURES if not features.get(f)) if weights == "fp16" else []
+        missing = sorted(f for f in weights.shader_features if not features.get(f))
         if missing:
-            return Examined(f"fp16 weights need the device features {', '.join(missing)}")
+            return Examined(f"{weights.name} weights need the device features {', '.join(missing)}")
         try:
             return Examined(None, lower(graph))
         except CompileError as e:
@@ -60,11 +63,11 @@ class PortableBackend:
                     f"(ask for backend='portable' to use it anyway)")
         return None
 
-    def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: str, device) -> KernelExecutable:
+    def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: WeightFormat, device) -> KernelExecutable:
         binary = self.target.compile(lowered, weights, WORKGROUP_SIZE)
         return KernelExecutable(binary, graph, device, lowered.sources)
 
-    def refresh(self, executable: KernelExecutable, graph: Graph, *, weights: str) -> bool:
+    def refresh(self, executable: KernelExecutable, graph: Graph, *, weights: WeightFormat) -> bool:
         """Take the new constant values of `graph` (same structure) without compiling again, where the layout allows."""
         program = lower(graph)
         if not executable.replace_weights(pack_program(program, weights)):
@@ -77,7 +80,7 @@ class PortableBackend:
         path then) for another backend's session or weights stored in another format."""
         if not isinstance(session, PortableTrainingSession):
             return False
-        pairs = trained_entries(executable, session, session.layout.entries("fp32"))
+        pairs = trained_entries(executable, session, session.layout.entries(FP32))
         if pairs is None or any((s.dtype, s.layout, s.stride, s.size) != (d.dtype, d.layout, d.stride, d.size)
                                 for s, d in pairs.values()):
             return False

@@ -11,13 +11,12 @@ from __future__ import annotations
 from typing import Callable
 
 from coopnn.errors import CompileError
+from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.pack import WeightImage, pack
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
-from coopnn.shaders.targets.base import FP16_FEATURES, Binary, ShaderFrame, bindings_of, push_constants_of
+from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
 from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNARY, LOGICAL, TANH_LIMIT, numpy_pow
-
-WEIGHT_WIDTH = {"fp32": 32, "fp16": 16}
 
 # kernel instruction -> its lowering, an emitter method taking the instruction; every instruction of the table
 # (`coopnn.shaders.kernel.ops`) has one
@@ -39,22 +38,22 @@ def componentwise(*ops: str):
     return register
 
 
-def pack_program(program: KernelProgram, weights: str) -> WeightImage:
+def pack_program(program: KernelProgram, weights: WeightFormat) -> WeightImage:
     """The program's matrices and vectors packed for the portable target in the `weights` format."""
     return pack(program.constants, {p.name: p.role for p in program.params_of("matrix", "vector")}, weights)
 
 
 class PortableEmitter:
-    def __init__(self, program: KernelProgram, weights: str, workgroup_size: int, packed: WeightImage | None):
-        if weights not in WEIGHT_WIDTH:
-            raise CompileError(f"the portable target stores weights as {' or '.join(WEIGHT_WIDTH)}, not {weights!r}")
+    def __init__(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int,
+                 packed: WeightImage | None):
         self.program = program
         self.bindings = bindings_of(program)
         self.push_constants = push_constants_of(program)
-        self.frame = ShaderFrame(self.bindings, WEIGHT_WIDTH[weights], workgroup_size, self.push_constants)
+        self.weights = weights
+        self.frame = ShaderFrame(self.bindings, weights.bits, workgroup_size, self.push_constants)
         self.m, self.fn = self.frame.module, self.frame.main
         self.packed = packed if packed is not None else pack_program(program, weights)
-        self.itemsize = WEIGHT_WIDTH[weights] // 8
+        self.itemsize = weights.bits // 8
         self.binding_of = {b.name: b.index for b in self.bindings if b.role != "weights"}  # graph value or param
         self.arrays: dict[str, object] = {}  # kernel value -> Function-storage array variable
         self.splats: dict[str, object] = {}  # kernel value -> scalar constant id
@@ -296,17 +295,15 @@ class PortableEmitter:
         for instr in self.program.body:
             self.emit(instr)
         spirv = self.frame.finish()
-        # f16 weights declare OpTypeFloat 16, which needs Float16 (shaderFloat16) besides the 16-bit storage access
-        features = {"vulkanMemoryModel"} | (FP16_FEATURES if self.itemsize == 2 else set())
+        features = {"vulkanMemoryModel"} | self.weights.shader_features
         return Binary("portable", spirv, "main", self.frame.workgroup_size, self.bindings, self.push_constants,
                       self.packed, frozenset(features), frozenset())
 
 
 class PortableTarget:
     name = "portable"
-    default_weights = "fp32"
 
-    def compile(self, program: KernelProgram, weights: str = "fp32", workgroup_size: int = 64, *,
+    def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int = 64, *,
                 packed: WeightImage | None = None) -> Binary:
         """SPIR-V for `program`, reading constants at the offsets of `packed` (row-major, in the `weights` format),
         or packed here when it is None."""

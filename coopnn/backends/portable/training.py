@@ -11,6 +11,7 @@ import dataclasses
 
 import numpy as np
 
+from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.layouts.pack import MATRIX_ALIGNMENT, WeightImage, align_up, pack
 from coopnn.backends.portable.target import PortableTarget
 from coopnn.shaders.training.gradients import tape_gradient_shader
@@ -19,11 +20,11 @@ from coopnn.train.gpu.session import KernelTrainingSession
 def flat_manifest(program, layout) -> WeightImage:
     """The program's constants in one float32 buffer: the trainable parameters at their flat offsets, the fixed
     constants after them."""
-    entries = layout.entries("fp32")
+    entries = layout.entries(FP32)
     fixed_names = [p.name for p in program.params_of("matrix", "vector") if p.name not in entries]
     fixed = pack({name: program.constants[name] for name in fixed_names},
-                 {p.name: p.role for p in program.params_of("matrix", "vector")}, "fp32")
-    start = align_up(layout.size * 4, MATRIX_ALIGNMENT)
+                 {p.name: p.role for p in program.params_of("matrix", "vector")}, FP32)
+    start = align_up(layout.size * FP32.storage.itemsize, MATRIX_ALIGNMENT)
     entries.update({name: dataclasses.replace(entry, offset=start + entry.offset)
                     for name, entry in fixed.entries.items()})
     data = bytearray(start) + fixed.data
@@ -33,7 +34,7 @@ def flat_manifest(program, layout) -> WeightImage:
 class PortableTrainingSession(KernelTrainingSession):
     def compile_step(self):
         self.manifest = flat_manifest(self.program, self.layout)
-        return PortableTarget().compile(self.program, "fp32", 64, packed=self.manifest)
+        return PortableTarget().compile(self.program, FP32, 64, packed=self.manifest)
 
     def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess

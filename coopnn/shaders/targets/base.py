@@ -14,12 +14,14 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.pack import WeightImage
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import Module
 
 # What a shader storing or computing float16 values needs the device to enable.
-FP16_FEATURES = frozenset({"storageBuffer16BitAccess", "shaderFloat16"})
+FP16_FEATURES = FP16.shader_features
 
 
 @dataclass(frozen=True)
@@ -112,9 +114,8 @@ class Binary:
 
 class Target(Protocol):
     name: str
-    default_weights: str  # the weight format compiled when none is asked for
 
-    def compile(self, program: KernelProgram, weights: str, workgroup_size: int) -> Binary: ...
+    def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int) -> Binary: ...
 
 
 def bindings_of(program: KernelProgram) -> tuple[Binding, ...]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.pack import Entry
 
 
@@ -47,16 +48,16 @@ class ParameterLayout:
             offset += rows * cols + rows
         return cls(tuple(shapes), offset)
 
-    def entries(self, fmt: str) -> dict[str, Entry]:
-        """The parameters as manifest entries of a flat buffer of `fmt` ("fp32" or "fp16") elements: weights
-        row-major, biases vectors."""
-        itemsize = 2 if fmt == "fp16" else 4
+    def entries(self, fmt: WeightFormat) -> dict[str, Entry]:
+        """The parameters as manifest entries of a flat buffer of elements of format `fmt`: weights row-major,
+        biases vectors."""
+        itemsize = fmt.storage.itemsize
         out = {}
         for layer in self.layers:
             out[layer.weight] = Entry(layer.weight, layer.weight_offset * itemsize, layer.weight_size * itemsize,
-                                      (layer.rows, layer.cols), "row_major", fmt, layer.cols * itemsize)
+                                      (layer.rows, layer.cols), "row_major", fmt.name, layer.cols * itemsize)
             out[layer.bias] = Entry(layer.bias, layer.bias_offset * itemsize, layer.rows * itemsize, (layer.rows,),
-                                    "vector", fmt)
+                                    "vector", fmt.name)
         return out
 
     def slices(self) -> dict[str, tuple[slice, tuple[int, ...]]]:

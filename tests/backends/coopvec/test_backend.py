@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 
 import coopnn
+from coopnn import backends
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
-from coopnn.layouts.formats import run_fp16_emulation
+from coopnn.layouts.formats.emulation import run_fp16_emulation
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
+from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.backends.coopvec.layouts import pack_plan
 from coopnn.backends.coopvec import backend as coopvec_backend
 from coopnn.backends.coopvec.backend import CoopvecBackend, program_unsupported_reason
@@ -50,7 +53,7 @@ def test_the_model_needs_its_type_combination_listed_and_its_vectors_held():
 
 
 def test_only_float16_weights_are_offered():
-    why = CoopvecBackend().examine(_graph(MLP), "fp32", None).reason
+    why = backends.examine(CoopvecBackend(), _graph(MLP), FP32, None).reason
     assert "weights='fp16'" in why
 
 
@@ -86,7 +89,7 @@ def test_auto_selects_coopvec_in_float16_where_it_is_accurate(coopvec_device):
 
 @pytest.mark.gpu
 def test_converted_weights_are_cached_per_device_and_driver(coopvec_device, monkeypatch):
-    plan = weight_plan(lower(_graph(MLP)))
+    plan = weight_plan(lower(_graph(MLP)), FP16)
     first = coopvec_backend.optimal_weights(plan, None)
     assert all(e.layout in ("inferencing_optimal", "vector") for e in first.entries.values())
 
@@ -106,10 +109,10 @@ def test_every_layout_gives_the_fp16_reference(coopvec_device, path, layout):
 
     graph = _graph(path)
     program = lower(graph)
-    plan = weight_plan(program)
+    plan = weight_plan(program, FP16)
     packed = (coopvec_backend.optimal_weights(plan, None) if layout == "inferencing_optimal"
               else pack_plan(plan, layout))
-    executable = KernelExecutable(target("coopvec").compile(program, "fp16", 64, packed=packed), graph, None)
+    executable = KernelExecutable(target("coopvec").compile(program, FP16, 64, packed=packed), graph, None)
     try:
         x = np.random.default_rng(5).uniform(-1, 1, (4099, graph.inputs[0].feature_size)).astype(np.float32)
         got = executable.run({graph.inputs[0].name: x})

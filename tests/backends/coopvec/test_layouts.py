@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from coopnn.backends.coopvec.layouts import COMPONENT_ALIGNMENT, pack_plan, padded, plan_weights
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, unpack
 
 
@@ -15,7 +16,7 @@ def _plan():
     matrices = {"w0": rng.normal(size=(64, 3)), "w1": rng.normal(size=(3, 64)), "w2": rng.normal(size=(16, 32))}
     biases = {"b0": rng.normal(size=64), "b1": rng.normal(size=3)}
     as32 = lambda d: {k: v.astype(np.float32) for k, v in d.items()}  # noqa: E731
-    return as32(matrices), as32(biases), plan_weights(as32(matrices), as32(biases))
+    return as32(matrices), as32(biases), plan_weights(as32(matrices), as32(biases), FP16)
 
 
 def test_padding_rounds_up_to_16_byte_groups_of_float16():
@@ -85,8 +86,8 @@ def test_driver_layout_without_a_converter_and_unknown_layouts_are_refused():
 
 def test_digest_follows_values_and_names():
     matrices, biases, plan = _plan()
-    assert plan.digest() == plan_weights(matrices, biases).digest()
+    assert plan.digest() == plan_weights(matrices, biases, FP16).digest()
     nudged = dict(matrices, w2=matrices["w2"] + np.float32(0.5))
-    assert plan_weights(nudged, biases).digest() != plan.digest()
+    assert plan_weights(nudged, biases, FP16).digest() != plan.digest()
     renamed = {("v" + k[1:]): v for k, v in matrices.items()}
-    assert plan_weights(renamed, biases).digest() != plan.digest()
+    assert plan_weights(renamed, biases, FP16).digest() != plan.digest()

@@ -15,6 +15,7 @@ import pytest
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.backends.coopvec.backend import prepare_coopvec
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.shaders.kernel.lower import lower
 from tests.conftest import BENCHMARK_MLPS, ROOT
 
@@ -56,7 +57,7 @@ def test_samples_per_second(name):
     graph = optimize(import_model(ROOT / "models" / f"{name}.onnx"))
     rng = np.random.default_rng(0)
     for workgroup in WORKGROUP_SIZES:
-        executable = prepare_coopvec(graph, lower(graph), None, workgroup)
+        executable = prepare_coopvec(graph, lower(graph), FP16, None, workgroup)
         try:
             for batch in BATCHES:
                 feeds = {graph.inputs[0].name: rng.uniform(-1, 1, (batch, graph.inputs[0].feature_size))

@@ -14,6 +14,7 @@ from coopnn.backends.coopvec.layouts import pack_plan
 from coopnn.shaders.spirv import disassemble
 from coopnn.backends import target
 from coopnn.backends.coopvec.target import FLOAT16_COMBINATION, requirements, weight_plan
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from tests.conftest import ROOT, ZOO
 from tests.backends.portable.test_target import encoding, spirv_val, tiny_mlp
 
@@ -27,7 +28,7 @@ def _driver_double(matrix: np.ndarray) -> bytes:
 
 
 def _packed(program, layout: str):
-    plan = weight_plan(program)
+    plan = weight_plan(program, FP16)
     return pack_plan(plan, layout, _driver_double if layout == "inferencing_optimal" else None)
 
 
@@ -42,7 +43,7 @@ def test_every_zoo_module_passes_spirv_val_in_every_layout(path, tmp_path):
     assert program.binary.target == "coopvec" and program.workgroup_size == (64, 1, 1)
     assert [b.dtype for b in program.bindings[1:]] == ["f32"] * (len(program.bindings) - 1)
     for layout in ("row_major", "column_major", "inferencing_optimal"):
-        binary = target("coopvec").compile(program.kernel, "fp16", 64, packed=_packed(program.kernel, layout))
+        binary = target("coopvec").compile(program.kernel, FP16, 64, packed=_packed(program.kernel, layout))
         spirv_val(binary.spirv, tmp_path)
         VALIDATED.append(f"{path.stem}/{layout}")
 
@@ -82,7 +83,7 @@ def test_odd_sizes_are_padded_and_moved_component_by_component():
 def test_layout_and_stride_operands_follow_the_manifest(layout, enumerant, strided):
     kernel = compile(ROOT / "models" / "mlp_32_64x4_16.onnx", target="coopvec", weights="fp16").kernel
     packed = _packed(kernel, layout)
-    text = disassemble(target("coopvec").compile(kernel, "fp16", 64, packed=packed).spirv)
+    text = disassemble(target("coopvec").compile(kernel, FP16, 64, packed=packed).spirv)
     gemvs = [line.split("=", 1)[1].split() for line in text.splitlines() if "OpCooperativeVectorMatrixMulAddNV" in line]
     # opname, result type and 12 operands, then the stride for plain layouts
     assert {len(words) for words in gemvs} == {14 + strided}

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import coopnn
-from coopnn.layouts.formats import round_fp16
+from coopnn.layouts.formats.fp16 import round_fp16
 from coopnn.nets.builders import mlp_graph
 from coopnn.backends.coopvec.training import CoopvecTrainingSession
 from coopnn.train.losses import get_loss
@@ -104,7 +104,7 @@ def test_trainer_on_a_coopvec_model_trains_on_the_gpu_and_runs_the_new_weights()
     lambda: coopnn.load(ROOT / "models" / "mlp_64_128x4_16.onnx", backend="coopvec", weights="fp16")],
     ids=["built", "onnx"])
 def test_trained_weights_are_converted_into_the_model_on_the_gpu(monkeypatch, make):
-    from coopnn.layouts.formats import run_fp16_emulation
+    from coopnn.layouts.formats.emulation import run_fp16_emulation
 
     with make() as model:
         rng = np.random.default_rng(5)
@@ -126,7 +126,7 @@ def test_fit_image_reaches_the_measured_psnr(tmp_path):
 
 
 def test_new_parameters_are_converted_in_place_on_the_gpu():
-    from coopnn.layouts.formats import run_fp16_emulation
+    from coopnn.layouts.formats.emulation import run_fp16_emulation
 
     with coopnn.mlp(5, [64, 48], 7, activation="tanh", backend="coopvec", weights="fp16") as model:
         x = np.random.default_rng(4).uniform(-1, 1, (300, 5)).astype(np.float32)

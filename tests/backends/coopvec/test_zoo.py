@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import coopnn
-from coopnn.layouts.formats import run_fp16_emulation
+from coopnn.layouts.formats.emulation import run_fp16_emulation
 from tests.conftest import ZOO, random_feeds
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("coopvec_device")]

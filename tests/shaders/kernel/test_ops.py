@@ -14,6 +14,8 @@ from coopnn.backends import target
 from coopnn.backends.coopvec import target as coopvec_target
 from coopnn.backends.coopvec.layouts import pack_plan
 from coopnn.backends.portable import target as portable_target
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
+from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.shaders.kernel.builder import KernelBuilder
 from coopnn.shaders.kernel.eager import NumpyKernel
 from coopnn.shaders.kernel.interpret import run_program
@@ -89,9 +91,9 @@ def test_the_test_kernel_uses_every_instruction():
 
 def test_a_kernel_of_every_instruction_passes_spirv_val(tmp_path):
     program = every_instruction().build()
-    spirv_val(target("portable").compile(program, "fp32").spirv, tmp_path)
-    packed = pack_plan(coopvec_target.weight_plan(program), "training_optimal", lambda m: bytes(2 * m.nbytes))
-    spirv_val(target("coopvec").compile(program, "fp16", packed=packed).spirv, tmp_path)
+    spirv_val(target("portable").compile(program, FP32).spirv, tmp_path)
+    packed = pack_plan(coopvec_target.weight_plan(program, FP16), "training_optimal", lambda m: bytes(2 * m.nbytes))
+    spirv_val(target("coopvec").compile(program, FP16, packed=packed).spirv, tmp_path)
 
 
 def test_the_printer_writes_every_instruction():

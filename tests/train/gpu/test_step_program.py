@@ -12,6 +12,8 @@ from coopnn.graph.ir import Activation, Op
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends import target
 from coopnn.backends.coopvec.target import weight_plan
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
+from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.graph.builder import GraphBuilder
 from coopnn.nets.builders import mlp_graph
@@ -73,11 +75,11 @@ def test_step_kernels_are_valid_spirv(loss, activation, tmp_path):
     graph = mlp_graph(3, [16, 12], 4, activation=activation, output_activation="sigmoid", encoding="frequency",
                       octaves=2)
     _, layout, program = _program(graph, loss)
-    portable = target("portable").compile(program, "fp32", 64, packed=flat_manifest(program, layout))
+    portable = target("portable").compile(program, FP32, 64, packed=flat_manifest(program, layout))
     spirv_val(portable.spirv, tmp_path)
     _, _, padded_program = _program(graph, loss, pad=True)
-    packed = pack_plan(weight_plan(padded_program), "training_optimal", lambda m: bytes(2 * m.nbytes))
-    coopvec = target("coopvec").compile(padded_program, "fp16", 64, packed=packed)
+    packed = pack_plan(weight_plan(padded_program, FP16), "training_optimal", lambda m: bytes(2 * m.nbytes))
+    coopvec = target("coopvec").compile(padded_program, FP16, 64, packed=packed)
     spirv_val(coopvec.spirv, tmp_path)
     assert [b.role for b in coopvec.bindings] == ["weights", "input", "input", "tape", "loss"]
     assert [p.name for p in coopvec.push_constants] == ["count", "batch", "capacity", "loss_scale"]

@@ -1,58 +1,26 @@
-"""Weight formats by name, each with the numpy emulation of its rounding (the oracle for quantized backends)."""
+"""Numpy emulations of stored weights: a graph whose weights are rounded as a format stores them, and what a float16
+matrix-vector backend computes (the oracle of the cooperative-vector backend)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 
 from coopnn.graph import ops
 from coopnn.graph.ir import Graph, Op
+from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.formats.fp16 import FORMAT as FP16, round_fp16
 
 
-@dataclass(frozen=True)
-class WeightFormat:
-    name: str
-    description: str
-    emulate: Callable[[np.ndarray], np.ndarray]  # float32 weights -> float32 values the format can hold
-
-
-def _round_to(dtype) -> Callable[[np.ndarray], np.ndarray]:
-    return lambda w: np.asarray(w, np.float32).astype(dtype).astype(np.float32)
-
-
-FORMATS: dict[str, WeightFormat] = {
-    f.name: f
-    for f in (
-        WeightFormat("fp32", "32-bit float weights, as the model stores them", lambda w: np.asarray(w, np.float32)),
-        WeightFormat("fp16", "16-bit float weights (round to nearest even)", _round_to(np.float16)),
-    )
-}
-
-
-def weight_format(name: str) -> WeightFormat:
-    try:
-        return FORMATS[name]
-    except KeyError:
-        raise ValueError(f"unknown weight format {name!r}; supported: {', '.join(FORMATS)}") from None
-
-
-def emulate_weights(graph: Graph, fmt: str) -> Graph:
+def emulate_weights(graph: Graph, fmt: WeightFormat) -> Graph:
     """The graph with every LINEAR weight and bias rounded as format `fmt` stores them."""
-    emulate = weight_format(fmt).emulate
     constants = dict(graph.constants)
     for node in graph.nodes:
         if node.op is Op.LINEAR:
             for name in node.inputs[1:]:
-                constants[name] = emulate(graph.constants[name])
+                constants[name] = fmt.emulate(graph.constants[name])
     return graph.replace(constants=constants)
-
-
-def round_fp16(x: np.ndarray) -> np.ndarray:
-    """float32 values rounded to the nearest float16 (ties to even, beyond its range to inf), as float32."""
-    with np.errstate(over="ignore"):
-        return np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
 
 
 def run_fp16_emulation(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -61,7 +29,7 @@ def run_fp16_emulation(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[st
     Inputs, every LINEAR's weights, bias, input and result (before its activation), and the float outputs are rounded
     to float16; everything else is the float32 reference (`coopnn.graph.ops`).
     """
-    env: dict[str, np.ndarray] = dict(emulate_weights(graph, "fp16").constants)
+    env: dict[str, np.ndarray] = dict(emulate_weights(graph, FP16).constants)
     env.update({name: round_fp16(x) for name, x in feeds.items()})
     for node in graph.nodes:
         inputs = [env[name] for name in node.inputs]

@@ -1,11 +1,15 @@
-"""The float16 emulation (the cooperative-vector backend's oracle): where it rounds, and where it does not."""
+"""The numpy emulations: weights rounded as a format stores them, and the float16 emulation (the cooperative-vector
+backend's oracle): where it rounds, and where it does not."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from coopnn.graph.ir import Activation, Graph, Node, Op, Value
-from coopnn.layouts.formats import round_fp16, run_fp16_emulation
+from coopnn.layouts.formats import format_names, weight_format
+from coopnn.layouts.formats.emulation import emulate_weights, run_fp16_emulation
+from coopnn.layouts.formats.fp16 import round_fp16
 
 
 def _graph(weight, bias, activation=None, tail=None) -> Graph:
@@ -21,10 +25,15 @@ def _graph(weight, bias, activation=None, tail=None) -> Graph:
     return Graph("g", (x,), outputs, tuple(nodes), values, {"w": weight, "b": bias})
 
 
-def test_round_fp16_is_nearest_even():
-    assert round_fp16(np.float32(1 + 2 ** -11)) == 1.0  # a tie: to the even neighbour
-    assert round_fp16(np.float32(1 + 3 * 2 ** -11)) == 1 + 2 ** -9
-    assert round_fp16(np.float32(70000.0)) == np.inf
+@pytest.mark.parametrize("name", format_names())
+def test_emulated_weights_are_the_linear_constants_rounded_as_the_format_stores_them(name):
+    fmt = weight_format(name)
+    w, b = np.array([[1 + 2 ** -12, 0.1]], np.float32), np.array([1 / 3], np.float32)
+    graph = _graph(w, b)
+    emulated = emulate_weights(graph, fmt)
+    np.testing.assert_array_equal(emulated.constants["w"], fmt.decode(fmt.encode(w)))
+    np.testing.assert_array_equal(emulated.constants["b"], fmt.decode(fmt.encode(b)))
+    np.testing.assert_array_equal(graph.constants["w"], w)  # the graph given keeps its own values
 
 
 def test_inputs_weights_bias_and_the_linear_result_are_rounded():

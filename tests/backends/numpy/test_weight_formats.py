@@ -1,0 +1,37 @@
+"""Each weight format the numpy backend accepts is the one it interprets the model with: every Linear's weight and
+bias are the format's numpy emulation of the model's values (the same object the registry resolved), and the
+model reports the format's name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import coopnn
+from coopnn.backends.numpy.backend import NumpyBackend
+from coopnn.graph.ir import Op
+from tests.conftest import ROOT
+
+MODEL = ROOT / "models" / "mlp_3_64x2_3.onnx"
+
+
+@pytest.mark.parametrize("fmt", NumpyBackend.formats, ids=lambda f: f.name)
+def test_the_interpreted_weights_are_the_formats_emulation(fmt):
+    with coopnn.load(MODEL, backend="numpy", weights=fmt.name) as model:
+        assert (model.weights, model.weight_format) == (fmt.name, fmt)
+        given, interpreted = model.graph, model._executable.graph
+        linear = [node for node in given.nodes if node.op is Op.LINEAR]
+        assert linear
+        for node in linear:
+            for name in node.inputs[1:]:
+                want = fmt.emulate(given.constants[name])
+                np.testing.assert_array_equal(interpreted.constants[name], want, err_msg=f"{fmt.name}: {name}")
+                assert interpreted.constants[name].dtype == np.float32
+
+
+def test_the_formats_differ_where_the_weights_do_not_fit_the_narrower_one():
+    """The check above means something: the formats round this model's weights apart."""
+    with coopnn.load(MODEL, backend="numpy") as model:
+        graph = model.graph
+    weight = graph.constants[next(node for node in graph.nodes if node.op is Op.LINEAR).inputs[1]]
+    assert len({fmt.emulate(weight).tobytes() for fmt in NumpyBackend.formats}) == len(NumpyBackend.formats)
