@@ -1,7 +1,7 @@
 """The user-facing Model: `coopnn.load(...)` imports, optimises and prepares a graph; `Model.run` checks inputs.
 
-A model's parameters can be replaced (by a trainer, or from a weights file); the backend then prepares the new graph
-when the model next runs, so `run` always uses the latest weights.
+A model's parameters can be replaced (by a trainer, or from a parameters file); the backend then prepares the new
+graph when the model next runs, so `run` always uses the latest weights.
 """
 
 from __future__ import annotations
@@ -107,9 +107,9 @@ class Model:
         """Write the model as an ONNX file (opset and operators in `coopnn.graph.onnx.export`)."""
         onnx.save(export_onnx(self.graph), os.fspath(path))
 
-    def save_weights(self, path: str | os.PathLike) -> None:
-        """Write the parameters to a safetensors file keyed by stable name (read back by `load(weights_file=)`)."""
-        parameter_file.save_weights(self.graph, path)
+    def save_parameters(self, path: str | os.PathLike) -> None:
+        """Write the parameters to a safetensors file keyed by stable name (read back by `load(parameters_file=)`)."""
+        parameter_file.save_parameters(self.graph, path)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{t.name}{list(t.shape)}" for t in self.inputs)
@@ -307,7 +307,7 @@ def load(
     backend: str = "auto",
     weights: str | WeightFormat = "auto",
     device: str | int | None = None,
-    weights_file: str | os.PathLike | None = None,
+    parameters_file: str | os.PathLike | None = None,
     calibration: Any = None,
 ) -> Model:
     """Import an ONNX model (path, bytes or ModelProto), optimise it and prepare it on a backend.
@@ -316,12 +316,12 @@ def load(
     0.1% of their range from float32 on `calibration` (a batch of inputs; by default 4096 samples uniform in [-1, 1]),
     and in float32 otherwise (`coopnn.backends.auto_weights`); "fp16" and "fp32" force a format. `model.weights` and
     `model.backend_reason` say what was chosen and why.
-    `weights_file` (a safetensors file from `Model.save_weights`) replaces every parameter by the tensor of the same
-    stable name; ModelFormatError when it is unreadable or does not hold exactly the model's parameters.
+    `parameters_file` (a safetensors file from `Model.save_parameters`) replaces every parameter by the tensor of the
+    same stable name; ModelFormatError when it is unreadable or does not hold exactly the model's parameters.
     """
     graph = optimize(import_model(model))
-    if weights_file is not None:
-        graph = parameter_file.load_weights(graph, weights_file)
+    if parameters_file is not None:
+        graph = parameter_file.load_parameters(graph, parameters_file)
     return prepare(graph, backend=backend, weights=weights, device=device, calibration=calibration)
 
 

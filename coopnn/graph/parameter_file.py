@@ -1,4 +1,5 @@
-"""Weight files: a model's parameters in safetensors, keyed by stable parameter name, written and read back safely.
+"""Parameter files: a model's parameters in safetensors, keyed by stable parameter name, written and read back
+safely (`Model.save_parameters`, `coopnn.load(..., parameters_file=)`).
 
 Reading trusts nothing in the file: the header is parsed by safetensors (no pickle, no code), every tensor must be
 float16/32/64 and finite, and a file given for a model must hold exactly that model's parameters with their shapes.
@@ -57,7 +58,7 @@ def _float_tensor(f, name: str, where: str) -> np.ndarray:
     return array
 
 
-def save_weights(graph: Graph, path: str | os.PathLike) -> None:
+def save_parameters(graph: Graph, path: str | os.PathLike) -> None:
     """Write the parameters of `graph` to a safetensors file keyed by their stable names."""
     write_tensors(path, parameters(graph), {FORMAT_KEY: WEIGHTS_FORMAT, "model": graph.name})
 
@@ -70,7 +71,7 @@ def check_complete(graph: Graph, values: Mapping[str, np.ndarray], where: str) -
         raise ModelFormatError(f"{where} does not fit model {graph.name!r}: {'; '.join(problems)}")
 
 
-def load_weights(graph: Graph, path: str | os.PathLike) -> Graph:
+def load_parameters(graph: Graph, path: str | os.PathLike) -> Graph:
     """`graph` with every parameter replaced by the tensor of the same name in the weights file `path`."""
     tensors, _ = read_tensors(path, "weights")
     check_complete(graph, tensors, f"weights file {os.fspath(path)!r}")

@@ -2,7 +2,7 @@
 
 Tensors are stored as `parameter/{name}` and `optimizer/{slot}/{name}` (float32); the optimizer's type,
 hyperparameters and step count and the trainer's own state (its step count and the batch sampler's random state)
-are JSON in the file's metadata. Reading goes through `weights_file.read_tensors`, which checks every tensor.
+are JSON in the file's metadata. Reading goes through `parameter_file.read_tensors`, which checks every tensor.
 """
 
 from __future__ import annotations

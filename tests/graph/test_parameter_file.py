@@ -1,5 +1,5 @@
-"""Weight files: `Model.save_weights` and `coopnn.load(..., weights_file=)` round trip by stable name, and every
-kind of bad file raises ModelFormatError naming the file and the tensor."""
+"""Parameter files: `Model.save_parameters` and `coopnn.load(..., parameters_file=)` round trip by stable name, and
+every kind of bad file raises ModelFormatError naming the file and the tensor."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ from tests.conftest import ROOT
 
 @pytest.fixture
 def exported(tmp_path):
-    """An mlp saved as ONNX, and a trained copy of its weights in a weights file."""
+    """An mlp saved as ONNX, and a trained copy of its parameters in a parameters file."""
     model = coopnn.mlp(2, [16], 3, encoding="frequency", octaves=2, backend="numpy")
     model.save(tmp_path / "model.onnx")
     x = np.random.default_rng(0).uniform(0, 1, (128, 2)).astype(np.float32)
     coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=0.05)).fit(x, np.zeros((128, 3)), steps=5, progress=False)
-    model.save_weights(tmp_path / "trained.safetensors")
+    model.save_parameters(tmp_path / "trained.safetensors")
     return tmp_path, model, x
 
 
@@ -34,7 +34,7 @@ def test_round_trip(exported):
     folder, trained, x = exported
     with coopnn.load(folder / "model.onnx", backend="numpy") as untrained:
         assert not np.array_equal(untrained.run(x), trained.run(x))
-    with coopnn.load(folder / "model.onnx", backend="numpy", weights_file=folder / "trained.safetensors") as model:
+    with coopnn.load(folder / "model.onnx", backend="numpy", parameters_file=folder / "trained.safetensors") as model:
         np.testing.assert_array_equal(model.run(x), trained.run(x))
         for name, array in trained.parameters().items():
             np.testing.assert_array_equal(model.parameters()[name], array)
@@ -55,9 +55,9 @@ def test_zoo_model_weights_round_trip(tmp_path):
     with coopnn.load(path, backend="numpy") as model:
         doubled = {name: 2 * array for name, array in model.parameters().items()}
         model.set_parameters(doubled)
-        model.save_weights(tmp_path / "w.safetensors")
+        model.save_parameters(tmp_path / "w.safetensors")
         x = np.ones((2, 3), np.float32)
-        with coopnn.load(path, backend="numpy", weights_file=tmp_path / "w.safetensors") as loaded:
+        with coopnn.load(path, backend="numpy", parameters_file=tmp_path / "w.safetensors") as loaded:
             np.testing.assert_array_equal(loaded.run(x), model.run(x))
 
 
@@ -80,14 +80,14 @@ def test_bad_tensors(exported, change, message):
     tensors = {k: np.array(v) for k, v in trained.parameters().items()}
     change(tensors)
     with pytest.raises(ModelFormatError, match=message):
-        coopnn.load(folder / "model.onnx", backend="numpy", weights_file=_write(folder, tensors))
+        coopnn.load(folder / "model.onnx", backend="numpy", parameters_file=_write(folder, tensors))
 
 
 def test_float16_and_float64_tensors_are_accepted(exported):
     folder, trained, x = exported
     tensors = {k: np.array(v, np.float64) for k, v in trained.parameters().items()}
     tensors["layers.1.bias"] = tensors["layers.1.bias"].astype(np.float16)
-    with coopnn.load(folder / "model.onnx", backend="numpy", weights_file=_write(folder, tensors)) as model:
+    with coopnn.load(folder / "model.onnx", backend="numpy", parameters_file=_write(folder, tensors)) as model:
         np.testing.assert_array_equal(model.parameters()["layers.1.bias"],
                                       trained.parameters()["layers.1.bias"].astype(np.float16).astype(np.float32))
 
@@ -96,16 +96,16 @@ def test_unreadable_files(exported, tmp_path):
     folder, trained, _ = exported
     model = folder / "model.onnx"
     with pytest.raises(ModelFormatError, match="cannot read weights file .*missing.safetensors"):
-        coopnn.load(model, backend="numpy", weights_file=tmp_path / "missing.safetensors")
+        coopnn.load(model, backend="numpy", parameters_file=tmp_path / "missing.safetensors")
     garbage = tmp_path / "garbage.safetensors"
     garbage.write_bytes(b"\xff" * 64)
     with pytest.raises(ModelFormatError, match="cannot read weights file"):
-        coopnn.load(model, backend="numpy", weights_file=garbage)
+        coopnn.load(model, backend="numpy", parameters_file=garbage)
     header = json.dumps({"layers.0.bias": {"dtype": "F32", "shape": [1 << 30], "data_offsets": [0, 1 << 32]}}).encode()
     lying = tmp_path / "lying.safetensors"
     lying.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 16)
     with pytest.raises(ModelFormatError, match="cannot read weights file"):
-        coopnn.load(model, backend="numpy", weights_file=lying)
+        coopnn.load(model, backend="numpy", parameters_file=lying)
     foreign = _write(tmp_path, {k: np.array(v) for k, v in trained.parameters().items()}, metadata={})
     with pytest.raises(ModelFormatError, match="is a safetensors file but not a coopnn weights file"):
-        coopnn.load(model, backend="numpy", weights_file=foreign)
+        coopnn.load(model, backend="numpy", parameters_file=foreign)

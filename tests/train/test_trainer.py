@@ -116,7 +116,7 @@ def test_checkpoint_that_does_not_fit(tmp_path):
     sgd = coopnn.Trainer(coopnn.mlp(2, [32, 32], 2, backend="numpy"), optimizer=coopnn.optim.SGD(lr=0.1))
     with pytest.raises(ModelFormatError, match="optimizer state of type 'adam' cannot load into 'sgd'"):
         sgd.load_checkpoint(tmp_path / "ckpt.safetensors")
-    trainer.model.save_weights(tmp_path / "w.safetensors")
+    trainer.model.save_parameters(tmp_path / "w.safetensors")
     with pytest.raises(ModelFormatError, match="not a coopnn checkpoint file"):
         trainer.load_checkpoint(tmp_path / "w.safetensors")
 
