@@ -37,7 +37,7 @@ def weight_format(weights: str | WeightFormat) -> WeightFormat:
     none."""
     if isinstance(weights, WeightFormat):
         return weights
-    fmt = _formats().get(weights)
+    fmt = _formats().get(weights) if isinstance(weights, str) else None
     if fmt is None:
         raise CompileError(f"unknown weight format {weights!r}; supported: {', '.join(format_names())}")
     return fmt

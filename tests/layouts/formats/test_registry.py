@@ -31,7 +31,7 @@ def test_a_format_object_passes_through():
     assert isinstance(fmt, WeightFormat) and weight_format(fmt) is fmt
 
 
-@pytest.mark.parametrize("name", ["int3", "FP16", "", "auto"])
+@pytest.mark.parametrize("name", ["int3", "FP16", "", "auto", 16, None])
 def test_an_unknown_name_is_a_typed_error_naming_the_formats(name):
     with pytest.raises(CompileError, match=f"unknown weight format {name!r}; supported: fp16, fp32"):
         weight_format(name)
