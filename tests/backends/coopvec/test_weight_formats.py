@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import coopnn
 from coopnn.backends.coopvec.backend import CoopvecBackend
 from coopnn.backends.coopvec.layouts import padded
 from coopnn.shaders.kernel.lower import lower
+from tests.backends.weights_in_place import check_weights_prepared_and_refreshed
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.gpu
@@ -51,12 +51,4 @@ def _check_device_weights(model, fmt) -> None:
 
 @pytest.mark.parametrize("fmt", CoopvecBackend.formats, ids=lambda f: f.name)
 def test_the_gpu_weight_buffer_holds_the_format_asked_for(coopvec_device, fmt):
-    x = np.random.default_rng(0).uniform(-1, 1, (65, 3)).astype(np.float32)
-    with coopnn.load(MODEL, backend="coopvec", weights=fmt.name) as model:
-        assert (model.backend, model.weights, model.weight_format) == ("coopvec", fmt.name, fmt)
-        _check_device_weights(model, fmt)
-        executable = model._executable
-        model.set_parameters({name: 1.5 * value + 0.01 for name, value in model.parameters().items()})
-        model.run(x)
-        assert model._executable is executable, "new parameters were not converted in place"
-        _check_device_weights(model, fmt)
+    check_weights_prepared_and_refreshed(MODEL, "coopvec", fmt, _check_device_weights)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import coopnn
 from coopnn.backends.portable.backend import PortableBackend
 from coopnn.shaders.kernel.lower import lower
+from tests.backends.weights_in_place import check_weights_prepared_and_refreshed
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.vulkan
@@ -39,12 +39,4 @@ def _check_device_weights(model, fmt) -> None:
 
 @pytest.mark.parametrize("fmt", PortableBackend.formats, ids=lambda f: f.name)
 def test_the_device_weight_buffer_holds_the_format_asked_for(fmt):
-    x = np.random.default_rng(0).uniform(-1, 1, (65, 3)).astype(np.float32)
-    with coopnn.load(MODEL, backend="portable", weights=fmt.name) as model:
-        assert (model.backend, model.weights, model.weight_format) == ("portable", fmt.name, fmt)
-        _check_device_weights(model, fmt)
-        executable = model._executable
-        model.set_parameters({name: 1.5 * value + 0.01 for name, value in model.parameters().items()})
-        model.run(x)
-        assert model._executable is executable, "new parameters were not taken in place"
-        _check_device_weights(model, fmt)
+    check_weights_prepared_and_refreshed(MODEL, "portable", fmt, _check_device_weights)

@@ -1,0 +1,24 @@
+"""The check both GPU backends' weight-format tests share: the device's weight buffer holds the format asked for
+when the model is prepared and again after new parameters are taken in place (`refresh`), with no new executable."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+import coopnn
+
+
+def check_weights_prepared_and_refreshed(model_path, backend: str, fmt,
+                                         check_device_weights: Callable[[object, object], None]) -> None:
+    """Load `model_path` on `backend` in `fmt`, check the device weights, set new parameters, run, and check again."""
+    x = np.random.default_rng(0).uniform(-1, 1, (65, 3)).astype(np.float32)
+    with coopnn.load(model_path, backend=backend, weights=fmt.name) as model:
+        assert (model.backend, model.weights, model.weight_format) == (backend, fmt.name, fmt)
+        check_device_weights(model, fmt)
+        executable = model._executable
+        model.set_parameters({name: 1.5 * value + 0.01 for name, value in model.parameters().items()})
+        model.run(x)
+        assert model._executable is executable, "new parameters were not taken in place"
+        check_device_weights(model, fmt)
