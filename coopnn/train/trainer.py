@@ -1,13 +1,15 @@
 """The Trainer: trains a Model's parameters on a training backend and keeps the model running the latest weights.
 
-It checks the data, draws the batches (a seeded generator, so a seed and the data fix the loss curve), drives the
-backend's `TrainingSession`, shows progress, and saves and restores checkpoints. Everything numerical happens in the
-session; the Trainer is the same whichever backend trains.
+It checks the data, hands it to the backend's `TrainingSession` once per `fit` (on a GPU backend it is uploaded and
+every batch is drawn there by the seeded sampler of `coopnn.shaders.training.sampler`, so a seed and the data fix
+the loss curve on every backend), runs the steps in runs read back together, shows progress, and saves and restores
+checkpoints. Everything numerical happens in the session; the Trainer is the same whichever backend trains.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -22,6 +24,11 @@ from coopnn.train.optim import Adam, Optimizer
 from coopnn.graph.parameter_file import check_complete
 
 EVALUATE_BATCH = 1 << 16  # samples per forward pass in evaluate(): bounds memory whatever the data set's size
+# `fit` without `read_every` reads the losses back about this often (seconds of wall clock per run of steps), as
+# often as a progress bar on a terminal redraws: the GPU runs the steps in between with no host in the way.
+READ_SECONDS = 0.1
+FIRST_RUN = 4  # steps in the first run, before one has been timed
+MAX_RUN = 1024  # steps in one run at most (`KernelTrainingSession` records no more in one submission)
 
 
 class Trainer:
@@ -41,7 +48,7 @@ class Trainer:
         self.backend = model.backend if backend is None else backend
         self.session = backends.training_backend(self.backend).prepare_training(model.graph, self.loss, self.optimizer,
                                                                                 device=model.device)
-        self.rng = np.random.default_rng(seed)
+        self.seed = seed
         self.steps = 0
 
     def step(self, x: Any, y: Any) -> float:
@@ -50,25 +57,47 @@ class Trainer:
         return self._step(feeds, targets)
 
     def fit(self, x: Any, y: Any, *, steps: int, batch_size: int = 4096, progress: bool = True,
-            on_step: Callable[[int, float], str | None] | None = None) -> np.ndarray:
-        """`steps` optimizer steps on batches of `batch_size` samples drawn at random from (x, y) (the whole data
-        every step when it is no larger). `on_step(step, loss)` runs after each step and may return text for the
-        progress bar. Returns the loss of every step."""
+            on_step: Callable[[int, float], str | None] | None = None,
+            read_every: int | None = None) -> np.ndarray:
+        """`steps` optimizer steps on batches of `batch_size` samples drawn at random, with replacement, from
+        (x, y) (the whole data every step when it is no larger). Returns the loss of every step.
+
+        The data is handed to the training backend once: a GPU backend uploads it and draws each batch on the device
+        (the seeded sampler of `coopnn.shaders.training.sampler`: batch number `trainer.steps` of seed `seed`), and
+        runs steps back to back, reading their losses after each run of steps. Runs end every `read_every` steps
+        (counted by `trainer.steps`), or by default about every `READ_SECONDS`. `on_step(step, loss)` is called for
+        each step when its run is read, and may return text for the progress bar; the model then runs the weights
+        of the run's last step (with `read_every`, steps that are multiples of it see their own weights)."""
         if steps < 0 or batch_size < 1:
             raise InputError(f"fit needs steps >= 0 and batch_size >= 1, not {steps} and {batch_size}")
+        if read_every is not None and read_every < 1:
+            raise InputError(f"read_every must be at least 1, not {read_every}")
         feeds, targets = self._data(x, y)
-        count = _count(targets)
         losses = np.empty(steps, np.float64)
         bar = Progress(steps, label="fit") if progress else None
+        data = self.session.upload_data(feeds, targets)
         try:
-            for i in range(steps):
-                rows = self.rng.integers(0, count, batch_size) if batch_size < count else slice(None)
-                losses[i] = loss = self._step({k: v[rows] for k, v in feeds.items()},
-                                              {k: v[rows] for k, v in targets.items()})
-                detail = on_step(self.steps, loss) if on_step is not None else None
-                if bar is not None:
-                    bar.advance(detail=f"loss {loss:.4g}" + (f" {detail}" if detail else ""))
+            done, run, runs = 0, FIRST_RUN, 0
+            while done < steps:
+                if read_every is not None:
+                    run = read_every - self.steps % read_every
+                count = min(run, steps - done, MAX_RUN)
+                data.select(runs)
+                started = time.perf_counter()
+                values = self.session.run_steps(data, self.steps, count, batch_size, self.seed)
+                elapsed = time.perf_counter() - started
+                self.model.take_trained(self.session)
+                for loss in values:
+                    self.steps += 1
+                    losses[done] = loss
+                    done += 1
+                    detail = on_step(self.steps, float(loss)) if on_step is not None else None
+                    if bar is not None:
+                        bar.advance(detail=f"loss {loss:.4g}" + (f" {detail}" if detail else ""))
+                runs += 1
+                run = max(1, min(MAX_RUN, 4 * count, int(count * READ_SECONDS / max(elapsed, 1e-6))))
         finally:
+            data.close()
             if bar is not None:
                 bar.close()
         return losses
@@ -84,8 +113,8 @@ class Trainer:
         return total / count
 
     def save_checkpoint(self, path: str | os.PathLike) -> None:
-        """Write the parameters, the optimizer state and the trainer's step count and batch sampler state."""
-        trainer = {"steps": self.steps, "rng": self.rng.bit_generator.state, "backend": self.backend,
+        """Write the parameters, the optimizer state and the trainer's step count and sampler seed."""
+        trainer = {"steps": self.steps, "seed": self.seed, "backend": self.backend,
                    "loss": {"name": self.loss.name, **self.loss.options()}}
         write_checkpoint(path, Checkpoint(self.session.parameters(), self.session.optimizer_state(), trainer))
 
@@ -95,14 +124,12 @@ class Trainer:
         checkpoint = read_checkpoint(path)
         check_complete(self.model.graph, checkpoint.parameters, f"checkpoint file {os.fspath(path)!r}")
         try:
-            steps, rng_state = int(checkpoint.trainer["steps"]), checkpoint.trainer["rng"]
-            rng = np.random.default_rng()
-            rng.bit_generator.state = rng_state
+            steps, seed = int(checkpoint.trainer["steps"]), int(checkpoint.trainer["seed"])
         except (KeyError, TypeError, ValueError) as e:
             raise ModelFormatError(f"checkpoint file {os.fspath(path)!r} has a malformed trainer state: {e!r}") from e
         self.session.load_optimizer_state(checkpoint.optimizer)
         self.session.load_parameters(checkpoint.parameters)
-        self.steps, self.rng = steps, rng
+        self.steps, self.seed = steps, seed
         self.model.take_trained(self.session)
 
     def _step(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> float:

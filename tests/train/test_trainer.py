@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import coopnn
+from coopnn.shaders.training.sampler import sample_rows
 from coopnn.errors import BackendUnavailableError, CompileError, InputError, ModelFormatError
 from coopnn.graph.ir import Activation, Op
 from coopnn.model import prepare
@@ -190,10 +191,9 @@ def test_loss_curve_matches_pytorch_from_the_same_start_and_batches():
     trainer = _trainer()
     weights = {k: torch.tensor(np.array(v), requires_grad=True) for k, v in trainer.model.parameters().items()}
     optimizer = torch.optim.Adam(list(weights.values()), lr=1e-2)
-    batches = np.random.default_rng(0)  # the Trainer's sampler with the same seed
     expected = []
-    for _ in range(50):
-        rows = batches.integers(0, len(X), 128)
+    for step in range(50):
+        rows = sample_rows(0, step, 128, len(X))  # the Trainer's sampler with the same seed
         h = torch.tensor(X[rows])
         for i in range(3):
             h = h @ weights[f"layers.{i}.weight"].T + weights[f"layers.{i}.bias"]

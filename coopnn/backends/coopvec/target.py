@@ -95,7 +95,7 @@ class CoopvecEmitter:
         self.halves = self.m.type_runtime_array(self.f16, stride=IO_BYTES_PER_COMPONENT)
         block = self.m.type_struct([self.halves], offsets=[0], decorations=["Block"], name="Samples")
         for b in self.bindings[1:]:
-            decorations = [("DescriptorSet", 0), ("Binding", b.index)] + (["NonWritable"] if b.role == "input" else [])
+            decorations = [("DescriptorSet", 0), ("Binding", b.index)] + (["NonWritable"] if b.role in ("input", "state") else [])
             if b.dtype == "f32":
                 block_type = self.m.type_struct([self.m.type_runtime_array(self.f32, stride=4)], offsets=[0],
                                                 decorations=["Block"], name="Floats")
@@ -103,6 +103,7 @@ class CoopvecEmitter:
                 block_type = block
             self.frame.buffers[b.index] = self.m.global_variable("StorageBuffer", block_type,
                                                                  name=f"{b.role}_{b.index}", decorations=decorations)
+        self.frame.state_binding = next((b.index for b in self.bindings if b.role == "state"), None)
         self.binding_of = {b.name: b.index for b in self.bindings[1:]}
         self.binding_at = {b.index: b for b in self.bindings}
         self.held: dict[str, Held] = {}
@@ -230,7 +231,7 @@ class CoopvecEmitter:
 
     @lowers("uniform")
     def uniform(self, instr: Instr) -> Held:
-        return self.forms.from_scalars("f32", [self.frame.push_value(instr.attrs["name"])] * instr.type.size)
+        return self.forms.from_scalars("f32", [self.frame.uniform_value(instr.attrs["name"])] * instr.type.size)
 
     @lowers("sample_mask")
     def sample_mask(self, instr: Instr) -> Held:

@@ -6,17 +6,20 @@ The step kernel multiplies with the weights in the driver's TrainingOptimal layo
 optimizer updates the float32 master weights and writes a float16 row-major working copy, which
 vkCmdConvertCooperativeVectorMatrixNV turns into TrainingOptimal in the same command buffer (biases are copied).
 
-Deltas are float16, so the loss gradient is scaled (dynamic loss scaling): a step whose gradients overflow is
-skipped and the scale halved; it starts at 1 and doubles after `GROWTH_INTERVAL` good steps. Shapes are padded to whole 16-byte
+Deltas are float16, so the loss gradient is scaled (dynamic loss scaling, kept on the device by the step-ending
+kernel): a step whose gradients overflow is skipped and the scale halved; it starts at 1 and doubles after
+`GROWTH_INTERVAL` good steps. Shapes are padded to whole 16-byte
 groups as the coopvec target pads them; padded parameters stay zero (their gradients are zero).
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from coopnn.backends.coopvec.layouts import pack_plan, padded
-from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients
+from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients, tiled_step
 from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget, weight_plan
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES, partial_sum_shader
@@ -41,14 +44,19 @@ class CoopvecTrainingSession(KernelTrainingSession):
     tape_itemsize = 2
     tape_slack = coopmat_gradients.TILE
     skip_nonfinite = True
+    growth_interval = GROWTH_INTERVAL
 
-    def __init__(self, *args, gradients: str = "auto", **kwargs):
+    def __init__(self, *args, gradients: str = "auto", step: str = "auto", **kwargs):
         """`gradients`: how weight gradients are reduced, "coopmat" (cooperative-matrix products of the tape),
-        "coopvec" (cooperative-vector products, per row and chunk) or "auto" (the faster one for the model)."""
+        "coopvec" (cooperative-vector products, per row and chunk) or "auto" (the faster one for the model).
+        `step`: the forward/backward kernel, "tiled" (`tiled_step`: cooperative matrices over tiles of samples),
+        "coopvec" (one invocation per sample, cooperative vectors) or "auto"."""
         if gradients not in ("auto", "coopmat", "coopvec"):
             raise ValueError(f"gradients must be 'auto', 'coopmat' or 'coopvec', not {gradients!r}")
+        if step not in ("auto", "tiled", "coopvec"):
+            raise ValueError(f"step must be 'auto', 'tiled' or 'coopvec', not {step!r}")
         self.requested_gradients = gradients
-        self.good_steps = 0
+        self.requested_step = step
         super().__init__(*args, **kwargs)
 
     def layer_shapes(self):
@@ -73,6 +81,17 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def compile_step(self):
         from coopnn.backends.coopvec.driver import converted_size, matrix_format
 
+        shared_memory = self.context.info.limits.max_compute_shared_memory_size
+        self.step_method = self.requested_step
+        if self.step_method == "auto":
+            reason = tiled_step.unsupported_reason(self.plan, self.loss_function, self.layout, shared_memory)
+            self.step_method = "tiled" if reason is None else "coopvec"
+        if self.step_method == "tiled":
+            binary = tiled_step.tiled_step_shader(self.program, self.plan, self.loss_function, self.layout, self.tape,
+                                                  shared_memory)
+            self.granularity = math.lcm(self.granularity, binary.workgroup_size[0])  # whole workgroups, no tail
+            return binary
+
         def reserve(matrix):
             rows, cols = matrix.shape
             return bytes(converted_size(self.context, matrix_format(FP16, rows, cols, "row_major", matrix.strides[0]),
@@ -84,8 +103,13 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        self.optimal = self.context.create_buffer(len(self.packed.data), HostAccess.NONE, device_address=True)
-        self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
+        if self.step_method == "tiled":  # the step reads the working copy itself, past its end too (zeroed)
+            size = (self.layout.size + tiled_step.weight_slack(self.layout)) * 2
+            self.working = self.context.create_buffer(size, HostAccess.NONE, device_address=True)
+            self.context.run([self.fill_zero(self.working)])
+        else:
+            self.optimal = self.context.create_buffer(len(self.packed.data), HostAccess.NONE, device_address=True)
+            self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
         self.partials = None
         if self.gradient_method == "coopvec":
             ones = coopvec_gradients.ones_matrix()
@@ -97,7 +121,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         self.context.run(self.working_steps())
 
     def weights_buffer(self):
-        return self.optimal
+        return self.working if self.step_method == "tiled" else self.optimal
 
     def working_buffer(self):
         return self.working
@@ -106,6 +130,8 @@ class CoopvecTrainingSession(KernelTrainingSession):
         from coopnn.runtime.vk.commands import Recorded
         from coopnn.backends.coopvec.driver import repack
 
+        if self.step_method == "tiled":
+            return []
         return [Recorded(repack(self.context, self.working, self.layout.entries(FP16), self.optimal,
                                 self.packed.entries))]
 
@@ -136,15 +162,6 @@ class CoopvecTrainingSession(KernelTrainingSession):
             reduce = Dispatch(product_kernel, (self.tape_buffer, self.partials, self.ones),
                               products.pack_push(count=rows, **common),
                               (product_kernel.group_count_for(rows), chunks, 1))
-        return [reduce, Dispatch(sum_kernel, (self.partials, self.gradient, self.status),
+        return [reduce, Dispatch(sum_kernel, (self.partials, self.gradient, self.state),
                                  sums.pack_push(count=self.layout.size, chunks=chunks),
                                  sum_kernel.group_count_for(self.layout.size))]
-
-    def after_step(self, overflowed: bool) -> None:
-        super().after_step(overflowed)
-        if overflowed:
-            self.loss_scale, self.good_steps = max(self.loss_scale / 2, 1.0 / 1024), 0
-            return
-        self.good_steps += 1
-        if self.good_steps >= GROWTH_INTERVAL:
-            self.loss_scale, self.good_steps = self.loss_scale * 2, 0

@@ -12,6 +12,7 @@ import numpy as np
 
 from coopnn.graph.ir import Graph
 from coopnn.train.backward import GradientProgram
+from coopnn.train.host_data import HostData, host_steps
 from coopnn.train.losses import Loss
 from coopnn.train.optim import Optimizer
 
@@ -44,6 +45,12 @@ class NumpyTrainingSession:
         loss, gradients = self.loss_and_gradients(feeds, targets)
         self.optimizer.update(self.master, gradients)
         return loss
+
+    def upload_data(self, feeds, targets) -> HostData:
+        return HostData(feeds, targets)
+
+    def run_steps(self, data: HostData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
+        return host_steps(self, data, first_step, steps, batch_size, seed)
 
     def loss(self, feeds, targets) -> float:
         outputs = self.program.outputs(self.program.forward(feeds, self._constants()), _batch(targets))

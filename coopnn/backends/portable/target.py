@@ -143,7 +143,7 @@ class PortableEmitter:
 
     @lowers("uniform")
     def uniform(self, instr: Instr) -> None:
-        value = self.frame.push_value(instr.attrs["name"])  # loaded here, where it dominates every later use
+        value = self.frame.uniform_value(instr.attrs["name"])  # loaded here, where it dominates every later use
         self.elementwise(instr, lambda i: value)
 
     @lowers("sample_mask")

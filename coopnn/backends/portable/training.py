@@ -56,5 +56,5 @@ class PortableTrainingSession(KernelTrainingSession):
 
         push = self.gradient_shaders[0].pack_push(count=self.layout.size, batch=batch, capacity=self.capacity)
         kernel = self.gradient_kernels[0]
-        return [Dispatch(kernel, (self.tape_buffer, self.gradient, self.status), push,
+        return [Dispatch(kernel, (self.tape_buffer, self.gradient, self.state), push,
                          kernel.group_count_for(self.layout.size))]

@@ -9,8 +9,10 @@ and the math functions the targets provide (tanh, sqrt, pow, ...).
 
 Training kernels add four things: `gemv` with `transpose=True` (the product with the matrix's transpose, for
 gradients), parameters of role "tape" (`store` into them carries `start`, `width` and `layout`, see
-`coopnn.shaders.training.layout`) and "loss" (one float32 per sample), `uniform` (a push constant such as the loss
-scale, splatted over a vector) and `sample_mask` (1 for samples of the batch, 0 for padding a target adds).
+`coopnn.shaders.training.layout`), "loss" (one float32 per sample) and "state" (the training state words the kernels
+of a step share on the device, `TRAINING_STATE_FIELDS` of `coopnn.shaders.targets.base`), `uniform` (a value every
+invocation shares: a push constant, or a state word such as the loss scale; splatted over a vector) and
+`sample_mask` (1 for samples of the batch, 0 for padding a target adds).
 
 Weights and constant vectors are function parameters (`memref<f32xMxK>`, `memref<f32xN>`); how they are laid out
 in device memory (one buffer, offsets, f16, InferencingOptimal) is the packer's and the target's business.
@@ -42,7 +44,7 @@ class Param:
     """A function parameter: a per-sample input or output (memref<f32xFx?>) or a constant tensor."""
 
     name: str
-    role: str  # "input", "output", "matrix" (rows x cols, row-major), "vector", "tape", "loss"
+    role: str  # "input", "output", "matrix" (rows x cols, row-major), "vector", "tape", "loss", "state"
     shape: tuple[int, ...]  # input/output: (features,); matrix: (rows, cols); vector: (size,)
     graph_name: str = ""  # the graph value (input/output) or constant it stands for
 

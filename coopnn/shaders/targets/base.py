@@ -27,7 +27,7 @@ FP16_FEATURES = FP16.shader_features
 @dataclass(frozen=True)
 class Binding:
     index: int
-    role: str  # "weights", "input", "output", a training step's "tape" and "loss", or "buffer" (training kernels)
+    role: str  # "weights", "input", "output", a training step's "tape", "loss" and "state", or "buffer" (training kernels)
     name: str  # the graph input or output, or what the buffer holds
     features: int  # values per sample (0 for weights)
     dtype: str = "f32"  # element type of input and output buffers: "f32" or "f16" (the host converts)
@@ -79,9 +79,13 @@ def pack_push_constants(push_constants: tuple[PushConstant, ...], owner: str, va
 
 PUSH_CONSTANTS = push_constant_block(("count", "u32"))
 # A training step's kernel: `count` invocations (the batch, padded where the target wants whole groups of samples),
-# `batch` real samples, the tape's `capacity` in samples, and the factor the loss gradient is scaled by.
-TRAINING_PUSH_CONSTANTS = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"),
-                                              ("loss_scale", "f32"))
+# `batch` real samples and the tape's `capacity` in samples.
+TRAINING_PUSH_CONSTANTS = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"))
+# The words of a training session's state buffer (role "state"), which the kernels of a step read and update on the
+# device so that steps run back to back without the host: `status` (nonzero when a gradient was not finite), the
+# `loss_scale` the loss gradient is multiplied by (float32), the `good_steps` since the scale last changed, and the
+# optimizer `steps` taken (u32). A step kernel's `uniform` reads a word named here from it.
+TRAINING_STATE_FIELDS = ("status", "loss_scale", "good_steps", "steps")
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,8 @@ class Target(Protocol):
 def bindings_of(program: KernelProgram) -> tuple[Binding, ...]:
     """Weights, inputs, outputs, then a training kernel's tape and loss (named after their parameters)."""
     bindings = [Binding(0, "weights", "weights", 0)]
-    for p in program.params_of("input") + program.params_of("output") + program.params_of("loss", "tape"):
+    for p in (program.params_of("input") + program.params_of("output") + program.params_of("loss", "tape")
+              + program.params_of("state")):
         bindings.append(Binding(len(bindings), p.role, p.graph_name or p.name, p.shape[0]))
     return tuple(bindings)
 
@@ -150,6 +155,7 @@ class ShaderFrame:
                 decorations.insert(0, "NonWritable")
             self.buffers[b.index] = m.global_variable("StorageBuffer", block, name=f"{b.role}_{b.index}",
                                                       decorations=decorations)
+        self.state_binding = next((b.index for b in bindings if b.role == "state"), None)
         if push_constants[0].name != "count":
             raise ValueError("the first push constant is the invocation count the frame checks")
         self.push_constants = push_constants
@@ -176,6 +182,18 @@ class ShaderFrame:
             pointer = self.main.emit("OpAccessChain", self.module.type_pointer("PushConstant", scalar), self.push,
                                      self.uint(index))
             self.push_values[name] = self.main.emit("OpLoad", scalar, pointer)
+        return self.push_values[name]
+
+    def uniform_value(self, name: str):
+        """The float32 value `name` every invocation shares: a push constant, or a word of the training state buffer
+        (`TRAINING_STATE_FIELDS`) when the push constants have no such field; loaded once, like `push_value`."""
+        if name in (p.name for p in self.push_constants):
+            return self.push_value(name)
+        if name not in self.push_values:
+            if self.state_binding is None or name not in TRAINING_STATE_FIELDS:
+                raise ValueError(f"no push constant or training state word named {name!r}")
+            pointer = self.element_pointer(self.state_binding, self.uint(TRAINING_STATE_FIELDS.index(name)))
+            self.push_values[name] = self.main.emit("OpLoad", self.f32, pointer)
         return self.push_values[name]
 
     def element_pointer(self, binding: int, index, scalar=None):

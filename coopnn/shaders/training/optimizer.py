@@ -2,30 +2,40 @@
 invocation per element, in float32 and in the order of operations of `coopnn.train.optim`, so the device and the
 numpy optimizer agree to rounding.
 
-Bindings: 0 master weights (f32, read-write), 1 gradient (f32), 2 status (u32; with `skip_nonfinite`, a nonzero
-status[0] skips the whole step and nothing is written), 3 working copy (f32 or f16, the updated master rounded to
-nearest), then the optimizer's slots in `Optimizer.slots` order (Adam: 4 m, 5 v; SGD: 4 momentum), f32 read-write.
+Bindings: 0 master weights (f32, read-write), 1 gradient (f32), 2 the training state words (u32,
+`TRAINING_STATE_FIELDS`; with `skip_nonfinite`, a nonzero status skips the whole step and nothing is written),
+3 working copy (f32 or f16, the updated master rounded to nearest), then the optimizer's slots in `Optimizer.slots`
+order (Adam: 4 m, 5 v; SGD: 4 momentum), f32 read-write, and last the schedule (f32, `SCHEDULE_WORDS` per update).
 
-Every hyperparameter and per-step value is a push constant (`coopnn.train.gpu.optimizer_values` computes them), so changing the learning
-rate recompiles nothing. Constants numpy computes in float64 before they meet float32 arrays (1 - beta1, the bias
-corrections, 1 - dampening) are folded on the host likewise, rather than recomputed in float32 on the device.
+Every hyperparameter is a push constant and every per-update value a row of the schedule
+(`coopnn.train.gpu.optimizer_values` computes both), so changing the learning rate recompiles nothing. The update
+reads its row from the state: row `steps - first_step`, `steps` being the updates taken so far (kept on the device,
+where skipped steps leave it unchanged) and `first_step` the push constant saying which update row 0 is for. So steps
+recorded back to back need no host in between. The gradient is multiplied by `gradient_scale / loss_scale`, the loss
+scale being the state's (a power of two, so the quotient is exact). Constants numpy computes in float64 before they
+meet float32 arrays (1 - beta1, the bias corrections, 1 - dampening) are folded on the host likewise, rather than
+recomputed in float32 on the device.
 """
 
 from __future__ import annotations
 
-from coopnn.shaders.targets.base import FP16_FEATURES, Binary, push_constant_block
+from coopnn.shaders.targets.base import FP16_FEATURES, TRAINING_STATE_FIELDS, Binary, push_constant_block
 from coopnn.shaders.training.shader import finish, load, storage_buffer, store, training_frame
 
-MASTER, GRADIENT, STATUS, WORKING, FIRST_SLOT = range(5)
+MASTER, GRADIENT, STATE, WORKING, FIRST_SLOT = range(5)
 # the per-parameter state of each optimizer, in binding order: `Optimizer.slots` of `coopnn.train.optim`
 SLOTS = {"adam": ("m", "v"), "sgd": ("momentum",)}
+# what each row of the schedule holds: Adam's bias-corrected step size and sqrt(1 - beta2^t); for SGD 1.0 on the
+# first update (numpy seeds the momentum buffer with the gradient then) and 0.0 after
+SCHEDULE = {"adam": ("step_size", "bias_correction2_sqrt"), "sgd": ("first", "unused")}
+SCHEDULE_WORDS = 2
 WORKING_DTYPES = ("f32", "f16")
-_HEAD = (("count", "u32"), ("gradient_scale", "f32"), ("weight_decay", "f32"))
+_HEAD = (("count", "u32"), ("gradient_scale", "f32"), ("weight_decay", "f32"), ("first_step", "u32"))
 PUSH_CONSTANTS = {
     "adam": push_constant_block(*_HEAD, ("one_minus_beta1", "f32"), ("beta2", "f32"), ("one_minus_beta2", "f32"),
-                                ("step_size", "f32"), ("bias_correction2_sqrt", "f32"), ("eps", "f32")),
+                                ("eps", "f32")),
     "sgd": push_constant_block(*_HEAD, ("lr", "f32"), ("momentum", "f32"), ("one_minus_dampening", "f32"),
-                               ("nesterov", "u32"), ("first", "u32")),
+                               ("nesterov", "u32")),
 }
 
 
@@ -39,14 +49,26 @@ class _Step:
         self.working = self.m.type_float(16) if self.narrow else self.f32
         storage_buffer(frame, MASTER, self.f32, writable=True, name="master")
         storage_buffer(frame, GRADIENT, self.f32, writable=False, name="gradient")
-        storage_buffer(frame, STATUS, frame.u32, writable=False, name="status")
+        storage_buffer(frame, STATE, frame.u32, writable=False, name="state")
         storage_buffer(frame, WORKING, self.working, writable=True, name="working")
         for offset, slot in enumerate(SLOTS[kind]):
             storage_buffer(frame, FIRST_SLOT + offset, self.f32, writable=True, name=slot)
+        self.schedule_binding = FIRST_SLOT + len(SLOTS[kind])
+        storage_buffer(frame, self.schedule_binding, self.f32, writable=False, name="schedule")
         if skip_nonfinite:
-            with self.fn.if_(self.fn.emit("OpINotEqual", frame.bool, load(frame, STATUS, frame.zero, frame.u32),
-                                          frame.zero)):
+            status = load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("status")), frame.u32)
+            with self.fn.if_(self.fn.emit("OpINotEqual", frame.bool, status, frame.zero)):
                 self.fn.return_()
+        # Loaded here, where they dominate every later use.
+        u32 = frame.u32
+        steps = load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("steps")), u32)
+        row = self.fn.emit("OpIMul", u32, self.fn.emit("OpISub", u32, steps, self.push("first_step")),
+                           frame.uint(SCHEDULE_WORDS))
+        self.scheduled = {name: load(frame, self.schedule_binding, self.fn.emit("OpIAdd", u32, row, frame.uint(i)))
+                          for i, name in enumerate(SCHEDULE[kind])}
+        loss_scale = self.fn.emit("OpBitcast", self.f32,
+                                  load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("loss_scale")), u32))
+        self.gradient_scale = self.op("OpFDiv", self.push("gradient_scale"), loss_scale)
 
     def push(self, name: str):
         return self.frame.push_value(name)
@@ -67,7 +89,7 @@ class _Step:
     def decayed_gradient(self, master):
         """The scaled gradient plus weight_decay * master, the decay term only when weight_decay is set (as numpy:
         adding 0 * master would turn an infinite master into NaN)."""
-        gradient = self.op("OpFMul", load(self.frame, GRADIENT, self.i), self.push("gradient_scale"))
+        gradient = self.op("OpFMul", load(self.frame, GRADIENT, self.i), self.gradient_scale)
         decayed = self.op("OpFAdd", gradient, self.op("OpFMul", self.push("weight_decay"), master))
         return self.fn.emit("OpSelect", self.f32, self.nonzero("weight_decay"), decayed, gradient)
 
@@ -81,12 +103,16 @@ class _Step:
         store(self.frame, m_slot, self.i, m)
         store(self.frame, v_slot, self.i, v)
         root = self.fn.ext_inst(self.f32, "Sqrt", v)
-        denominator = self.op("OpFAdd", self.op("OpFDiv", root, self.push("bias_correction2_sqrt")), self.push("eps"))
-        return self.op("OpFSub", master, self.op("OpFDiv", self.op("OpFMul", self.push("step_size"), m), denominator))
+        denominator = self.op("OpFAdd", self.op("OpFDiv", root, self.scheduled["bias_correction2_sqrt"]),
+                              self.push("eps"))
+        step_size = self.scheduled["step_size"]
+        return self.op("OpFSub", master, self.op("OpFDiv", self.op("OpFMul", step_size, m), denominator))
 
     def sgd(self, master, gradient):
         # Pushed values are loaded where they dominate every later use, before the momentum branch.
-        momentum, seed, nesterov = self.push("momentum"), self.flag("first"), self.flag("nesterov")
+        momentum, nesterov = self.push("momentum"), self.flag("nesterov")
+        seed = self.fn.emit("OpFUnordNotEqual", self.frame.bool, self.scheduled["first"],
+                            self.m.constant(self.f32, 0.0))
         one_minus_dampening = self.push("one_minus_dampening")
         direction = self.fn.variable(self.f32, name="direction")
         self.fn.emit("OpStore", direction, gradient)
@@ -123,5 +149,5 @@ def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool) -> Bin
     store(step.frame, MASTER, step.i, updated)
     step.working_copy(updated)
     name = f"{kind}_{working_dtype}" + ("_skip_nonfinite" if skip_nonfinite else "")
-    return finish(name, step.frame, FIRST_SLOT + len(SLOTS[kind]),
+    return finish(name, step.frame, step.schedule_binding + 1,
                   FP16_FEATURES if working_dtype == "f16" else frozenset())

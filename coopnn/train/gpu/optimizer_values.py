@@ -1,29 +1,42 @@
-"""The push constants of the optimizer shader (`coopnn.shaders.training.optimizer`) for one update of a
-`coopnn.train.optim` optimizer: its hyperparameters and the per-step values numpy computes in float64."""
+"""The values the optimizer shader (`coopnn.shaders.training.optimizer`) takes for a `coopnn.train.optim` optimizer:
+its hyperparameters as push constants, and per update the values numpy computes in float64 as schedule rows."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from coopnn.shaders.targets.base import Binary
+from coopnn.shaders.training.optimizer import SCHEDULE_WORDS
 from coopnn.train.optim import SGD, Adam, Optimizer
 
 
-def optimizer_push(shader: Binary, optimizer: Optimizer, step: int, count: int,
+def optimizer_push(shader: Binary, optimizer: Optimizer, first_step: int, count: int,
                    gradient_scale: float) -> bytes:
-    """The push constants of `shader` for update number `step` (1-based) of `optimizer` over `count` elements, the
-    gradient multiplied by `gradient_scale` first."""
-    if step < 1:
-        raise ValueError(f"optimizer steps count from 1, got {step}")
-    common = {"count": count, "gradient_scale": gradient_scale, "weight_decay": optimizer.weight_decay}
+    """The push constants of `shader` for `optimizer` over `count` elements, the gradient multiplied by
+    `gradient_scale` (and divided by the loss scale) first; the schedule's row 0 is for update `first_step` + 1."""
+    common = {"count": count, "gradient_scale": gradient_scale, "weight_decay": optimizer.weight_decay,
+              "first_step": first_step}
     if isinstance(optimizer, Adam):
         beta1, beta2 = optimizer.betas
         return shader.pack_push(**common, one_minus_beta1=1 - beta1, beta2=beta2, one_minus_beta2=1 - beta2,
-                                step_size=optimizer.lr / (1 - beta1**step),
-                                bias_correction2_sqrt=math.sqrt(1 - beta2**step), eps=optimizer.eps)
+                                eps=optimizer.eps)
     if isinstance(optimizer, SGD):
-        # numpy seeds the momentum buffer with the gradient on the first update, as torch does.
         return shader.pack_push(**common, lr=optimizer.lr, momentum=optimizer.momentum,
-                                one_minus_dampening=1 - optimizer.dampening, nesterov=optimizer.nesterov,
-                                first=step == 1)
+                                one_minus_dampening=1 - optimizer.dampening, nesterov=optimizer.nesterov)
     raise ValueError(f"no optimizer shader for {type(optimizer).__name__}")
+
+
+def optimizer_schedule(optimizer: Optimizer, first_step: int, updates: int) -> np.ndarray:
+    """The schedule rows (float32, `SCHEDULE_WORDS` each) of updates `first_step` + 1 .. `first_step` + `updates`."""
+    rows = np.zeros((updates, SCHEDULE_WORDS), np.float64)
+    for row, step in enumerate(range(first_step + 1, first_step + updates + 1)):
+        if isinstance(optimizer, Adam):
+            beta1, beta2 = optimizer.betas
+            rows[row] = optimizer.lr / (1 - beta1**step), math.sqrt(1 - beta2**step)
+        elif isinstance(optimizer, SGD):
+            rows[row, 0] = step == 1
+        else:
+            raise ValueError(f"no optimizer shader for {type(optimizer).__name__}")
+    return rows.astype(np.float32)

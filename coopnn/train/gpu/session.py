@@ -1,11 +1,15 @@
-"""`KernelTrainingSession`: a whole training step on a Vulkan device, in one command buffer.
+"""`KernelTrainingSession`: training steps on a Vulkan device, many of them in one command buffer.
 
 The session keeps everything on the device: fp32 master weights, their gradients, the optimizer's slots, the working
-copy the step kernel reads, the tape and the per-sample losses. A step uploads the batch and runs, in one
-submission: the step kernel (forward, loss, backward onto the tape), the target's weight-gradient kernels, the
-optimizer kernel, and whatever turns the working copy into what the step kernel reads; it then reads back the
-per-sample losses and the status word (non-zero when a gradient was not finite). Targets differ in how they lay out
-parameters and reduce gradients; subclasses say how (`coopnn.backends.portable.training`, `coopnn.backends.coopvec.training`).
+copy the step kernel reads, the tape, the per-sample losses, and the training state words (status, loss scale, good
+steps, optimizer steps: `TRAINING_STATE_FIELDS`). A step runs the step kernel (forward, loss, backward onto the
+tape), the target's weight-gradient kernels, the optimizer kernel, whatever turns the working copy into what the step
+kernel reads, and the step-ending kernel (`coopnn.shaders.training.step_state`: the batch's loss into a history row,
+the skip and loss-scale bookkeeping). Nothing in a step waits for the host, so `run_steps` records a whole run of
+steps on a data set already on the device (`upload_data`; each batch gathered there by the seeded sampler of
+`coopnn.shaders.training.sampler`) into one submission and reads the losses once at its end; `step` is the same with
+one batch uploaded from the host. Targets differ in how they lay out parameters and reduce gradients; subclasses say
+how (`coopnn.backends.portable.training`, `coopnn.backends.coopvec.training`).
 """
 
 from __future__ import annotations
@@ -17,19 +21,24 @@ import numpy as np
 from coopnn.errors import InputError
 from coopnn.graph.ir import Graph
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.shaders.training.optimizer import optimizer_shader
-from coopnn.train.gpu.optimizer_values import optimizer_push
+from coopnn.shaders.training.optimizer import SCHEDULE_WORDS, optimizer_shader
+from coopnn.shaders.training.sampler import gather_shader
+from coopnn.shaders.training.step_state import (GOOD_STEPS, HISTORY_WORDS, LOSS_SCALE, REDUCE_WIDTH, STEPS,
+                                                step_end_shader)
+from coopnn.train.gpu.optimizer_values import optimizer_push, optimizer_schedule
+from coopnn.train.gpu.resident import ResidentData
 from coopnn.runtime.executable import load_kernel
-from coopnn.shaders.targets.base import Binary
+from coopnn.shaders.targets.base import TRAINING_STATE_FIELDS, Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
 from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
 from coopnn.train.losses import Loss
 from coopnn.train.optim import Optimizer
 
-STATUS_WORDS = 4
 # One step's tape stays below this, whatever the device allows, so a mistaken batch size fails with a clear error
 # rather than exhausting device memory.
 MAX_TAPE_BYTES = 2 << 30
+# Steps recorded into one submission at most (the history and schedule buffers hold this many rows).
+MAX_STEPS_PER_RUN = 1024
 
 
 class KernelTrainingSession:
@@ -37,7 +46,8 @@ class KernelTrainingSession:
     working_dtype = "f32"
     tape_itemsize = 4
     tape_slack = 0  # feature rows of capacity allocated after the tape's last region
-    skip_nonfinite = False
+    skip_nonfinite = False  # whether a step with a non-finite gradient is skipped (with dynamic loss scaling)
+    growth_interval = 0  # with skip_nonfinite: good steps in a row after which the loss scale doubles
 
     def __init__(self, graph: Graph, loss: Loss, optimizer: Optimizer, device: str | int | None):
         from coopnn.runtime.vk.memory import HostAccess
@@ -48,21 +58,27 @@ class KernelTrainingSession:
         self.layout = ParameterLayout.of(self.layer_shapes())
         self.tape = TapeLayout(self.layout.layers)
         self.program = step_program(self.plan, loss, self.tape)
-        self.loss_scale = 1.0
+        self.loss_scale, self.good_steps = 1.0, 0
         self.last_gpu_ms: float | None = None
         self.optimizer_kernel_shader = optimizer_shader(optimizer.name, self.working_dtype, self.skip_nonfinite)
+        self.step_end_shader = step_end_shader(self.skip_nonfinite, self.growth_interval)
+        self.gather_shader = gather_shader()
         self.gradient_shaders = self.make_gradient_shaders()
         self.context = open_context(device, features=self.features())
         try:
             self.binary = self.compile_step()
             self.step_kernel = load_kernel(self.context, self.binary, f"{graph.name} training step")
             self.optimizer_kernel = load_kernel(self.context, self.optimizer_kernel_shader)
+            self.step_end_kernel = load_kernel(self.context, self.step_end_shader)
+            self.gather_kernel = load_kernel(self.context, self.gather_shader)
             self.gradient_kernels = [load_kernel(self.context, shader) for shader in self.gradient_shaders]
             size = self.layout.size * 4
             self.master = self.context.create_buffer(size, HostAccess.NONE)
             self.gradient = self.context.create_buffer(size, HostAccess.NONE)
             self.slots = {slot: self.context.create_buffer(size, HostAccess.NONE) for slot in optimizer.slots}
-            self.status = self.context.create_buffer(4 * STATUS_WORDS, HostAccess.READ)
+            self.state = self.context.create_buffer(4 * len(TRAINING_STATE_FIELDS), HostAccess.READ_WRITE)
+            self.history = self.context.create_buffer(4 * HISTORY_WORDS * MAX_STEPS_PER_RUN, HostAccess.READ)
+            self.schedule = self.context.create_buffer(4 * SCHEDULE_WORDS * MAX_STEPS_PER_RUN, HostAccess.WRITE)
             self.master.upload(self.flatten({p.weight: self._constant(p.weight_constant) for p in self.plan.layers}
                                             | {p.bias: self._constant(p.bias_constant) for p in self.plan.layers}))
             self.load_optimizer_state(optimizer.state_dict())
@@ -82,7 +98,8 @@ class KernelTrainingSession:
 
     def features(self) -> set[str]:
         """What the device must enable for every kernel of a step (the step kernel's are the target's to add)."""
-        return set(self.optimizer_kernel_shader.features).union(*(s.features for s in self.gradient_shaders))
+        return set(self.optimizer_kernel_shader.features).union(self.step_end_shader.features,
+                                                                 *(s.features for s in self.gradient_shaders))
 
     def make_gradient_shaders(self) -> list[Binary]:
         """The kernels `gradient_steps` dispatches (made before the device, which must enable their features)."""
@@ -165,7 +182,7 @@ class KernelTrainingSession:
             if b.role == "tape":
                 self.io[b.index] = self.context.create_buffer(
                     capacity * (self.tape.width + self.tape_slack) * self.tape_itemsize, HostAccess.NONE)
-            else:
+            elif b.role != "state":
                 access = HostAccess.READ if b.role == "loss" else HostAccess.WRITE
                 self.io[b.index] = self.context.create_buffer(capacity * b.features * b.itemsize, access)
         self.capacity = capacity
@@ -178,47 +195,117 @@ class KernelTrainingSession:
         vk = load_vulkan()
         return Recorded(lambda cmd: [vk.vkCmdFillBuffer(cmd, b.handle, 0, b.size, 0) for b in buffers])
 
-    # ----- a step ---------------------------------------------------------------------------------------------------
+    def _clear_status(self):
+        from coopnn.runtime.vk.commands import Recorded
+        from coopnn.runtime.vk.loader import load_vulkan
 
-    def _run(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray], mode: str) -> float:
-        """One submission: the step kernel, then ("gradients", "step") the gradient kernels, then ("step") the
-        update; the batch's mean loss."""
-        from coopnn.runtime.vk.commands import Dispatch
+        vk = load_vulkan()
+        return Recorded(lambda cmd: vk.vkCmdFillBuffer(cmd, self.state.handle, 0, 4, 0))
 
-        target = targets[self.plan.output]
-        batch = target.shape[0]
+    # ----- the state words ------------------------------------------------------------------------------------------
+
+    def _write_state(self) -> None:
+        """The host's loss scale, good steps and optimizer step count into the state words the kernels read."""
+        words = np.zeros(len(TRAINING_STATE_FIELDS), np.uint32)
+        words[LOSS_SCALE] = np.float32(self.loss_scale).view(np.uint32)
+        words[GOOD_STEPS], words[STEPS] = self.good_steps, self.optimizer.step_count
+        self.state.write(words)
+
+    def _read_state(self) -> None:
+        words = self.state.read(np.uint32, len(TRAINING_STATE_FIELDS))
+        self.loss_scale = float(words[LOSS_SCALE:LOSS_SCALE + 1].view(np.float32)[0])
+        self.good_steps, self.optimizer.step_count = int(words[GOOD_STEPS]), int(words[STEPS])
+
+    # ----- steps ----------------------------------------------------------------------------------------------------
+
+    def _buffers(self):
+        """The step kernel's buffers, in binding order."""
+        return (self.weights_buffer(),) + tuple(self.state if b.role == "state" else self.io[b.index]
+                                                for b in self.binary.bindings[1:])
+
+    def _write_batch(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray], batch: int) -> int:
+        """Upload one batch into the step kernel's inputs; the invocation count (padding samples read zeros and
+        their losses and gradients are masked out)."""
         self._ensure_capacity(batch)
         count = -(-batch // self.granularity) * self.granularity
         for b in self.binary.bindings[1:]:
             if b.role != "input":
                 continue
-            source = target if b.name == TARGET else feeds[b.name]
+            source = targets[self.plan.output] if b.name == TARGET else feeds[b.name]
             self.io[b.index].write(np.ascontiguousarray(source, b.numpy_dtype).reshape(-1))
-            if count > batch:  # padding samples read zeros (their losses and gradients are masked out)
+            if count > batch:
                 self.io[b.index].write(np.zeros((count - batch) * b.features, b.numpy_dtype),
                                        batch * b.features * b.itemsize)
-        buffers = (self.weights_buffer(),) + tuple(self.io[b.index] for b in self.binary.bindings[1:])
-        push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity, loss_scale=self.loss_scale)
-        steps = [self.fill_zero(self.status),
-                 Dispatch(self.step_kernel, buffers, push, self.step_kernel.group_count_for(count))]
-        if mode != "loss":
-            steps += self.gradient_steps(batch, count)
-        if mode == "step":
-            steps.append(self.optimizer_dispatch(batch))
-            steps += self.working_steps()
-        loss_buffer = self.io[self._binding(LOSS)]
-        self.last_gpu_ms = self.context.run(steps, self._downloads(loss_buffer, batch))
-        losses = loss_buffer.read(np.float32, batch)
-        value = float(np.sum(losses, dtype=np.float64) / (batch * self.plan.out_features))
-        if mode == "step":
-            self.after_step(bool(self.status.read(np.uint32, 1)[0]))
-        return value
+        return count
 
-    def _downloads(self, loss_buffer, batch: int) -> dict:
+    def _forward_backward(self, batch: int, count: int) -> list:
+        from coopnn.runtime.vk.commands import Dispatch
+
+        push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity)
+        return [self._clear_status(),
+                Dispatch(self.step_kernel, self._buffers(), push, self.step_kernel.group_count_for(count))]
+
+    def _update(self, batch: int, slot: int) -> list:
+        """The commands after the backward pass of a step: gradients, the optimizer, the working copy, and the
+        step's end (its loss into history row `slot`, the state words)."""
+        from coopnn.runtime.vk.commands import Dispatch
+
+        count = -(-batch // self.granularity) * self.granularity
+        end = self.step_end_shader.pack_push(count=REDUCE_WIDTH, batch=batch, slot=slot)
+        return [*self.gradient_steps(batch, count), self.optimizer_dispatch(batch), *self.working_steps(),
+                Dispatch(self.step_end_kernel, (self.io[self._binding(LOSS)], self.state, self.history), end, 1)]
+
+    def _submit_steps(self, steps: list, updates: int, batch: int) -> np.ndarray:
+        """Run `steps` (`updates` training steps, each ending with `_update`) in one submission; their losses."""
         from coopnn.runtime.vk.memory import Placement
 
-        wanted = {loss_buffer: (0, batch * 4), self.status: (0, 4 * STATUS_WORDS)}
-        return {b: r for b, r in wanted.items() if b.placement is Placement.STAGED}
+        self._write_state()
+        self.schedule.write(optimizer_schedule(self.optimizer, self.optimizer.step_count, updates))
+        wanted = {self.history: (0, 4 * HISTORY_WORDS * updates), self.state: (0, self.state.size)}
+        self.last_gpu_ms = self.context.run(steps, {b: r for b, r in wanted.items()
+                                                    if b.placement is Placement.STAGED})
+        self._read_state()
+        history = self.history.read(np.float32, HISTORY_WORDS * updates).reshape(updates, HISTORY_WORDS)
+        return history[:, 0].astype(np.float64) / (batch * self.plan.out_features)
+
+    def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> ResidentData:
+        """A data set on the device for `run_steps` (whole, or in shards where it does not fit)."""
+        sources = {b.name: targets[self.plan.output] if b.name == TARGET else feeds[b.name]
+                   for b in self.binary.bindings[1:] if b.role == "input"}
+        return ResidentData(self.context, sources)
+
+    def run_steps(self, data: ResidentData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
+        """`steps` training steps (at most MAX_STEPS_PER_RUN) on batches the device draws from `data`: batch
+        `first_step + j` of `seed` for step j (`coopnn.shaders.training.sampler`), or the whole data every step
+        when `batch_size` is no smaller. One submission; the losses of the steps."""
+        from coopnn.runtime.vk.commands import Dispatch
+
+        if not 0 < steps <= MAX_STEPS_PER_RUN:
+            raise ValueError(f"run_steps takes 1 to {MAX_STEPS_PER_RUN} steps, not {steps}")
+        whole = batch_size >= data.rows
+        batch = data.rows if whole else batch_size
+        self._ensure_capacity(batch)
+        count = -(-batch // self.granularity) * self.granularity
+        inputs = [b for b in self.binary.bindings[1:] if b.role == "input"]
+        commands: list = []
+        if count > batch:  # padding samples read zeros
+            commands.append(self.fill_zero(*(self.io[b.index] for b in inputs)))
+        for j in range(steps):
+            for b in inputs:
+                push = self.gather_shader.pack_push(count=batch * b.features, features=b.features, rows=data.rows,
+                                             seed=seed & 0xFFFFFFFF, step=(first_step + j) & 0xFFFFFFFF,
+                                             whole=whole)
+                commands.append(Dispatch(self.gather_kernel, (data.buffers[b.name], self.io[b.index]), push,
+                                         self.gather_kernel.group_count_for(batch * b.features)))
+            commands += self._forward_backward(batch, count) + self._update(batch, j)
+        return self._submit_steps(commands, steps, batch)
+
+    def _losses(self, batch: int) -> tuple[Any, dict]:
+        from coopnn.runtime.vk.memory import Placement
+
+        loss_buffer = self.io[self._binding(LOSS)]
+        wanted = {loss_buffer: (0, batch * 4), self.state: (0, self.state.size)}
+        return loss_buffer, {b: r for b, r in wanted.items() if b.placement is Placement.STAGED}
 
     def _binding(self, name: str) -> int:
         return next(b.index for b in self.binary.bindings if b.name == name)
@@ -230,34 +317,38 @@ class KernelTrainingSession:
     def optimizer_dispatch(self, batch: int):
         from coopnn.runtime.vk.commands import Dispatch
 
-        scale = 1.0 / (self.loss_scale * batch * self.plan.out_features)
-        push = optimizer_push(self.optimizer_kernel_shader, self.optimizer, self.optimizer.step_count + 1,
-                              self.layout.size, scale)
-        buffers = (self.master, self.gradient, self.status, self.working_buffer(),
-                   *(self.slots[s] for s in self.optimizer.slots))
+        push = optimizer_push(self.optimizer_kernel_shader, self.optimizer, self.optimizer.step_count,
+                              self.layout.size, 1.0 / (batch * self.plan.out_features))
+        buffers = (self.master, self.gradient, self.state, self.working_buffer(),
+                   *(self.slots[s] for s in self.optimizer.slots), self.schedule)
         return Dispatch(self.optimizer_kernel, buffers, push, self.optimizer_kernel.group_count_for(self.layout.size))
 
     def working_buffer(self):
         """The buffer the optimizer writes the working copy to."""
         return self.weights_buffer()
 
-    def after_step(self, overflowed: bool) -> None:
-        """Count the step unless it was skipped (`overflowed` with skip_nonfinite)."""
-        if not (overflowed and self.skip_nonfinite):
-            self.optimizer.step_count += 1
-
     # ----- the TrainingSession interface ----------------------------------------------------------------------------
 
     def step(self, feeds, targets) -> float:
-        return self._run(feeds, targets, "step")
+        batch = targets[self.plan.output].shape[0]
+        count = self._write_batch(feeds, targets, batch)
+        return float(self._submit_steps(self._forward_backward(batch, count) + self._update(batch, 0), 1, batch)[0])
 
     def loss(self, feeds, targets) -> float:
-        return self._run(feeds, targets, "loss")
+        batch = targets[self.plan.output].shape[0]
+        self._write_state()
+        count = self._write_batch(feeds, targets, batch)
+        loss_buffer, downloads = self._losses(batch)
+        self.last_gpu_ms = self.context.run(self._forward_backward(batch, count), downloads)
+        return float(np.sum(loss_buffer.read(np.float32, batch), dtype=np.float64) / (batch * self.plan.out_features))
 
     def gradients(self, feeds, targets) -> dict[str, np.ndarray]:
         """The gradient of the batch's mean loss in every parameter (no update; for tests and tools)."""
         batch = targets[self.plan.output].shape[0]
-        self._run(feeds, targets, "gradients")
+        self._write_state()
+        count = self._write_batch(feeds, targets, batch)
+        self.last_gpu_ms = self.context.run(self._forward_backward(batch, count) + self.gradient_steps(batch, count),
+                                            self._losses(batch)[1])
         raw = self.gradient.download(np.float32, self.layout.size)
         return self.unflatten(raw / np.float32(self.loss_scale * batch * self.plan.out_features))
 
@@ -279,6 +370,7 @@ class KernelTrainingSession:
         self.optimizer.load_state_dict(state)
         for slot, buffer in self.slots.items():
             buffer.upload(self.flatten(self.optimizer.state.get(slot, {})))
+        self._write_state()
 
     def close(self) -> None:
         self.context.close()

@@ -2,7 +2,8 @@
 
 One invocation per sample: the parameter-free prefix lowered as in inference; each layer stores its input on the
 tape, multiplies, adds the bias and applies its activation; the loss's per-element terms give the sample's loss
-(stored, summed over the outputs) and the gradient in the prediction, scaled by the push constant `loss_scale`; then
+(stored, summed over the outputs) and the gradient in the prediction, scaled by the `loss_scale` word of the
+training state buffer (kept on the device, so steps need no host in between); then
 from the last layer back, each layer's delta (the gradient times its activation's derivative at the pre-activation)
 goes on the tape and the product with the transposed weight carries it to the layer before. Weight gradients are
 not made here: they are sums over samples of the tape, which other kernels reduce.
@@ -14,13 +15,14 @@ from coopnn.shaders.kernel import activations
 from coopnn.shaders.kernel.derivatives import derivative
 from coopnn.shaders.kernel.lower import Lowerer
 from coopnn.shaders.kernel.program import KernelProgram, VecType
+from coopnn.shaders.targets.base import TRAINING_STATE_FIELDS
 from coopnn.shaders.training.layout import TapeLayout
 from coopnn.train.gpu.loss_kernels import loss_terms
 from coopnn.train.gpu.plan import TrainingPlan
 from coopnn.train.losses import Loss
 
 TARGET = "target"  # the graph-name of the targets' input binding
-TAPE, LOSS = "tape", "loss"
+TAPE, LOSS, STATE = "tape", "loss", "state"
 LOSS_SCALE = "loss_scale"
 
 
@@ -35,6 +37,7 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout) -> KernelProg
     k.add_param("t", "input", (out_features,), TARGET)
     k.add_param(TAPE, "tape", (tape.width,))
     k.add_param(LOSS, "loss", (1,))
+    k.add_param(STATE, "state", (len(TRAINING_STATE_FIELDS),))
     constants = plan.graph.constants
     x = lw.vectors[plan.input]
     saved = []

@@ -48,6 +48,7 @@ def every_instruction() -> KernelBuilder:
     k.add_param("x", "input", (4,), "x")
     k.add_param("tape", "tape", (8,))
     k.add_param("loss", "loss", (1,))
+    k.add_param("state", "state", (4,))  # where `uniform %loss_scale` reads from
     x = k.emit("load", None, ("x",))
     w, b = k.own_param("w", WEIGHT, "matrix"), k.own_param("b", BIAS, "vector")
     h = k.emit("gemv", None, (w, x, b), transpose=False)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import math
 import struct
 
+import numpy as np
 import pytest
 
 from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_shader
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
-from coopnn.train.gpu.optimizer_values import optimizer_push
+from coopnn.train.gpu.optimizer_values import optimizer_push, optimizer_schedule
 from coopnn.train.optim import SGD, Adam
 from tests.backends.portable.test_target import spirv_val
 
@@ -37,7 +38,7 @@ def unpack(shader, data: bytes) -> dict:
 def test_optimizer_shaders_are_valid(kind, slots, working_dtype, skip_nonfinite, tmp_path):
     shader = optimizer_shader(kind, working_dtype, skip_nonfinite)
     spirv_val(shader.spirv, tmp_path)
-    assert shader.binding_count == 4 + slots and shader.workgroup_size == (64, 1, 1)
+    assert shader.binding_count == 4 + slots + 1 and shader.workgroup_size == (64, 1, 1)  # the schedule last
     assert push_names(shader)[:2] == ["count", "gradient_scale"]
     assert shader.push_constant_size == 4 * len(shader.push_constants)
     assert ("shaderFloat16" in shader.features) == (working_dtype == "f16")
@@ -75,27 +76,29 @@ def test_pack_push_refuses_missing_unknown_and_unrepresentable_values(values, me
         partial_sum_shader().pack_push(**values)
 
 
-def test_optimizer_push_for_adam_folds_the_bias_corrections():
+def test_optimizer_values_for_adam_fold_the_bias_corrections_into_the_schedule():
     shader = optimizer_shader("adam", "f32", False)
     adam = Adam(lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)
-    values = unpack(shader, optimizer_push(shader, adam, 3, 100, 0.5))
-    assert values["count"] == 100 and values["gradient_scale"] == 0.5
-    assert values["step_size"] == pytest.approx(0.01 / (1 - 0.8**3))
-    assert values["bias_correction2_sqrt"] == pytest.approx(math.sqrt(1 - 0.99**3))
+    values = unpack(shader, optimizer_push(shader, adam, 2, 100, 0.5))
+    assert values["count"] == 100 and values["gradient_scale"] == 0.5 and values["first_step"] == 2
     assert values["one_minus_beta1"] == pytest.approx(0.2) and values["eps"] == pytest.approx(1e-6)
+    schedule = optimizer_schedule(adam, 2, 3)  # updates 3, 4 and 5
+    assert schedule.dtype == np.float32 and schedule.shape == (3, 2)
+    for row, t in enumerate((3, 4, 5)):
+        assert schedule[row, 0] == np.float32(0.01 / (1 - 0.8**t))
+        assert schedule[row, 1] == np.float32(math.sqrt(1 - 0.99**t))
 
 
-def test_optimizer_push_for_sgd_seeds_momentum_on_the_first_step_only():
+def test_optimizer_schedule_for_sgd_seeds_momentum_on_the_first_update_only():
     shader = optimizer_shader("sgd", "f16", True)
     sgd = SGD(lr=0.1, momentum=0.9, nesterov=True)
-    first, later = (unpack(shader, optimizer_push(shader, sgd, t, 7, 1.0)) for t in (1, 2))
-    assert (first["first"], later["first"], first["nesterov"]) == (1, 0, 1)
-    assert first["one_minus_dampening"] == 1.0 and first["momentum"] == pytest.approx(0.9)
+    values = unpack(shader, optimizer_push(shader, sgd, 0, 7, 1.0))
+    assert values["nesterov"] == 1 and values["one_minus_dampening"] == 1.0
+    assert values["momentum"] == pytest.approx(0.9)
+    assert optimizer_schedule(sgd, 0, 3)[:, 0].tolist() == [1.0, 0.0, 0.0]
 
 
-def test_optimizer_push_refuses_a_step_before_the_first_and_the_wrong_shader():
-    with pytest.raises(ValueError, match="from 1"):
-        optimizer_push(optimizer_shader("adam", "f32", False), Adam(), 0, 10, 1.0)
+def test_optimizer_push_refuses_the_wrong_shader():
     with pytest.raises(ValueError, match="unknown"):
         optimizer_push(optimizer_shader("adam", "f32", False), SGD(), 1, 10, 1.0)
 

@@ -1,6 +1,7 @@
 """The training kernels on a Vulkan device (lavapipe in CI, validation layer on where installed): the optimizer steps
-match `coopnn.train.optim`, the tape gradient matches numpy's einsum, partial sums add up, and non-finite values set
-(and a set status skips) as documented."""
+match `coopnn.train.optim`, the tape gradient matches numpy's einsum, partial sums add up, non-finite values set (and
+a set status skips) as documented, the step-ending kernel sums losses and keeps the state words, and the gather
+kernel draws the rows the numpy sampler draws."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from coopnn.errors import BackendUnavailableError
 from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_shader
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
-from coopnn.train.gpu.optimizer_values import optimizer_push
+from coopnn.shaders.training.sampler import gather_shader, sample_rows
+from coopnn.shaders.training.step_state import MIN_LOSS_SCALE, REDUCE_WIDTH, step_end_shader
+from coopnn.train.gpu.optimizer_values import optimizer_push, optimizer_schedule
 from coopnn.train.optim import SGD, Adam
 from tests.devices import assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
 
@@ -78,11 +81,14 @@ class Kernel:
         return [b.read(d) for b, d in zip(self.buffers, self.dtypes)]
 
 
-def optimizer_buffers(kind: str, working_dtype: str, master: np.ndarray, status: int) -> list[np.ndarray]:
-    slots = 2 if kind == "adam" else 1
+def state_words(status: int = 0, loss_scale: float = 1.0, good_steps: int = 0, steps: int = 0) -> np.ndarray:
+    return np.array([status, np.float32(loss_scale).view(np.uint32), good_steps, steps], np.uint32)
+
+
+def optimizer_buffers(optimizer, working_dtype: str, master: np.ndarray, status: int) -> list[np.ndarray]:
     working = np.full(COUNT, 7, np.float16 if working_dtype == "f16" else np.float32)  # a sentinel
-    return [master, np.zeros(COUNT, np.float32), np.array([status], np.uint32), working,
-            *[np.zeros(COUNT, np.float32) for _ in range(slots)]]
+    return [master, np.zeros(COUNT, np.float32), state_words(status), working,
+            *[np.zeros(COUNT, np.float32) for _ in optimizer.slots], optimizer_schedule(optimizer, 0, STEPS)]
 
 
 @pytest.mark.parametrize("working_dtype", ["f32", "f16"])
@@ -92,13 +98,14 @@ def test_optimizer_steps_match_numpy(context, name, working_dtype):
     reference, device_optimizer = OPTIMIZERS[name](), OPTIMIZERS[name]()
     expected = rng.normal(size=COUNT).astype(np.float32)
     shader = optimizer_shader(reference.name, working_dtype, skip_nonfinite=True)
-    kernel = Kernel(context, shader, optimizer_buffers(reference.name, working_dtype, expected.copy(), 0))
+    kernel = Kernel(context, shader, optimizer_buffers(device_optimizer, working_dtype, expected.copy(), 0))
     for step in range(1, STEPS + 1):
         gradient = rng.normal(size=COUNT).astype(np.float32)
         reference.update({"p": expected}, {"p": gradient * np.float32(GRADIENT_SCALE)})
         kernel.write(1, gradient)
-        master, _, _, working, *slots = kernel.run(
-            optimizer_push(shader, device_optimizer, step, COUNT, GRADIENT_SCALE), COUNT)
+        kernel.write(2, state_words(loss_scale=4.0, steps=step - 1))  # the gradient is divided by the loss scale
+        master, _, _, working, *slots, _ = kernel.run(
+            optimizer_push(shader, device_optimizer, 0, COUNT, 4 * GRADIENT_SCALE), COUNT)
     np.testing.assert_allclose(master, expected, rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(working, master.astype(working.dtype))
     for slot_name, slot in zip(reference.slots, slots):
@@ -110,13 +117,13 @@ def test_optimizer_steps_match_numpy(context, name, working_dtype):
 def test_a_set_status_skips_the_step_only_when_asked(context, skip_nonfinite):
     master = np.random.default_rng(1).normal(size=COUNT).astype(np.float32)
     shader = optimizer_shader("adam", "f16", skip_nonfinite)
-    buffers = optimizer_buffers("adam", "f16", master, status=1)
+    buffers = optimizer_buffers(Adam(lr=0.1), "f16", master, status=1)
     buffers[1][:] = 1.0
     kernel = Kernel(context, shader, buffers)
-    after = kernel.run(optimizer_push(shader, Adam(lr=0.1), 1, COUNT, 1.0), COUNT)
+    after = kernel.run(optimizer_push(shader, Adam(lr=0.1), 0, COUNT, 1.0), COUNT)
     if skip_nonfinite:
         for before, now in zip(buffers, after):
-            np.testing.assert_array_equal(now, before)
+            np.testing.assert_array_equal(now, before.reshape(-1))
     else:
         np.testing.assert_allclose(after[0], master - np.float32(0.1), rtol=1e-5, atol=1e-6)
 
@@ -183,3 +190,42 @@ def test_partial_sums_add_up_and_flag_overflow(context):
     kernel.write(0, partials)
     _, gradient, status = kernel.run(push, count)
     assert status[0] == 1 and np.isinf(gradient[17]) and np.isfinite(np.delete(gradient, 17)).all()
+
+
+@pytest.mark.parametrize("skip_nonfinite", [True, False])
+@pytest.mark.parametrize("status", [0, 1])
+def test_the_step_end_sums_the_losses_and_keeps_the_state(context, skip_nonfinite, status):
+    batch = 3 * REDUCE_WIDTH + 17
+    losses = np.random.default_rng(2).uniform(0, 1, batch).astype(np.float32)
+    growth = 3
+    shader = step_end_shader(skip_nonfinite, growth)
+    kernel = Kernel(context, shader, [losses, state_words(status, 8.0, growth - 1, 41), np.zeros(6, np.float32)])
+    _, state, history = kernel.run(shader.pack_push(count=REDUCE_WIDTH, batch=batch, slot=2), REDUCE_WIDTH)
+    assert history[4] == pytest.approx(float(np.sum(losses, dtype=np.float64)), rel=1e-6)
+    assert history[5] == status and not history[:4].any()
+    scale = float(state[1:2].view(np.float32)[0])
+    if not skip_nonfinite:
+        assert (state[0], scale, state[2], state[3]) == (status, 8.0, growth - 1, 42)
+    elif status:  # skipped: the scale halves, the good steps restart, the step is not counted
+        assert (scale, state[2], state[3]) == (4.0, 0, 41)
+    else:  # the growth_interval-th good step in a row doubles the scale
+        assert (scale, state[2], state[3]) == (16.0, 0, 42)
+
+
+def test_the_loss_scale_does_not_fall_below_its_floor(context):
+    shader = step_end_shader(True, 1000)
+    kernel = Kernel(context, shader, [np.ones(5, np.float32), state_words(1, MIN_LOSS_SCALE), np.zeros(2, np.float32)])
+    _, state, _ = kernel.run(shader.pack_push(count=REDUCE_WIDTH, batch=5, slot=0), REDUCE_WIDTH)
+    assert state[1:2].view(np.float32)[0] == np.float32(MIN_LOSS_SCALE)
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_the_gather_kernel_draws_the_rows_the_numpy_sampler_draws(context, whole):
+    rows, features, batch, seed, step = 1000, 3, 700 if not whole else 1000, 12345, 77
+    source = np.arange(rows * features, dtype=np.float32)
+    shader = gather_shader()
+    kernel = Kernel(context, shader, [source, np.zeros(batch * features, np.float32)])
+    push = shader.pack_push(count=batch * features, features=features, rows=rows, seed=seed, step=step, whole=whole)
+    _, gathered = kernel.run(push, batch * features)
+    expected = source.reshape(rows, features)[sample_rows(seed, step, batch, rows, whole)]
+    np.testing.assert_array_equal(gathered.reshape(batch, features), expected)

@@ -81,5 +81,5 @@ def test_step_kernels_are_valid_spirv(loss, activation, tmp_path):
     packed = pack_plan(weight_plan(padded_program, FP16), "training_optimal", lambda m: bytes(2 * m.nbytes))
     coopvec = target("coopvec").compile(padded_program, FP16, 64, packed=packed)
     spirv_val(coopvec.spirv, tmp_path)
-    assert [b.role for b in coopvec.bindings] == ["weights", "input", "input", "tape", "loss"]
-    assert [p.name for p in coopvec.push_constants] == ["count", "batch", "capacity", "loss_scale"]
+    assert [b.role for b in coopvec.bindings] == ["weights", "input", "input", "tape", "loss", "state"]
+    assert [p.name for p in coopvec.push_constants] == ["count", "batch", "capacity"]

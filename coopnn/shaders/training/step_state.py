@@ -1,0 +1,99 @@
+"""The kernel that ends a training step on the device: the batch's loss and the step's bookkeeping, with no host.
+
+`step_end_shader` runs as one workgroup of `REDUCE_WIDTH` invocations after the optimizer. It sums the per-sample
+losses of the batch (each invocation adds every `REDUCE_WIDTH`-th loss in float32, then a tree in workgroup memory
+adds the partial sums), writes the sum and the status word into row `slot` of the history buffer, and updates the
+training state words (`TRAINING_STATE_FIELDS`): a step whose status is nonzero, with `skip_nonfinite`, was skipped by
+the optimizer, so the loss scale halves (not below `MIN_LOSS_SCALE`) and the good-step count restarts; any other step
+counts as an optimizer step, and with `skip_nonfinite` the scale doubles after `growth_interval` good steps in a row.
+Everything a later step depends on stays on the device, so a session can record many steps in one submission.
+
+Bindings: 0 losses (f32), 1 state (u32 words; the scale's bits are a float32), 2 history (f32, two per step: the
+loss sum, then 1.0 when the status was nonzero). Push: `count` (`REDUCE_WIDTH`), `batch` (samples), `slot`.
+"""
+
+from __future__ import annotations
+
+from coopnn.shaders.targets.base import TRAINING_STATE_FIELDS, Binary, ShaderFrame, push_constant_block
+from coopnn.shaders.training.shader import finish, load, storage_buffer, store
+
+LOSSES, STATE, HISTORY = range(3)
+REDUCE_WIDTH = 256
+HISTORY_WORDS = 2  # per step
+MIN_LOSS_SCALE = 1.0 / 1024
+STATUS, LOSS_SCALE, GOOD_STEPS, STEPS = (TRAINING_STATE_FIELDS.index(f)
+                                         for f in ("status", "loss_scale", "good_steps", "steps"))
+
+
+def step_end_shader(skip_nonfinite: bool, growth_interval: int) -> Binary:
+    """The step-ending kernel of a session that skips non-finite steps (`skip_nonfinite`, with dynamic loss scaling
+    doubling after `growth_interval` good steps) or counts every step."""
+    push = push_constant_block(("count", "u32"), ("batch", "u32"), ("slot", "u32"))
+    frame = ShaderFrame((), 32, REDUCE_WIDTH, push_constants=push)
+    m, fn, u32, f32 = frame.module, frame.main, frame.u32, frame.f32
+    storage_buffer(frame, LOSSES, f32, writable=False, name="losses")
+    storage_buffer(frame, STATE, u32, writable=True, name="state")
+    storage_buffer(frame, HISTORY, f32, writable=True, name="history")
+    partials = m.global_variable("Workgroup", m.type_array(f32, frame.uint(REDUCE_WIDTH)), name="partials")
+    lane = frame.sample  # one workgroup: the global index is the local one
+
+    def partial(index):
+        return fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32), partials, index)
+
+    def barrier():
+        fn.emit("OpControlBarrier", m.enum_constant("Scope", "Workgroup"), m.enum_constant("Scope", "Workgroup"),
+                m.enum_constant("MemorySemantics", "AcquireRelease", "WorkgroupMemory"))
+
+    total = fn.variable(f32, name="total", initializer=m.constant(f32, 0.0))
+    with fn.for_range(lane, frame.push_value("batch"), frame.uint(REDUCE_WIDTH)) as i:
+        fn.emit("OpStore", total, fn.emit("OpFAdd", f32, fn.emit("OpLoad", f32, total), load(frame, LOSSES, i)))
+    fn.emit("OpStore", partial(lane), fn.emit("OpLoad", f32, total))
+    barrier()
+    half = REDUCE_WIDTH // 2
+    while half:
+        with fn.if_(fn.emit("OpULessThan", frame.bool, lane, frame.uint(half))):
+            other = fn.emit("OpLoad", f32, partial(fn.emit("OpIAdd", u32, lane, frame.uint(half))))
+            fn.emit("OpStore", partial(lane), fn.emit("OpFAdd", f32, fn.emit("OpLoad", f32, partial(lane)), other))
+        barrier()
+        half //= 2
+    with fn.if_(fn.emit("OpIEqual", frame.bool, lane, frame.zero)):
+        _finish_step(frame, fn.emit("OpLoad", f32, partial(frame.zero)), skip_nonfinite, growth_interval)
+    name = "step_end" + (f"_skip_nonfinite_{growth_interval}" if skip_nonfinite else "")
+    return finish(name, frame, 3, frozenset())
+
+
+def _finish_step(frame: ShaderFrame, loss_sum, skip_nonfinite: bool, growth_interval: int) -> None:
+    """Invocation 0: the history row and the state words."""
+    m, fn, u32, f32 = frame.module, frame.main, frame.u32, frame.f32
+    row = fn.emit("OpIMul", u32, frame.push_value("slot"), frame.uint(HISTORY_WORDS))
+    store(frame, HISTORY, row, loss_sum)
+    bad = fn.emit("OpINotEqual", frame.bool, load(frame, STATE, frame.uint(STATUS), u32), frame.zero)
+    one, zero = m.constant(f32, 1.0), m.constant(f32, 0.0)
+    store(frame, HISTORY, fn.emit("OpIAdd", u32, row, frame.uint(1)), fn.emit("OpSelect", f32, bad, one, zero))
+
+    def word(index: int):
+        return load(frame, STATE, frame.uint(index), u32)
+
+    def set_word(index: int, value) -> None:
+        store(frame, STATE, frame.uint(index), value, u32)
+
+    def count_step() -> None:
+        set_word(STEPS, fn.emit("OpIAdd", u32, word(STEPS), frame.uint(1)))
+
+    if not skip_nonfinite:
+        count_step()
+        return
+    scale = fn.emit("OpBitcast", f32, word(LOSS_SCALE))
+    selection = fn.if_(bad)
+    with selection:
+        halved = fn.ext_inst(f32, "FMax", fn.emit("OpFMul", f32, scale, m.constant(f32, 0.5)),
+                             m.constant(f32, MIN_LOSS_SCALE))
+        set_word(LOSS_SCALE, fn.emit("OpBitcast", u32, halved))
+        set_word(GOOD_STEPS, frame.zero)
+        selection.else_()
+        count_step()
+        good = fn.emit("OpIAdd", u32, word(GOOD_STEPS), frame.uint(1))
+        grown = fn.emit("OpUGreaterThanEqual", frame.bool, good, frame.uint(growth_interval))
+        set_word(GOOD_STEPS, fn.emit("OpSelect", u32, grown, frame.zero, good))
+        doubled = fn.emit("OpFMul", f32, scale, m.constant(f32, 2.0))
+        set_word(LOSS_SCALE, fn.emit("OpBitcast", u32, fn.emit("OpSelect", f32, grown, doubled, scale)))

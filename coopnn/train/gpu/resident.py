@@ -1,0 +1,79 @@
+"""A training data set held on the device, from which every batch is gathered there (no upload per step).
+
+`ResidentData` uploads each input of the step kernel (the model's inputs and the targets) once, as float32 rows. A
+data set larger than the device should hold (`data_budget`: a buffer's addressable range, and half of the largest
+device-local heap for all of them together) is split into shards of whole rows; one shard is on the device at a
+time (`select` uploads another), with one warning saying so, and the sampler draws from the shard on the device.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Mapping
+
+import numpy as np
+
+from coopnn.errors import InputError
+
+# The share of the largest device-local heap a data set may take; the rest is left to weights, tapes and others.
+HEAP_SHARE = 0.5
+# Past this many rows a row index no longer fits the sampler's 32-bit arithmetic.
+MAX_ROWS = 1 << 32
+
+
+def data_budget(context) -> tuple[int, int]:
+    """(bytes one input's buffer may hold, bytes all of them together may hold) on `context`'s device."""
+    info = context.info
+    heaps = [t.heap_size for t in info.memory_types if t.heap_device_local] or [t.heap_size for t in info.memory_types]
+    per_buffer = min(info.limits.max_storage_buffer_range, info.limits.max_buffer_size)
+    return per_buffer, int(max(heaps) * HEAP_SHARE)
+
+
+class ResidentData:
+    """`sources` (name -> float32 array of rows) on `context`'s device, whole or one shard at a time."""
+
+    def __init__(self, context, sources: Mapping[str, np.ndarray]):
+        from coopnn.runtime.vk.memory import HostAccess
+
+        self.sources = {name: np.ascontiguousarray(array, np.float32).reshape(len(array), -1)
+                        for name, array in sources.items()}
+        self.count = len(next(iter(self.sources.values())))
+        row_bytes = {name: array.shape[1] * 4 for name, array in self.sources.items()}
+        per_buffer, total = data_budget(context)
+        fit = min(min(per_buffer // b for b in row_bytes.values()), total // sum(row_bytes.values()), MAX_ROWS - 1)
+        if fit < 1:
+            raise InputError(f"one training sample ({sum(row_bytes.values())} bytes) does not fit on "
+                             f"{context.info.name}")
+        shard_rows = min(self.count, fit)
+        self.shards = [(start, min(start + shard_rows, self.count)) for start in range(0, self.count, shard_rows)]
+        if len(self.shards) > 1:
+            size = self.count * sum(row_bytes.values())
+            warnings.warn(f"the training data ({size / 2**30:.2f} GiB) does not fit on {context.info.name} "
+                          f"(at most {shard_rows * sum(row_bytes.values()) / 2**30:.2f} GiB); it is streamed in "
+                          f"{len(self.shards)} shards of {shard_rows} samples, each run of steps drawing its batches "
+                          f"from one shard", stacklevel=3)
+        self.buffers = {name: context.create_buffer(shard_rows * row_bytes[name], HostAccess.WRITE)
+                        for name in self.sources}
+        self.shard = -1
+        self.select(0)
+
+    @property
+    def rows(self) -> int:
+        """Rows of the shard on the device."""
+        start, stop = self.shards[self.shard]
+        return stop - start
+
+    def select(self, shard: int) -> None:
+        """Put shard `shard` (counted modulo the number of shards) on the device."""
+        shard %= len(self.shards)
+        if shard == self.shard:
+            return
+        start, stop = self.shards[shard]
+        for name, buffer in self.buffers.items():
+            buffer.upload(self.sources[name][start:stop].reshape(-1))
+        self.shard = shard
+
+    def close(self) -> None:
+        for buffer in self.buffers.values():
+            buffer.destroy()
+        self.buffers = {}

@@ -1,0 +1,84 @@
+"""Device-resident training on the portable target (lavapipe in CI, validation layer on): `fit` uploads the data
+once, gathers every batch on the device and reads losses once per run of steps, with the same results as step by
+step; a data set too large for the device is streamed in shards, with a warning."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import coopnn
+from coopnn.shaders.training.sampler import sample_rows
+from coopnn.train.gpu import resident
+from tests.backends.resident_fit import SEED, fit_equals_step_by_step
+
+pytestmark = pytest.mark.vulkan
+
+
+@pytest.fixture(autouse=True)
+def validated(validated_device):
+    """Every test here runs on the device with the validation layer on."""
+
+
+def _data(n: int, seed: int = 1):
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, (n, 3)).astype(np.float32)
+    return x, np.stack([np.sin(2 * x[:, 0]), x[:, 1] * x[:, 2]], axis=1).astype(np.float32)
+
+
+def _model():
+    return coopnn.mlp(3, [16, 16], 2, encoding="frequency", octaves=2, seed=3, backend="portable")
+
+
+@pytest.mark.parametrize("read_every", [None, 1, 3])
+def test_fit_on_the_device_equals_step_by_step(read_every):
+    x, y = _data(500)
+    fit_equals_step_by_step(_model, x, y, steps=7, batch_size=67, read_every=read_every)
+
+
+def test_a_batch_as_large_as_the_data_takes_the_whole_data_in_order():
+    x, y = _data(90)
+    fit_equals_step_by_step(_model, x, y, steps=3, batch_size=1000)
+
+
+def test_on_step_sees_the_weights_of_its_step_at_multiples_of_read_every():
+    x, y = _data(300)
+    seen = {}
+    with _model() as model:
+        trainer = coopnn.Trainer(model, seed=SEED)
+        trainer.fit(x, y, steps=6, batch_size=50, progress=False, read_every=3,
+                    on_step=lambda step, loss: seen.setdefault(step, model.run(x[:4])))
+        assert sorted(seen) == [1, 2, 3, 4, 5, 6]
+        np.testing.assert_array_equal(seen[6], model.run(x[:4]))
+        with _model() as again:
+            stepped = coopnn.Trainer(again, seed=SEED)
+            for step in range(3):
+                rows = sample_rows(SEED, step, 50, len(x))
+                stepped.step(x[rows], y[rows])
+            np.testing.assert_array_equal(seen[3], again.run(x[:4]))
+
+
+def test_a_data_set_too_large_for_the_device_is_streamed_in_shards(monkeypatch):
+    x, y = _data(400)
+    row_bytes = 4 * (3 + 2)
+    monkeypatch.setattr(resident, "data_budget", lambda context: (1 << 30, 150 * row_bytes))
+    with _model() as model:
+        trainer = coopnn.Trainer(model, seed=SEED)
+        with pytest.warns(UserWarning, match=r"streamed in 3 shards of 150 samples"):
+            losses = trainer.fit(x, y, steps=6, batch_size=40, progress=False, read_every=2)
+        with _model() as again:
+            stepped = coopnn.Trainer(again, seed=SEED)
+            expected = []
+            for step in range(6):
+                start = 150 * (step // 2 % 3)  # each run of 2 steps draws from the next shard
+                shard = min(150, len(x) - start)
+                rows = start + sample_rows(SEED, step, 40, shard)
+                expected.append(stepped.step(x[rows], y[rows]))
+        np.testing.assert_array_equal(losses, expected)
+
+
+def test_fit_refuses_a_read_interval_below_one():
+    x, y = _data(10)
+    with _model() as model:
+        with pytest.raises(coopnn.InputError, match="read_every"):
+            coopnn.Trainer(model).fit(x, y, steps=1, read_every=0)
