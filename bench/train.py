@@ -2,6 +2,7 @@
 PyTorch (AMP fp16 with fused Adam), side by side; writes `<out>/<device>-<date>-training.json` and `.md`.
 
     python3 bench/train.py               # batch 2^18, 30 timed steps after 2 s of warm-up per runner
+    python3 bench/train.py --fit-steps 1000   # and a 1,000-step fit on a device-resident data set (GPU runners)
     python3 bench/train.py --quick       # a check that everything runs: batch 2^10, 3 steps
 """
 
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=float, default=2.0, help="seconds of untimed steps per runner")
     p.add_argument("--runners", help="only runners whose names contain one of these (comma-separated)")
+    p.add_argument("--fit-steps", type=int, default=0,
+                   help="also time a device-resident fit of this many steps (coopvec and PyTorch runners)")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     batch, steps, warmup = (1 << 10, 3, 0.0) if args.quick else (args.batch, args.steps, args.warmup)
@@ -62,16 +65,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{model}: {e}", file=sys.stderr)
             continue
         for name, make in runners(graph, only):
-            results.append(measure_training(name, make, model, graph, batch, steps, warmup))
+            fit_steps = args.fit_steps if "portable" not in name else 0  # portable: minutes per fit at this batch
+            results.append(measure_training(name, make, model, graph, batch, steps, warmup, fit_steps=fit_steps))
     def phase(r, name):
         return f"{r.phases[name]:.3f}" if r.phases else "-"
 
     rows = [[r.model, r.runner, str(r.batch),
              f"{r.gpu_ms.median:.3f}" if r.gpu_ms else "-", f"{r.host_ms.median:.2f}" if r.host_ms else "-",
              f"{r.samples_per_s / 1e6:.3g} M" if r.samples_per_s else "-", phase(r, "step_kernel_ms"),
-             phase(r, "weight_gradients_ms"), r.note[:60]] for r in results]
+             phase(r, "weight_gradients_ms"),
+             f"{r.fit_wall_ms / r.fit_steps:.3f}" if r.fit_wall_ms else "-",
+             f"{r.fit_gpu_ms / r.fit_steps:.3f}" if r.fit_gpu_ms else "-",
+             f"{r.fit_samples_per_s / 1e6:.3g} M" if r.fit_samples_per_s else "-", r.note[:60]] for r in results]
     table = format_table(["model", "runner", "batch", "GPU ms/step", "host ms/step", "samples/s (GPU)",
-                          "step kernel ms", "weight grads ms", "note"], rows)
+                          "step kernel ms", "weight grads ms", "fit wall ms/step", "fit GPU ms/step",
+                          "fit samples/s (wall)", "note"], rows)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"{results_stem(environment)}-training"
@@ -82,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         f"# Training step, {device_name(environment)} (driver {driver(environment)}), {environment['date'][:10]}\n\n"
         "L2 loss, Adam; GPU time of one whole step (median); samples/s = batch / GPU time. For coopnn, the step "
         "kernel (forward, loss, backward onto the tape) and the weight-gradient kernels timed apart; the rest of a "
-        "step is the optimizer and the conversion of the working copy.\n\n"
+        "step is the optimizer and the conversion of the working copy. fit: a device-resident fit of "
+        f"{args.fit_steps} steps on a data set of 4 batches, wall clock per step and samples/s by the wall clock "
+        "(coopnn: `Trainer.fit`'s loop; PyTorch: `torch.randint` indices, no synchronisation until the end).\n\n"
         f"```\n{table}\n```\n")
     print(f"wrote {stem}.json and .md")
     return 0

@@ -5,6 +5,12 @@ batch and random data, and reports the GPU time of a step (from its own clock: V
 submission, CUDA events around PyTorch's step) and the host time of the call. The PyTorch baseline is what a PyTorch
 user would train with on that GPU: automatic mixed precision (fp16 autocast with a gradient scaler) and the fused
 Adam. Before timing, every runner steps for `warmup_seconds`: this H100 runs work several times slower after idling.
+
+With `fit_steps`, a runner that can also trains as a user's loop would: `fit_steps` steps on batches drawn from a
+data set already on the device (four batches' worth of random samples), timed by the wall clock from the call to
+the last result on the host. coopnn runs `Trainer.fit`'s own loop (`session.run_steps` in runs read back about every
+0.1 s) and reports its GPU time too; PyTorch draws indices with `torch.randint` on the GPU and steps without
+synchronising until the end.
 """
 
 from __future__ import annotations
@@ -33,13 +39,20 @@ class TrainingTiming:
     gpu_ms: Stats | None = None
     host_ms: Stats | None = None
     phases: dict | None = None  # median GPU ms of the step's parts, where the runner can run them apart
+    fit_steps: int = 0
+    fit_wall_ms: float | None = None  # wall clock of the whole device-resident fit
+    fit_gpu_ms: float | None = None  # GPU time of its submissions, where the runner reports it
 
     @property
     def samples_per_s(self) -> float | None:
         return None if self.gpu_ms is None else self.batch / (self.gpu_ms.median / 1e3)
 
+    @property
+    def fit_samples_per_s(self) -> float | None:
+        return None if not self.fit_wall_ms else self.batch * self.fit_steps / (self.fit_wall_ms / 1e3)
+
     def record(self) -> dict:
-        return {**asdict(self), "samples_per_s": self.samples_per_s}
+        return {**asdict(self), "samples_per_s": self.samples_per_s, "fit_samples_per_s": self.fit_samples_per_s}
 
 
 class CoopnnTrainingRunner:
@@ -76,6 +89,26 @@ class CoopnnTrainingRunner:
                 times.append(self.session.last_gpu_ms)
             medians.append(float(np.median(times)))
         return {"step_kernel_ms": medians[0], "weight_gradients_ms": medians[1] - medians[0]}
+
+    def fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> tuple[float, float | None]:
+        """(wall ms, GPU ms) of `steps` steps on batches the device draws from (x, y), uploaded first."""
+        from coopnn.train.trainer import FIRST_RUN, MAX_RUN, READ_SECONDS
+
+        data = self.session.upload_data({self.input: x}, {self.output: y})
+        gpu_before = getattr(self.session, "total_gpu_ms", 0.0)
+        started = time.perf_counter()
+        done, run = 0, FIRST_RUN
+        try:
+            while done < steps:
+                count = min(run, steps - done, MAX_RUN)
+                t0 = time.perf_counter()
+                self.session.run_steps(data, done, count, batch, 0)
+                run = max(1, min(MAX_RUN, 4 * count, int(count * READ_SECONDS / max(time.perf_counter() - t0, 1e-6))))
+                done += count
+            wall = (time.perf_counter() - started) * 1e3
+        finally:
+            data.close()
+        return wall, getattr(self.session, "total_gpu_ms", 0.0) - gpu_before or None
 
     def close(self) -> None:
         self.session.close()
@@ -121,6 +154,22 @@ class TorchAmpTrainingRunner:
         torch.cuda.synchronize()
         return self.start.elapsed_time(self.end)
 
+    def fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> tuple[float, None]:
+        torch = self.torch
+        inputs, targets = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(steps):
+            rows = torch.randint(0, inputs.shape[0], (batch,), device="cuda")
+            self.optimizer.zero_grad(set_to_none=True)
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = torch.nn.functional.mse_loss(self.net(inputs[rows]).float(), targets[rows])
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        torch.cuda.synchronize()
+        return (time.perf_counter() - started) * 1e3, None
+
     def close(self) -> None:
         self.net = self.optimizer = self.data = None
 
@@ -134,9 +183,9 @@ def torch_cuda_unavailable_reason() -> str | None:
 
 
 def measure_training(name: str, make: Callable[[], object], model: str, graph: Graph, batch: int, steps: int,
-                     warmup_seconds: float, seed: int = 0) -> TrainingTiming:
-    """Time `steps` steps of the runner `make()` builds (after warming up); "unavailable" with the reason when it
-    cannot run here."""
+                     warmup_seconds: float, seed: int = 0, fit_steps: int = 0) -> TrainingTiming:
+    """Time `steps` steps of the runner `make()` builds (after warming up), and with `fit_steps` a device-resident
+    fit of that many steps; "unavailable" with the reason when it cannot run here."""
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, (batch, graph.inputs[0].shape[1])).astype(np.float32)
     y = rng.uniform(0, 1, (batch, graph.outputs[0].shape[1])).astype(np.float32)
@@ -159,9 +208,14 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
             bar.advance()
         bar.close()
         phases = runner.phases(x, y, steps) if hasattr(runner, "phases") else None
+        fit_wall = fit_gpu = None
+        if fit_steps:
+            data = rng.uniform(-1, 1, (4 * batch, x.shape[1])).astype(np.float32)
+            fit_wall, fit_gpu = runner.fit(data, rng.uniform(0, 1, (4 * batch, y.shape[1])).astype(np.float32),
+                                           fit_steps, batch)
     except CoopnnError as e:
         return TrainingTiming(name, model, batch, "unavailable", f"{type(e).__name__}: {e}")
     finally:
         runner.close()
     return TrainingTiming(name, model, batch, "measured", "", steps, Stats.of(gpu) if gpu else None, Stats.of(host),
-                          phases)
+                          phases, fit_steps if fit_wall else 0, fit_wall, fit_gpu)

@@ -30,3 +30,23 @@ def test_quick_training_bench_on_the_portable_backend(tmp_path):
     assert result["gpu_ms"]["median"] > 0 and result["samples_per_s"] > 0
     assert 0 < result["phases"]["step_kernel_ms"] < result["gpu_ms"]["median"]
     assert written.with_suffix(".md").read_text().startswith("# Training step")
+
+
+def test_the_device_resident_fit_measurement_reports_wall_and_gpu_time():
+    reason = vulkan_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    import numpy as np
+
+    import coopnn
+    from coopnn.bench.training import CoopnnTrainingRunner
+
+    graph = coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="numpy").graph
+    runner = CoopnnTrainingRunner(graph, "portable")
+    try:
+        rng = np.random.default_rng(0)
+        wall, gpu = runner.fit(rng.uniform(-1, 1, (512, 3)).astype(np.float32),
+                               rng.uniform(0, 1, (512, 3)).astype(np.float32), 6, 128)
+    finally:
+        runner.close()
+    assert 0 < gpu <= wall

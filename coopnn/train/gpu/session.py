@@ -59,7 +59,8 @@ class KernelTrainingSession:
         self.tape = TapeLayout(self.layout.layers)
         self.program = step_program(self.plan, loss, self.tape)
         self.loss_scale, self.good_steps = 1.0, 0
-        self.last_gpu_ms: float | None = None
+        self.last_gpu_ms: float | None = None  # of the last submission
+        self.total_gpu_ms = 0.0  # of every submission of training steps so far
         self.optimizer_kernel_shader = optimizer_shader(optimizer.name, self.working_dtype, self.skip_nonfinite)
         self.step_end_shader = step_end_shader(self.skip_nonfinite, self.growth_interval)
         self.gather_shader = gather_shader()
@@ -264,6 +265,7 @@ class KernelTrainingSession:
         wanted = {self.history: (0, 4 * HISTORY_WORDS * updates), self.state: (0, self.state.size)}
         self.last_gpu_ms = self.context.run(steps, {b: r for b, r in wanted.items()
                                                     if b.placement is Placement.STAGED})
+        self.total_gpu_ms += self.last_gpu_ms or 0.0
         self._read_state()
         history = self.history.read(np.float32, HISTORY_WORDS * updates).reshape(updates, HISTORY_WORDS)
         return history[:, 0].astype(np.float64) / (batch * self.plan.out_features)
