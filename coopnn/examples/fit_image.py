@@ -81,7 +81,9 @@ def fit_image(image: str | os.PathLike | None = None, *, size: int = 128, steps:
         return f"psnr {history[-1][1]:.2f} dB" if history else ""
 
     evaluate(0, math.nan)
-    trainer.fit(coordinates, colours, steps=steps, batch_size=batch_size, progress=progress, on_step=evaluate)
+    # Runs of steps end at every evaluation, so that each one sees the weights of its own step.
+    trainer.fit(coordinates, colours, steps=steps, batch_size=batch_size, progress=progress, on_step=evaluate,
+                read_every=eval_every)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     result = FitImageResult(history, out / "reconstruction.png", out / "target.png", out / "psnr.png",
