@@ -1,0 +1,150 @@
+"""The tiled training-step kernel (`coopnn.backends.coopvec.tiled_step`): spirv-val of its SPIR-V for every activation
+and loss the GPU trainer accepts (no GPU), what it refuses, and on the H100 the gradients and 20-step loss curves
+against the numpy oracle (widths that are not multiples of 16, ragged batches) and the loss-scale skip path.
+
+Tolerances are test_training.py's: the tiled kernel rounds what the cooperative-vector one rounds, or less (its
+pre-activations stay float32).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from coopnn.backends.coopvec.layouts import padded
+from coopnn.backends.coopvec.tiled_step import tiled_step_shader, unsupported_reason
+from coopnn.errors import CompileError
+from coopnn.graph.activations import ACTIVATIONS
+from coopnn.layouts.formats.fp16 import round_fp16
+from coopnn.nets.builders import mlp_graph
+from coopnn.shaders.kernel.derivatives import DERIVATIVES
+from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
+from coopnn.train.gpu.loss_kernels import LOSS_KERNELS
+from coopnn.train.gpu.plan import plan_training
+from coopnn.train.gpu.step_program import step_program
+from coopnn.train.losses import get_loss
+from coopnn.train.optim import Adam
+from coopnn.graph.parameters import parameters, with_parameters
+from tests.backends.portable.test_target import spirv_val
+
+GRADIENT_TOLERANCE = 0.025  # of each parameter's largest gradient, as test_training.py
+CURVE_TOLERANCE = 2e-3
+TRAINABLE = sorted(op.value for op in DERIVATIVES if op in ACTIVATIONS)
+# random pre-activations fall outside these ones' domain: the oracle's loss is NaN as well
+REAL_DOMAIN = [name for name in TRAINABLE if name not in ("log", "sqrt", "reciprocal")]
+
+
+def _compile(graph, loss="l2", shared_memory=49152):
+    plan = plan_training(graph)
+    layout = ParameterLayout.of([(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in plan.layers])
+    tape = TapeLayout(layout.layers)
+    return tiled_step_shader(step_program(plan, get_loss(loss), tape), plan, get_loss(loss), layout, tape,
+                             shared_memory)
+
+
+@pytest.mark.parametrize("activation", TRAINABLE)
+def test_every_trainable_activation_passes_spirv_val(activation, tmp_path):
+    binary = _compile(mlp_graph(3, [24, 40], 5, activation=activation))
+    spirv_val(binary.spirv, tmp_path)
+
+
+@pytest.mark.parametrize("loss", sorted(LOSS_KERNELS))
+def test_every_loss_passes_spirv_val(loss, tmp_path):
+    binary = _compile(mlp_graph(4, [64, 64], 3, activation="relu", encoding="frequency", octaves=3), loss)
+    spirv_val(binary.spirv, tmp_path)
+    assert binary.workgroup_size[0] % 32 == 0
+    assert [b.role for b in binary.bindings][0] == "weights"
+
+
+def test_a_model_too_wide_for_workgroup_memory_is_refused_with_the_reason():
+    graph = mlp_graph(64, [512, 512], 16, activation="relu")
+    plan = plan_training(graph)
+    layout = ParameterLayout.of([(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in plan.layers])
+    assert "workgroup memory" in unsupported_reason(plan, get_loss("l2"), layout, 49152)
+    with pytest.raises(CompileError, match="workgroup memory"):
+        _compile(graph)
+
+
+def test_fewer_subgroups_per_workgroup_when_memory_is_short():
+    graph = mlp_graph(3, [64, 64], 3, activation="relu")
+    assert _compile(graph).workgroup_size[0] > _compile(graph, shared_memory=20000).workgroup_size[0] == 32
+
+
+# ----- on the GPU ----------------------------------------------------------------------------------------------------
+
+def _rounded(graph):
+    return with_parameters(graph, {k: round_fp16(v) for k, v in parameters(graph).items()})
+
+
+def _session(graph, loss, step="tiled"):
+    from coopnn.backends.coopvec.training import CoopvecTrainingSession
+
+    return CoopvecTrainingSession(graph, get_loss(loss), Adam(lr=1e-3), None, step=step)
+
+
+def _compare(graph, loss, inputs, outputs, samples, steps=20):
+    from coopnn.backends.numpy.training import NumpyTrainingSession
+
+    rng = np.random.default_rng(1)
+    x = round_fp16(rng.uniform(-1, 1, (samples, inputs)).astype(np.float32))
+    y = round_fp16(rng.uniform(0, 1, (samples, outputs)).astype(np.float32))
+    feeds, targets = {"x": x}, {"y": y}
+    oracle = NumpyTrainingSession(graph, get_loss(loss), Adam(lr=1e-3))
+    session = _session(graph, loss)
+    try:
+        assert session.step_method == "tiled"
+        expected_loss, expected = oracle.loss_and_gradients(feeds, targets)
+        assert session.loss(feeds, targets) == pytest.approx(expected_loss, rel=1e-3)
+        got = session.gradients(feeds, targets)
+        for name, gradient in expected.items():
+            np.testing.assert_allclose(got[name], gradient, rtol=0,
+                                       atol=GRADIENT_TOLERANCE * np.abs(gradient).max(), err_msg=name)
+        if steps:
+            curve = [session.step(feeds, targets) for _ in range(steps)]
+            reference = [oracle.step(feeds, targets) for _ in range(steps)]
+            np.testing.assert_allclose(curve, reference, rtol=CURVE_TOLERANCE)
+    finally:
+        session.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("inputs, hidden, outputs, activation, loss, samples", [
+    (3, [64, 64], 4, "relu", "l2", 1000), (5, [32, 24], 3, "tanh", "huber", 1000),
+    (3, [64, 64], 3, "relu", "relative_l2", 777), (2, [40], 3, "silu", "l1", 1000),
+    (4, [16, 16], 2, "sigmoid", "bce_with_logits", 1000), (6, [72, 40, 24], 17, "gelu", "l2", 300),
+])
+def test_tiled_step_matches_the_numpy_step(coopvec_device, inputs, hidden, outputs, activation, loss, samples):
+    graph = _rounded(mlp_graph(inputs, hidden, outputs, activation=activation, encoding="frequency", octaves=3))
+    _compare(graph, loss, inputs, outputs, samples)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("activation", REAL_DOMAIN)
+def test_tiled_gradients_of_every_activation(coopvec_device, activation):
+    _compare(_rounded(mlp_graph(3, [24, 40], 5, activation=activation)), "l2", 3, 5, 500, steps=0)
+
+
+@pytest.mark.gpu
+def test_tiled_overflowing_step_is_skipped(coopvec_device):
+    graph = mlp_graph(3, [32], 3, activation="relu")
+    x = np.random.default_rng(2).uniform(-1, 1, (512, 3)).astype(np.float32)
+    y = np.full((512, 3), 100.0, np.float32)
+    session = _session(graph, "l2")
+    try:
+        session.loss_scale = 2.0 ** 14
+        before = session.parameters()
+        session.step({"x": x}, {"y": y})
+        assert session.optimizer.step_count == 0
+        for name, value in session.parameters().items():
+            np.testing.assert_array_equal(value, before[name])
+        session.loss_scale = 1.0
+        session.step({"x": x}, {"y": y})
+        assert session.optimizer.step_count == 1
+    finally:
+        session.close()
+
+
+@pytest.mark.gpu
+def test_explicit_tiled_request_for_a_model_it_cannot_hold_raises(coopvec_device):
+    with pytest.raises(CompileError, match="workgroup memory"):
+        _session(mlp_graph(64, [1024, 1024], 16, activation="relu"), "l2")
