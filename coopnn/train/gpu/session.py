@@ -189,19 +189,14 @@ class KernelTrainingSession:
         self.capacity = capacity
         self.prepare_tape(capacity)
 
-    def fill_zero(self, *buffers):
+    def fill_zero(self, *buffers, size: int | None = None):
+        """Zero `buffers` (their first `size` bytes when given)."""
         from coopnn.runtime.vk.commands import Recorded
         from coopnn.runtime.vk.loader import load_vulkan
 
         vk = load_vulkan()
-        return Recorded(lambda cmd: [vk.vkCmdFillBuffer(cmd, b.handle, 0, b.size, 0) for b in buffers])
-
-    def _clear_status(self):
-        from coopnn.runtime.vk.commands import Recorded
-        from coopnn.runtime.vk.loader import load_vulkan
-
-        vk = load_vulkan()
-        return Recorded(lambda cmd: vk.vkCmdFillBuffer(cmd, self.state.handle, 0, 4, 0))
+        return Recorded(lambda cmd: [vk.vkCmdFillBuffer(cmd, b.handle, 0, b.size if size is None else size, 0)
+                                     for b in buffers])
 
     # ----- the state words ------------------------------------------------------------------------------------------
 
@@ -243,7 +238,7 @@ class KernelTrainingSession:
         from coopnn.runtime.vk.commands import Dispatch
 
         push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity)
-        return [self._clear_status(),
+        return [self.fill_zero(self.state, size=4),  # the status word
                 Dispatch(self.step_kernel, self._buffers(), push, self.step_kernel.group_count_for(count))]
 
     def _update(self, batch: int, slot: int) -> list:
