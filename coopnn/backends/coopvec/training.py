@@ -33,6 +33,11 @@ LAYOUT = "training_optimal"
 # and 0.55 / 1.12 ms with cooperative vectors for mlp_3_64x2_3 / mlp_32_64x4_16 (64 inputs at most), but 5.7 against
 # 3.2 ms for mlp_64_128x4_16 (128 inputs).
 COOPMAT_WIDEST_INPUT = 64
+# "auto" takes the per-sample cooperative-vector step kernel: the tiled one (`tiled_step`) was slower on the H100 at
+# batch 2^18 (bench/step_kernels.py, bench/results/nvidia-h100-tiled-step.md): whole steps of 0.76 / 1.81 / 7.67 ms
+# against 0.43 / 1.00 / 3.35 ms for mlp_3_64x2_3 / mlp_32_64x4_16 / mlp_64_128x4_16. It won only mlp_32_64x4_16 at
+# 2^16 (0.47 against 0.87 ms), a batch the session does not know when it compiles; it stays an explicit choice.
+AUTO_STEP = "coopvec"
 # What any of the session's kernels may need, whichever gradient method it takes.
 TRAINING_FEATURES = (FEATURES | {"bufferDeviceAddress"} | coopmat_gradients.FEATURES | coopvec_gradients.FEATURES
                      | GRADIENT_FEATURES | BASE_FEATURES)
@@ -85,7 +90,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         self.step_method = self.requested_step
         if self.step_method == "auto":
             reason = tiled_step.unsupported_reason(self.plan, self.loss_function, self.layout, shared_memory)
-            self.step_method = "tiled" if reason is None else "coopvec"
+            self.step_method = AUTO_STEP if reason is None else "coopvec"
         if self.step_method == "tiled":
             binary = tiled_step.tiled_step_shader(self.program, self.plan, self.loss_function, self.layout, self.tape,
                                                   shared_memory)
