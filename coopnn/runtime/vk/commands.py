@@ -100,40 +100,13 @@ class Dispatcher:
                          if b.placement is Placement.STAGED and HostAccess.READ in b.host_access}
         _check_downloads(downloads)
         commands = [d if isinstance(d, Recorded) else
-                    (d.kernel, d.kernel.descriptor_set(d.buffers), _push_bytes(d), _group_count(self.info, d))
+                    (d.kernel, d.kernel.descriptor_set(d.buffers), push_bytes(d), checked_group_count(self.info, d))
                     for d in steps]
         # Taken only once every dispatch has been checked, so a refused run leaves pending uploads pending.
         uploads = [(b, r) for b in bound if b.placement is Placement.STAGED for r in [b.take_pending_upload()] if r]
 
         def record(cmd) -> None:
-            barrier(cmd, "after_previous_work")
-            self._lane.reset_timestamps(cmd)
-            for buffer, (start, stop) in uploads:
-                copy_buffer(cmd, buffer.staging_handle, buffer.handle, start, start, stop - start)
-            if uploads:
-                barrier(cmd, "uploads_to_shaders")
-            self._lane.timestamp(cmd, 0)
-            for index, command in enumerate(commands):
-                recorded = isinstance(command, Recorded)
-                if index:
-                    after_recorded = isinstance(commands[index - 1], Recorded)
-                    barrier(cmd, "after_previous_work" if recorded or after_recorded else "between_dispatches")
-                if recorded:
-                    command.record(cmd)
-                    continue
-                kernel, descriptor_sets, push, groups = command
-                lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
-                lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1,
-                                            descriptor_sets, 0, ffi.NULL)
-                if push is not None:
-                    lib.vkCmdPushConstants(cmd, kernel.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push), push)
-                lib.vkCmdDispatch(cmd, *groups)
-            self._lane.timestamp(cmd, 1)
-            if downloads:
-                barrier(cmd, "shaders_to_downloads")
-            for buffer, (offset, size) in downloads.items():
-                copy_buffer(cmd, buffer.handle, buffer.staging_handle, offset, offset, size)
-            barrier(cmd, "device_to_host")
+            record_commands(cmd, self._lane, commands, uploads, downloads.items())
 
         self._record_and_run(record)
         return self._lane.elapsed_ms()
@@ -142,7 +115,43 @@ class Dispatcher:
         self._lane.destroy()
 
 
-def _push_bytes(dispatch: Dispatch):
+def record_commands(cmd, lane: Lane, commands: Sequence, uploads: Sequence[tuple[Buffer, tuple[int, int]]],
+                    downloads: Sequence[tuple[Buffer, tuple[int, int]]]) -> None:
+    """Record a submission: staging copies of the (start, stop) byte ranges `uploads`, the `commands` (a `Recorded`,
+    or (kernel, descriptor set, push constant bytes, group count) for a dispatch) with a barrier between consecutive
+    ones and timestamps around them all, then staging copies of the (offset, size) ranges `downloads` and a barrier
+    making device writes visible to the host."""
+    barrier(cmd, "after_previous_work")
+    lane.reset_timestamps(cmd)
+    for buffer, (start, stop) in uploads:
+        copy_buffer(cmd, buffer.staging_handle, buffer.handle, start, start, stop - start)
+    if uploads:
+        barrier(cmd, "uploads_to_shaders")
+    lane.timestamp(cmd, 0)
+    for index, command in enumerate(commands):
+        recorded = isinstance(command, Recorded)
+        if index:
+            after_recorded = isinstance(commands[index - 1], Recorded)
+            barrier(cmd, "after_previous_work" if recorded or after_recorded else "between_dispatches")
+        if recorded:
+            command.record(cmd)
+            continue
+        kernel, descriptor_sets, push, groups = command
+        lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
+        lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1,
+                                    descriptor_sets, 0, ffi.NULL)
+        if push is not None:
+            lib.vkCmdPushConstants(cmd, kernel.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push), push)
+        lib.vkCmdDispatch(cmd, *groups)
+    lane.timestamp(cmd, 1)
+    if downloads:
+        barrier(cmd, "shaders_to_downloads")
+    for buffer, (offset, size) in downloads:
+        copy_buffer(cmd, buffer.handle, buffer.staging_handle, offset, offset, size)
+    barrier(cmd, "device_to_host")
+
+
+def push_bytes(dispatch: Dispatch):
     """The dispatch's push constants as an FFI buffer of exactly the kernel's push-constant size (None if zero)."""
     data = dispatch.push_constants
     raw = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
@@ -152,7 +161,7 @@ def _push_bytes(dispatch: Dispatch):
     return ffi.from_buffer(raw) if size else None
 
 
-def _group_count(info: DeviceInfo, dispatch: Dispatch) -> tuple[int, int, int]:
+def checked_group_count(info: DeviceInfo, dispatch: Dispatch) -> tuple[int, int, int]:
     groups = (dispatch.group_count, 1, 1) if isinstance(dispatch.group_count, int) else tuple(dispatch.group_count)
     limit = info.limits.max_compute_work_group_count
     if len(groups) != 3 or any(g < 1 or g > m for g, m in zip(groups, limit)):

@@ -83,9 +83,10 @@ PUSH_CONSTANTS = push_constant_block(("count", "u32"))
 TRAINING_PUSH_CONSTANTS = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"))
 # The words of a training session's state buffer (role "state"), which the kernels of a step read and update on the
 # device so that steps run back to back without the host: `status` (nonzero when a gradient was not finite), the
-# `loss_scale` the loss gradient is multiplied by (float32), the `good_steps` since the scale last changed, and the
-# optimizer `steps` taken (u32). A step kernel's `uniform` reads a word named here from it.
-TRAINING_STATE_FIELDS = ("status", "loss_scale", "good_steps", "steps")
+# `loss_scale` the loss gradient is multiplied by (float32), the `good_steps` since the scale last changed, the
+# optimizer `steps` taken and the batches `drawn` (every step, skipped or not, numbering the sampler's batches and
+# the loss history's rows) (u32). A step kernel's `uniform` reads a word named here from it.
+TRAINING_STATE_FIELDS = ("status", "loss_scale", "good_steps", "steps", "drawn")
 
 
 @dataclass(frozen=True)

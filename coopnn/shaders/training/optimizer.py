@@ -8,10 +8,10 @@ Bindings: 0 master weights (f32, read-write), 1 gradient (f32), 2 the training s
 order (Adam: 4 m, 5 v; SGD: 4 momentum), f32 read-write, and last the schedule (f32, `SCHEDULE_WORDS` per update).
 
 Every hyperparameter is a push constant and every per-update value a row of the schedule
-(`coopnn.train.gpu.optimizer_values` computes both), so changing the learning rate recompiles nothing. The update
-reads its row from the state: row `steps - first_step`, `steps` being the updates taken so far (kept on the device,
-where skipped steps leave it unchanged) and `first_step` the push constant saying which update row 0 is for. So steps
-recorded back to back need no host in between. The gradient is multiplied by `gradient_scale / loss_scale`, the loss
+(`coopnn.train.gpu.optimizer_values` computes both), so changing the learning rate recompiles nothing. Update t (the
+state's `steps` + 1, counted on the device, where skipped steps leave it unchanged) reads row (t - 1) mod
+`SCHEDULE_ROWS`, which the host fills before a run of steps: steps recorded back to back need no host in between,
+and a run is recorded once. The gradient is multiplied by `gradient_scale / loss_scale`, the loss
 scale being the state's (a power of two, so the quotient is exact). Constants numpy computes in float64 before they
 meet float32 arrays (1 - beta1, the bias corrections, 1 - dampening) are folded on the host likewise, rather than
 recomputed in float32 on the device.
@@ -29,8 +29,9 @@ SLOTS = {"adam": ("m", "v"), "sgd": ("momentum",)}
 # first update (numpy seeds the momentum buffer with the gradient then) and 0.0 after
 SCHEDULE = {"adam": ("step_size", "bias_correction2_sqrt"), "sgd": ("first", "unused")}
 SCHEDULE_WORDS = 2
+SCHEDULE_ROWS = 1024
 WORKING_DTYPES = ("f32", "f16")
-_HEAD = (("count", "u32"), ("gradient_scale", "f32"), ("weight_decay", "f32"), ("first_step", "u32"))
+_HEAD = (("count", "u32"), ("gradient_scale", "f32"), ("weight_decay", "f32"))
 PUSH_CONSTANTS = {
     "adam": push_constant_block(*_HEAD, ("one_minus_beta1", "f32"), ("beta2", "f32"), ("one_minus_beta2", "f32"),
                                 ("eps", "f32")),
@@ -62,7 +63,7 @@ class _Step:
         # Loaded here, where they dominate every later use.
         u32 = frame.u32
         steps = load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("steps")), u32)
-        row = self.fn.emit("OpIMul", u32, self.fn.emit("OpISub", u32, steps, self.push("first_step")),
+        row = self.fn.emit("OpIMul", u32, self.fn.emit("OpUMod", u32, steps, frame.uint(SCHEDULE_ROWS)),
                            frame.uint(SCHEDULE_WORDS))
         self.scheduled = {name: load(frame, self.schedule_binding, self.fn.emit("OpIAdd", u32, row, frame.uint(i)))
                           for i, name in enumerate(SCHEDULE[kind])}

@@ -8,17 +8,18 @@ so a device gathering its batches and a host indexing numpy arrays draw the same
 whole data set every step, in order).
 
 `gather_shader`: one invocation per element of the batch; bindings 0 source (f32, `rows` x `features`), 1 batch
-(f32, written); push `count` (batch x features), `features`, `rows`, `seed`, `step`, `whole`.
+(f32, written), 2 the training state words (u32, `TRAINING_STATE_FIELDS`: the step is the `drawn` word, so a run of
+steps records the same dispatch for each); push `count` (batch x features), `features`, `rows`, `seed`, `whole`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from coopnn.shaders.targets.base import Binary, push_constant_block
+from coopnn.shaders.targets.base import TRAINING_STATE_FIELDS, Binary, push_constant_block
 from coopnn.shaders.training.shader import finish, load, storage_buffer, store, training_frame
 
-SOURCE, BATCH = range(2)
+SOURCE, BATCH, STATE = range(3)
 _MULTIPLIER, _INCREMENT, _OUTPUT_MULTIPLIER = 747796405, 2891336453, 277803737
 _MASK = 0xFFFFFFFF
 
@@ -41,11 +42,12 @@ def sample_rows(seed: int, step: int, batch: int, rows: int, whole: bool = False
 def gather_shader() -> Binary:
     """The batch of one input drawn from its whole data set on the device."""
     push = push_constant_block(("count", "u32"), ("features", "u32"), ("rows", "u32"), ("seed", "u32"),
-                               ("step", "u32"), ("whole", "u32"))
+                               ("whole", "u32"))
     frame = training_frame(push)
     m, fn, u32 = frame.module, frame.main, frame.u32
     storage_buffer(frame, SOURCE, frame.f32, writable=False, name="source")
     storage_buffer(frame, BATCH, frame.f32, writable=True, name="batch")
+    storage_buffer(frame, STATE, frame.u32, writable=False, name="state")
 
     def op(name, *operands):
         return fn.emit(name, u32, *operands)
@@ -60,11 +62,12 @@ def gather_shader() -> Binary:
     features = frame.push_value("features")
     sample = op("OpUDiv", frame.sample, features)
     feature = op("OpUMod", frame.sample, features)
-    key = pcg(op("OpIAdd", pcg(frame.push_value("seed")), frame.push_value("step")))
+    step = load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("drawn")), u32)
+    key = pcg(op("OpIAdd", pcg(frame.push_value("seed")), step))
     wide = fn.emit("OpUMulExtended", m.type_struct([u32, u32]), pcg(op("OpIAdd", key, sample)),
                    frame.push_value("rows"))
     drawn = fn.emit("OpCompositeExtract", u32, wide, 1)
     whole = fn.emit("OpINotEqual", frame.bool, frame.push_value("whole"), frame.zero)
     row = fn.emit("OpSelect", u32, whole, sample, drawn)
     store(frame, BATCH, frame.sample, load(frame, SOURCE, op("OpIAdd", op("OpIMul", row, features), feature)))
-    return finish("gather", frame, 2, frozenset())
+    return finish("gather", frame, 3, frozenset())

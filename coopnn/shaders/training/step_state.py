@@ -2,14 +2,15 @@
 
 `step_end_shader` runs as one workgroup of `REDUCE_WIDTH` invocations after the optimizer. It sums the per-sample
 losses of the batch (each invocation adds every `REDUCE_WIDTH`-th loss in float32, then a tree in workgroup memory
-adds the partial sums), writes the sum and the status word into row `slot` of the history buffer, and updates the
-training state words (`TRAINING_STATE_FIELDS`): a step whose status is nonzero, with `skip_nonfinite`, was skipped by
-the optimizer, so the loss scale halves (not below `MIN_LOSS_SCALE`) and the good-step count restarts; any other step
-counts as an optimizer step, and with `skip_nonfinite` the scale doubles after `growth_interval` good steps in a row.
-Everything a later step depends on stays on the device, so a session can record many steps in one submission.
+adds the partial sums), writes the sum and the status word into row `drawn % HISTORY_ROWS` of the history buffer, and
+updates the training state words (`TRAINING_STATE_FIELDS`): `drawn` counts every step; a step whose status is
+nonzero, with `skip_nonfinite`, was skipped by the optimizer, so the loss scale halves (not below `MIN_LOSS_SCALE`)
+and the good-step count restarts; any other step counts as an optimizer step, and with `skip_nonfinite` the scale
+doubles after `growth_interval` good steps in a row. Everything a later step depends on stays on the device, and no
+push constant changes from step to step, so a session records a run of steps once and submits it again.
 
-Bindings: 0 losses (f32), 1 state (u32 words; the scale's bits are a float32), 2 history (f32, two per step: the
-loss sum, then 1.0 when the status was nonzero). Push: `count` (`REDUCE_WIDTH`), `batch` (samples), `slot`.
+Bindings: 0 losses (f32), 1 state (u32 words; the scale's bits are a float32), 2 history (f32, `HISTORY_ROWS` rows
+of two: the loss sum, then 1.0 when the status was nonzero). Push: `count` (`REDUCE_WIDTH`), `batch` (samples).
 """
 
 from __future__ import annotations
@@ -20,15 +21,16 @@ from coopnn.shaders.training.shader import finish, load, storage_buffer, store
 LOSSES, STATE, HISTORY = range(3)
 REDUCE_WIDTH = 256
 HISTORY_WORDS = 2  # per step
+HISTORY_ROWS = 1024  # steps a session may run between two reads of the history
 MIN_LOSS_SCALE = 1.0 / 1024
-STATUS, LOSS_SCALE, GOOD_STEPS, STEPS = (TRAINING_STATE_FIELDS.index(f)
-                                         for f in ("status", "loss_scale", "good_steps", "steps"))
+STATUS, LOSS_SCALE, GOOD_STEPS, STEPS, DRAWN = (TRAINING_STATE_FIELDS.index(f)
+                                                for f in ("status", "loss_scale", "good_steps", "steps", "drawn"))
 
 
 def step_end_shader(skip_nonfinite: bool, growth_interval: int) -> Binary:
     """The step-ending kernel of a session that skips non-finite steps (`skip_nonfinite`, with dynamic loss scaling
     doubling after `growth_interval` good steps) or counts every step."""
-    push = push_constant_block(("count", "u32"), ("batch", "u32"), ("slot", "u32"))
+    push = push_constant_block(("count", "u32"), ("batch", "u32"))
     frame = ShaderFrame((), 32, REDUCE_WIDTH, push_constants=push)
     m, fn, u32, f32 = frame.module, frame.main, frame.u32, frame.f32
     storage_buffer(frame, LOSSES, f32, writable=False, name="losses")
@@ -65,8 +67,10 @@ def step_end_shader(skip_nonfinite: bool, growth_interval: int) -> Binary:
 def _finish_step(frame: ShaderFrame, loss_sum, skip_nonfinite: bool, growth_interval: int) -> None:
     """Invocation 0: the history row and the state words."""
     m, fn, u32, f32 = frame.module, frame.main, frame.u32, frame.f32
-    row = fn.emit("OpIMul", u32, frame.push_value("slot"), frame.uint(HISTORY_WORDS))
+    drawn = load(frame, STATE, frame.uint(DRAWN), u32)
+    row = fn.emit("OpIMul", u32, fn.emit("OpUMod", u32, drawn, frame.uint(HISTORY_ROWS)), frame.uint(HISTORY_WORDS))
     store(frame, HISTORY, row, loss_sum)
+    store(frame, STATE, frame.uint(DRAWN), fn.emit("OpIAdd", u32, drawn, frame.uint(1)), u32)
     bad = fn.emit("OpINotEqual", frame.bool, load(frame, STATE, frame.uint(STATUS), u32), frame.zero)
     one, zero = m.constant(f32, 1.0), m.constant(f32, 0.0)
     store(frame, HISTORY, fn.emit("OpIAdd", u32, row, frame.uint(1)), fn.emit("OpSelect", f32, bad, one, zero))

@@ -8,16 +8,14 @@ import math
 import numpy as np
 
 from coopnn.shaders.targets.base import Binary
-from coopnn.shaders.training.optimizer import SCHEDULE_WORDS
+from coopnn.shaders.training.optimizer import SCHEDULE_ROWS, SCHEDULE_WORDS
 from coopnn.train.optim import SGD, Adam, Optimizer
 
 
-def optimizer_push(shader: Binary, optimizer: Optimizer, first_step: int, count: int,
-                   gradient_scale: float) -> bytes:
+def optimizer_push(shader: Binary, optimizer: Optimizer, count: int, gradient_scale: float) -> bytes:
     """The push constants of `shader` for `optimizer` over `count` elements, the gradient multiplied by
-    `gradient_scale` (and divided by the loss scale) first; the schedule's row 0 is for update `first_step` + 1."""
-    common = {"count": count, "gradient_scale": gradient_scale, "weight_decay": optimizer.weight_decay,
-              "first_step": first_step}
+    `gradient_scale` (and divided by the loss scale) first."""
+    common = {"count": count, "gradient_scale": gradient_scale, "weight_decay": optimizer.weight_decay}
     if isinstance(optimizer, Adam):
         beta1, beta2 = optimizer.betas
         return shader.pack_push(**common, one_minus_beta1=1 - beta1, beta2=beta2, one_minus_beta2=1 - beta2,
@@ -29,9 +27,13 @@ def optimizer_push(shader: Binary, optimizer: Optimizer, first_step: int, count:
 
 
 def optimizer_schedule(optimizer: Optimizer, first_step: int, updates: int) -> np.ndarray:
-    """The schedule rows (float32, `SCHEDULE_WORDS` each) of updates `first_step` + 1 .. `first_step` + `updates`."""
-    rows = np.zeros((updates, SCHEDULE_WORDS), np.float64)
-    for row, step in enumerate(range(first_step + 1, first_step + updates + 1)):
+    """The schedule (float32, `SCHEDULE_ROWS` rows of `SCHEDULE_WORDS`) holding the rows of updates `first_step` + 1
+    .. `first_step` + `updates` (at most `SCHEDULE_ROWS` of them) where the shader reads them; other rows zero."""
+    if updates > SCHEDULE_ROWS:
+        raise ValueError(f"a schedule holds {SCHEDULE_ROWS} updates, not {updates}")
+    rows = np.zeros((SCHEDULE_ROWS, SCHEDULE_WORDS), np.float64)
+    for step in range(first_step + 1, first_step + updates + 1):
+        row = (step - 1) % SCHEDULE_ROWS
         if isinstance(optimizer, Adam):
             beta1, beta2 = optimizer.betas
             rows[row] = optimizer.lr / (1 - beta1**step), math.sqrt(1 - beta2**step)

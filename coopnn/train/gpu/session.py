@@ -21,14 +21,14 @@ import numpy as np
 from coopnn.errors import InputError
 from coopnn.graph.ir import Graph
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.shaders.training.optimizer import SCHEDULE_WORDS, optimizer_shader
+from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.shaders.training.sampler import gather_shader
-from coopnn.shaders.training.step_state import (GOOD_STEPS, HISTORY_WORDS, LOSS_SCALE, REDUCE_WIDTH, STEPS,
-                                                step_end_shader)
-from coopnn.train.gpu.optimizer_values import optimizer_push, optimizer_schedule
+from coopnn.shaders.training.step_state import REDUCE_WIDTH, step_end_shader
+from coopnn.train.gpu.bookkeeping import MAX_STEPS_PER_RUN, StepBookkeeping
+from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.train.gpu.resident import ResidentData
 from coopnn.runtime.executable import load_kernel
-from coopnn.shaders.targets.base import TRAINING_STATE_FIELDS, Binary
+from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
 from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
 from coopnn.train.losses import Loss
@@ -37,8 +37,8 @@ from coopnn.train.optim import Optimizer
 # One step's tape stays below this, whatever the device allows, so a mistaken batch size fails with a clear error
 # rather than exhausting device memory.
 MAX_TAPE_BYTES = 2 << 30
-# Steps recorded into one submission at most (the history and schedule buffers hold this many rows).
-MAX_STEPS_PER_RUN = 1024
+# Recorded runs of steps a session keeps (the sizes of runs `Trainer.fit` takes settle after a few).
+RECORDINGS = 6
 
 
 class KernelTrainingSession:
@@ -58,7 +58,6 @@ class KernelTrainingSession:
         self.layout = ParameterLayout.of(self.layer_shapes())
         self.tape = TapeLayout(self.layout.layers)
         self.program = step_program(self.plan, loss, self.tape)
-        self.loss_scale, self.good_steps = 1.0, 0
         self.last_gpu_ms: float | None = None  # of the last submission
         self.total_gpu_ms = 0.0  # of every submission of training steps so far
         self.optimizer_kernel_shader = optimizer_shader(optimizer.name, self.working_dtype, self.skip_nonfinite)
@@ -77,9 +76,9 @@ class KernelTrainingSession:
             self.master = self.context.create_buffer(size, HostAccess.NONE)
             self.gradient = self.context.create_buffer(size, HostAccess.NONE)
             self.slots = {slot: self.context.create_buffer(size, HostAccess.NONE) for slot in optimizer.slots}
-            self.state = self.context.create_buffer(4 * len(TRAINING_STATE_FIELDS), HostAccess.READ_WRITE)
-            self.history = self.context.create_buffer(4 * HISTORY_WORDS * MAX_STEPS_PER_RUN, HostAccess.READ)
-            self.schedule = self.context.create_buffer(4 * SCHEDULE_WORDS * MAX_STEPS_PER_RUN, HostAccess.WRITE)
+            self.books = StepBookkeeping(self.context, optimizer)
+            self.state = self.books.state
+            self.recordings: dict = {}  # run key -> Recording, least recently used first
             self.master.upload(self.flatten({p.weight: self._constant(p.weight_constant) for p in self.plan.layers}
                                             | {p.bias: self._constant(p.bias_constant) for p in self.plan.layers}))
             self.load_optimizer_state(optimizer.state_dict())
@@ -198,19 +197,13 @@ class KernelTrainingSession:
         return Recorded(lambda cmd: [vk.vkCmdFillBuffer(cmd, b.handle, 0, b.size if size is None else size, 0)
                                      for b in buffers])
 
-    # ----- the state words ------------------------------------------------------------------------------------------
+    @property
+    def loss_scale(self) -> float:
+        return self.books.loss_scale
 
-    def _write_state(self) -> None:
-        """The host's loss scale, good steps and optimizer step count into the state words the kernels read."""
-        words = np.zeros(len(TRAINING_STATE_FIELDS), np.uint32)
-        words[LOSS_SCALE] = np.float32(self.loss_scale).view(np.uint32)
-        words[GOOD_STEPS], words[STEPS] = self.good_steps, self.optimizer.step_count
-        self.state.write(words)
-
-    def _read_state(self) -> None:
-        words = self.state.read(np.uint32, len(TRAINING_STATE_FIELDS))
-        self.loss_scale = float(words[LOSS_SCALE:LOSS_SCALE + 1].view(np.float32)[0])
-        self.good_steps, self.optimizer.step_count = int(words[GOOD_STEPS]), int(words[STEPS])
+    @loss_scale.setter
+    def loss_scale(self, value: float) -> None:
+        self.books.loss_scale = value
 
     # ----- steps ----------------------------------------------------------------------------------------------------
 
@@ -241,29 +234,19 @@ class KernelTrainingSession:
         return [self.fill_zero(self.state, size=4),  # the status word
                 Dispatch(self.step_kernel, self._buffers(), push, self.step_kernel.group_count_for(count))]
 
-    def _update(self, batch: int, slot: int) -> list:
+    def _update(self, batch: int) -> list:
         """The commands after the backward pass of a step: gradients, the optimizer, the working copy, and the
-        step's end (its loss into history row `slot`, the state words)."""
+        step's end (its loss into the history, the state words)."""
         from coopnn.runtime.vk.commands import Dispatch
 
         count = -(-batch // self.granularity) * self.granularity
-        end = self.step_end_shader.pack_push(count=REDUCE_WIDTH, batch=batch, slot=slot)
+        end = self.step_end_shader.pack_push(count=REDUCE_WIDTH, batch=batch)
         return [*self.gradient_steps(batch, count), self.optimizer_dispatch(batch), *self.working_steps(),
-                Dispatch(self.step_end_kernel, (self.io[self._binding(LOSS)], self.state, self.history), end, 1)]
+                Dispatch(self.step_end_kernel, (self.io[self._binding(LOSS)], self.state, self.books.history), end, 1)]
 
-    def _submit_steps(self, steps: list, updates: int, batch: int) -> np.ndarray:
-        """Run `steps` (`updates` training steps, each ending with `_update`) in one submission; their losses."""
-        from coopnn.runtime.vk.memory import Placement
-
-        self._write_state()
-        self.schedule.write(optimizer_schedule(self.optimizer, self.optimizer.step_count, updates))
-        wanted = {self.history: (0, 4 * HISTORY_WORDS * updates), self.state: (0, self.state.size)}
-        self.last_gpu_ms = self.context.run(steps, {b: r for b, r in wanted.items()
-                                                    if b.placement is Placement.STAGED})
+    def _mean_losses(self, steps: int, batch: int) -> np.ndarray:
         self.total_gpu_ms += self.last_gpu_ms or 0.0
-        self._read_state()
-        history = self.history.read(np.float32, HISTORY_WORDS * updates).reshape(updates, HISTORY_WORDS)
-        return history[:, 0].astype(np.float64) / (batch * self.plan.out_features)
+        return self.books.after(steps) / (batch * self.plan.out_features)
 
     def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> ResidentData:
         """A data set on the device for `run_steps` (whole, or in shards where it does not fit)."""
@@ -274,28 +257,36 @@ class KernelTrainingSession:
     def run_steps(self, data: ResidentData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
         """`steps` training steps (at most MAX_STEPS_PER_RUN) on batches the device draws from `data`: batch
         `first_step + j` of `seed` for step j (`coopnn.shaders.training.sampler`), or the whole data every step
-        when `batch_size` is no smaller. One submission; the losses of the steps."""
-        from coopnn.runtime.vk.commands import Dispatch
-
+        when `batch_size` is no smaller. One submission of a run recorded once per size; the steps' losses."""
         if not 0 < steps <= MAX_STEPS_PER_RUN:
             raise ValueError(f"run_steps takes 1 to {MAX_STEPS_PER_RUN} steps, not {steps}")
         whole = batch_size >= data.rows
         batch = data.rows if whole else batch_size
         self._ensure_capacity(batch)
+        key = (steps, batch, whole, seed & 0xFFFFFFFF, data.rows, tuple(b.serial for b in data.buffers.values()),
+               tuple(b.serial for b in self.io.values()))
+        recording = self.recordings.pop(key, None) or self._record_run(data, steps, batch, whole, seed)
+        self.recordings[key] = recording
+        while len(self.recordings) > RECORDINGS:
+            self.recordings.pop(next(iter(self.recordings))).destroy()
+        self.books.before(steps, first_step)
+        self.last_gpu_ms = recording.run()
+        return self._mean_losses(steps, batch)
+
+    def _record_run(self, data: ResidentData, steps: int, batch: int, whole: bool, seed: int):
+        from coopnn.runtime.vk.commands import Dispatch
+        from coopnn.runtime.vk.recording import Recording
+
         count = -(-batch // self.granularity) * self.granularity
         inputs = [b for b in self.binary.bindings[1:] if b.role == "input"]
-        commands: list = []
-        if count > batch:  # padding samples read zeros
-            commands.append(self.fill_zero(*(self.io[b.index] for b in inputs)))
-        for j in range(steps):
-            for b in inputs:
-                push = self.gather_shader.pack_push(count=batch * b.features, features=b.features, rows=data.rows,
-                                             seed=seed & 0xFFFFFFFF, step=(first_step + j) & 0xFFFFFFFF,
-                                             whole=whole)
-                commands.append(Dispatch(self.gather_kernel, (data.buffers[b.name], self.io[b.index]), push,
-                                         self.gather_kernel.group_count_for(batch * b.features)))
-            commands += self._forward_backward(batch, count) + self._update(batch, j)
-        return self._submit_steps(commands, steps, batch)
+        gathers = [Dispatch(self.gather_kernel, (data.buffers[b.name], self.io[b.index], self.state),
+                            self.gather_shader.pack_push(count=batch * b.features, features=b.features,
+                                                         rows=data.rows, seed=seed & 0xFFFFFFFF, whole=whole),
+                            self.gather_kernel.group_count_for(batch * b.features)) for b in inputs]
+        padding = [self.fill_zero(*(self.io[b.index] for b in inputs))] if count > batch else []
+        one_step = gathers + self._forward_backward(batch, count) + self._update(batch)
+        return Recording(self.context, padding + one_step * steps, uploads=(self.books.schedule,),
+                         downloads=tuple(self.books.downloads()))
 
     def _losses(self, batch: int) -> tuple[Any, dict]:
         from coopnn.runtime.vk.memory import Placement
@@ -314,10 +305,10 @@ class KernelTrainingSession:
     def optimizer_dispatch(self, batch: int):
         from coopnn.runtime.vk.commands import Dispatch
 
-        push = optimizer_push(self.optimizer_kernel_shader, self.optimizer, self.optimizer.step_count,
-                              self.layout.size, 1.0 / (batch * self.plan.out_features))
+        push = optimizer_push(self.optimizer_kernel_shader, self.optimizer, self.layout.size,
+                              1.0 / (batch * self.plan.out_features))
         buffers = (self.master, self.gradient, self.state, self.working_buffer(),
-                   *(self.slots[s] for s in self.optimizer.slots), self.schedule)
+                   *(self.slots[s] for s in self.optimizer.slots), self.books.schedule)
         return Dispatch(self.optimizer_kernel, buffers, push, self.optimizer_kernel.group_count_for(self.layout.size))
 
     def working_buffer(self):
@@ -329,11 +320,14 @@ class KernelTrainingSession:
     def step(self, feeds, targets) -> float:
         batch = targets[self.plan.output].shape[0]
         count = self._write_batch(feeds, targets, batch)
-        return float(self._submit_steps(self._forward_backward(batch, count) + self._update(batch, 0), 1, batch)[0])
+        self.books.before(1)
+        self.last_gpu_ms = self.context.run(self._forward_backward(batch, count) + self._update(batch),
+                                            self.books.downloads())
+        return float(self._mean_losses(1, batch)[0])
 
     def loss(self, feeds, targets) -> float:
         batch = targets[self.plan.output].shape[0]
-        self._write_state()
+        self.books.sync()
         count = self._write_batch(feeds, targets, batch)
         loss_buffer, downloads = self._losses(batch)
         self.last_gpu_ms = self.context.run(self._forward_backward(batch, count), downloads)
@@ -342,7 +336,7 @@ class KernelTrainingSession:
     def gradients(self, feeds, targets) -> dict[str, np.ndarray]:
         """The gradient of the batch's mean loss in every parameter (no update; for tests and tools)."""
         batch = targets[self.plan.output].shape[0]
-        self._write_state()
+        self.books.sync()
         count = self._write_batch(feeds, targets, batch)
         self.last_gpu_ms = self.context.run(self._forward_backward(batch, count) + self.gradient_steps(batch, count),
                                             self._losses(batch)[1])
@@ -367,7 +361,9 @@ class KernelTrainingSession:
         self.optimizer.load_state_dict(state)
         for slot, buffer in self.slots.items():
             buffer.upload(self.flatten(self.optimizer.state.get(slot, {})))
-        self._write_state()
 
     def close(self) -> None:
+        for recording in self.recordings.values():
+            recording.destroy()
+        self.recordings = {}
         self.context.close()

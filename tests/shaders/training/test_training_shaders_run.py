@@ -13,7 +13,7 @@ from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.shaders.training.sampler import gather_shader, sample_rows
-from coopnn.shaders.training.step_state import MIN_LOSS_SCALE, REDUCE_WIDTH, step_end_shader
+from coopnn.shaders.training.step_state import HISTORY_ROWS, MIN_LOSS_SCALE, REDUCE_WIDTH, step_end_shader
 from coopnn.train.gpu.optimizer_values import optimizer_push, optimizer_schedule
 from coopnn.train.optim import SGD, Adam
 from tests.devices import assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
@@ -81,8 +81,9 @@ class Kernel:
         return [b.read(d) for b, d in zip(self.buffers, self.dtypes)]
 
 
-def state_words(status: int = 0, loss_scale: float = 1.0, good_steps: int = 0, steps: int = 0) -> np.ndarray:
-    return np.array([status, np.float32(loss_scale).view(np.uint32), good_steps, steps], np.uint32)
+def state_words(status: int = 0, loss_scale: float = 1.0, good_steps: int = 0, steps: int = 0,
+                drawn: int = 0) -> np.ndarray:
+    return np.array([status, np.float32(loss_scale).view(np.uint32), good_steps, steps, drawn], np.uint32)
 
 
 def optimizer_buffers(optimizer, working_dtype: str, master: np.ndarray, status: int) -> list[np.ndarray]:
@@ -105,7 +106,7 @@ def test_optimizer_steps_match_numpy(context, name, working_dtype):
         kernel.write(1, gradient)
         kernel.write(2, state_words(loss_scale=4.0, steps=step - 1))  # the gradient is divided by the loss scale
         master, _, _, working, *slots, _ = kernel.run(
-            optimizer_push(shader, device_optimizer, 0, COUNT, 4 * GRADIENT_SCALE), COUNT)
+            optimizer_push(shader, device_optimizer, COUNT, 4 * GRADIENT_SCALE), COUNT)
     np.testing.assert_allclose(master, expected, rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(working, master.astype(working.dtype))
     for slot_name, slot in zip(reference.slots, slots):
@@ -120,7 +121,7 @@ def test_a_set_status_skips_the_step_only_when_asked(context, skip_nonfinite):
     buffers = optimizer_buffers(Adam(lr=0.1), "f16", master, status=1)
     buffers[1][:] = 1.0
     kernel = Kernel(context, shader, buffers)
-    after = kernel.run(optimizer_push(shader, Adam(lr=0.1), 0, COUNT, 1.0), COUNT)
+    after = kernel.run(optimizer_push(shader, Adam(lr=0.1), COUNT, 1.0), COUNT)
     if skip_nonfinite:
         for before, now in zip(buffers, after):
             np.testing.assert_array_equal(now, before.reshape(-1))
@@ -199,10 +200,13 @@ def test_the_step_end_sums_the_losses_and_keeps_the_state(context, skip_nonfinit
     losses = np.random.default_rng(2).uniform(0, 1, batch).astype(np.float32)
     growth = 3
     shader = step_end_shader(skip_nonfinite, growth)
-    kernel = Kernel(context, shader, [losses, state_words(status, 8.0, growth - 1, 41), np.zeros(6, np.float32)])
-    _, state, history = kernel.run(shader.pack_push(count=REDUCE_WIDTH, batch=batch, slot=2), REDUCE_WIDTH)
+    drawn = 2 * HISTORY_ROWS + 2  # the history is a ring: this step's row is 2
+    kernel = Kernel(context, shader, [losses, state_words(status, 8.0, growth - 1, 41, drawn),
+                                      np.zeros(2 * HISTORY_ROWS, np.float32)])
+    _, state, history = kernel.run(shader.pack_push(count=REDUCE_WIDTH, batch=batch), REDUCE_WIDTH)
     assert history[4] == pytest.approx(float(np.sum(losses, dtype=np.float64)), rel=1e-6)
-    assert history[5] == status and not history[:4].any()
+    assert history[5] == status and not history[:4].any() and not history[6:].any()
+    assert state[4] == drawn + 1  # every step draws a batch, skipped or not
     scale = float(state[1:2].view(np.float32)[0])
     if not skip_nonfinite:
         assert (state[0], scale, state[2], state[3]) == (status, 8.0, growth - 1, 42)
@@ -214,8 +218,9 @@ def test_the_step_end_sums_the_losses_and_keeps_the_state(context, skip_nonfinit
 
 def test_the_loss_scale_does_not_fall_below_its_floor(context):
     shader = step_end_shader(True, 1000)
-    kernel = Kernel(context, shader, [np.ones(5, np.float32), state_words(1, MIN_LOSS_SCALE), np.zeros(2, np.float32)])
-    _, state, _ = kernel.run(shader.pack_push(count=REDUCE_WIDTH, batch=5, slot=0), REDUCE_WIDTH)
+    kernel = Kernel(context, shader, [np.ones(5, np.float32), state_words(1, MIN_LOSS_SCALE),
+                                      np.zeros(2 * HISTORY_ROWS, np.float32)])
+    _, state, _ = kernel.run(shader.pack_push(count=REDUCE_WIDTH, batch=5), REDUCE_WIDTH)
     assert state[1:2].view(np.float32)[0] == np.float32(MIN_LOSS_SCALE)
 
 
@@ -224,8 +229,8 @@ def test_the_gather_kernel_draws_the_rows_the_numpy_sampler_draws(context, whole
     rows, features, batch, seed, step = 1000, 3, 700 if not whole else 1000, 12345, 77
     source = np.arange(rows * features, dtype=np.float32)
     shader = gather_shader()
-    kernel = Kernel(context, shader, [source, np.zeros(batch * features, np.float32)])
-    push = shader.pack_push(count=batch * features, features=features, rows=rows, seed=seed, step=step, whole=whole)
-    _, gathered = kernel.run(push, batch * features)
+    kernel = Kernel(context, shader, [source, np.zeros(batch * features, np.float32), state_words(drawn=step)])
+    push = shader.pack_push(count=batch * features, features=features, rows=rows, seed=seed, whole=whole)
+    _, gathered, _ = kernel.run(push, batch * features)
     expected = source.reshape(rows, features)[sample_rows(seed, step, batch, rows, whole)]
     np.testing.assert_array_equal(gathered.reshape(batch, features), expected)

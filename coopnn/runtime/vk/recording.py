@@ -1,0 +1,62 @@
+"""`Recording`: a sequence of dispatches recorded once into a command buffer of its own and submitted again as often
+as wanted, for work repeated on the same buffers (runs of training steps): no per-submission recording on the host.
+
+Each (kernel, buffers) pair gets a descriptor set of its own (the kernels' shared cache recycles sets, which a kept
+recording must not see), and push constants are fixed when recorded. Staging copies are part of the recording: the
+given STAGED buffers are uploaded whole before the dispatches (the host writes their staging memory between
+submissions; with DIRECT buffers it writes them in place) and downloaded whole after. Only one submission of a
+recording is in flight at a time: `run` submits and waits.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from coopnn.runtime.vk.commands import Dispatch, Recorded, checked_group_count, push_bytes, record_commands
+from coopnn.runtime.vk.lane import Lane
+from coopnn.runtime.vk.memory import Placement
+
+if TYPE_CHECKING:
+    from coopnn.runtime.vk.context import VulkanContext
+    from coopnn.runtime.vk.memory import Buffer
+
+
+class Recording:
+    """`steps` on `context`'s queue, recorded now; `uploads` and `downloads` name the buffers the host writes before
+    and reads after each submission."""
+
+    def __init__(self, context: VulkanContext, steps: Sequence[Dispatch | Recorded],
+                 uploads: Sequence[Buffer] = (), downloads: Sequence[Buffer] = ()):
+        self._lane = Lane(context.device, context.tracker, context.queue_lock)
+        self._sets: dict = {}
+        try:
+            commands = [step if isinstance(step, Recorded) else
+                        (step.kernel, self._descriptor_set(step), push_bytes(step), checked_group_count(context.info, step))
+                        for step in steps]
+            staged = [(b, (0, b.size)) for b in uploads if b.placement is Placement.STAGED]
+            fetched = [(b, (0, b.size)) for b in downloads if b.placement is Placement.STAGED]
+            self._lane.use("recording", lambda cmd: record_commands(cmd, self._lane, commands, staged, fetched))
+        except BaseException:
+            self.destroy()
+            raise
+        self._staged_uploads = [b for b, _ in staged]
+
+    def _descriptor_set(self, dispatch: Dispatch):
+        key = (id(dispatch.kernel), tuple(b.serial for b in dispatch.buffers))
+        if key not in self._sets:
+            self._sets[key] = dispatch.kernel.dedicated_descriptor_set(dispatch.buffers)
+        return self._sets[key].handle
+
+    def run(self) -> float | None:
+        """Submit and wait; the GPU time of the dispatches in ms (None without timestamps)."""
+        for buffer in self._staged_uploads:
+            buffer.take_pending_upload()  # the recording copies the whole staging buffer anyway
+        self._lane.submit()
+        self._lane.wait()
+        return self._lane.elapsed_ms()
+
+    def destroy(self) -> None:
+        for descriptor_set in self._sets.values():
+            descriptor_set.destroy()
+        self._sets = {}
+        self._lane.destroy()
