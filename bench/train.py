@@ -20,6 +20,7 @@ import coopnn  # noqa: E402
 from coopnn.bench.environment import describe_environment, device_name, driver, results_stem  # noqa: E402
 from coopnn.bench.training import (CoopnnTrainingRunner, TorchAmpTrainingRunner, measure_training,  # noqa: E402
                                    torch_cuda_unavailable_reason)
+from coopnn.backends.coopvec.training import GRADIENT_METHODS  # noqa: E402
 from coopnn.errors import BackendUnavailableError  # noqa: E402
 from coopnn.backends import statuses  # noqa: E402
 from coopnn.tables import format_table  # noqa: E402
@@ -34,7 +35,7 @@ def runners(graph, only: set[str] | None):
     table = []
     if available.get("coopvec"):
         table += [(f"coopnn coopvec ({method} gradients)", lambda method=method: CoopnnTrainingRunner(
-            graph, "coopvec", method)) for method in ("coopmat", "coopvec")]
+            graph, "coopvec", method)) for method in GRADIENT_METHODS if method != "auto"]
     if available.get("portable"):
         table.append(("coopnn portable", lambda: CoopnnTrainingRunner(graph, "portable")))
     if torch_cuda_unavailable_reason() is None:

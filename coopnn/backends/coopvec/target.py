@@ -88,12 +88,17 @@ class CoopvecEmitter:
         self.bindings = tuple(dataclasses.replace(b, dtype="f16") if b.role == "tape" else b
                               for b in bindings_of(program))
         self.push_constants = push_constants_of(program)
-        self.frame = ShaderFrame(self.bindings[:1], 16, workgroup_size, self.push_constants)
+        # Weight gradients accumulate into the weight buffer (`accumulate.py`), declared writable here then.
+        accumulates = bool(program.params_of("gradient"))
+        self.frame = ShaderFrame(() if accumulates else self.bindings[:1], 16, workgroup_size, self.push_constants)
         self.m, self.fn = self.frame.module, self.frame.main
         self.forms = Forms(self.m, self.fn)
         self.f16, self.f32, self.boolean = (self.forms.scalar_types[t] for t in ("f16", "f32", "bool"))
         self.halves = self.m.type_runtime_array(self.f16, stride=IO_BYTES_PER_COMPONENT)
         block = self.m.type_struct([self.halves], offsets=[0], decorations=["Block"], name="Samples")
+        if accumulates:
+            self.frame.buffers[0] = self.m.global_variable("StorageBuffer", block, name="weights_0",
+                                                           decorations=[("DescriptorSet", 0), ("Binding", 0)])
         for b in self.bindings[1:]:
             decorations = [("DescriptorSet", 0), ("Binding", b.index)] + (["NonWritable"] if b.role in ("input", "state") else [])
             if b.dtype == "f32":
@@ -405,4 +410,3 @@ class CoopvecTarget:
         spirv = emitter.compile()
         return Binary("coopvec", spirv, "main", emitter.frame.workgroup_size, emitter.bindings, emitter.push_constants,
                       packed, FEATURES, frozenset())
-

@@ -2,7 +2,8 @@
 
 The step kernel multiplies with the weights in the driver's TrainingOptimal layout, forward and transposed
 (OpCooperativeVectorMatrixMulAddNV / MatrixMulNV with Transpose). Weight gradients come from
-`coopnn.backends.coopvec.coopvec_gradients` (tape products per chunk of samples) and `partial_sum_shader`. The
+`coopnn.backends.coopvec.coopvec_gradients` (tape products per chunk of samples) and `partial_sum_shader`, or the
+outer-product methods (`coopnn.backends.coopvec.outer_product`) accumulate them in the step kernel. The
 optimizer updates the float32 master weights and writes a float16 row-major working copy, which
 vkCmdConvertCooperativeVectorMatrixNV turns into TrainingOptimal in the same command buffer (biases are copied).
 
@@ -19,10 +20,10 @@ import math
 import numpy as np
 
 from coopnn.backends.coopvec.layouts import pack_plan, padded
-from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients, tiled_step
+from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients, outer_product, tiled_step
 from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget, weight_plan
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
-from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES, partial_sum_shader
+from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES, partial_sum_shader, widen_shader
 from coopnn.shaders.training.shader import BASE_FEATURES
 from coopnn.train.gpu.session import KernelTrainingSession
 
@@ -40,7 +41,8 @@ COOPMAT_WIDEST_INPUT = 64
 AUTO_STEP = "coopvec"
 # What any of the session's kernels may need, whichever gradient method it takes.
 TRAINING_FEATURES = (FEATURES | {"bufferDeviceAddress"} | coopmat_gradients.FEATURES | coopvec_gradients.FEATURES
-                     | GRADIENT_FEATURES | BASE_FEATURES)
+                     | outer_product.FEATURES | GRADIENT_FEATURES | BASE_FEATURES)
+GRADIENT_METHODS = ("auto", "coopmat", "coopvec", *outer_product.ACCUMULATOR_LAYOUTS)
 
 
 class CoopvecTrainingSession(KernelTrainingSession):
@@ -53,28 +55,36 @@ class CoopvecTrainingSession(KernelTrainingSession):
 
     def __init__(self, *args, gradients: str = "auto", step: str = "auto", **kwargs):
         """`gradients`: how weight gradients are reduced, "coopmat" (cooperative-matrix products of the tape),
-        "coopvec" (cooperative-vector products, per row and chunk) or "auto" (the faster one for the model).
+        "coopvec" (cooperative-vector products, per row and chunk), "outer_product" (per-sample outer products
+        accumulated by the coopvec step kernel), "outer_product_reduced" (workgroup sums accumulated by it) or "auto"
+        (the faster of the first two for the model).
         `step`: the forward/backward kernel, "tiled" (`tiled_step`: cooperative matrices over tiles of samples),
         "coopvec" (one invocation per sample, cooperative vectors) or "auto"."""
-        if gradients not in ("auto", "coopmat", "coopvec"):
-            raise ValueError(f"gradients must be 'auto', 'coopmat' or 'coopvec', not {gradients!r}")
+        if gradients not in GRADIENT_METHODS:
+            raise ValueError(f"gradients must be one of {', '.join(map(repr, GRADIENT_METHODS))}, not {gradients!r}")
         if step not in ("auto", "tiled", "coopvec"):
             raise ValueError(f"step must be 'auto', 'tiled' or 'coopvec', not {step!r}")
+        self.accumulates = gradients in outer_product.ACCUMULATOR_LAYOUTS
+        if self.accumulates and step == "tiled":
+            raise ValueError(f"gradients={gradients!r} accumulates in the coopvec step kernel, not the tiled one")
         self.requested_gradients = gradients
-        self.requested_step = step
+        self.requested_step = "coopvec" if self.accumulates else step
         super().__init__(*args, **kwargs)
 
     def layer_shapes(self):
         return [(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in self.plan.layers]
 
     def features(self) -> set[str]:
-        return super().features() | set(FEATURES) | {"bufferDeviceAddress"}
+        return (super().features() | set(FEATURES) | {"bufferDeviceAddress"}
+                | (outer_product.FEATURES if self.accumulates else set()))
 
     def make_gradient_shaders(self):
         self.gradient_method = self.requested_gradients
         if self.gradient_method == "auto":
             widest = max(layer.cols for layer in self.layout.layers)
             self.gradient_method = "coopmat" if widest <= COOPMAT_WIDEST_INPUT else "coopvec"
+        if self.accumulates:
+            return [widen_shader()]
         if self.gradient_method == "coopmat":
             return [coopmat_gradients.coopmat_gradient_shader(self.layout, self.tape), partial_sum_shader()]
         return [coopvec_gradients.coopvec_gradient_shader(self.layout, self.tape), partial_sum_shader()]
@@ -103,7 +113,18 @@ class CoopvecTrainingSession(KernelTrainingSession):
                                         matrix_format(FP16, rows, cols, LAYOUT)))
 
         self.packed = pack_plan(weight_plan(self.program, FP16), LAYOUT, reserve)
-        return CoopvecTarget().compile(self.program, FP16, 64, packed=self.packed)
+        self.image = self.packed
+        if self.accumulates:
+
+            def optimal_size(rows, cols):
+                return converted_size(self.context, matrix_format(FP16, rows, cols, "row_major", 2 * cols),
+                                      matrix_format(FP16, rows, cols, LAYOUT))
+
+            self.accumulators = outer_product.accumulators(
+                self.layout, outer_product.ACCUMULATOR_LAYOUTS[self.gradient_method], len(self.packed.data),
+                optimal_size)
+            self.image = outer_product.with_accumulators(self.packed, self.accumulators)
+        return CoopvecTarget().compile(self.program, FP16, 64, packed=self.image)
 
     def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess
@@ -113,9 +134,12 @@ class CoopvecTrainingSession(KernelTrainingSession):
             self.working = self.context.create_buffer(size, HostAccess.NONE, device_address=True)
             self.context.run([self.fill_zero(self.working)])
         else:
-            self.optimal = self.context.create_buffer(len(self.packed.data), HostAccess.NONE, device_address=True)
+            self.optimal = self.context.create_buffer(len(self.image.data), HostAccess.NONE, device_address=True)
             self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
         self.partials = None
+        if self.gradient_method == "outer_product":
+            # the TrainingOptimal sums converted to row-major float16, in the flat order
+            self.sums = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
         if self.gradient_method == "coopvec":
             ones = coopvec_gradients.ones_matrix()
             self.ones = self.context.create_buffer(ones.nbytes, HostAccess.NONE)
@@ -143,7 +167,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def prepare_tape(self, capacity: int) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        if capacity == 0:
+        if capacity == 0 or self.accumulates:
             return
         if self.partials is not None:
             self.partials.destroy()
@@ -151,8 +175,36 @@ class CoopvecTrainingSession(KernelTrainingSession):
         # Padded delta rows are never written and must read as zero.
         self.context.run([self.fill_zero(self.tape_buffer, self.partials)])
 
+    def step_prologue(self) -> list:
+        from coopnn.runtime.vk.commands import Recorded
+        from coopnn.runtime.vk.loader import load_vulkan
+
+        if not self.accumulates:
+            return []
+        vk, (first, size) = load_vulkan(), outer_product.accumulator_range(self.accumulators)
+        return [Recorded(lambda cmd: vk.vkCmdFillBuffer(cmd, self.optimal.handle, first, size, 0))]
+
+    def accumulated_gradient_steps(self) -> list:
+        """The accumulators widened into the float32 gradient (converted to row-major first where they are not)."""
+        from coopnn.backends.coopvec.driver import repack
+        from coopnn.runtime.vk.commands import Dispatch, Recorded
+
+        (widen,), (kernel,) = self.gradient_shaders, self.gradient_kernels
+        steps, sums, first = [], self.optimal, self.accumulators[next(iter(self.accumulators))].offset // 2
+        if self.gradient_method == "outer_product":
+            steps.append(Recorded(repack(self.context, self.optimal,
+                                         outer_product.by_parameter(self.accumulators, self.layout), self.sums,
+                                         self.layout.entries(FP16))))
+            sums, first = self.sums, 0
+        size = self.layout.size
+        return steps + [Dispatch(kernel, (sums, self.gradient, self.state), widen.pack_push(count=size, first=first),
+                                 kernel.group_count_for(size))]
+
     def gradient_steps(self, batch: int, count: int) -> list:
         from coopnn.runtime.vk.commands import Dispatch
+
+        if self.accumulates:
+            return self.accumulated_gradient_steps()
 
         chunks = -(-count // self.chunk)
         (products, sums), (product_kernel, sum_kernel) = self.gradient_shaders, self.gradient_kernels

@@ -146,6 +146,11 @@ class PortableEmitter:
         value = self.frame.uniform_value(instr.attrs["name"])  # loaded here, where it dominates every later use
         self.elementwise(instr, lambda i: value)
 
+    @lowers("accumulate_outer", "accumulate_sum")
+    def accumulate(self, instr: Instr) -> None:
+        raise CompileError(f"the portable target cannot lower {instr.op!r}: accumulating weight gradients in the step "
+                           "kernel (the outer-product method) needs cooperative-vector training (the coopvec backend)")
+
     @lowers("sample_mask")
     def sample_mask(self, instr: Instr) -> None:
         inside = self.fn.emit("OpULessThan", self.frame.bool, self.frame.sample, self.frame.push_value("batch"))

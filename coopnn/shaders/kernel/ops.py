@@ -170,6 +170,14 @@ def _stored(operands, attrs, declared):
     return None
 
 
+def _accumulated(operands, attrs, declared):
+    *vectors, param = operands
+    shape = tuple(v.size for v in vectors)
+    _check(param.role == "gradient" and param.shape == shape and all(v.dtype == "f32" for v in vectors),
+           f"accumulates {' x '.join(map(str, vectors))} into the {param.role} {param.name} of shape {param.shape}")
+    return None
+
+
 def _product(operands, attrs, declared):
     matrix, x, *bias = operands
     rows, cols = matrix.shape[::-1] if attrs.get("transpose") else matrix.shape
@@ -198,6 +206,11 @@ def _gemv(instr: Instr, operands: list, batch: Batch) -> np.ndarray:
     w, x, *bias = operands
     result = x @ (w if instr.attrs.get("transpose") else w.T)
     return result + bias[0] if bias else result
+
+
+def _outer_sum(instr: Instr, operands: list, batch: Batch) -> np.ndarray:
+    delta, x, _ = operands
+    return delta.T @ x
 
 
 def _gather(instr: Instr, operands: list, batch: Batch) -> np.ndarray:
@@ -271,6 +284,11 @@ _declare("uniform", (), _declared("f32"), _uniform, elementwise=False,
          text=lambda instr, program: f"uniform %{instr.attrs['name']}")
 _declare("sample_mask", (), _declared("f32"), _sample_mask, elementwise=False)
 _declare("gemv", (PARAM, VALUE, PARAM), _product, _gemv, elementwise=False, optional=1, text=_gemv_text)
+# Weight-gradient sums over the samples, accumulated into a parameter of role "gradient" (the outer-product method):
+# the sum of delta x input^T (rows x cols), and the sum of delta (a bias).
+_declare("accumulate_outer", (VALUE, VALUE, OUTPUT), _accumulated, _outer_sum, elementwise=False)
+_declare("accumulate_sum", (VALUE, OUTPUT), _accumulated, lambda instr, operands, batch: operands[0].sum(axis=0),
+         elementwise=False)
 _declare("gather", (VALUE,), _gathered, _gather, elementwise=False, variadic=True, text=_gather_text)
 _declare("reduce_sum", (VALUE,), _reduced, _reduction(np.sum), elementwise=False, text=_reduce_text)
 _declare("reduce_max", (VALUE,), _reduced, _reduction(np.max), elementwise=False, text=_reduce_text)

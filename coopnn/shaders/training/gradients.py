@@ -8,7 +8,11 @@ delta_l[m, b], at the tape addresses layout.py describes.
 `partial_sum_shader`: bindings 0 partials (f32, `chunks` consecutive arrays of `count` elements), 1 gradient,
 2 status; push `count`, `chunks`; gradient[p] = sum over c of partials[c * count + p].
 
-Both add in float32, in index order, and set status[0] to 1 (an atomic OR) when a sum is NaN or infinite.
+`widen_shader`: bindings 0 float16 sums (the outer-product method's accumulators, row-major in the flat order), 1
+gradient, 2 status; push `count`, `first` (where the sums start, in halves); gradient[p] = sums[first + p].
+
+All add in float32, in index order, and set status[0] to 1 (an atomic OR) when a sum is NaN or infinite (a float16
+sum that overflowed is infinite).
 """
 
 from __future__ import annotations
@@ -22,9 +26,9 @@ SOURCE, GRADIENT, STATUS = range(3)
 FEATURES = frozenset({"vulkanMemoryModelDeviceScope"})
 
 
-def _frame(*push: tuple[str, str], source: str) -> ShaderFrame:
+def _frame(*push: tuple[str, str], source: str, source_width: int = 32) -> ShaderFrame:
     frame = training_frame(push_constant_block(("count", "u32"), *push))
-    storage_buffer(frame, SOURCE, frame.f32, writable=False, name=source)
+    storage_buffer(frame, SOURCE, frame.module.type_float(source_width), writable=False, name=source)
     storage_buffer(frame, GRADIENT, frame.f32, writable=True, name="gradient")
     storage_buffer(frame, STATUS, frame.u32, writable=True, name="status")
     frame.module.capability("VulkanMemoryModelDeviceScope")
@@ -105,3 +109,12 @@ def partial_sum_shader() -> Binary:
 
     _store_and_check(frame, _accumulate(frame, frame.push_value("chunks"), term))
     return finish("partial_sum", frame, 3, FEATURES)
+
+
+def widen_shader() -> Binary:
+    """float16 gradient sums widened to the float32 gradient, element by element."""
+    frame = _frame(("first", "u32"), source="sums", source_width=16)
+    fn, f16 = frame.main, frame.module.type_float(16)
+    half = load(frame, SOURCE, fn.emit("OpIAdd", frame.u32, frame.push_value("first"), frame.sample), f16)
+    _store_and_check(frame, fn.emit("OpFConvert", frame.f32, half))
+    return finish("widen_gradient", frame, 3, FEATURES | {"shaderFloat16", "storageBuffer16BitAccess"})

@@ -48,6 +48,7 @@ class KernelTrainingSession:
     tape_slack = 0  # feature rows of capacity allocated after the tape's last region
     skip_nonfinite = False  # whether a step with a non-finite gradient is skipped (with dynamic loss scaling)
     growth_interval = 0  # with skip_nonfinite: good steps in a row after which the loss scale doubles
+    accumulates = False  # the step kernel sums weight gradients itself (outer products): no tape
 
     def __init__(self, graph: Graph, loss: Loss, optimizer: Optimizer, device: str | int | None):
         from coopnn.runtime.vk.memory import HostAccess
@@ -56,8 +57,8 @@ class KernelTrainingSession:
         self.plan: TrainingPlan = plan_training(graph)
         self.loss_function, self.optimizer = loss, optimizer
         self.layout = ParameterLayout.of(self.layer_shapes())
-        self.tape = TapeLayout(self.layout.layers)
-        self.program = step_program(self.plan, loss, self.tape)
+        self.tape = TapeLayout(() if self.accumulates else self.layout.layers)
+        self.program = step_program(self.plan, loss, self.tape, accumulate=self.accumulates)
         self.last_gpu_ms: float | None = None  # of the last submission
         self.total_gpu_ms = 0.0  # of every submission of training steps so far
         self.optimizer_kernel_shader = optimizer_shader(optimizer.name, self.working_dtype, self.skip_nonfinite)
@@ -126,6 +127,10 @@ class KernelTrainingSession:
 
     def working_steps(self) -> list:
         """Commands after the optimizer that turn its working copy into what the step kernel reads."""
+        return []
+
+    def step_prologue(self) -> list:
+        """Commands before the step kernel (after the status is reset)."""
         return []
 
     def prepare_tape(self, capacity: int) -> None:
@@ -232,6 +237,7 @@ class KernelTrainingSession:
 
         push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity)
         return [self.fill_zero(self.state, size=4),  # the status word
+                *self.step_prologue(),
                 Dispatch(self.step_kernel, self._buffers(), push, self.step_kernel.group_count_for(count))]
 
     def _update(self, batch: int) -> list:

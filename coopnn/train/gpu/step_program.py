@@ -6,7 +6,9 @@ tape, multiplies, adds the bias and applies its activation; the loss's per-eleme
 training state buffer (kept on the device, so steps need no host in between); then
 from the last layer back, each layer's delta (the gradient times its activation's derivative at the pre-activation)
 goes on the tape and the product with the transposed weight carries it to the layer before. Weight gradients are
-not made here: they are sums over samples of the tape, which other kernels reduce.
+sums over samples of the tape, which other kernels reduce; with `accumulate` (the outer-product method) the kernel
+adds each sample's delta x input and delta to parameters of role "gradient" (`gradient_name`) instead, and stores
+nothing on the tape.
 """
 
 from __future__ import annotations
@@ -26,7 +28,12 @@ TAPE, LOSS, STATE = "tape", "loss", "state"
 LOSS_SCALE = "loss_scale"
 
 
-def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout) -> KernelProgram:
+def gradient_name(parameter: str) -> str:
+    """The kernel parameter a weight's or bias's gradient is accumulated into (with `accumulate`)."""
+    return f"{parameter}/gradient"
+
+
+def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: bool = False) -> KernelProgram:
     """The step program of `plan`; weights are parameters named after the stable parameter names."""
     lw = Lowerer(plan.graph)
     lw.lower_inputs()
@@ -42,14 +49,15 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout) -> KernelProg
     x = lw.vectors[plan.input]
     saved = []
     for index, layer in enumerate(plan.layers):
-        k.emit("store", None, (x, TAPE), start=tape.input_start(index), width=tape.layers[index].cols,
-               layout="samples")
+        if not accumulate:
+            k.emit("store", None, (x, TAPE), start=tape.input_start(index), width=tape.layers[index].cols,
+                   layout="samples")
         w = k.own_param(layer.weight, constants[layer.weight_constant], "matrix")
         b = k.own_param(layer.bias, constants[layer.bias_constant].reshape(-1), "vector")
         z = k.emit("gemv", VecType("f32", layer.rows), (w, x, b), transpose=False)
         act = layer.activation
         y = z if act is None else activations.apply(k, act.op, z, act.attrs)
-        saved.append((w, z, y))
+        saved.append((x, w, z, y))
         x = y
     target = k.emit("load", VecType("f32", out_features), ("t",))
     values, derivatives = loss_terms(k, loss, x, target)
@@ -58,11 +66,17 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout) -> KernelProg
     scale = k.emit("uniform", VecType("f32", out_features), name=LOSS_SCALE)
     gradient = k.binary("mul", k.binary("mul", derivatives, mask), scale)
     for index in reversed(range(len(plan.layers))):
-        layer, (w, z, y) = plan.layers[index], saved[index]
+        layer, (x, w, z, y) = plan.layers[index], saved[index]
         act = layer.activation
         delta = gradient if act is None else k.binary("mul", gradient, derivative(k, act.op, z, y, act.attrs))
-        k.emit("store", None, (delta, TAPE), start=tape.delta_start(index), width=tape.layers[index].rows,
-               layout="features")
+        if accumulate:
+            k.emit("accumulate_outer", None, (delta, x, k.add_param(gradient_name(layer.weight), "gradient",
+                                                                    (layer.rows, layer.cols)).name))
+            k.emit("accumulate_sum", None, (delta, k.add_param(gradient_name(layer.bias), "gradient",
+                                                               (layer.rows,)).name))
+        else:
+            k.emit("store", None, (delta, TAPE), start=tape.delta_start(index), width=tape.layers[index].rows,
+                   layout="features")
         if index:
             gradient = k.emit("gemv", VecType("f32", layer.cols), (w, delta), transpose=True)
     return k.build()

@@ -12,10 +12,12 @@ import pytest
 
 from coopnn.backends import target
 from coopnn.backends.coopvec import target as coopvec_target
-from coopnn.backends.coopvec.layouts import pack_plan
+from coopnn.backends.coopvec.layouts import pack_plan, padded
+from coopnn.backends.coopvec.outer_product import with_accumulators
 from coopnn.backends.portable import target as portable_target
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.fp32 import FORMAT as FP32
+from coopnn.layouts.pack import Entry
 from coopnn.shaders.kernel.builder import KernelBuilder
 from coopnn.shaders.kernel.eager import NumpyKernel
 from coopnn.shaders.kernel.interpret import run_program
@@ -42,8 +44,9 @@ SCALE = 3.0
 README = Path(ops.__file__).with_name("README.md")
 
 
-def every_instruction() -> KernelBuilder:
-    """A training-shaped kernel using every instruction of the table, with its results stored as outputs."""
+def every_instruction(accumulate: bool = True) -> KernelBuilder:
+    """A training-shaped kernel using every instruction of the table, with its results stored as outputs (the
+    weight-gradient accumulations, which only the coopvec target lowers, unless `accumulate` is false)."""
     k = KernelBuilder("every_instruction")
     k.add_param("x", "input", (4,), "x")
     k.add_param("tape", "tape", (8,))
@@ -71,6 +74,9 @@ def every_instruction() -> KernelBuilder:
     k.emit("store", None, (x, "tape"), start=0, width=4, layout="samples")
     k.emit("store", None, (h, "tape"), start=4, width=4, layout="features")
     k.emit("store", None, (k.reduce("reduce_sum", back, 4), "loss"))
+    if accumulate:
+        k.emit("accumulate_outer", None, (h, x, k.add_param("gw", "gradient", WEIGHT.shape).name))
+        k.emit("accumulate_sum", None, (h, k.add_param("gb", "gradient", BIAS.shape).name))
     for i, r in enumerate(results):
         k.emit("store", None, (r, k.add_param(f"out{i}", "output", (k.type_of(r).size,), f"out{i}").name))
     return k
@@ -92,8 +98,12 @@ def test_the_test_kernel_uses_every_instruction():
 
 def test_a_kernel_of_every_instruction_passes_spirv_val(tmp_path):
     program = every_instruction().build()
-    spirv_val(target("portable").compile(program, FP32).spirv, tmp_path)
+    spirv_val(target("portable").compile(every_instruction(accumulate=False).build(), FP32).spirv, tmp_path)
     packed = pack_plan(coopvec_target.weight_plan(program, FP16), "training_optimal", lambda m: bytes(2 * m.nbytes))
+    accumulators = {name: Entry(name, len(packed.data) + 64 * i, 64, tuple(padded(n) for n in shape),
+                                "training_optimal" if len(shape) == 2 else "vector", "fp16")
+                    for i, (name, shape) in enumerate((("gw", WEIGHT.shape), ("gb", BIAS.shape)))}
+    packed = with_accumulators(packed, accumulators)
     spirv_val(target("coopvec").compile(program, FP16, packed=packed).spirv, tmp_path)
 
 
