@@ -30,10 +30,10 @@ def _model():
     return coopnn.mlp(3, [16, 16], 2, encoding="frequency", octaves=2, seed=3, backend="portable")
 
 
-@pytest.mark.parametrize("read_every", [None, 1, 3])
-def test_fit_on_the_device_equals_step_by_step(read_every):
+@pytest.mark.parametrize("steps, read_every", [(7, None), (7, 1), (7, 3), (86, 86)])  # 86: blocks of 64, 16, 4, 1
+def test_fit_on_the_device_equals_step_by_step(steps, read_every):
     x, y = _data(500)
-    fit_equals_step_by_step(_model, x, y, steps=7, batch_size=67, read_every=read_every)
+    fit_equals_step_by_step(_model, x, y, steps=steps, batch_size=67, read_every=read_every)
 
 
 def test_a_batch_as_large_as_the_data_takes_the_whole_data_in_order():
