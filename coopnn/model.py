@@ -123,7 +123,7 @@ class Model:
         `out` (an array, or a dict of arrays for several outputs) receives the results in place: C-contiguous float32
         (bool for boolean outputs) of the output's shape. A model may be called from many threads at once.
         """
-        named = self._named(x)
+        named = self.named_inputs(x)
         if any(is_cuda_array(v) for v in named.values()):
             return self._run_on_cuda(named, out)
         if any(isinstance(v, DeviceArray) for v in named.values()):
@@ -197,9 +197,9 @@ class Model:
 
     def feeds(self, x: Any) -> dict[str, np.ndarray]:
         """`x` checked as `run` checks it: float arrays keyed by input name (InputError naming what is wrong)."""
-        return self._check_arrays(self._named(x))
+        return self._check_arrays(self.named_inputs(x))
 
-    def _named(self, x: Any) -> dict[str, Any]:
+    def named_inputs(self, x: Any) -> dict[str, Any]:
         """`x` keyed by input name: a dict with exactly the model's input names, or the one input of the model."""
         if isinstance(x, Mapping):
             return self._check_names(x)

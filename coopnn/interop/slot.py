@@ -32,7 +32,7 @@ SETS_PER_SLOT = 4
 QUEUE_FAMILY_EXTERNAL = vk.VK_QUEUE_FAMILY_EXTERNAL
 
 
-def _ownership_barriers(buffers, source_family: int, destination_family: int, source_access: int,
+def ownership_barriers(buffers, source_family: int, destination_family: int, source_access: int,
                         destination_access: int):
     """Queue-family ownership transfers of whole buffers, between this queue's family and VK_QUEUE_FAMILY_EXTERNAL."""
     return ffi.new("VkBufferMemoryBarrier[]", [{
@@ -109,7 +109,7 @@ class Slot:
         previous = ffi.new("VkMemoryBarrier*", {
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
             "dstAccessMask": vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT})
-        acquire = _ownership_barriers(shared, QUEUE_FAMILY_EXTERNAL, family, 0,
+        acquire = ownership_barriers(shared, QUEUE_FAMILY_EXTERNAL, family, 0,
                                       vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
         lib.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0,
                                  1, previous, len(shared), acquire, 0, ffi.NULL)
@@ -127,7 +127,7 @@ class Slot:
             barrier(cmd, "shaders_to_downloads")
             for source, destination, offset, size in copies:
                 copy_buffer(cmd, source.handle, destination.handle, 0, offset, size)
-        release = _ownership_barriers(shared, family, QUEUE_FAMILY_EXTERNAL,
+        release = ownership_barriers(shared, family, QUEUE_FAMILY_EXTERNAL,
                                       vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT, 0)
         lib.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0,
                                  0, ffi.NULL, len(shared), release, 0, ffi.NULL)

@@ -258,3 +258,14 @@ def wrap_output(output, framework: str, device: int, stream: int, is_bool: bool)
     if is_bool:
         return tensor != 0
     return tensor if tensor.dtype == torch.float32 else tensor.float()
+
+
+def to_host(name: str, x: Any) -> np.ndarray:
+    """A CUDA array copied to a numpy array (for the work that runs on the host, such as the numpy trainer)."""
+    kind = framework_of(x)
+    if kind == "cupy":
+        return sys.modules["cupy"].asnumpy(x)
+    torch = sys.modules["torch"] if kind == "torch" else _import_torch(name, "copy it to the host")
+    tensor = x if kind == "torch" else (torch.as_tensor(x) if hasattr(x, "__cuda_array_interface__")
+                                        else torch.from_dlpack(x))
+    return tensor.detach().cpu().numpy()

@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from coopnn.errors import InputError, ModelFormatError
+from coopnn.interop import tensors
 from coopnn.model import Model
 from coopnn.progress import Progress
 from coopnn import backends
@@ -72,7 +73,7 @@ class Trainer:
             raise InputError(f"fit needs steps >= 0 and batch_size >= 1, not {steps} and {batch_size}")
         if read_every is not None and read_every < 1:
             raise InputError(f"read_every must be at least 1, not {read_every}")
-        feeds, targets = self._data(x, y)
+        feeds, targets = self._data(x, y, on_device=True)
         losses = np.empty(steps, np.float64)
         bar = Progress(steps, label="fit") if progress else None
         data = self.session.upload_data(feeds, targets)
@@ -138,9 +139,12 @@ class Trainer:
         self.model.take_trained(self.session)
         return loss
 
-    def _data(self, x: Any, y: Any) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-        """Inputs checked by the model, and float32 targets keyed by output name with matching batch sizes."""
-        feeds = {name: np.ascontiguousarray(array, np.float32) for name, array in self.model.feeds(x).items()}
+    def _data(self, x: Any, y: Any, on_device: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Inputs checked by the model, and float32 targets keyed by output name with matching batch sizes. CUDA
+        arrays (PyTorch, CuPy, ...) stay on the GPU as `CudaInput`s when `on_device` and the session takes them
+        (converted to float32 rows there by their framework); otherwise they are copied to the host."""
+        keep_cuda = on_device and getattr(self.session, "takes_cuda_arrays", False)
+        named = self.model.named_inputs(x)
         outputs = {t.name: t for t in self.model.outputs}
         if isinstance(y, Mapping):
             unknown = sorted(set(y) - set(outputs))
@@ -151,23 +155,40 @@ class Trainer:
             targets = {next(iter(outputs)): y}
         else:
             raise InputError(f"the model has several outputs ({', '.join(outputs)}): give targets as a dict")
+        for name, info in outputs.items():
+            if name in targets and info.dtype == np.bool_:
+                raise InputError(f"output {name!r} is boolean; only float outputs can be trained")
+        features = {t.name: tuple(t.shape[1:]) for t in self.model.inputs} | {
+            name: tuple(info.shape[1:]) for name, info in outputs.items()}
+        if keep_cuda and all(tensors.is_cuda_array(value) for value in named.values()):
+            feeds = {name: tensors.as_cuda_input(name, value, features[name], "f32") for name, value in named.items()}
+        else:
+            feeds = {name: np.ascontiguousarray(array, np.float32) for name, array in self.model.feeds(
+                {name: tensors.to_host(name, value) if tensors.is_cuda_array(value) else value
+                 for name, value in named.items()}).items()}
         batch = _count(feeds)
         checked = {}
         for name, target in targets.items():
-            info = outputs[name]
-            if info.dtype == np.bool_:
-                raise InputError(f"output {name!r} is boolean; only float outputs can be trained")
-            array = np.asarray(target)
+            if keep_cuda and tensors.is_cuda_array(target):
+                checked[name] = tensors.as_cuda_input(name, target, features[name], "f32")
+                if checked[name].rows != batch:
+                    raise InputError(f"targets for {name!r} hold {checked[name].rows} samples, the inputs {batch}")
+                continue
+            array = tensors.to_host(name, target) if tensors.is_cuda_array(target) else np.asarray(target)
             if array.dtype.kind not in "fiu":
                 raise InputError(f"targets for {name!r} have dtype {array.dtype}; give numbers")
-            if array.shape != (batch,) + tuple(info.shape[1:]):
-                want = [batch, *info.shape[1:]]
-                raise InputError(f"targets for {name!r} have shape {list(array.shape)}; expected {want}")
+            if array.shape != (batch,) + features[name]:
+                raise InputError(f"targets for {name!r} have shape {list(array.shape)}; expected "
+                                 f"{[batch, *features[name]]}")
             checked[name] = np.ascontiguousarray(array, dtype=np.float32)
         if batch == 0:
             raise InputError("the data holds no samples")
         return feeds, checked
 
 
-def _count(arrays: Mapping[str, np.ndarray]) -> int:
-    return next(iter(arrays.values())).shape[0]
+def _rows(value: Any) -> int:
+    return value.rows if isinstance(value, tensors.CudaInput) else value.shape[0]
+
+
+def _count(arrays: Mapping[str, Any]) -> int:
+    return _rows(next(iter(arrays.values())))

@@ -1,7 +1,8 @@
 """A training data set held on the device, from which every batch is gathered there (no upload per step).
 
-`ResidentData` uploads each input of the step kernel (the model's inputs and the targets) once, as float32 rows. A
-data set larger than the device should hold (`data_budget`: a buffer's addressable range, and half of the largest
+`ResidentData` uploads each input of the step kernel (the model's inputs and the targets) once, as float32 rows:
+numpy arrays through the host, CUDA arrays (PyTorch, CuPy, ...) copied on the GPU into memory shared with CUDA
+(`coopnn.interop.cuda_rows`), with no trip through the host. A data set larger than the device should hold (`data_budget`: a buffer's addressable range, and half of the largest
 device-local heap for all of them together) is split into shards of whole rows; one shard is on the device at a
 time (`select` uploads another), with one warning saying so, and the sampler draws from the shard on the device.
 """
@@ -14,6 +15,8 @@ from typing import Mapping
 import numpy as np
 
 from coopnn.errors import InputError
+from coopnn.interop.cuda_rows import CudaRows
+from coopnn.interop.tensors import CudaInput
 
 # The share of the largest device-local heap a data set may take; the rest is left to weights, tapes and others.
 HEAP_SHARE = 0.5
@@ -30,15 +33,18 @@ def data_budget(context) -> tuple[int, int]:
 
 
 class ResidentData:
-    """`sources` (name -> float32 array of rows) on `context`'s device, whole or one shard at a time."""
+    """`sources` (name -> float32 array of rows, or a `CudaInput` of float32 rows) on `context`'s device, whole or
+    one shard at a time."""
 
-    def __init__(self, context, sources: Mapping[str, np.ndarray]):
+    def __init__(self, context, sources: Mapping[str, np.ndarray | CudaInput]):
         from coopnn.runtime.vk.memory import HostAccess
 
-        self.sources = {name: np.ascontiguousarray(array, np.float32).reshape(len(array), -1)
-                        for name, array in sources.items()}
-        self.count = len(next(iter(self.sources.values())))
-        row_bytes = {name: array.shape[1] * 4 for name, array in self.sources.items()}
+        self.sources = {name: source if isinstance(source, CudaInput)
+                        else np.ascontiguousarray(source, np.float32).reshape(len(source), -1)
+                        for name, source in sources.items()}
+        self.count = _rows(next(iter(self.sources.values())))
+        row_bytes = {name: source.row_bytes if isinstance(source, CudaInput) else source.shape[1] * 4
+                     for name, source in self.sources.items()}
         per_buffer, total = data_budget(context)
         fit = min(min(per_buffer // b for b in row_bytes.values()), total // sum(row_bytes.values()), MAX_ROWS - 1)
         if fit < 1:
@@ -52,8 +58,15 @@ class ResidentData:
                           f"(at most {shard_rows * sum(row_bytes.values()) / 2**30:.2f} GiB); it is streamed in "
                           f"{len(self.shards)} shards of {shard_rows} samples, each run of steps drawing its batches "
                           f"from one shard", stacklevel=3)
-        self.buffers = {name: context.create_buffer(shard_rows * row_bytes[name], HostAccess.WRITE)
-                        for name in self.sources}
+        self.buffers = {}
+        try:
+            for name, source in self.sources.items():
+                size = shard_rows * row_bytes[name]
+                self.buffers[name] = (CudaRows(context, size) if isinstance(source, CudaInput)
+                                      else context.create_buffer(size, HostAccess.WRITE))
+        except BaseException:
+            self.close()
+            raise
         self.shard = -1
         self.select(0)
 
@@ -70,10 +83,18 @@ class ResidentData:
             return
         start, stop = self.shards[shard]
         for name, buffer in self.buffers.items():
-            buffer.upload(self.sources[name][start:stop].reshape(-1))
+            source = self.sources[name]
+            if isinstance(source, CudaInput):
+                buffer.fill(source, start, stop)
+            else:
+                buffer.upload(source[start:stop].reshape(-1))
         self.shard = shard
 
     def close(self) -> None:
         for buffer in self.buffers.values():
             buffer.destroy()
         self.buffers = {}
+
+
+def _rows(source) -> int:
+    return source.rows if isinstance(source, CudaInput) else len(source)

@@ -52,6 +52,7 @@ class KernelTrainingSession:
     tape_slack = 0  # feature rows of capacity allocated after the tape's last region
     skip_nonfinite = False  # whether a step with a non-finite gradient is skipped (with dynamic loss scaling)
     growth_interval = 0  # with skip_nonfinite: good steps in a row after which the loss scale doubles
+    takes_cuda_arrays = True  # `upload_data` copies CUDA arrays on the GPU (`Trainer.fit` hands them over as such)
     accumulates = False  # the step kernel sums weight gradients itself (outer products): no tape
 
     def __init__(self, graph: Graph, loss: Loss, optimizer: Optimizer, device: str | int | None):

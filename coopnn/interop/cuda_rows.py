@@ -1,0 +1,78 @@
+"""`CudaRows`: a Vulkan buffer that CUDA fills with rows of a CUDA array (PyTorch, CuPy, ...) on the GPU, for data
+uploaded once and then used by Vulkan alone (a training data set: `coopnn.train.gpu.resident`).
+
+The buffer is exported to CUDA (`shared_objects.SharedBuffer`); `fill` copies rows on the array's stream, waits for
+CUDA, and hands the buffer to the Vulkan queue's family (a queue-family ownership transfer from
+VK_QUEUE_FAMILY_EXTERNAL) before any dispatch reads it. It binds like `coopnn.runtime.vk.memory.Buffer`.
+"""
+
+from __future__ import annotations
+
+from coopnn.errors import InputError
+from coopnn.interop.cuda_driver import cuda_driver
+from coopnn.interop.shared_objects import SharedBuffer
+from coopnn.interop.slot import QUEUE_FAMILY_EXTERNAL, ownership_barriers
+from coopnn.interop.tensors import CudaInput
+from coopnn.interop.vk_export import interop_unavailable_reason
+from coopnn.runtime.vk.loader import load_vulkan
+
+vk = load_vulkan()
+ffi, lib = vk.ffi, vk.lib
+
+
+class CudaRows:
+    """`size` bytes on `context`'s device that CUDA can write; InputError when CUDA cannot reach them."""
+
+    def __init__(self, context, size: int):
+        reason = interop_unavailable_reason(context)
+        if reason is not None:
+            raise InputError(f"CUDA arrays cannot be copied to the training device: {reason}; pass numpy arrays")
+        self._context, self._driver = context, cuda_driver()
+        ordinal = self._driver.ordinal_of_uuid(context.info.device_uuid)
+        if ordinal is None:
+            raise InputError(f"CUDA does not see {context.info.name}, the training device; check "
+                             f"CUDA_VISIBLE_DEVICES or pass numpy arrays")
+        self.device = ordinal
+        self._cuda_context = self._driver.primary_context(ordinal)
+        with self._driver.current(self._cuda_context):
+            self._shared = SharedBuffer(context, self._driver, size)
+        self._vulkan_owns = False
+
+    @property
+    def handle(self):
+        return self._shared.handle
+
+    @property
+    def size(self) -> int:
+        return self._shared.size
+
+    @property
+    def serial(self) -> int:
+        return self._shared.serial
+
+    def fill(self, source: CudaInput, start: int, stop: int) -> None:
+        """Rows `start` to `stop` of `source`, packed from byte 0; done when this returns."""
+        if source.device is not None and source.device != self.device:
+            raise InputError(f"the training data is on cuda:{source.device}; the model trains on "
+                             f"{self._context.info.name}, which is cuda:{self.device}")
+        family = self._context.device.queue_family
+        if self._vulkan_owns:  # handed back to CUDA once earlier dispatches are done with it
+            self._ownership(ownership_barriers([self._shared], family, QUEUE_FAMILY_EXTERNAL,
+                                               vk.VK_ACCESS_SHADER_READ_BIT, 0))
+        with self._driver.current(self._cuda_context):
+            self._driver.copy_rows(self._shared.pointer, source.pointer + start * source.pitch, source.row_bytes,
+                                   stop - start, source.pitch, source.stream)
+            self._driver.synchronize()
+        self._ownership(ownership_barriers([self._shared], QUEUE_FAMILY_EXTERNAL, family, 0,
+                                           vk.VK_ACCESS_SHADER_READ_BIT))
+        self._vulkan_owns = True
+
+    def _ownership(self, barriers) -> None:
+        self._context.submit(lambda cmd: lib.vkCmdPipelineBarrier(
+            cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0, 0, ffi.NULL,
+            1, barriers, 0, ffi.NULL))
+
+    def destroy(self) -> None:
+        with self._driver.current(self._cuda_context):
+            self._shared.release_cuda()
+        self._shared.release_vulkan()

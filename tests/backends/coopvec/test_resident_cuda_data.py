@@ -1,0 +1,35 @@
+"""Training data given as PyTorch CUDA tensors (H100): `fit` copies them into the training device's memory on the GPU
+(no trip through the host) and trains exactly as it does on the same data given as numpy arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import coopnn
+from tests.backends.resident_fit import SEED
+
+pytestmark = pytest.mark.gpu
+
+
+def test_fit_on_cuda_tensors_equals_fit_on_numpy_arrays(coopvec_device, monkeypatch):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no CUDA device")
+    from coopnn.interop import tensors
+
+    rng = np.random.default_rng(6)
+    x = rng.uniform(0, 1, (3000, 2)).astype(np.float32)
+    y = rng.uniform(0, 1, (3000, 3)).astype(np.float32)
+    runs = []
+    for data in ((x, y), (torch.from_numpy(x).cuda(), torch.from_numpy(y).double().cuda())):
+        with coopnn.mlp(2, [32, 32], 3, backend="coopvec", weights="fp16", seed=1) as model:
+            trainer = coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=1e-2), seed=SEED)
+            to_host = []
+            monkeypatch.setattr(tensors, "to_host", lambda name, value: to_host.append(name))
+            losses = trainer.fit(*data, steps=9, batch_size=500, progress=False, read_every=4)
+            monkeypatch.undo()
+            assert to_host == [], "the CUDA data went through the host"
+            runs.append((losses, model.run(x)))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
