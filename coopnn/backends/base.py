@@ -13,6 +13,7 @@ from typing import Any, Mapping, Protocol
 
 import numpy as np
 
+from coopnn.errors import InputError
 from coopnn.graph.ir import Graph
 from coopnn.layouts.formats.format import WeightFormat
 
@@ -77,6 +78,9 @@ class Backend(Protocol):
     target: Any  # the shader target compiling the backend's kernels (`coopnn.shaders.targets.base.Target`), or None
     formats: tuple[WeightFormat, ...]  # the weight formats it accepts, the one `weights="auto"` takes on it first
     trains: bool  # whether `prepare_training` works
+    # the keyword options `prepare_training` takes (`coopnn.Trainer(model, **options)` passes them), by name, each
+    # with the values it accepts
+    training_options: Mapping[str, tuple[str, ...]]
     # Vulkan features its kernels (inference and training) may use: the device's shared context enables those the
     # device has (`coopnn.runtime.vk.shared`), so the model and its trainer share one context.
     device_features: frozenset[str]
@@ -102,5 +106,19 @@ class Backend(Protocol):
         """Make `executable` run the parameters `session` (training the same graph) holds now, without a host round
         trip; False when it cannot, and the model takes them through the host (`refresh` or `prepare`)."""
 
-    def prepare_training(self, graph: Graph, loss, optimizer, *, device: str | int | None) -> TrainingSession:
-        """A session training `graph` (CompileError naming the node when it cannot be trained)."""
+    def prepare_training(self, graph: Graph, loss, optimizer, *, device: str | int | None,
+                         **options: str) -> TrainingSession:
+        """A session training `graph` (CompileError naming the node when it cannot be trained); `options` are some
+        of `training_options`, checked by `check_training_options`."""
+
+
+def check_training_options(backend: Backend, options: Mapping[str, Any]) -> None:
+    """InputError naming what `backend` takes unless every option is one it takes, with a value it accepts."""
+    accepted = backend.training_options
+    for name, value in options.items():
+        if name not in accepted:
+            takes = ", ".join(f"{k}={list(v)}" for k, v in accepted.items()) or "no options"
+            raise InputError(f"training on {backend.name!r} takes {takes}, not {name}={value!r}")
+        if value not in accepted[name]:
+            raise InputError(f"training on {backend.name!r}: {name} must be one of {list(accepted[name])}, not "
+                             f"{value!r}")

@@ -19,6 +19,7 @@ from coopnn.interop import tensors
 from coopnn.model import Model
 from coopnn.progress import Progress
 from coopnn import backends
+from coopnn.backends.base import check_training_options
 from coopnn.train.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from coopnn.train.losses import Loss, get_loss
 from coopnn.train.optim import Adam, Optimizer
@@ -35,6 +36,8 @@ MAX_RUN = 1024  # steps in one run at most (`KernelTrainingSession` records no m
 class Trainer:
     """Trains `model` with `loss` (a name from `coopnn.train.losses.LOSSES` or a Loss) and `optimizer` (Adam(lr=1e-3)
     by default). `backend` is the training backend, by default the model's own; `seed` fixes the batches `fit` draws.
+    `options` choose the training backend's kernels (its `training_options`; coopvec: `gradients` = "auto",
+    "coopmat", "coopvec", "outer_product" or "outer_product_reduced", `step` = "auto", "coopvec" or "tiled").
 
     The trainer owns the weights from its creation on: it starts from the model's parameters, and after every step
     the model runs the trainer's (whatever the model's weight format, training keeps fp32 master weights; the model
@@ -42,13 +45,15 @@ class Trainer:
     """
 
     def __init__(self, model: Model, loss: str | Loss = "l2", optimizer: Optimizer | None = None, *,
-                 backend: str | None = None, seed: int = 0):
+                 backend: str | None = None, seed: int = 0, **options: str):
         self.model = model
         self.loss = get_loss(loss)
         self.optimizer = Adam() if optimizer is None else optimizer
         self.backend = model.backend if backend is None else backend
-        self.session = backends.training_backend(self.backend).prepare_training(model.graph, self.loss, self.optimizer,
-                                                                                device=model.device)
+        training = backends.training_backend(self.backend)
+        check_training_options(training, options)
+        self.session = training.prepare_training(model.graph, self.loss, self.optimizer, device=model.device,
+                                                 **options)
         self.seed = seed
         self.steps = 0
 

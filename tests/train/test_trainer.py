@@ -204,3 +204,22 @@ def test_loss_curve_matches_pytorch_from_the_same_start_and_batches():
         optimizer.step()
         expected.append(loss.item())
     np.testing.assert_allclose(trainer.fit(X, Y, steps=50, batch_size=128, progress=False), expected, rtol=1e-4)
+
+
+def test_training_options_the_backend_does_not_take_are_refused_by_name():
+    with coopnn.mlp(2, [8], 2, backend="numpy") as model:
+        with pytest.raises(coopnn.InputError, match=r"training on 'numpy' takes no options, not gradients='coopmat'"):
+            coopnn.Trainer(model, gradients="coopmat")
+
+
+def test_training_option_values_are_checked_against_the_backend_record():
+    from coopnn.backends.base import check_training_options
+
+    class Record:
+        name, training_options = "fake", {"gradients": ("auto", "coopmat")}
+
+    check_training_options(Record, {"gradients": "coopmat"})
+    with pytest.raises(coopnn.InputError, match=r"gradients must be one of \['auto', 'coopmat'\], not 'tiles'"):
+        check_training_options(Record, {"gradients": "tiles"})
+    with pytest.raises(coopnn.InputError, match=r"takes gradients=\['auto', 'coopmat'\], not step='tiled'"):
+        check_training_options(Record, {"step": "tiled"})

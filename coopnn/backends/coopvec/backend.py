@@ -27,7 +27,8 @@ from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.backends.base import Examined
 from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget, requirements, weight_plan
-from coopnn.backends.coopvec.training import CoopvecTrainingSession, TRAINING_FEATURES
+from coopnn.backends.coopvec.training import (GRADIENT_METHODS, STEP_METHODS, TRAINING_FEATURES,
+                                              CoopvecTrainingSession)
 from coopnn.backends.trained_weights import trained_entries
 
 # Measured on the H100 (tests/backends/coopvec/test_speed.py) for the benchmark MLPs at 2^14 to 2^21 samples: 32 and 64
@@ -147,6 +148,7 @@ class CoopvecBackend:
     target = CoopvecTarget()
     formats = (FP16,)  # what its matrix-vector products multiply
     trains = True
+    training_options = {"gradients": GRADIENT_METHODS, "step": STEP_METHODS}
     device_features = FEATURES | {"bufferDeviceAddress"} | TRAINING_FEATURES
 
     def unavailable_reason(self) -> str | None:
@@ -192,5 +194,5 @@ class CoopvecBackend:
                                   executable.weight_buffer, {name: d for name, (_, d) in pairs.items()}))
         return True
 
-    def prepare_training(self, graph: Graph, loss, optimizer, *, device) -> CoopvecTrainingSession:
-        return CoopvecTrainingSession(graph, loss, optimizer, device)
+    def prepare_training(self, graph: Graph, loss, optimizer, *, device, **options) -> CoopvecTrainingSession:
+        return CoopvecTrainingSession(graph, loss, optimizer, device, **options)

@@ -43,6 +43,7 @@ AUTO_STEP = "coopvec"
 TRAINING_FEATURES = (FEATURES | {"bufferDeviceAddress"} | coopmat_gradients.FEATURES | coopvec_gradients.FEATURES
                      | outer_product.FEATURES | GRADIENT_FEATURES | BASE_FEATURES)
 GRADIENT_METHODS = ("auto", "coopmat", "coopvec", *outer_product.ACCUMULATOR_LAYOUTS)
+STEP_METHODS = ("auto", "tiled", "coopvec")
 
 
 class CoopvecTrainingSession(KernelTrainingSession):
@@ -62,7 +63,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         "coopvec" (one invocation per sample, cooperative vectors) or "auto"."""
         if gradients not in GRADIENT_METHODS:
             raise ValueError(f"gradients must be one of {', '.join(map(repr, GRADIENT_METHODS))}, not {gradients!r}")
-        if step not in ("auto", "tiled", "coopvec"):
+        if step not in STEP_METHODS:
             raise ValueError(f"step must be 'auto', 'tiled' or 'coopvec', not {step!r}")
         self.accumulates = gradients in outer_product.ACCUMULATOR_LAYOUTS
         if self.accumulates and step == "tiled":

@@ -20,6 +20,7 @@ class NumpyBackend:
     target = None
     formats = (FP32, FP16)  # float32 arithmetic on weights rounded as the format stores them
     trains = True
+    training_options: dict[str, tuple[str, ...]] = {}
     device_features = frozenset()
 
     def unavailable_reason(self) -> str | None:
@@ -40,5 +41,5 @@ class NumpyBackend:
     def take_trained(self, executable: NumpyExecutable, session) -> bool:
         return False  # its weights are host arrays: the model takes the session's parameters as a new graph
 
-    def prepare_training(self, graph: Graph, loss, optimizer, *, device) -> NumpyTrainingSession:
+    def prepare_training(self, graph: Graph, loss, optimizer, *, device, **options) -> NumpyTrainingSession:
         return NumpyTrainingSession(graph, loss, optimizer)

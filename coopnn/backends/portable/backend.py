@@ -34,6 +34,7 @@ class PortableBackend:
     target = PortableTarget()
     formats = (FP32, FP16)
     trains = True
+    training_options: dict[str, tuple[str, ...]] = {}
     device_features = (frozenset({"vulkanMemoryModel"}).union(*(f.shader_features for f in formats))
                        | TRAINING_FEATURES | GRADIENT_FEATURES)
 
@@ -87,5 +88,5 @@ class PortableBackend:
         executable.copy_into_weights(session.weights_buffer(), [(s.offset, d.offset, d.size) for s, d in pairs.values()])
         return True
 
-    def prepare_training(self, graph: Graph, loss, optimizer, *, device) -> PortableTrainingSession:
+    def prepare_training(self, graph: Graph, loss, optimizer, *, device, **options) -> PortableTrainingSession:
         return PortableTrainingSession(graph, loss, optimizer, device)

@@ -40,3 +40,14 @@ def test_skipped_steps_and_loss_scale_changes_happen_on_the_gpu_within_a_run(coo
     session = trainer.session
     assert session.optimizer.step_count < 8, "no step overflowed: the skip path was not exercised"
     assert session.loss_scale < 2.0 ** 14
+
+
+@pytest.mark.parametrize("options", [{"gradients": "outer_product"}, {"gradients": "coopvec", "step": "tiled"}])
+def test_the_trainer_hands_kernel_choices_to_the_session(coopvec_device, options):
+    x, y = _data(1024, 2, 3)
+    with coopnn.mlp(2, [32], 3, backend="coopvec", weights="fp16") as model:
+        trainer = coopnn.Trainer(model, **options)
+        assert (trainer.session.gradient_method, trainer.session.step_method) == (
+            options["gradients"], options.get("step", "coopvec"))
+        losses = trainer.fit(x, y, steps=20, batch_size=256, progress=False)
+        assert np.isfinite(losses).all()
