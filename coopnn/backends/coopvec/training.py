@@ -22,6 +22,7 @@ import numpy as np
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients, outer_product, tiled_step
 from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget, weight_plan
+from coopnn.errors import CompileError
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES, partial_sum_shader, widen_shader
 from coopnn.shaders.training.shader import BASE_FEATURES
@@ -44,6 +45,10 @@ TRAINING_FEATURES = (FEATURES | {"bufferDeviceAddress"} | coopmat_gradients.FEAT
                      | outer_product.FEATURES | GRADIENT_FEATURES | BASE_FEATURES)
 GRADIENT_METHODS = ("auto", "coopmat", "coopvec", *outer_product.ACCUMULATOR_LAYOUTS)
 STEP_METHODS = ("auto", "tiled", "coopvec")
+# The outer-product methods take layers up to this many inputs and outputs: on the H100 (2026-11-25) a step of
+# mlp_32_64x4_16 at 2^16 took 1.3 ms with them (0.27 ms with cooperative-matrix gradients), and mlp_64_128x4_16 did
+# not finish three steps at 2^16 in 200 s; wider layers are refused rather than left to run that long.
+OUTER_PRODUCT_WIDEST = 64
 
 
 class CoopvecTrainingSession(KernelTrainingSession):
@@ -85,6 +90,11 @@ class CoopvecTrainingSession(KernelTrainingSession):
             widest = max(layer.cols for layer in self.layout.layers)
             self.gradient_method = "coopmat" if widest <= COOPMAT_WIDEST_INPUT else "coopvec"
         if self.accumulates:
+            widest = max(max(layer.rows, layer.cols) for layer in self.layout.layers)
+            if widest > OUTER_PRODUCT_WIDEST:
+                raise CompileError(f"gradients={self.gradient_method!r} takes layers of up to {OUTER_PRODUCT_WIDEST} "
+                                   f"inputs and outputs, this model has {widest}: accumulating outer products that "
+                                   f"wide ran for minutes on the H100; use gradients='coopvec' or 'auto'")
             return [widen_shader()]
         if self.gradient_method == "coopmat":
             return [coopmat_gradients.coopmat_gradient_shader(self.layout, self.tape), partial_sum_shader()]

@@ -23,6 +23,7 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.train.gpu.plan import plan_training
 from coopnn.train.gpu.step_program import gradient_name, step_program
 from coopnn.train.losses import get_loss
+from coopnn.train.optim import Adam
 from tests.backends.portable.test_target import spirv_val
 
 
@@ -111,3 +112,12 @@ def test_accumulations_mean_sums_over_samples():
                                rtol=1e-6)
     np.testing.assert_allclose(KERNEL_OPS["accumulate_sum"].numpy(total, [ds, None], batch), ds.sum(axis=0),
                                rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["outer_product", "outer_product_reduced"])
+def test_layers_wider_than_the_measured_limit_are_refused_before_any_device_work(method):
+    from coopnn.backends.coopvec.training import OUTER_PRODUCT_WIDEST, CoopvecTrainingSession
+
+    graph = mlp_graph(3, [OUTER_PRODUCT_WIDEST + 8], 3)
+    with pytest.raises(CompileError, match=f"up to {OUTER_PRODUCT_WIDEST} inputs and outputs, this model has 72"):
+        CoopvecTrainingSession(graph, get_loss("l2"), Adam(), None, gradients=method)
