@@ -22,7 +22,9 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import storage_buffer, training_kernel
 
 TILE = 16
-CHUNK_TILES = 64
+# 128 tiles a chunk and 4 column tiles a task: the fastest of 16-128 and 2-8 on the H100 but for a few percent
+# (bench/results/nvidia-h100-80gb-hbm3-2026-11-25-coopmat-gradient-sweep.md)
+CHUNK_TILES = 128
 CHUNK = TILE * CHUNK_TILES
 SUBGROUP = 32
 MAX_COLUMN_TILES = 4
