@@ -25,10 +25,9 @@ from coopnn.train.gpu.step_program import step_program
 from coopnn.train.losses import get_loss
 from coopnn.train.optim import Adam
 from coopnn.graph.parameters import parameters, with_parameters
+from tests.backends.coopvec.oracle import assert_matches_the_oracle
 from tests.backends.portable.test_target import spirv_val
 
-GRADIENT_TOLERANCE = 0.025  # of each parameter's largest gradient, as test_training.py
-CURVE_TOLERANCE = 2e-3
 TRAINABLE = sorted(op.value for op in DERIVATIVES if op in ACTIVATIONS)
 # random pre-activations fall outside these ones' domain: the oracle's loss is NaN as well
 REAL_DOMAIN = [name for name in TRAINABLE if name not in ("log", "sqrt", "reciprocal")]
@@ -93,16 +92,7 @@ def _compare(graph, loss, inputs, outputs, samples, steps=20):
     session = _session(graph, loss)
     try:
         assert session.step_method == "tiled"
-        expected_loss, expected = oracle.loss_and_gradients(feeds, targets)
-        assert session.loss(feeds, targets) == pytest.approx(expected_loss, rel=1e-3)
-        got = session.gradients(feeds, targets)
-        for name, gradient in expected.items():
-            np.testing.assert_allclose(got[name], gradient, rtol=0,
-                                       atol=GRADIENT_TOLERANCE * np.abs(gradient).max(), err_msg=name)
-        if steps:
-            curve = [session.step(feeds, targets) for _ in range(steps)]
-            reference = [oracle.step(feeds, targets) for _ in range(steps)]
-            np.testing.assert_allclose(curve, reference, rtol=CURVE_TOLERANCE)
+        assert_matches_the_oracle(session, oracle, feeds, targets, steps)
     finally:
         session.close()
 
