@@ -82,3 +82,20 @@ def test_fit_refuses_a_read_interval_below_one():
     with _model() as model:
         with pytest.raises(coopnn.InputError, match="read_every"):
             coopnn.Trainer(model).fit(x, y, steps=1, read_every=0)
+
+
+def test_a_fit_resumed_from_a_checkpoint_continues_as_an_uninterrupted_one(tmp_path):
+    x, y = _data(400)
+    with _model() as straight:
+        expected = coopnn.Trainer(straight, seed=SEED).fit(x, y, steps=10, batch_size=50, progress=False)
+        final = straight.run(x)
+    with _model() as first:
+        trainer = coopnn.Trainer(first, seed=SEED)
+        before = trainer.fit(x, y, steps=4, batch_size=50, progress=False)
+        trainer.save_checkpoint(tmp_path / "ckpt")
+    with _model() as resumed:
+        trainer = coopnn.Trainer(resumed, seed=SEED + 1)  # the checkpoint's seed wins
+        trainer.load_checkpoint(tmp_path / "ckpt")
+        after = trainer.fit(x, y, steps=6, batch_size=50, progress=False)
+        np.testing.assert_array_equal(np.concatenate([before, after]), expected)
+        np.testing.assert_array_equal(resumed.run(x), final)
