@@ -119,9 +119,12 @@ class Trainer:
         return total / count
 
     def save_checkpoint(self, path: str | os.PathLike) -> None:
-        """Write the parameters, the optimizer state and the trainer's step count and sampler seed."""
+        """Write the parameters, the optimizer state, the trainer's step count and sampler seed, and the session's
+        loss scaling where it scales the loss (so that a resumed run continues as an uninterrupted one)."""
         trainer = {"steps": self.steps, "seed": self.seed, "backend": self.backend,
                    "loss": {"name": self.loss.name, **self.loss.options()}}
+        if hasattr(self.session, "scaling_state"):
+            trainer["loss_scaling"] = self.session.scaling_state()
         write_checkpoint(path, Checkpoint(self.session.parameters(), self.session.optimizer_state(), trainer))
 
     def load_checkpoint(self, path: str | os.PathLike) -> None:
@@ -133,6 +136,12 @@ class Trainer:
             steps, seed = int(checkpoint.trainer["steps"]), int(checkpoint.trainer["seed"])
         except (KeyError, TypeError, ValueError) as e:
             raise ModelFormatError(f"checkpoint file {os.fspath(path)!r} has a malformed trainer state: {e!r}") from e
+        if hasattr(self.session, "load_scaling_state") and "loss_scaling" in checkpoint.trainer:
+            try:
+                self.session.load_scaling_state(checkpoint.trainer["loss_scaling"])
+            except (KeyError, TypeError, ValueError) as e:
+                raise ModelFormatError(f"checkpoint file {os.fspath(path)!r} has a malformed loss-scaling state: "
+                                       f"{e!r}") from e
         self.session.load_optimizer_state(checkpoint.optimizer)
         self.session.load_parameters(checkpoint.parameters)
         self.steps, self.seed = steps, seed

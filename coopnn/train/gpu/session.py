@@ -215,6 +215,17 @@ class KernelTrainingSession:
     def loss_scale(self, value: float) -> None:
         self.books.loss_scale = value
 
+    def scaling_state(self) -> dict[str, float | int]:
+        """The dynamic loss scaling's state, for checkpoints."""
+        return {"loss_scale": self.books.loss_scale, "good_steps": self.books.good_steps}
+
+    def load_scaling_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what `scaling_state` returned (ValueError when it is malformed or out of range)."""
+        scale, good = float(state["loss_scale"]), int(state["good_steps"])
+        if not (np.isfinite(scale) and scale > 0 and good >= 0):
+            raise ValueError(f"loss scale {scale} and good steps {good} are out of range")
+        self.books.loss_scale, self.books.good_steps = scale, good
+
     # ----- steps ----------------------------------------------------------------------------------------------------
 
     def _buffers(self):

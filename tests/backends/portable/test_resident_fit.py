@@ -99,3 +99,21 @@ def test_a_fit_resumed_from_a_checkpoint_continues_as_an_uninterrupted_one(tmp_p
         after = trainer.fit(x, y, steps=6, batch_size=50, progress=False)
         np.testing.assert_array_equal(np.concatenate([before, after]), expected)
         np.testing.assert_array_equal(resumed.run(x), final)
+
+
+def test_checkpoints_keep_the_loss_scaling_and_refuse_a_malformed_one(tmp_path):
+    from coopnn.train.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
+
+    with _model() as model:
+        trainer = coopnn.Trainer(model, seed=SEED)
+        trainer.session.loss_scale, trainer.session.books.good_steps = 4.0, 3
+        trainer.save_checkpoint(tmp_path / "ckpt")
+        resumed = coopnn.Trainer(model, seed=SEED)
+        resumed.load_checkpoint(tmp_path / "ckpt")
+        assert resumed.session.scaling_state() == {"loss_scale": 4.0, "good_steps": 3}
+        saved = read_checkpoint(tmp_path / "ckpt")
+        write_checkpoint(tmp_path / "bad", Checkpoint(saved.parameters, saved.optimizer,
+                                                      {**saved.trainer, "loss_scaling": {"loss_scale": -1.0,
+                                                                                         "good_steps": 0}}))
+        with pytest.raises(coopnn.ModelFormatError, match="malformed loss-scaling state"):
+            resumed.load_checkpoint(tmp_path / "bad")
