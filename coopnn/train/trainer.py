@@ -16,6 +16,7 @@ import numpy as np
 
 from coopnn.errors import InputError, ModelFormatError
 from coopnn.interop import tensors
+from coopnn.interop.device_arrays import DeviceArray
 from coopnn.model import Model
 from coopnn.progress import Progress
 from coopnn import backends
@@ -154,9 +155,10 @@ class Trainer:
         return loss
 
     def _data(self, x: Any, y: Any, on_device: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Inputs checked by the model, and float32 targets keyed by output name with matching batch sizes. CUDA
-        arrays (PyTorch, CuPy, ...) stay on the GPU as `CudaInput`s when `on_device` and the session takes them
-        (converted to float32 rows there by their framework); otherwise they are copied to the host."""
+        """Inputs checked by the model, and float32 targets keyed by output name with matching batch sizes. Arrays
+        already on a GPU stay there when `on_device` and the session takes them: CUDA arrays (PyTorch, CuPy, ...) as
+        `CudaInput`s (converted to float32 rows there by their framework), coopnn device arrays as they are;
+        otherwise they are copied to the host."""
         keep_cuda = on_device and getattr(self.session, "takes_cuda_arrays", False)
         named = self.model.named_inputs(x)
         outputs = {t.name: t for t in self.model.outputs}
@@ -174,21 +176,20 @@ class Trainer:
                 raise InputError(f"output {name!r} is boolean; only float outputs can be trained")
         features = {t.name: tuple(t.shape[1:]) for t in self.model.inputs} | {
             name: tuple(info.shape[1:]) for name, info in outputs.items()}
-        if keep_cuda and all(tensors.is_cuda_array(value) for value in named.values()):
-            feeds = {name: tensors.as_cuda_input(name, value, features[name], "f32") for name, value in named.items()}
+        if keep_cuda and all(_on_gpu(value) for value in named.values()):
+            feeds = {name: _kept_on_gpu(name, value, features[name]) for name, value in named.items()}
         else:
             feeds = {name: np.ascontiguousarray(array, np.float32) for name, array in self.model.feeds(
-                {name: tensors.to_host(name, value) if tensors.is_cuda_array(value) else value
-                 for name, value in named.items()}).items()}
+                {name: _to_host(name, value) for name, value in named.items()}).items()}
         batch = _count(feeds)
         checked = {}
         for name, target in targets.items():
-            if keep_cuda and tensors.is_cuda_array(target):
-                checked[name] = tensors.as_cuda_input(name, target, features[name], "f32")
-                if checked[name].rows != batch:
-                    raise InputError(f"targets for {name!r} hold {checked[name].rows} samples, the inputs {batch}")
+            if keep_cuda and _on_gpu(target):
+                checked[name] = _kept_on_gpu(name, target, features[name])
+                if _rows(checked[name]) != batch:
+                    raise InputError(f"targets for {name!r} hold {_rows(checked[name])} samples, the inputs {batch}")
                 continue
-            array = tensors.to_host(name, target) if tensors.is_cuda_array(target) else np.asarray(target)
+            array = _to_host(name, target) if _on_gpu(target) else np.asarray(target)
             if array.dtype.kind not in "fiu":
                 raise InputError(f"targets for {name!r} have dtype {array.dtype}; give numbers")
             if array.shape != (batch,) + features[name]:
@@ -202,6 +203,25 @@ class Trainer:
 
 def _rows(value: Any) -> int:
     return value.rows if isinstance(value, tensors.CudaInput) else value.shape[0]
+
+
+def _on_gpu(value: Any) -> bool:
+    return isinstance(value, DeviceArray) or tensors.is_cuda_array(value)
+
+
+def _kept_on_gpu(name: str, value: Any, features: tuple[int, ...]) -> Any:
+    """A GPU array checked against the feature shape: a `CudaInput` of float32 rows, or the device array."""
+    if not isinstance(value, DeviceArray):
+        return tensors.as_cuda_input(name, value, features, "f32")
+    if value.shape[1:] != features or len(value.shape) != len(features) + 1:
+        raise InputError(f"{name!r} has shape {list(value.shape)}; expected [batch, {', '.join(map(str, features))}]")
+    return value
+
+
+def _to_host(name: str, value: Any) -> Any:
+    if isinstance(value, DeviceArray):
+        return value.numpy()
+    return tensors.to_host(name, value) if tensors.is_cuda_array(value) else value
 
 
 def _count(arrays: Mapping[str, Any]) -> int:

@@ -2,7 +2,8 @@
 
 `ResidentData` uploads each input of the step kernel (the model's inputs and the targets) once, as float32 rows:
 numpy arrays through the host, CUDA arrays (PyTorch, CuPy, ...) copied on the GPU into memory shared with CUDA
-(`coopnn.interop.cuda_rows`), with no trip through the host. A data set larger than the device should hold (`data_budget`: a buffer's addressable range, and half of the largest
+(`coopnn.interop.cuda_rows`), coopnn device arrays bound where they are (copied by the GPU when sharded): no trip
+through the host for data already on the GPU. A data set larger than the device should hold (`data_budget`: a buffer's addressable range, and half of the largest
 device-local heap for all of them together) is split into shards of whole rows; one shard is on the device at a
 time (`select` uploads another), with one warning saying so, and the sampler draws from the shard on the device.
 """
@@ -16,6 +17,7 @@ import numpy as np
 
 from coopnn.errors import InputError
 from coopnn.interop.cuda_rows import CudaRows
+from coopnn.interop.device_arrays import DeviceArray
 from coopnn.interop.tensors import CudaInput
 
 # The share of the largest device-local heap a data set may take; the rest is left to weights, tapes and others.
@@ -33,18 +35,18 @@ def data_budget(context) -> tuple[int, int]:
 
 
 class ResidentData:
-    """`sources` (name -> float32 array of rows, or a `CudaInput` of float32 rows) on `context`'s device, whole or
-    one shard at a time."""
+    """`sources` (name -> float32 array of rows, a `CudaInput` of float32 rows, or a `DeviceArray`) on `context`'s
+    device, whole or one shard at a time."""
 
-    def __init__(self, context, sources: Mapping[str, np.ndarray | CudaInput]):
+    def __init__(self, context, sources: Mapping[str, np.ndarray | CudaInput | DeviceArray]):
         from coopnn.runtime.vk.memory import HostAccess
 
-        self.sources = {name: source if isinstance(source, CudaInput)
+        self.context = context
+        self.sources = {name: source if isinstance(source, (CudaInput, DeviceArray))
                         else np.ascontiguousarray(source, np.float32).reshape(len(source), -1)
                         for name, source in sources.items()}
         self.count = _rows(next(iter(self.sources.values())))
-        row_bytes = {name: source.row_bytes if isinstance(source, CudaInput) else source.shape[1] * 4
-                     for name, source in self.sources.items()}
+        row_bytes = {name: _row_bytes(source) for name, source in self.sources.items()}
         per_buffer, total = data_budget(context)
         fit = min(min(per_buffer // b for b in row_bytes.values()), total // sum(row_bytes.values()), MAX_ROWS - 1)
         if fit < 1:
@@ -59,11 +61,18 @@ class ResidentData:
                           f"{len(self.shards)} shards of {shard_rows} samples, each run of steps drawing its batches "
                           f"from one shard", stacklevel=3)
         self.buffers = {}
+        self._borrowed: set[str] = set()  # device arrays bound where they are: not ours to destroy or fill
         try:
             for name, source in self.sources.items():
                 size = shard_rows * row_bytes[name]
-                self.buffers[name] = (CudaRows(context, size) if isinstance(source, CudaInput)
-                                      else context.create_buffer(size, HostAccess.WRITE))
+                if isinstance(source, DeviceArray) and len(self.shards) == 1:
+                    self.buffers[name] = source.bound_in(context)
+                    self._borrowed.add(name)
+                elif isinstance(source, CudaInput):
+                    self.buffers[name] = CudaRows(context, size)
+                else:
+                    access = HostAccess.NONE if isinstance(source, DeviceArray) else HostAccess.WRITE
+                    self.buffers[name] = context.create_buffer(size, access)
         except BaseException:
             self.close()
             raise
@@ -84,17 +93,30 @@ class ResidentData:
         start, stop = self.shards[shard]
         for name, buffer in self.buffers.items():
             source = self.sources[name]
+            if name in self._borrowed:
+                continue
             if isinstance(source, CudaInput):
                 buffer.fill(source, start, stop)
+            elif isinstance(source, DeviceArray):
+                row_bytes = _row_bytes(source)
+                self.context.copy(source.bound_in(self.context).handle, buffer.handle, start * row_bytes, 0,
+                                  (stop - start) * row_bytes)
             else:
                 buffer.upload(source[start:stop].reshape(-1))
         self.shard = shard
 
     def close(self) -> None:
-        for buffer in self.buffers.values():
-            buffer.destroy()
+        for name, buffer in self.buffers.items():
+            if name not in self._borrowed:
+                buffer.destroy()
         self.buffers = {}
 
 
 def _rows(source) -> int:
     return source.rows if isinstance(source, CudaInput) else len(source)
+
+
+def _row_bytes(source) -> int:
+    if isinstance(source, CudaInput):
+        return source.row_bytes
+    return int(np.prod(source.shape[1:], dtype=np.int64)) * 4

@@ -4,6 +4,8 @@ step; a data set too large for the device is streamed in shards, with a warning.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -117,3 +119,28 @@ def test_checkpoints_keep_the_loss_scaling_and_refuse_a_malformed_one(tmp_path):
                                                                                          "good_steps": 0}}))
         with pytest.raises(coopnn.ModelFormatError, match="malformed loss-scaling state"):
             resumed.load_checkpoint(tmp_path / "bad")
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_fit_on_device_arrays_equals_fit_on_numpy_arrays_without_a_host_copy(monkeypatch, shards):
+    from coopnn.interop.device_arrays import DeviceArray
+
+    x, y = _data(300)
+    if shards > 1:
+        monkeypatch.setattr(resident, "data_budget", lambda context: (1 << 30, 100 * 4 * (3 + 2)))
+    runs = []
+    for data in ((x, y), (coopnn.to_device(x), coopnn.to_device(y))):
+        with _model() as model:
+            host_copies = []
+            monkeypatch.setattr(DeviceArray, "numpy", lambda self: host_copies.append(1))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the shard warning
+                losses = coopnn.Trainer(model, seed=SEED).fit(*data, steps=5, batch_size=40, progress=False,
+                                                             read_every=2)
+            monkeypatch.undo()
+            if shards > 1:
+                monkeypatch.setattr(resident, "data_budget", lambda context: (1 << 30, 100 * 4 * (3 + 2)))
+            assert host_copies == []
+            runs.append((losses, model.run(x)))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
