@@ -4,8 +4,9 @@ as wanted, for work repeated on the same buffers (runs of training steps): no pe
 Each (kernel, buffers) pair gets a descriptor set of its own (the kernels' shared cache recycles sets, which a kept
 recording must not see), and push constants are fixed when recorded. Staging copies are part of the recording: the
 given STAGED buffers are uploaded whole before the dispatches (the host writes their staging memory between
-submissions; with DIRECT buffers it writes them in place) and downloaded whole after. Only one submission of a
-recording is in flight at a time: `run` submits and waits.
+submissions; with DIRECT buffers it writes them in place) and downloaded whole after. One submission of a
+recording is in flight at a time: `submit` then `finish`, or `run` for both; submissions of different recordings
+may be in flight together (the queue runs them in order, each after the work before it).
 """
 
 from __future__ import annotations
@@ -47,13 +48,26 @@ class Recording:
             self._sets[key] = dispatch.kernel.dedicated_descriptor_set(dispatch.buffers)
         return self._sets[key].handle
 
-    def run(self) -> float | None:
-        """Submit and wait; the GPU time of the dispatches in ms (None without timestamps)."""
+    @property
+    def in_flight(self) -> bool:
+        return self._lane.in_flight
+
+    def submit(self) -> None:
+        """Submit (waiting first for this recording's previous submission)."""
+        self._lane.wait()
         for buffer in self._staged_uploads:
             buffer.take_pending_upload()  # the recording copies the whole staging buffer anyway
         self._lane.submit()
+
+    def finish(self) -> float | None:
+        """Wait for the last submission; the GPU time of its dispatches in ms (None without timestamps)."""
         self._lane.wait()
         return self._lane.elapsed_ms()
+
+    def run(self) -> float | None:
+        """Submit and wait; the GPU time of the dispatches in ms."""
+        self.submit()
+        return self.finish()
 
     def destroy(self) -> None:
         for descriptor_set in self._sets.values():

@@ -40,9 +40,11 @@ MAX_TAPE_BYTES = 2 << 30
 # A run of steps is submitted as blocks of these many steps, each block recorded once and submitted again: recording
 # costs the host about 0.15 ms a step in Python, so a 1,000-step fit recording all its runs anew spent 0.29 ms a step
 # beside 0.50 ms of GPU work (mlp_3_64x2_3 at 2^18 on the H100, 2026-11-25); blocks keep that to a few recordings.
-BLOCKS = (64, 16, 4, 1)
-# Recorded blocks a session keeps: every size for two data sets or batch sizes.
-RECORDINGS = 2 * len(BLOCKS)
+# Each size is recorded twice and the copies alternate, so the next block is queued while one runs.
+BLOCKS = (16, 4, 1)
+COPIES = 2
+# Recorded blocks a session keeps: every copy of every size for two data sets or batch sizes.
+RECORDINGS = 2 * COPIES * len(BLOCKS)
 
 
 class KernelTrainingSession:
@@ -287,18 +289,23 @@ class KernelTrainingSession:
         self._ensure_capacity(batch)
         blocks, left = [], steps
         for size in BLOCKS:
-            blocks += [size] * (left // size)
+            blocks += [(size, copy % COPIES) for copy in range(left // size)]
             left %= size
-        recordings = [self._block(data, size, batch, whole, seed) for size in blocks]
+        recordings = [self._block(data, size, copy, batch, whole, seed) for size, copy in blocks]
         self.books.before(steps, first_step)
-        gpu_ms = [recording.run() for recording in recordings]
+        gpu_ms = []
+        for recording in recordings:
+            if recording.in_flight:
+                gpu_ms.append(recording.finish())
+            recording.submit()
+        gpu_ms += [recording.finish() for recording in dict.fromkeys(recordings) if recording.in_flight]
         self.last_gpu_ms = None if None in gpu_ms else sum(gpu_ms)
         return self._mean_losses(steps, batch)
 
-    def _block(self, data: ResidentData, steps: int, batch: int, whole: bool, seed: int):
-        """The recording of `steps` steps, made on first use."""
-        key = (steps, batch, whole, seed & 0xFFFFFFFF, data.rows, tuple(b.serial for b in data.buffers.values()),
-               tuple(b.serial for b in self.io.values()))
+    def _block(self, data: ResidentData, steps: int, copy: int, batch: int, whole: bool, seed: int):
+        """Copy `copy` of the recording of `steps` steps, made on first use."""
+        key = (steps, copy, batch, whole, seed & 0xFFFFFFFF, data.rows,
+               tuple(b.serial for b in data.buffers.values()), tuple(b.serial for b in self.io.values()))
         recording = self.recordings.pop(key, None) or self._record_block(data, steps, batch, whole, seed)
         self.recordings[key] = recording
         while len(self.recordings) > RECORDINGS:
