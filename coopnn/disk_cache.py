@@ -6,6 +6,10 @@ it. An entry file is a header (magic, format version, payload length, SHA-256 of
 truncated, corrupt or foreign file is recognised and read as a miss. Entries are written to a temporary file in their
 own folder and renamed over the old one, which is atomic also between processes: concurrent writers of one entry
 leave one whole file, and a reader sees the old file or the new one.
+
+`CacheFolder` is one cache's folder as the caches use it: a damaged entry is deleted (the caller rebuilds it) and a
+folder that cannot be written turns writing off for the process, each with one `CacheWarning`; `evict` keeps a cache
+to its most recently used entries, so no cache grows without bound.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import hashlib
 import os
 import struct
 import tempfile
+import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,3 +81,75 @@ def write_atomic(path: Path, data: bytes) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+class CacheWarning(UserWarning):
+    """A cache could not be used as it should (a damaged entry, a folder that cannot be written); coopnn goes on."""
+
+
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(topic, message: str) -> None:
+    with _warned_lock:
+        if topic in _warned:
+            return
+        _warned.add(topic)
+    warnings.warn(message, CacheWarning, stacklevel=4)
+
+
+class CacheFolder:
+    """The folder `root` of the cache `name` (what warnings call it), holding entries of `fmt` named `<key>.bin`."""
+
+    _unwritable: set[Path] = set()  # folders found unwritable in this process: writing is off for them
+
+    def __init__(self, name: str, root: Path, fmt: EntryFormat):
+        self.name, self.root, self.format = name, Path(root), fmt
+
+    def path(self, key: str) -> Path:
+        return self.root / f"{key}.bin"
+
+    def read(self, key: str) -> bytes | None:
+        """The payload of entry `key`, or None on a miss; a damaged entry is deleted, with one warning."""
+        path = self.path(key)
+        raw = read_file(path)
+        if raw is None:
+            return None
+        payload = self.format.unpack(raw)
+        if payload is None:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            _warn_once(("damaged", self.root), f"coopnn's {self.name} cache held a damaged or foreign entry "
+                                               f"({path}); it was deleted and is rebuilt")
+        return payload
+
+    def write(self, key: str, payload: bytes) -> bool:
+        """Store entry `key`; False when the folder cannot be written (writing is then off for this process, with
+        one warning)."""
+        if self.root in self._unwritable:
+            return False
+        try:
+            write_atomic(self.path(key), self.format.pack(payload))
+            return True
+        except OSError as e:
+            self._unwritable.add(self.root)
+            _warn_once(("unwritable", self.root),
+                       f"coopnn cannot write its {self.name} cache in {self.root} ({e.strerror or e}); it runs "
+                       f"without storing them in this process (set {CACHE_DIR_ENV} to a writable folder)")
+            return False
+
+    def touch(self, key: str) -> None:
+        """Mark entry `key` as just used (for `evict`)."""
+        with contextlib.suppress(OSError):
+            os.utime(self.path(key))
+
+    def evict(self, max_entries: int) -> None:
+        """Delete the least recently used entries beyond `max_entries` (another process may delete them first)."""
+        files = []
+        for path in self.root.glob("*.bin"):
+            with contextlib.suppress(OSError):
+                files.append((path.stat().st_mtime_ns, path))
+        for _, path in sorted(files)[:max(0, len(files) - max_entries)]:
+            with contextlib.suppress(OSError):
+                path.unlink()

@@ -3,15 +3,18 @@ entry never show a reader part of a file, and a cache folder that cannot be writ
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from coopnn.disk_cache import CACHE_DIR_ENV, HEADER, EntryFormat, cache_dir, read_file, write_atomic
+from coopnn.disk_cache import (CACHE_DIR_ENV, HEADER, CacheFolder, CacheWarning, EntryFormat, cache_dir, read_file,
+                               write_atomic)
 from coopnn.layouts.pack import Entry, WeightImage
 from coopnn.layouts.weight_cache import WeightImageCache
 
@@ -159,16 +162,45 @@ def test_weight_cache_readers_see_whole_images_while_threads_put_one_key(tmp_pat
     assert seen and all(image in images for image in seen)
 
 
-def test_an_unwritable_cache_folder(tmp_path):
+def test_an_unwritable_cache_folder_turns_writing_off_with_one_warning(tmp_path, monkeypatch):
     blocker = tmp_path / "not_a_directory"
     blocker.write_text("a file where the cache folder would go")
     with pytest.raises(OSError):
         write_atomic(blocker / "entry.bin", FORMAT.pack(b"x"))
-    with pytest.raises(OSError):  # the weight cache's caller sees the failure, as before the shared module
-        WeightImageCache(blocker).put("key", _image(1))
+    cache = WeightImageCache(blocker)
+    with pytest.warns(CacheWarning, match=r"cannot write its converted-weights cache in .*not_a_directory"):
+        cache.put("key", _image(1))
+    attempts = []
+    monkeypatch.setattr("coopnn.disk_cache.write_atomic", lambda *args: attempts.append(args))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no second warning
+        cache.put("other", _image(2))
+    assert attempts == [] and cache.get("key") is None
     assert blocker.read_text() == "a file where the cache folder would go"
 
 
+def test_a_damaged_entry_is_deleted_with_one_warning_and_rebuilt(tmp_path):
+    folder = CacheFolder("test", tmp_path, FORMAT)
+    assert folder.write("a", b"payload") and folder.write("b", b"payload")
+    for name in "ab":
+        folder.path(name).write_bytes(folder.path(name).read_bytes()[:-1])
+    with pytest.warns(CacheWarning, match="damaged or foreign entry") as caught:
+        assert folder.read("a") is None and folder.read("b") is None
+    assert len(caught) == 1 and not folder.path("a").exists()
+    assert folder.write("a", b"payload") and folder.read("a") == b"payload"
+
+
+def test_a_folder_keeps_its_most_recently_used_entries(tmp_path):
+    folder = CacheFolder("test", tmp_path, FORMAT)
+    for i, name in enumerate("abcde"):
+        folder.write(name, b"x")
+        os.utime(folder.path(name), ns=(i * 10**9, i * 10**9))
+    folder.touch("a")
+    folder.evict(3)
+    assert sorted(p.stem for p in tmp_path.glob("*.bin")) == ["a", "d", "e"]
+
+
+@pytest.mark.filterwarnings("ignore::coopnn.disk_cache.CacheWarning")  # the subject here; warned in test_disk_cache
 @pytest.mark.vulkan
 def test_an_unwritable_pipeline_cache_folder_only_counts_a_failure(tmp_path, require_vulkan):
     from coopnn.runtime.vk.pipeline_cache import PipelineCache, PipelineKey
@@ -181,3 +213,55 @@ def test_an_unwritable_pipeline_cache_folder_only_counts_a_failure(tmp_path, req
     cache.store(key, bytes(range(8)))
     assert cache.write_failures == 1
     assert cache.load(key) is None and (cache.hits, cache.misses, cache.discarded) == (0, 1, 0)
+
+
+@pytest.mark.vulkan
+def test_a_cache_dir_that_cannot_be_written_runs_models_with_one_warning(tmp_path, require_vulkan):
+    blocker = tmp_path / "not_a_directory"
+    blocker.write_text("a file where the cache folder would go")
+    script = """
+import warnings, numpy as np, coopnn
+from coopnn.disk_cache import CacheWarning
+from coopnn.backends.numpy.inference import run_graph
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    x = np.random.default_rng(0).uniform(-1, 1, (33, 3)).astype(np.float32)
+    for _ in range(2):
+        with coopnn.load("models/mlp_3_64x2_3.onnx", backend="portable") as model:
+            y = model.run(x)
+            expected = run_graph(model.graph, {model.inputs[0].name: x})[model.outputs[0].name]
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-5)
+print(sum(issubclass(w.category, CacheWarning) for w in caught))
+"""
+    env = {**os.environ, CACHE_DIR_ENV: str(blocker / "cache")}
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[1], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "1"
+
+
+@pytest.mark.vulkan
+def test_eight_processes_sharing_a_cache_get_correct_results_and_leave_only_whole_entries(tmp_path, require_vulkan):
+    from coopnn.disk_cache import TEMPORARY_PREFIX
+    from coopnn.runtime.vk.pipeline_cache import FORMAT as PIPELINE_FORMAT
+
+    script = """
+import sys, numpy as np, coopnn
+from coopnn.backends.numpy.inference import run_graph
+models = ["mlp_3_64x2_3", "mlp_32_64x4_16"][int(sys.argv[1]) % 2:] + ["mlp_3_64x2_3"]
+for name in models:
+    with coopnn.load(f"models/{name}.onnx", backend="portable") as model:
+        x = np.random.default_rng(1).uniform(-1, 1, (17, model.inputs[0].shape[1])).astype(np.float32)
+        expected = run_graph(model.graph, {model.inputs[0].name: x})[model.outputs[0].name]
+        np.testing.assert_allclose(model.run(x), expected, rtol=1e-4, atol=1e-5)
+"""
+    env = {**os.environ, CACHE_DIR_ENV: str(tmp_path)}
+    root = Path(__file__).resolve().parents[1]
+    processes = [subprocess.Popen([sys.executable, "-c", script, str(i)], cwd=root, env=env, stderr=subprocess.PIPE,
+                                  text=True) for i in range(8)]
+    for process in processes:
+        _, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr
+    entries = list(tmp_path.rglob("*.bin"))
+    assert entries and not [p for p in tmp_path.rglob(f"{TEMPORARY_PREFIX}*")]
+    assert all(PIPELINE_FORMAT.unpack(p.read_bytes()) is not None for p in entries)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import pytest
 
 from coopnn.backends.coopvec.layouts import pack_plan, plan_weights
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
@@ -28,6 +29,7 @@ def test_round_trip(tmp_path):
     assert WeightImageCache(tmp_path).get("model-a:device-2") is None
 
 
+@pytest.mark.filterwarnings("ignore::coopnn.disk_cache.CacheWarning")  # the subject here; warned in test_disk_cache
 def test_corrupt_or_truncated_files_are_misses_and_removed(tmp_path):
     cache, packed = WeightImageCache(tmp_path), _packed()
     cache.put("k", packed)

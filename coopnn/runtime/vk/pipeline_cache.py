@@ -3,9 +3,9 @@
 Files live under `<root>/<device uuid>-<driver version>-<pipeline cache uuid>/<sha256 of the pipeline>.bin`, where the
 pipeline hash covers the SPIR-V, entry point, specialization constants and layout. `root` is `$COOPNN_CACHE_DIR/
 pipelines`, else `$XDG_CACHE_HOME/coopnn/pipelines`, else `~/.cache/coopnn/pipelines`. Files are framed and written by
-`coopnn.disk_cache`, with a SHA-256 of the driver's blob; a file that fails the check is deleted and counted in
-`discarded`, so a corrupt or truncated file costs one recompilation, never a driver fed garbage, and concurrent
-processes never see half a file.
+`coopnn.disk_cache`, with a SHA-256 of the driver's blob; a file that fails the check is deleted (with one warning)
+and counted in `discarded`, so a corrupt or truncated file costs one recompilation, never a driver fed garbage, and
+concurrent processes never see half a file. A device's folder keeps its `MAX_ENTRIES` most recently used pipelines.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from coopnn.disk_cache import EntryFormat, cache_dir, read_file, write_atomic
+from coopnn.disk_cache import CacheFolder, EntryFormat, cache_dir
 from coopnn.runtime.vk.device_info import DeviceInfo
 from coopnn.runtime.vk.loader import check, load_vulkan
 from coopnn.runtime.vk.tracking import ObjectTracker
@@ -23,6 +23,8 @@ from coopnn.runtime.vk.tracking import ObjectTracker
 vk = load_vulkan()
 
 FORMAT = EntryFormat(b"COOPNNPC", 1)
+# Pipelines kept per device folder: several hundred models' kernels, a few MB of driver blobs.
+MAX_ENTRIES = 1024
 
 
 def default_cache_root() -> Path:
@@ -56,34 +58,33 @@ class PipelineCache:
     """Loads and stores driver pipeline-cache blobs; the counters say what happened, for tests and `coopnn info`."""
 
     def __init__(self, info: DeviceInfo, root: Path | None):
-        self.directory = (root or default_cache_root()) / device_key(info)
+        self.folder = CacheFolder("pipeline", (root or default_cache_root()) / device_key(info), FORMAT)
+        self.directory = self.folder.root
         self.hits = 0
         self.misses = 0
         self.discarded = 0
         self.write_failures = 0
 
     def path(self, key: PipelineKey) -> Path:
-        return self.directory / f"{key.digest()}.bin"
+        return self.folder.path(key.digest())
 
     def load(self, key: PipelineKey) -> bytes | None:
         """The stored blob for `key`, or None (a damaged file is deleted)."""
-        path = self.path(key)
-        raw = read_file(path)
-        blob = None if raw is None else FORMAT.unpack(raw)
+        existed = self.path(key).exists()
+        blob = self.folder.read(key.digest())
         if blob is None:
             self.misses += 1
-            if raw is not None:
-                self.discarded += 1
-                path.unlink(missing_ok=True)
+            self.discarded += existed  # a file there that was no intact entry: deleted by `read`
             return None
         self.hits += 1
+        self.folder.touch(key.digest())
         return blob
 
     def store(self, key: PipelineKey, blob: bytes) -> None:
         """Write `blob` atomically; an unwritable cache directory only costs recompilation (`write_failures`)."""
-        try:
-            write_atomic(self.path(key), FORMAT.pack(blob))
-        except OSError:
+        if self.folder.write(key.digest(), blob):
+            self.folder.evict(MAX_ENTRIES)
+        else:
             self.write_failures += 1
 
     def create_pipeline(self, tracker: ObjectTracker, device, key: PipelineKey, create_info):

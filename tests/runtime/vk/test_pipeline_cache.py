@@ -46,6 +46,7 @@ def test_different_specialization_is_a_different_entry(make_context, axpb_spirv,
     assert len(list(tmp_path.rglob("*.bin"))) == 2
 
 
+@pytest.mark.filterwarnings("ignore::coopnn.disk_cache.CacheWarning")  # the subject here; warned in test_disk_cache
 @pytest.mark.parametrize("damage", ["truncate", "flip_byte", "garbage", "empty"])
 def test_a_damaged_cache_file_is_discarded_and_rewritten(make_context, axpb_spirv, tmp_path, damage):
     first = make_context(pipeline_cache_dir=tmp_path)
@@ -70,6 +71,7 @@ def test_a_damaged_cache_file_is_discarded_and_rewritten(make_context, axpb_spir
     assert third.pipeline_cache.hits == 1
 
 
+@pytest.mark.filterwarnings("ignore::coopnn.disk_cache.CacheWarning")  # the subject here; warned in test_disk_cache
 def test_unwritable_cache_directory_only_costs_recompilation(make_context, axpb_spirv, tmp_path):
     blocker = tmp_path / "not_a_directory"
     blocker.write_text("a file where the cache directory would go")
