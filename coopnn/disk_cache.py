@@ -1,5 +1,6 @@
 """What coopnn's on-disk caches share (`layouts/weight_cache`, `runtime/vk/pipeline_cache`): where they live, how an
-entry file is framed, and writes that no reader sees half done.
+entry file is framed, and writes that no reader sees half done (`write_atomic`, which every file coopnn writes goes
+through: models, parameter files, checkpoints, cache entries).
 
 The root is `$COOPNN_CACHE_DIR`, else `$XDG_CACHE_HOME/coopnn`, else `~/.cache/coopnn`; each cache has a folder below
 it. An entry file is a header (magic, format version, payload length, SHA-256 of the payload) and the payload, so a
@@ -68,10 +69,13 @@ def read_file(path: Path) -> bytes | None:
         return None
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Make `data` the contents of `path`, creating its folder; OSError when that cannot be done, and then no
-    temporary file is left and an older file at `path` is untouched."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_atomic(path: Path, data: bytes, make_folder: bool = True) -> None:
+    """Make `data` the contents of `path` (creating its folder unless `make_folder` is False); OSError when that
+    cannot be done, and then no temporary file is left and an older file at `path` is untouched. A process killed
+    mid-write leaves the older file too (and a temporary file beside it)."""
+    path = Path(path)
+    if make_folder:
+        path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX)
     try:
         with os.fdopen(fd, "wb") as out:

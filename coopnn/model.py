@@ -11,13 +11,15 @@ import logging
 import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import onnx
 
+from coopnn.disk_cache import write_atomic
 from coopnn.dtypes import ACCEPTED_INPUT_NUMPY
-from coopnn.errors import CompileError, InputError
+from coopnn.errors import CompileError, InputError, ModelFormatError
 from coopnn.graph import parameter_file
 from coopnn.graph.ir import Graph, Value
 from coopnn.graph.onnx.export import export_onnx
@@ -104,8 +106,12 @@ class Model:
             self._executable_is_stale = True
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the model as an ONNX file (opset and operators in `coopnn.graph.onnx.export`)."""
-        onnx.save(export_onnx(self.graph), os.fspath(path))
+        """Write the model as an ONNX file (opset and operators in `coopnn.graph.onnx.export`), through a temporary
+        file and a rename, so that a crash mid-write leaves any previous file whole."""
+        try:
+            write_atomic(Path(path), export_onnx(self.graph).SerializeToString(), make_folder=False)
+        except OSError as e:
+            raise ModelFormatError(f"cannot write {os.fspath(path)!r}: {e.strerror or e}") from e
 
     def save_parameters(self, path: str | os.PathLike) -> None:
         """Write the parameters to a safetensors file keyed by stable name (read back by `load(parameters_file=)`)."""

@@ -11,6 +11,7 @@ import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from coopnn.disk_cache import (CACHE_DIR_ENV, HEADER, CacheFolder, CacheWarning, EntryFormat, cache_dir, read_file,
@@ -265,3 +266,41 @@ for name in models:
     entries = list(tmp_path.rglob("*.bin"))
     assert entries and not [p for p in tmp_path.rglob(f"{TEMPORARY_PREFIX}*")]
     assert all(PIPELINE_FORMAT.unpack(p.read_bytes()) is not None for p in entries)
+
+
+def test_files_coopnn_writes_survive_a_process_killed_mid_write(tmp_path):
+    """Models, parameter files and checkpoints are written through `write_atomic`: a writer killed at any moment
+    leaves a whole file (the previous one or the new one) at each path."""
+    import signal
+    import time
+
+    import coopnn
+    from coopnn.train.checkpoint import read_checkpoint
+
+    script = f"""
+import numpy as np, coopnn
+out = {str(tmp_path)!r}
+model = coopnn.mlp(3, [256, 256], 3, backend="numpy")
+trainer = coopnn.Trainer(model)
+x = np.zeros((8, 3), np.float32)
+print("ready", flush=True)
+while True:
+    trainer.step(x, x)
+    model.save(out + "/model.onnx")
+    model.save_parameters(out + "/model.safetensors")
+    trainer.save_checkpoint(out + "/ckpt.safetensors")
+"""
+    writer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "ready"
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "ckpt.safetensors").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    with coopnn.load(tmp_path / "model.onnx", backend="numpy",
+                     parameters_file=tmp_path / "model.safetensors") as model:
+        assert model.run(np.zeros((2, 3), np.float32)).shape == (2, 3)
+    assert read_checkpoint(tmp_path / "ckpt.safetensors").trainer["steps"] >= 1

@@ -10,12 +10,14 @@ folder restriction applies (unlike the external data an ONNX file points to, whi
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 from safetensors import SafetensorError, safe_open
-from safetensors.numpy import save_file
+from safetensors.numpy import save
 
+from coopnn.disk_cache import write_atomic
 from coopnn.errors import ModelFormatError
 from coopnn.graph.ir import Graph
 from coopnn.graph.parameters import mismatches, parameters, with_parameters
@@ -29,7 +31,8 @@ def write_tensors(path: str | os.PathLike, tensors: Mapping[str, np.ndarray], me
     """Write float32 copies of `tensors` and the string `metadata` to a safetensors file."""
     arrays = {name: np.ascontiguousarray(array, dtype=np.float32) for name, array in tensors.items()}
     try:
-        save_file(arrays, os.fspath(path), metadata=dict(metadata))
+        # through a temporary file and a rename: a crash mid-write leaves the previous file whole
+        write_atomic(Path(path), save(arrays, metadata=dict(metadata)), make_folder=False)
     except (OSError, SafetensorError) as e:
         raise ModelFormatError(f"cannot write {os.fspath(path)!r}: {e}") from e
 
