@@ -48,6 +48,10 @@ class StepBookkeeping:
             self.state.upload(words)
             self._on_device = words
 
+    def forget_device_state(self) -> None:
+        """The device's state words are unknown (a run was cut short): the next `sync` uploads the host's."""
+        self._on_device = None
+
     def before(self, steps: int, first_drawn: int | None = None) -> None:
         """Ready the device for `steps` steps (numbering batches from `first_drawn` when given): state words
         synchronised, schedule rows of the next `steps` optimizer updates written."""

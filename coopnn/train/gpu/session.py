@@ -294,11 +294,19 @@ class KernelTrainingSession:
         recordings = [self._block(data, size, copy, batch, whole, seed) for size, copy in blocks]
         self.books.before(steps, first_step)
         gpu_ms = []
-        for recording in recordings:
-            if recording.in_flight:
-                gpu_ms.append(recording.finish())
-            recording.submit()
-        gpu_ms += [recording.finish() for recording in dict.fromkeys(recordings) if recording.in_flight]
+        try:
+            for recording in recordings:
+                if recording.in_flight:
+                    gpu_ms.append(recording.finish())
+                recording.submit()
+        except BaseException:
+            # An interrupt (Ctrl-C) or a failure: the steps that ran changed the weights, but the host's counters
+            # (and the trainer's) stay where the run began, so the next submission puts them back on the device.
+            self.books.forget_device_state()
+            raise
+        finally:
+            # Nothing the caller frees next may still be in use on the GPU.
+            gpu_ms += [recording.finish() for recording in dict.fromkeys(recordings) if recording.in_flight]
         self.last_gpu_ms = None if None in gpu_ms else sum(gpu_ms)
         return self._mean_losses(steps, batch)
 

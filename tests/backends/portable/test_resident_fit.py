@@ -144,3 +144,30 @@ def test_fit_on_device_arrays_equals_fit_on_numpy_arrays_without_a_host_copy(mon
             runs.append((losses, model.run(x)))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
+def test_an_interrupted_fit_waits_for_the_gpu_frees_its_data_and_leaves_the_trainer_usable(monkeypatch):
+    from coopnn.runtime.vk.recording import Recording
+
+    x, y = _data(400)
+    with _model() as model:
+        trainer = coopnn.Trainer(model, seed=SEED)
+        submitted = []
+        submit = Recording.submit
+
+        def interrupt_on_the_third_block(self):
+            submit(self)
+            submitted.append(self)
+            if len(submitted) == 3:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(Recording, "submit", interrupt_on_the_third_block)
+        with pytest.raises(KeyboardInterrupt):
+            trainer.fit(x, y, steps=40, batch_size=50, progress=False, read_every=40)
+        monkeypatch.undo()
+        assert not any(recording.in_flight for recording in submitted)
+        assert trainer.steps == 0 and trainer.session.optimizer.step_count == 0  # counters stay at the run's start
+        losses = trainer.fit(x, y, steps=3, batch_size=50, progress=False)
+        assert np.isfinite(losses).all() and trainer.session.optimizer.step_count == 3
+        assert trainer.session.books.drawn == 3  # the sampler numbers batches from the trainer's count again
+        assert model.device_messages == []
