@@ -239,7 +239,7 @@ def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Bind
         try:
             retire(slot, start, n)
         finally:
-            pool.release(slot)
+            _release_when_done(pool, slot)
 
     try:
         for start in range(0, batch, chunk):
@@ -251,7 +251,7 @@ def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Bind
                 try:
                     retire(slot, done_start, done_n)
                 except BaseException:
-                    pool.release(slot)
+                    _release_when_done(pool, slot)
                     raise
             try:
                 t0 = time.perf_counter()
@@ -281,13 +281,17 @@ def run_chunks(pool: SlotPool, inputs: Sequence[Binding], outputs: Sequence[Bind
     finally:
         # an error (or an interrupt) left chunks in flight: their slots go back only once the GPU is done with them
         while pending:
-            slot, _, _ = pending.popleft()
-            try:
-                slot.lane.wait()
-            finally:
-                pool.release(slot)
+            _release_when_done(pool, pending.popleft()[0])
     timing.total_ms = (time.perf_counter() - started) * 1e3
     return timing
+
+
+def _release_when_done(pool: SlotPool, slot: IOSlot) -> None:
+    """Give `slot` back to `pool` once the GPU is done with it (also when waiting is cut short)."""
+    try:
+        slot.lane.wait()
+    finally:
+        pool.release(slot)
 
 
 def chunk_samples(inputs: Sequence[Binding], outputs: Sequence[Binding], max_samples: int, workgroup: int) -> int:

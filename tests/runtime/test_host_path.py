@@ -218,3 +218,28 @@ def test_large_results_are_copied_by_the_gpu_into_the_result_array(monkeypatch):
         np.testing.assert_array_equal(out, y)
         assert model.device_messages == []
     np.testing.assert_allclose(y, _reference(MLP, x), rtol=1e-4, atol=1e-5)  # the result outlives its model
+
+
+def test_an_interrupted_run_waits_for_its_chunks_and_leaves_the_model_usable(monkeypatch):
+    from coopnn.runtime.host_path import IOSlot
+
+    with coopnn.load(MLP, backend="portable") as model:
+        x = random_feeds(model, 1000, seed=4)[model.inputs[0].name]
+        expected = model.run(x)
+        model._executable.chunk = 64
+        finished = []
+        finish = IOSlot.finish
+
+        def interrupt_on_the_third_chunk(self):
+            finished.append(self)
+            if len(finished) == 3:
+                raise KeyboardInterrupt
+            return finish(self)
+
+        monkeypatch.setattr(IOSlot, "finish", interrupt_on_the_third_chunk)
+        with pytest.raises(KeyboardInterrupt):
+            model.run(x)
+        monkeypatch.undo()
+        assert not any(slot.lane.in_flight for slot in finished)
+        np.testing.assert_array_equal(model.run(x), expected)
+        assert model.device_messages == []
