@@ -7,12 +7,13 @@ have grown. One executable serves many threads at once; new weights and `close()
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Callable, Mapping
 
 import numpy as np
 
-from coopnn.errors import BackendUnavailableError, CompileError
+from coopnn.errors import BackendUnavailableError, CompileError, DeviceMemoryError, InputError
 from coopnn.graph.ir import Graph
 from coopnn.layouts.pack import WeightImage
 from coopnn.runtime import host_arrays
@@ -21,6 +22,9 @@ from coopnn.shaders.targets.base import Binary
 
 # One chunk's input or output buffer stays below this, so a huge batch never needs huge device allocations.
 MAX_IO_BUFFER_BYTES = 128 << 20
+# Bytes of input and output buffers one model may hold on the device (all its slots together), when set: a bound
+# below the device's own limits, for devices shared with other work (and for tests on small CPU devices).
+MAX_DEVICE_BYTES_ENV = "COOPNN_MAX_DEVICE_BYTES"
 # Results at least this large are copied by the GPU straight into the result array (imported host memory) rather than
 # into the slot's staging memory and then by the host.
 IMPORT_MIN_BYTES = 1 << 20
@@ -66,7 +70,8 @@ class KernelExecutable:
             widest = max(max(b.features * b.itemsize for b in binary.bindings if b.role != "weights"), 1)
             group_limit = info.limits.max_compute_work_group_count[0] * binary.workgroup_size[0]
             range_limit = info.limits.max_storage_buffer_range // widest
-            self.max_chunk = max(1, min(group_limit, range_limit, MAX_IO_BUFFER_BYTES // widest))
+            self.max_chunk = max(1, min(group_limit, range_limit, MAX_IO_BUFFER_BYTES // widest,
+                                        _device_bytes_limit() // _slot_row_bytes(self.inputs, self.outputs)))
             # samples per pipelined chunk; tests lower it to cross chunk boundaries with small batches
             self.chunk = chunk_samples(self.inputs, self.outputs, self.max_chunk, binary.workgroup_size[0])
             self.slots = SlotPool(self._make_slot)
@@ -103,8 +108,17 @@ class KernelExecutable:
             chunk = split_batch(batch, min(self.chunk, self.max_chunk), self.inputs, self.outputs,
                                 self.binary.workgroup_size[0])
             with self.gate.shared():
-                timing = run_chunks(self.slots, self.inputs, self.outputs, feeds, rows, chunk, self.max_chunk,
-                                    self._imported_results(rows))
+                try:
+                    timing = run_chunks(self.slots, self.inputs, self.outputs, feeds, rows, chunk, self.max_chunk,
+                                        self._imported_results(rows))
+                except DeviceMemoryError:
+                    if chunk <= self.binary.workgroup_size[0]:
+                        raise
+                    # once more with chunks half as large, which later runs keep: the device had less memory free
+                    # than the chunk needed (other work on it, or a driver's own limits)
+                    self.max_chunk = max(1, chunk // 2)
+                    timing = run_chunks(self.slots, self.inputs, self.outputs, feeds, rows, self.max_chunk,
+                                        self.max_chunk, self._imported_results(rows))
             self.last_timing, self.last_gpu_ms = timing, timing.gpu_ms
         for name, array in shaped.items():
             if array.dtype == np.bool_:
@@ -186,3 +200,24 @@ def compile_or_reason(compile_fn: Callable[[], Binary]) -> tuple[Binary | None, 
         return compile_fn(), None
     except CompileError as e:
         return None, str(e)
+
+
+def _device_bytes_limit() -> int:
+    """`COOPNN_MAX_DEVICE_BYTES` as a number of bytes (no limit when unset); InputError when it is not one."""
+    value = os.environ.get(MAX_DEVICE_BYTES_ENV, "").strip()
+    if not value:
+        return 1 << 62
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = -1
+    if limit < 1:
+        raise InputError(f"{MAX_DEVICE_BYTES_ENV}={value!r}: give a positive number of bytes")
+    return limit
+
+
+def _slot_row_bytes(inputs, outputs) -> int:
+    """Device bytes one sample takes in all the slots a model may hold (inputs and outputs, float32)."""
+    from coopnn.runtime.host_path import SLOTS
+
+    return SLOTS * max(1, sum(b.features for b in tuple(inputs) + tuple(outputs))) * 4

@@ -243,3 +243,46 @@ def test_an_interrupted_run_waits_for_its_chunks_and_leaves_the_model_usable(mon
         assert not any(slot.lane.in_flight for slot in finished)
         np.testing.assert_array_equal(model.run(x), expected)
         assert model.device_messages == []
+
+
+def test_a_device_byte_limit_splits_runs_into_smaller_chunks_with_the_same_results(monkeypatch):
+    from coopnn.runtime.executable import MAX_DEVICE_BYTES_ENV
+
+    with coopnn.load(MLP, backend="portable") as model:
+        x = random_feeds(model, 3000, seed=5)[model.inputs[0].name]
+        expected = model.run(x)
+    monkeypatch.setenv(MAX_DEVICE_BYTES_ENV, str(4 * (32 + 16) * 4 * 256))  # 256 samples in each of 4 slots
+    with coopnn.load(MLP, backend="portable") as model:
+        assert model._executable.max_chunk == 256
+        np.testing.assert_array_equal(model.run(x), expected)
+        assert model._executable.last_timing.chunks >= 3000 // 256
+    monkeypatch.setenv(MAX_DEVICE_BYTES_ENV, "lots")
+    with pytest.raises(InputError, match="COOPNN_MAX_DEVICE_BYTES='lots': give a positive number of bytes"):
+        coopnn.load(MLP, backend="portable")
+
+
+def test_a_run_out_of_device_memory_is_retried_once_with_half_the_chunk(monkeypatch):
+    from coopnn.errors import DeviceMemoryError
+    from coopnn.runtime.host_path import IOSlot
+
+    with coopnn.load(MLP, backend="portable") as model:
+        x = random_feeds(model, 1000, seed=6)[model.inputs[0].name]
+        expected = model.run(x)
+        model._executable.chunk = model._executable.max_chunk = 512
+        ensure = IOSlot.ensure
+
+        def refuse_large_chunks(self, samples, max_samples, largest=300):
+            if samples > largest:
+                raise DeviceMemoryError("vkAllocateMemory reported VK_ERROR_OUT_OF_DEVICE_MEMORY (injected)")
+            return ensure(self, samples, max_samples)
+
+        monkeypatch.setattr(IOSlot, "ensure", refuse_large_chunks)
+        np.testing.assert_array_equal(model.run(x), expected)
+        assert model._executable.max_chunk == 256  # kept for later runs
+        monkeypatch.setattr(IOSlot, "ensure", lambda self, samples, max_samples: refuse_large_chunks(
+            self, samples, max_samples, largest=100))
+        with pytest.raises(DeviceMemoryError, match="injected"):
+            model.run(x)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(model.run(x), expected)
+        assert model.device_messages == []
