@@ -15,7 +15,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Callable
 
-from coopnn.errors import DeviceLostError
+from coopnn.errors import CoopnnError, DeviceLostError
 from coopnn.runtime.vk.loader import check, load_vulkan, result_of
 
 if TYPE_CHECKING:
@@ -180,9 +180,20 @@ class Lane:
         return self._timeline.fill(wait, signal)
 
     def wait(self) -> None:
-        """Until the submission has finished (DeviceLostError when the device is lost or it runs past the timeout)."""
+        """Until the submission has finished (DeviceLostError when the device is lost or it runs past the timeout).
+        When the wait itself fails, the queue is drained (or found lost) before the error is raised, so that whatever
+        the caller frees next is no longer in use on the GPU."""
         if not self.in_flight:
             return
+        try:
+            self._wait_for_fence()
+        except CoopnnError:
+            with self._queue_lock:
+                lib.vkQueueWaitIdle(self._queue)  # its own failure changes nothing: the error is raised below
+            self.in_flight = False
+            raise
+
+    def _wait_for_fence(self) -> None:
         spin_until = time.perf_counter() + SPIN_SECONDS
         while time.perf_counter() < spin_until:
             result = lib.vkGetFenceStatus(self._device, self._fence)

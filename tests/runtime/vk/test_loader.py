@@ -35,6 +35,7 @@ def _failing_import(error: BaseException):
 def test_missing_loader_says_what_to_install(monkeypatch):
     from coopnn.runtime.vk import loader
 
+    monkeypatch.setattr(loader, "_checked", None)  # as in a process that has not loaded it yet
     monkeypatch.setattr(loader, "importlib", _failing_import(OSError("Cannot find Vulkan SDK version")))
     with pytest.raises(BackendUnavailableError,
                        match=r"libvulkan\.so\.1.*apt-get install libvulkan1 mesa-vulkan-drivers"):
@@ -54,6 +55,7 @@ def test_probe_reports_the_reason_instead_of_raising():
 def test_missing_package_says_what_to_install(monkeypatch):
     from coopnn.runtime.vk import loader
 
+    monkeypatch.setattr(loader, "_checked", None)  # as in a process that has not loaded it yet
     monkeypatch.setattr(loader, "importlib", _failing_import(ImportError("No module named 'vulkan'")))
     with pytest.raises(BackendUnavailableError, match=r"pip install 'vulkan"):
         loader.load_vulkan()
