@@ -6,11 +6,14 @@ User errors (a coopnn error, a missing or unreadable file) print one line and ex
 from __future__ import annotations
 
 import argparse
+import io
 import sys
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from coopnn.disk_cache import write_atomic
 from coopnn.errors import CoopnnError
 from coopnn.layouts.formats import format_names
 from coopnn.tables import format_table
@@ -97,19 +100,40 @@ def _read_inputs(path: str, model) -> object:
     return data
 
 
+OUTPUT_SUFFIXES = (".npy", ".npz", ".txt", ".csv")
+
+
+def _output_suffix(path: str) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix not in OUTPUT_SUFFIXES:
+        raise CoopnnError(f"cannot write {path!r}: give an output file ending in {', '.join(OUTPUT_SUFFIXES)}")
+    return suffix
+
+
 def _write_outputs(path: str, outputs) -> None:
-    if isinstance(outputs, dict):
-        if not path.endswith(".npz"):
-            raise CoopnnError(f"the model has several outputs ({', '.join(outputs)}): write them to an .npz file")
-        np.savez(path, **outputs)
+    """Write exactly `path` (through a temporary file and a rename): .npy, .npz (several outputs), or .txt / .csv
+    (one output of rows, as text)."""
+    suffix = _output_suffix(path)
+    if isinstance(outputs, dict) and suffix != ".npz":
+        raise CoopnnError(f"the model has several outputs ({', '.join(outputs)}): write them to an .npz file")
+    data = io.BytesIO()
+    if suffix == ".npz":
+        np.savez(data, **(outputs if isinstance(outputs, dict) else {"output": outputs}))
+    elif suffix == ".npy":
+        np.save(data, outputs)
     else:
-        np.save(path, outputs)
+        np.savetxt(data, np.asarray(outputs).reshape(len(outputs), -1), delimiter="," if suffix == ".csv" else " ")
+    try:
+        write_atomic(Path(path), data.getvalue(), make_folder=False)
+    except OSError as e:
+        raise CoopnnError(f"cannot write {path!r}: {e.strerror or e}") from None
 
 
 @command("run", "run a model on inputs from .npy/.npz and write the outputs", _run_setup)
 def cmd_run(args: argparse.Namespace) -> int:
     import coopnn
 
+    _output_suffix(args.output)  # refused before any work
     with coopnn.load(args.model, backend=args.backend, weights=args.weights, device=args.device) as model:
         outputs = model.run(_read_inputs(args.input, model))
         _write_outputs(args.output, outputs)
@@ -214,7 +238,10 @@ def cmd_fit_image(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from coopnn import __version__
+
     parser = argparse.ArgumentParser(prog="coopnn", description="Run and train neural-shading MLPs on Vulkan.")
+    parser.add_argument("--version", action="version", version=f"coopnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help, setup, fn) in COMMANDS.items():
         p = sub.add_parser(name, help=help, description=help)

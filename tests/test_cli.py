@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+import coopnn
 from coopnn.cli import main
 from tests.conftest import ROOT
 
@@ -91,3 +93,46 @@ def test_compile_emits_spirv_assembly_or_kernel_text(tmp_path, emit, check):
 def test_compile_unknown_target_is_one_line(capsys):
     assert main(["compile", str(MLP), "--target", "cuda", "-o", "/tmp/never"]) == 1
     assert "unknown target 'cuda'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".npz", ".txt", ".csv"])
+def test_run_writes_exactly_the_file_named(tmp_path, suffix, capsys):
+    x = np.random.default_rng(0).uniform(-1, 1, (5, 3)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / f"y{suffix}"
+    assert main(["run", str(ROOT / "models" / "mlp_3_64x2_3.onnx"), "-i", str(tmp_path / "x.npy"), "-o", str(out),
+                 "--backend", "numpy"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.npy", out.name]
+    assert f"wrote {out}" in capsys.readouterr().out
+    if suffix == ".npy":
+        read = np.load(out)
+    elif suffix == ".npz":
+        read = np.load(out)["output"]
+    else:
+        read = np.loadtxt(out, delimiter="," if suffix == ".csv" else None, ndmin=2)
+    with coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="numpy") as model:
+        np.testing.assert_allclose(read, model.run(x), rtol=1e-6 if suffix in (".npy", ".npz") else 1e-5)
+
+
+def test_run_refuses_an_output_it_cannot_write_before_running(tmp_path, capsys, monkeypatch):
+    np.save(tmp_path / "x.npy", np.zeros((2, 3), np.float32))
+    monkeypatch.setattr(coopnn, "load", lambda *a, **k: pytest.fail("the model was loaded"))
+    assert main(["run", str(ROOT / "models" / "mlp_3_64x2_3.onnx"), "-i", str(tmp_path / "x.npy"),
+                 "-o", str(tmp_path / "y.bin")]) == 1
+    assert "give an output file ending in .npy, .npz, .txt, .csv" in capsys.readouterr().err
+    assert not (tmp_path / "y.bin").exists()
+
+
+def test_version_and_python_dash_m():
+    for argv in ([sys.executable, "-m", "coopnn", "--version"], [sys.executable, "-m", "coopnn.cli", "--version"]):
+        proc = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
+        assert proc.returncode == 0 and proc.stdout.strip() == f"coopnn {coopnn.__version__}"
+
+
+def test_a_device_asked_for_that_does_not_exist_is_an_error_not_a_fall_back(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((2, 3), np.float32))
+    proc = subprocess.run([sys.executable, "-m", "coopnn", "run", str(ROOT / "models" / "mlp_3_64x2_3.onnx"), "-i",
+                           str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")],
+                          capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COOPNN_DEVICE": "no such gpu"})
+    assert proc.returncode == 1 and not (tmp_path / "y.npy").exists()
+    assert "COOPNN_DEVICE='no such gpu'" in proc.stderr and "Traceback" not in proc.stderr

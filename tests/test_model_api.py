@@ -147,3 +147,16 @@ def test_huge_batch_runs_in_chunks():
         y = model.run(x)
     assert y.shape == (1 << 20, 16)
     np.testing.assert_array_equal(y[0], y[-1])
+
+
+def test_a_device_asked_for_must_exist_unless_the_backend_is_numpy(monkeypatch):
+    from coopnn.errors import BackendUnavailableError
+
+    model_path = ROOT / "models" / "mlp_3_64x2_3.onnx"
+    with pytest.raises(BackendUnavailableError, match=r"device='no such gpu'"):
+        coopnn.load(model_path, device="no such gpu")
+    monkeypatch.setenv("COOPNN_DEVICE", "no such gpu")
+    with pytest.raises(BackendUnavailableError, match=r"COOPNN_DEVICE='no such gpu'"):
+        coopnn.load(model_path)
+    with coopnn.load(model_path, backend="numpy") as model:  # numpy runs on no device
+        assert model.backend == "numpy"

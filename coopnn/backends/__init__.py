@@ -144,7 +144,9 @@ class Choice:
 def choose(name: str, graph: Graph, weights: WeightFormat, device: str | int | None,
            examined: Mapping[str, Examined] | None = None) -> Choice:
     """Pick the backend for `graph`: the named one (raising when it can't run) or, for "auto", the best that can.
-    `examined` holds answers some backends already gave for this graph and `weights`, by name."""
+    A device asked for (`device`, or COOPNN_DEVICE) that matches none is a BackendUnavailableError for "auto" too,
+    never a quiet fall-back to numpy. `examined` holds answers some backends already gave for this graph and
+    `weights`, by name."""
     examined = dict(examined or {})
     if name != "auto":
         backend = get(name)
@@ -155,6 +157,13 @@ def choose(name: str, graph: Graph, weights: WeightFormat, device: str | int | N
         if answer.reason:
             raise CompileError(f"backend {name!r} cannot run model {graph.name!r}: {answer.reason}")
         return Choice(backend, "requested", answer.lowered)
+    from coopnn.runtime.vk.selection import device_requested  # here: importing coopnn must not load Vulkan
+
+    if device_requested(device):
+        # a device asked for must exist: running elsewhere (numpy) would hide the mistake
+        from coopnn.runtime.vk.shared import chosen_device
+
+        chosen_device(device)
     passed_over = []
     for backend in all_backends():
         why = backend.unavailable_reason()

@@ -28,7 +28,7 @@ def select_device(devices: list[DeviceInfo], device: str | int | None = None) ->
     """The device `device` (or COOPNN_DEVICE) names, else the preferred usable one."""
     if not devices:
         raise BackendUnavailableError(f"the Vulkan loader found no device; {INSTALL_HINT}")
-    request, source = (device, "device=") if device is not None else (os.environ.get(DEVICE_ENV), DEVICE_ENV)
+    request, source = (device, "device=") if device is not None else (os.environ.get(DEVICE_ENV), f"{DEVICE_ENV}=")
     ranked = preference_order(devices)
     if request is None or request == "":
         if not ranked:
@@ -52,3 +52,8 @@ def describe_devices(devices: list[DeviceInfo]) -> str:
     """One line naming every device and why any of them is unusable."""
     lines = [d.describe() + (f" (unusable: {d.unsuitable_reason})" if d.unsuitable_reason else "") for d in devices]
     return "devices: " + "; ".join(lines)
+
+
+def device_requested(device: str | int | None) -> bool:
+    """Whether a device was asked for: by `device`, or by a non-empty COOPNN_DEVICE."""
+    return device is not None or bool(os.environ.get(DEVICE_ENV))
