@@ -15,6 +15,7 @@ from coopnn.errors import (
     DeviceLostError,
     DeviceMemoryError,
     InputError,
+    ModelClosedError,
     ModelFormatError,
     UnsupportedOperatorError,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "DeviceLostError",
     "DeviceMemoryError",
     "InputError",
+    "ModelClosedError",
     "Model",
     "Program",
     "compile",

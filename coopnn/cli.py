@@ -78,8 +78,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def _run_setup(p: argparse.ArgumentParser) -> None:
     _model_arg(p)
     p.add_argument("--input", "-i", required=True, help=".npy (one input) or .npz keyed by input name")
-    p.add_argument("--output", "-o", required=True, help=".npy (one output) or .npz keyed by output name")
-    p.add_argument("--backend", "-b", default="auto", help="backend name or auto (see `coopnn info`)")
+    p.add_argument("--output", "-o", required=True,
+                   help=".npy, .txt or .csv (one output) or .npz keyed by output name; written exactly there")
+    p.add_argument("--backend", "-b", default="auto", help="backend name or auto (default: auto; see `coopnn info`)")
     p.add_argument("--weights", default="auto",
                    help="weight format: auto (float16 where accurate on a cooperative-vector GPU) or one of "
                         f"{', '.join(format_names())}")
@@ -89,7 +90,11 @@ def _run_setup(p: argparse.ArgumentParser) -> None:
 def _read_inputs(path: str, model) -> object:
     try:
         data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as e:
+    except ValueError:
+        # numpy's own message advises allow_pickle=True, which would run code from an untrusted file
+        raise CoopnnError(f"cannot read input file {path!r}: it is not an .npy or .npz file of numbers (object "
+                          f"arrays and pickled data are never loaded)") from None
+    except OSError as e:
         raise CoopnnError(f"cannot read input file {path!r}: {e}") from None
     if isinstance(data, np.lib.npyio.NpzFile):
         with data:

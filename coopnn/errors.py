@@ -28,6 +28,10 @@ class InputError(CoopnnError):
     """Inputs given to a model do not match its name, shape or dtype."""
 
 
+class ModelClosedError(InputError):
+    """The model (or what runs it) was closed; load it again to use it."""
+
+
 class BackendUnavailableError(CoopnnError):
     """The requested backend cannot run here; the message says what is missing and how to get it."""
 

@@ -19,7 +19,7 @@ import onnx
 
 from coopnn.disk_cache import write_atomic
 from coopnn.dtypes import ACCEPTED_INPUT_NUMPY
-from coopnn.errors import CompileError, InputError, ModelFormatError
+from coopnn.errors import CompileError, InputError, ModelClosedError, ModelFormatError
 from coopnn.graph import parameter_file
 from coopnn.graph.ir import Graph, Value
 from coopnn.graph.onnx.export import export_onnx
@@ -179,7 +179,7 @@ class Model:
         the graph anew; one thread does it while the others wait."""
         with self._lock:
             if self._executable is None:
-                raise InputError("this model is closed")
+                raise ModelClosedError("this model is closed; load it again to run it")
             if self._executable_is_stale:
                 session, self._trained_by = self._trained_by, None
                 if session is not None and self._prepared_backend.take_trained(self._executable, session):
@@ -264,6 +264,8 @@ class Model:
                 array = np.asarray(feeds[info.name])
             except (TypeError, ValueError) as e:
                 raise InputError(f"input {info.name!r} is not an array: {e}") from None
+            if array.dtype.byteorder not in "=|" and array.dtype.newbyteorder("=") in ACCEPTED_INPUT_NUMPY:
+                array = array.astype(array.dtype.newbyteorder("="))  # other-endian floats: converted once, here
             if array.dtype not in ACCEPTED_INPUT_NUMPY:
                 raise InputError(
                     f"input {info.name!r} has dtype {array.dtype}; supported: float16, float32, float64"

@@ -136,3 +136,13 @@ def test_a_device_asked_for_that_does_not_exist_is_an_error_not_a_fall_back(tmp_
                           capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COOPNN_DEVICE": "no such gpu"})
     assert proc.returncode == 1 and not (tmp_path / "y.npy").exists()
     assert "COOPNN_DEVICE='no such gpu'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("write", [lambda p: p.write_bytes(b"garbage bytes, no header"),
+                                   lambda p: np.save(p, np.array([{"a": 1}], dtype=object), allow_pickle=True)],
+                         ids=["garbage", "object_array"])
+def test_an_untrusted_input_file_is_refused_without_advice_to_unpickle(tmp_path, capsys, write):
+    write(tmp_path / "x.npy")
+    assert main(["run", str(MLP), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"), "-b", "numpy"]) == 1
+    err = capsys.readouterr().err
+    assert "not an .npy or .npz file of numbers" in err and "allow_pickle" not in err

@@ -160,3 +160,18 @@ def test_a_device_asked_for_must_exist_unless_the_backend_is_numpy(monkeypatch):
         coopnn.load(model_path)
     with coopnn.load(model_path, backend="numpy") as model:  # numpy runs on no device
         assert model.backend == "numpy"
+
+
+def test_big_endian_inputs_are_converted_once_with_the_same_results():
+    x = np.random.default_rng(3).uniform(-1, 1, (7, 3))
+    with coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="numpy") as model:
+        for dtype in (">f4", ">f8", ">f2"):
+            np.testing.assert_array_equal(model.run(x.astype(dtype)), model.run(x.astype("=" + dtype[1:])))
+
+
+def test_run_after_close_is_its_own_error_type():
+    model = coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="numpy")
+    model.close()
+    with pytest.raises(coopnn.ModelClosedError, match="closed; load it again"):
+        model.run(np.zeros((1, 3), np.float32))
+    assert issubclass(coopnn.ModelClosedError, coopnn.InputError)  # code catching InputError keeps working

@@ -35,7 +35,7 @@ import threading
 import weakref
 from typing import Any, Mapping
 
-from coopnn.errors import BackendUnavailableError, InputError
+from coopnn.errors import BackendUnavailableError, InputError, ModelClosedError
 from coopnn.interop import tensors
 from coopnn.interop.cuda_driver import CudaDriver, cuda_driver
 from coopnn.interop.output_pool import CudaOutput, OutputPool
@@ -154,7 +154,7 @@ class CudaBridge:
         first input, ready on its stream."""
         with self._lock:
             if self.closed:
-                raise InputError("this model is closed")
+                raise ModelClosedError("this model is closed; load it again to run it")
             # new weights and the executable's close wait for this host part; the GPU part is ordered by the queue
             with self._executable.gate.shared():
                 return self._run(feeds)

@@ -1,7 +1,8 @@
 """`RunGate`: many runs at once, or one exclusive change (new weights, closing), never both.
 
 A model serves calls from many threads; replacing its weights or closing it must wait until the calls in flight are
-done and must keep new ones out meanwhile. Once closed, every later call raises InputError at once.
+done and must keep new ones out meanwhile. Once closed, every later call raises ModelClosedError (an InputError) at
+once.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import contextlib
 import threading
 from typing import Iterator
 
-from coopnn.errors import InputError
+from coopnn.errors import ModelClosedError
 
 
 class RunGate:
@@ -64,4 +65,4 @@ class RunGate:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise InputError(f"{self._what} is closed")
+            raise ModelClosedError(f"{self._what} is closed; load it again to run it")
