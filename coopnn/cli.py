@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from coopnn.cli_format import HelpFormatter
 from coopnn.disk_cache import write_atomic
 from coopnn.errors import CoopnnError
 from coopnn.layouts.formats import format_names
@@ -76,15 +77,20 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def _run_setup(p: argparse.ArgumentParser) -> None:
+    from coopnn import backends
+
     _model_arg(p)
     p.add_argument("--input", "-i", required=True, help=".npy (one input) or .npz keyed by input name")
     p.add_argument("--output", "-o", required=True,
-                   help=".npy, .txt or .csv (one output) or .npz keyed by output name; written exactly there")
-    p.add_argument("--backend", "-b", default="auto", help="backend name or auto (default: auto; see `coopnn info`)")
-    p.add_argument("--weights", default="auto",
-                   help="weight format: auto (float16 where accurate on a cooperative-vector GPU) or one of "
-                        f"{', '.join(format_names())}")
-    p.add_argument("--device", default=None, help="Vulkan device index or name substring")
+                   help=f"{', '.join(OUTPUT_SUFFIXES)}: .npz keyed by output name, the others for one output "
+                        "(.txt and .csv for one row per sample); written exactly there")
+    p.add_argument("--backend", "-b", default="auto", choices=["auto", *backends.names()],
+                   help="backend (see `coopnn info`); auto takes the first that can run the model")
+    p.add_argument("--weights", default="auto", choices=["auto", *format_names()],
+                   help="weight format; auto takes float16 where accurate on a cooperative-vector GPU")
+    p.add_argument("--device", default=None,
+                   help="Vulkan device index or name substring (default: COOPNN_DEVICE, else the preferred device); "
+                        "one that matches no device is an error")
 
 
 def _read_inputs(path: str, model) -> object:
@@ -147,13 +153,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _compile_setup(p: argparse.ArgumentParser) -> None:
+    from coopnn import backends
+
     _model_arg(p)
-    p.add_argument("--target", "-t", default="portable", help="target (portable, coopvec, ...)")
+    p.add_argument("--target", "-t", default="portable", choices=backends.target_names(), help="shader target")
     p.add_argument("--emit", "-e", default="spirv", choices=["spirv", "spvasm", "tl"],
                    help="SPIR-V binary, SPIR-V assembly, or the kernel program in the tensor language")
-    p.add_argument("--weights", default=None,
-                   help=f"weight format ({', '.join(format_names())}); default: the target's own (portable fp32, "
-                        "coopvec fp16)")
+    p.add_argument("--weights", default=None, choices=format_names(),
+                   help="weight format (default: the target's own: portable fp32, coopvec fp16)")
     p.add_argument("--output", "-o", required=True, help="file to write")
 
 
@@ -181,27 +188,29 @@ def _batch_list(text: str) -> tuple[int, ...]:
 
 
 def _bench_setup(p: argparse.ArgumentParser) -> None:
+    from coopnn import backends
     from coopnn.bench.measure import Budget
     from coopnn.bench.runners import REFERENCE_ORDER
     from coopnn.bench.suite import DEFAULT_BATCHES
 
     budget = Budget()
     _model_arg(p)
-    p.add_argument("--backend", "-b", default="all", help="coopnn backends: all, none, or names separated by commas")
+    # lists separated by commas: argparse's choices= cannot check them, so the help names what they may hold
+    p.add_argument("--backend", "-b", default="all",
+                   help=f"coopnn backends: all, none, or names separated by commas ({', '.join(backends.names())})")
     p.add_argument("--baseline", default="none",
-                   help=f"baselines run alongside: none, all, or names ({', '.join(REFERENCE_ORDER)})")
-    p.add_argument("--batch", type=_batch_list, default=DEFAULT_BATCHES,
-                   help="batch sizes, e.g. 16384,262144,2097152 or 2^14,2^18,2^21 (the default)")
-    p.add_argument("--weights", default="fp16",
-                   help=f"coopnn weight format ({', '.join(format_names())}); default fp16")
-    p.add_argument("--runs", type=int, default=budget.runs, help=f"timed runs per batch (default {budget.runs})")
-    p.add_argument("--warmup", type=int, default=budget.warmup, help=f"warm-up runs (default {budget.warmup})")
+                   help=f"baselines run alongside: none, all, or names separated by commas "
+                        f"({', '.join(REFERENCE_ORDER)})")
+    p.add_argument("--batch", type=_batch_list, default=",".join(map(str, DEFAULT_BATCHES)),
+                   help="batch sizes, e.g. 16384,262144 or 2^14,2^18")
+    # not choices=: a format a backend or baseline cannot run is reported in the results, not refused
+    p.add_argument("--weights", default="fp16", help=f"coopnn weight format ({', '.join(format_names())})")
+    p.add_argument("--runs", type=int, default=budget.runs, help="timed runs per batch")
+    p.add_argument("--warmup", type=int, default=budget.warmup, help="warm-up runs")
     p.add_argument("--budget", type=float, default=budget.seconds_per_batch,
-                   help=f"seconds of timed runs per batch before runs are cut, to at least {budget.min_runs} "
-                        f"(default {budget.seconds_per_batch:g})")
+                   help=f"seconds of timed runs per batch before runs are cut, to at least {budget.min_runs}")
     p.add_argument("--max-run", type=float, default=budget.max_run_seconds,
-                   help="skip batches whose single run would take longer than this many seconds "
-                        f"(default {budget.max_run_seconds:g})")
+                   help="skip batches whose single run would take longer than this many seconds")
     p.add_argument("--json", help="also write the results document to this JSON file")
 
 
@@ -249,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"coopnn {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (help, setup, fn) in COMMANDS.items():
-        p = sub.add_parser(name, help=help, description=help)
+        p = sub.add_parser(name, help=help, description=help, formatter_class=HelpFormatter)
         setup(p)
         p.set_defaults(func=fn)
     return parser

@@ -125,9 +125,16 @@ class Model:
     def run(self, x: Any, out: Any = None) -> np.ndarray | dict[str, np.ndarray]:
         """Run a batch: an array for a one-input, one-output model; otherwise dicts keyed by name, in and out.
 
-        Inputs may be float16, float32 or float64 arrays of any memory order; they are converted as they are copied.
-        `out` (an array, or a dict of arrays for several outputs) receives the results in place: C-contiguous float32
-        (bool for boolean outputs) of the output's shape. A model may be called from many threads at once.
+        Inputs: arrays of shape [batch, *features] (`model.inputs`) in float16, float32 or float64, of either byte
+        order and any memory layout (C, Fortran, strided views); each is converted to float32 once, as it is copied.
+        PyTorch/CuPy/DLPack CUDA arrays give arrays of the same framework back, `coopnn.to_device` arrays give
+        `DeviceArray`s (Vulkan backends only, no `out`).
+        Outputs: new float32 arrays (bool for boolean outputs) of shape [batch, *features], yours to keep.
+        `out` (an array, or a dict naming some or all outputs) receives the results in place instead: C-contiguous,
+        writeable, of the output's dtype and shape; the same arrays are returned.
+        Threads: one model may be run from many threads at once, each call with its own memory; `close()` waits for
+        the calls in flight, and later calls raise ModelClosedError. InputError names an input or `out` that does
+        not fit; Vulkan failures raise DeviceError, DeviceMemoryError or DeviceLostError.
         """
         named = self.named_inputs(x)
         if any(is_cuda_array(v) for v in named.values()):
@@ -226,7 +233,7 @@ class Model:
         return list(getattr(self._executable, "debug_messages", []))
 
     def close(self) -> None:
-        """Release the backend's resources once the runs in flight are done; later calls raise InputError."""
+        """Release the backend's resources once the runs in flight are done; later calls raise ModelClosedError."""
         with self._lock:
             executable, self._executable = self._executable, None
         if executable is not None:

@@ -175,3 +175,13 @@ def test_run_after_close_is_its_own_error_type():
     with pytest.raises(coopnn.ModelClosedError, match="closed; load it again"):
         model.run(np.zeros((1, 3), np.float32))
     assert issubclass(coopnn.ModelClosedError, coopnn.InputError)  # code catching InputError keeps working
+
+
+def test_help_of_run_states_dtypes_layouts_outputs_out_and_threads():
+    from coopnn.dtypes import ACCEPTED_INPUT_NUMPY
+
+    doc = " ".join(coopnn.Model.run.__doc__.split())
+    assert all(dtype.name in doc for dtype in ACCEPTED_INPUT_NUMPY)
+    for promise in ("either byte order", "Fortran", "new float32 arrays", "`out`", "the same arrays are returned",
+                    "many threads at once", "ModelClosedError"):
+        assert promise in doc

@@ -56,14 +56,17 @@ def all_backends() -> list[Backend]:
     return sorted(_REGISTRY.values(), key=lambda b: -b.priority)
 
 
+def names() -> list[str]:
+    """The backend names, the preferred first."""
+    return [b.name for b in all_backends()]
+
+
 def get(name: str) -> Backend:
     _load_builtin()
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise BackendUnavailableError(
-            f"unknown backend {name!r}; known backends: auto, {', '.join(b.name for b in all_backends())}"
-        ) from None
+        raise BackendUnavailableError(f"unknown backend {name!r}; known backends: auto, {', '.join(names())}") from None
 
 
 def statuses() -> list[BackendStatus]:

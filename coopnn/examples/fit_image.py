@@ -20,7 +20,9 @@ from typing import Sequence
 import numpy as np
 
 import coopnn
+from coopnn.cli_format import HelpFormatter
 from coopnn.examples.images import default_image_path, plot, read_image, write_png
+from coopnn.layouts.formats import format_names
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,8 @@ class FitImageResult:
 
 
 def square(image: np.ndarray, size: int) -> np.ndarray:
-    """The centre square of `image` box-filtered down to `size` pixels a side (kept as is when already smaller)."""
+    """The centre square of `image` box-filtered by a whole factor to the smallest side of at least `size` pixels
+    (kept as is when already smaller)."""
     side = min(image.shape[:2])
     factor = max(side // size, 1)
     side = side // factor * factor
@@ -97,18 +100,33 @@ def fit_image(image: str | os.PathLike | None = None, *, size: int = 128, steps:
     return result
 
 
+def positive(text: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above zero")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The example's options, shared by `python -m coopnn.examples.fit_image` and `coopnn fit-image`."""
     parser.add_argument("image", nargs="?", default=None, help="image file (default: matplotlib's grace_hopper.jpg)")
-    parser.add_argument("--size", type=int, default=128, help="side of the square the image is reduced to")
-    parser.add_argument("--steps", type=int, default=2000, help="training steps")
-    parser.add_argument("--batch-size", type=int, default=4096, help="pixels per step")
-    parser.add_argument("--hidden", type=int, nargs="+", default=[64, 64, 64], help="hidden layer widths")
+    parser.add_argument("--size", type=positive, default=128,
+                        help="side of the square learnt: the image's centre square box-filtered by a whole factor to "
+                             "the smallest side of at least SIZE (for the default image's 512: 512, 256, 170, 128, "
+                             "102, 85, ...), kept whole when SIZE is larger")
+    parser.add_argument("--steps", type=positive, default=2000, help="training steps")
+    parser.add_argument("--batch-size", type=positive, default=4096, help="pixels per step")
+    parser.add_argument("--hidden", type=positive, nargs="+", default=[64, 64, 64], help="hidden layer widths")
     parser.add_argument("--octaves", type=int, default=8, help="octaves of the frequency encoding")
     parser.add_argument("--lr", type=float, default=1e-2, help="Adam learning rate")
-    parser.add_argument("--eval-every", type=int, default=50, help="steps between PSNR evaluations")
-    parser.add_argument("--backend", "-b", default="numpy", help="backend that trains and runs the model")
-    parser.add_argument("--weights", default="fp32",
+    parser.add_argument("--eval-every", type=positive, default=50, help="steps between PSNR evaluations")
+    parser.add_argument("--backend", "-b", default="numpy", choices=coopnn.backends.training_backends(),
+                        help="backend that trains and runs the model")
+    parser.add_argument("--weights", default="fp32", choices=format_names(),
                         help="weight format the model runs with (fp16 for the coopvec backend, which trains on GPU)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the batches")
     parser.add_argument("--output-dir", "-o", default="fit_image", help="folder for the PNGs and the PSNR table")
@@ -124,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m coopnn.examples.fit_image", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m coopnn.examples.fit_image", description=__doc__.split("\n")[0],
+                                     formatter_class=HelpFormatter)
     add_arguments(parser)
     try:
         return run(parser.parse_args(argv))
