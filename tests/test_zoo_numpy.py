@@ -1,4 +1,5 @@
-"""Every zoo model on the numpy backend against onnxruntime (fp32 tolerance) at several batch sizes."""
+"""Every zoo model on the numpy backend against onnxruntime (fp32 tolerance) at several batch sizes, and in each 8-bit
+float format against that format's float16 emulation (bit for bit)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 import pytest
 
 import coopnn
+from coopnn.layouts.formats.emulation import run_fp16_emulation
 from tests.conftest import BENCHMARK_MLPS, ZOO, ort_run, random_feeds
 
 
@@ -27,3 +29,19 @@ def test_zoo_model_matches_onnxruntime(path, batch):
     assert set(got) == set(want)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5, err_msg=f"{path.stem}:{name}")
+
+
+@pytest.mark.parametrize("weights", ["fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
+def test_zoo_model_in_an_8_bit_format_is_its_float16_emulation(path, weights):
+    """Bit for bit the format's emulation (`coopnn.layouts.formats.emulation`), and finite where float32 is."""
+    with coopnn.load(path, backend="numpy", weights=weights) as model:
+        feeds = random_feeds(model, 257, seed=5)
+        got = model.run(feeds)
+        if not isinstance(got, dict):
+            got = {model.outputs[0].name: got}
+        want = run_fp16_emulation(model.graph, feeds, model.weight_format)
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path.stem}:{name}")
+        assert np.isfinite(got[name]).all() or got[name].dtype == bool

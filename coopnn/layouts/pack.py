@@ -29,6 +29,7 @@ class Entry:
     layout: str  # "vector", "row_major", "column_major", "inferencing_optimal", "training_optimal"
     dtype: str  # the name of the weight format its elements are stored in ("fp32", "fp16", ...)
     stride: int = 0  # bytes between rows (row-major) or columns (column-major); 0 for vectors and optimal layouts
+    scale_offset: int | None = None  # bytes to the matrix's row scales (`WeightFormat.row_scales`), None: unscaled
 
 
 @dataclass(frozen=True)
@@ -50,28 +51,34 @@ def pack(constants: Mapping[str, np.ndarray], roles: Mapping[str, str], fmt: Wei
          matrix_layout: str = "row_major") -> WeightImage:
     """Pack `constants` (param name -> array; `roles` says "matrix" or "vector") into one buffer in format `fmt`.
 
-    Values are stored as the format encodes them, so its emulation (the numpy oracle) and the buffer agree exactly.
+    Values are stored as the format stores them (`WeightFormat.stored`: vectors in its vector format, a scaled
+    format's matrices with their float16 row scales in a vector right after them), so its emulation (the numpy oracle)
+    and the buffer agree exactly.
     """
     if matrix_layout not in ("row_major", "column_major"):
         raise ValueError(f"unknown plain layout {matrix_layout!r}; use row_major or column_major")
-    itemsize = fmt.storage.itemsize
     chunks: list[tuple[int, bytes]] = []
     entries: dict[str, Entry] = {}
     offset = 0
     for name, array in constants.items():
-        array = np.asarray(array, np.float32)
         is_matrix = roles[name] == "matrix"
+        elements, scales = fmt.stored(array, roles[name], f"matrix {name!r}")
         offset = align_up(offset, MATRIX_ALIGNMENT if is_matrix else VECTOR_ALIGNMENT)
         if is_matrix and matrix_layout == "column_major":
-            stored = np.ascontiguousarray(array.T)
-        else:
-            stored = np.ascontiguousarray(array)
-        raw = fmt.encode(stored).tobytes()
+            elements = elements.T
+        raw = np.ascontiguousarray(elements).tobytes()
         layout = matrix_layout if is_matrix else "vector"
-        stride = stored.shape[-1] * itemsize if is_matrix else 0
-        entries[name] = Entry(name, offset, len(raw), tuple(array.shape), layout, fmt.name, stride)
+        stride = elements.shape[-1] * elements.itemsize if is_matrix else 0
         chunks.append((offset, raw))
-        offset += len(raw)
+        start, offset = offset, offset + len(raw)
+        scale_offset = None
+        if scales is not None:
+            scale_offset = offset = align_up(offset, VECTOR_ALIGNMENT)
+            scale_raw = scales.astype(fmt.row_scales.storage).tobytes()
+            chunks.append((offset, scale_raw))
+            offset += len(scale_raw)
+        entries[name] = Entry(name, start, len(raw), tuple(np.shape(array)), layout,
+                              (fmt if is_matrix else fmt.vectors).name, stride, scale_offset)
     buffer = bytearray(align_up(max(offset, 4), 16))
     for start, raw in chunks:
         buffer[start:start + len(raw)] = raw
@@ -83,6 +90,8 @@ def unpack(packed: WeightImage, name: str) -> np.ndarray:
     e = packed.entries[name]
     fmt = weight_format(e.dtype)
     flat = fmt.decode(np.frombuffer(packed.data, fmt.storage, count=e.size // fmt.storage.itemsize, offset=e.offset))
-    if e.layout == "column_major":
-        return flat.reshape(e.shape[::-1]).T.copy()
-    return flat.reshape(e.shape)
+    values = flat.reshape(e.shape[::-1]).T.copy() if e.layout == "column_major" else flat.reshape(e.shape)
+    if e.scale_offset is not None:
+        storage = fmt.row_scales.storage
+        values = values * np.frombuffer(packed.data, storage, count=e.shape[0], offset=e.scale_offset)[:, None]
+    return values

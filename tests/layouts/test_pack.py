@@ -45,3 +45,27 @@ def test_unknown_format_or_layout():
         pack(constants, roles, weight_format("fp8"))
     with pytest.raises(ValueError, match="diagonal"):
         pack(constants, roles, weight_format("fp32"), "diagonal")
+
+
+@pytest.mark.parametrize("layout", ["row_major", "column_major"])
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2"])
+def test_scaled_formats_store_row_scales_after_each_matrix_and_biases_in_float16(fmt, layout):
+    constants, roles = _params()
+    f = weight_format(fmt)
+    packed = pack(constants, roles, f, layout)
+    for name, array in constants.items():
+        e = packed.entry(name)
+        elements, scales = f.stored(array, roles[name])
+        if roles[name] == "vector":
+            assert (e.dtype, e.scale_offset, e.size) == ("fp16", None, array.size * 2)
+            np.testing.assert_array_equal(unpack(packed, name), array.astype(np.float16).astype(np.float32))
+            continue
+        assert (e.dtype, e.size) == (fmt, array.size) and e.scale_offset % VECTOR_ALIGNMENT == 0
+        assert e.scale_offset >= e.offset + e.size
+        raw = np.frombuffer(packed.data, np.float16, count=array.shape[0], offset=e.scale_offset)
+        np.testing.assert_array_equal(raw.astype(np.float32), scales)
+        np.testing.assert_array_equal(unpack(packed, name), f.decode(elements) * scales[:, None])
+    spans = sorted([(e.offset, e.offset + e.size) for e in packed.entries.values()]
+                   + [(e.scale_offset, e.scale_offset + 2 * e.shape[0]) for e in packed.entries.values()
+                      if e.scale_offset is not None])
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "entries or scales overlap"

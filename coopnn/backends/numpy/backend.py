@@ -1,5 +1,7 @@
 """The numpy backend's record: always available, the oracle for tests and the fallback where no Vulkan device
-exists; it trains with the numpy reverse mode (`coopnn.train.backward`)."""
+exists; it trains with the numpy reverse mode (`coopnn.train.backward`). Unscaled formats run in float32 on weights
+rounded as the format stores them; the 8-bit float formats in their float16 arithmetic
+(`coopnn.layouts.formats.emulation`)."""
 
 from __future__ import annotations
 
@@ -7,10 +9,12 @@ from coopnn.backends.base import Examined
 from coopnn.backends.numpy.inference import NumpyExecutable
 from coopnn.backends.numpy.training import NumpyTrainingSession
 from coopnn.graph.ir import Graph
-from coopnn.layouts.formats.emulation import emulate_weights
+from coopnn.layouts.formats.emulation import Float16Emulation, emulate_weights
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.fp32 import FORMAT as FP32
+from coopnn.layouts.formats.fp8_e4m3 import FORMAT as FP8_E4M3
+from coopnn.layouts.formats.fp8_e5m2 import FORMAT as FP8_E5M2
 
 
 class NumpyBackend:
@@ -18,7 +22,7 @@ class NumpyBackend:
     priority = 0
     description = "numpy reference interpreter (float32, CPU)"
     target = None
-    formats = (FP32, FP16)  # float32 arithmetic on weights rounded as the format stores them
+    formats = (FP32, FP16, FP8_E4M3, FP8_E5M2)
     trains = True
     training_options: dict[str, tuple[str, ...]] = {}
     device_features = frozenset()
@@ -33,6 +37,8 @@ class NumpyBackend:
         return None
 
     def prepare(self, graph: Graph, lowered, *, weights: WeightFormat, device) -> NumpyExecutable:
+        if weights.row_scales is not None:
+            return NumpyExecutable(graph, Float16Emulation(graph, weights).run)
         return NumpyExecutable(emulate_weights(graph, weights))
 
     def refresh(self, executable: NumpyExecutable, graph: Graph, *, weights: WeightFormat) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -13,10 +13,14 @@ from coopnn.graph.ir import Graph
 DEFAULT_CHUNK = 1 << 16
 
 
+Evaluator = Callable[[Mapping[str, np.ndarray]], Mapping[str, np.ndarray]]  # a chunk's feeds -> its outputs
+
+
 def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], chunk: int = DEFAULT_CHUNK,
-              out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+              out: Mapping[str, np.ndarray] | None = None, evaluate: Evaluator | None = None) -> dict[str, np.ndarray]:
     """Evaluate every graph output for `feeds` keyed by input name (float arrays with the same batch size, converted
-    to float32 chunk by chunk), into the arrays of `out` where given."""
+    to float32 chunk by chunk), into the arrays of `out` where given; `evaluate` replaces the float32 interpreter
+    (a weight format's own arithmetic, `coopnn.layouts.formats.emulation.Float16Emulation.run`)."""
     batch = _batch(feeds)
     out = out or {}
     outputs = {v.name: out[v.name] if v.name in out else
@@ -24,8 +28,8 @@ def run_graph(graph: Graph, feeds: Mapping[str, np.ndarray], chunk: int = DEFAUL
                for v in graph.outputs}
     for start in range(0, max(batch, 1), chunk):
         stop = min(start + chunk, batch)
-        part = _run_chunk(graph, {k: np.ascontiguousarray(v[start:stop], np.float32) for k, v in feeds.items()},
-                          stop - start)
+        part_feeds = {k: np.ascontiguousarray(v[start:stop], np.float32) for k, v in feeds.items()}
+        part = evaluate(part_feeds) if evaluate else _run_chunk(graph, part_feeds, stop - start)
         for name, array in part.items():
             outputs[name][start:stop] = array
     return outputs
@@ -54,12 +58,13 @@ def _batch(feeds: Mapping[str, np.ndarray]) -> int:
 
 
 class NumpyExecutable:
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, evaluate: Evaluator | None = None):
         self.graph = graph
+        self.evaluate = evaluate
 
     def run(self, feeds: Mapping[str, np.ndarray],
             out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-        return run_graph(self.graph, feeds, out=out)
+        return run_graph(self.graph, feeds, out=out, evaluate=self.evaluate)
 
     def close(self) -> None:
-        self.graph = None
+        self.graph = self.evaluate = None

@@ -1,5 +1,19 @@
-"""Numpy emulations of stored weights: a graph whose weights are rounded as a format stores them, and what a float16
-matrix-vector backend computes (the oracle of the cooperative-vector backend)."""
+"""Numpy emulations of stored weights: a graph whose weights are rounded as a format stores them, and the float16
+arithmetic of the cooperative-vector kernels (their oracle, and the arithmetic the 8-bit float formats define on every
+backend).
+
+The float16 arithmetic (`run_fp16_emulation`): inputs are rounded to float16 as they arrive, and the float outputs as
+they leave; every other operator runs in float32 (`coopnn.graph.ops`). A LINEAR rounds its input x to float16, then:
+
+- weights stored unscaled (fp16): y = fp16(W x + b), W and b as the format stores them, summed in float32;
+- weights with row scales (`WeightFormat.row_scales`: fp8_e4m3, fp8_e5m2), in this order, each step rounded:
+  1. p[r] = fp16(sum over c of Q[r, c] x[c]), Q the stored (unscaled) elements: each product is exact in float32
+     (at most 4 + 11 significant bits), and they are summed in float32 in column order c = 0, 1, ..., from +0;
+  2. t[r] = fp16(p[r] * s[r]), s the row's float16 scale;
+  3. y[r] = fp16(t[r] + b[r]), b the float16 bias (no bias: y = t);
+  then its activation in float32. The portable shader follows the same steps and order, so it matches bit for bit
+  (its float32 operators aside); cooperative-vector hardware sums step 1 in its own order.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +28,7 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16, round_fp16
 
 
 def emulate_weights(graph: Graph, fmt: WeightFormat) -> Graph:
-    """The graph with every LINEAR weight and bias rounded as format `fmt` stores them."""
+    """The graph with every LINEAR weight and bias rounded as format `fmt` stores them (unscaled formats)."""
     constants = dict(graph.constants)
     for node in graph.nodes:
         if node.op is Op.LINEAR:
@@ -23,25 +37,59 @@ def emulate_weights(graph: Graph, fmt: WeightFormat) -> Graph:
     return graph.replace(constants=constants)
 
 
-def run_fp16_emulation(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """What a float16 matrix-vector backend computes, in numpy: the oracle of the cooperative-vector backend.
+def scaled_product(x: np.ndarray, elements: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Steps 1 and 2 above: fp16(fp16(Q x) * s) for float16-valued x (..., columns) and decoded elements Q."""
+    acc = np.zeros(x.shape[:-1] + (elements.shape[0],), np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):  # infinities and NaN propagate as on the GPU
+        for c in range(elements.shape[1]):
+            acc += x[..., c:c + 1] * elements[:, c]
+        return round_fp16(round_fp16(acc) * scales)
 
-    Inputs, every LINEAR's weights, bias, input and result (before its activation), and the float outputs are rounded
-    to float16; everything else is the float32 reference (`coopnn.graph.ops`).
-    """
-    env: dict[str, np.ndarray] = dict(emulate_weights(graph, FP16).constants)
-    env.update({name: round_fp16(x) for name, x in feeds.items()})
-    for node in graph.nodes:
-        inputs = [env[name] for name in node.inputs]
-        if node.op is Op.LINEAR:
-            y = round_fp16(ops.evaluate(Op.LINEAR, [round_fp16(inputs[0]), *inputs[1:]], {}))
-            act = node.activation
-            env[node.outputs[0]] = y if act is None else ops.evaluate(act.op, [y], act.attrs)
-        else:
-            env[node.outputs[0]] = ops.evaluate(node.op, inputs, node.attrs)
-    batch = next(iter(feeds.values())).shape[0]
-    out = {}
-    for v in graph.outputs:
-        array = np.broadcast_to(env[v.name], (batch,) + v.features)
-        out[v.name] = array if v.dtype == "bool" else round_fp16(array)
-    return out
+
+class Float16Emulation:
+    """The float16 arithmetic of the module docstring for `graph` with weights stored in `fmt`, prepared once (the
+    stored weights) and run on any number of batches."""
+
+    def __init__(self, graph: Graph, fmt: WeightFormat = FP16):
+        self.graph = graph
+        self.scaled: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}  # LINEAR -> Q, s, b
+        emulated = FP16 if fmt.row_scales is None else fmt.vectors  # unscaled: the float16 kernels' weights
+        self.constants = dict(emulate_weights(graph, emulated).constants)
+        if fmt.row_scales is not None:
+            for node in graph.nodes:
+                if node.op is Op.LINEAR:
+                    weight = node.inputs[1]
+                    elements, scales = fmt.stored(graph.constants[weight], "matrix", f"matrix {weight!r}")
+                    bias = self.constants[node.inputs[2]] if len(node.inputs) > 2 else None
+                    self.scaled[node.name] = (fmt.decode(elements), scales, bias)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        env: dict[str, np.ndarray] = dict(self.constants)
+        env.update({name: round_fp16(x) for name, x in feeds.items()})
+        for node in self.graph.nodes:
+            inputs = [env[name] for name in node.inputs]
+            if node.op is Op.LINEAR:
+                x = round_fp16(inputs[0])
+                if node.name in self.scaled:
+                    elements, scales, bias = self.scaled[node.name]
+                    y = scaled_product(x, elements, scales)
+                    y = y if bias is None else round_fp16(y + bias)
+                else:
+                    y = round_fp16(ops.evaluate(Op.LINEAR, [x, *inputs[1:]], {}))
+                act = node.activation
+                env[node.outputs[0]] = y if act is None else ops.evaluate(act.op, [y], act.attrs)
+            else:
+                env[node.outputs[0]] = ops.evaluate(node.op, inputs, node.attrs)
+        batch = next(iter(feeds.values())).shape[0]
+        out = {}
+        for v in self.graph.outputs:
+            array = np.broadcast_to(env[v.name], (batch,) + v.features)
+            out[v.name] = array if v.dtype == "bool" else round_fp16(array)
+        return out
+
+
+def run_fp16_emulation(graph: Graph, feeds: Mapping[str, np.ndarray],
+                       fmt: WeightFormat = FP16) -> dict[str, np.ndarray]:
+    """What the float16 arithmetic above computes for `feeds`, with weights stored in `fmt` (float16 by default: the
+    oracle of the cooperative-vector backend)."""
+    return Float16Emulation(graph, fmt).run(feeds)

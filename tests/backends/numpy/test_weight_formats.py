@@ -1,6 +1,6 @@
 """Each weight format the numpy backend accepts is the one it interprets the model with: every Linear's weight and
-bias are the format's numpy emulation of the model's values (the same object the registry resolved), and the
-model reports the format's name."""
+bias are the format's numpy emulation of the model's values (the same object the registry resolved), or for a format
+with row scales its results are the float16 emulation of that format, and the model reports the format's name."""
 
 from __future__ import annotations
 
@@ -10,12 +10,17 @@ import pytest
 import coopnn
 from coopnn.backends.numpy.backend import NumpyBackend
 from coopnn.graph.ir import Op
-from tests.conftest import ROOT
+from coopnn.layouts.formats.emulation import run_fp16_emulation
+from tests.conftest import ROOT, random_feeds
 
 MODEL = ROOT / "models" / "mlp_3_64x2_3.onnx"
 
 
-@pytest.mark.parametrize("fmt", NumpyBackend.formats, ids=lambda f: f.name)
+UNSCALED = [f for f in NumpyBackend.formats if f.row_scales is None]
+SCALED = [f for f in NumpyBackend.formats if f.row_scales is not None]
+
+
+@pytest.mark.parametrize("fmt", UNSCALED, ids=lambda f: f.name)
 def test_the_interpreted_weights_are_the_formats_emulation(fmt):
     with coopnn.load(MODEL, backend="numpy", weights=fmt.name) as model:
         assert (model.weights, model.weight_format) == (fmt.name, fmt)
@@ -35,3 +40,15 @@ def test_the_formats_differ_where_the_weights_do_not_fit_the_narrower_one():
         graph = model.graph
     weight = graph.constants[next(node for node in graph.nodes if node.op is Op.LINEAR).inputs[1]]
     assert len({fmt.emulate(weight).tobytes() for fmt in NumpyBackend.formats}) == len(NumpyBackend.formats)
+
+
+@pytest.mark.parametrize("fmt", SCALED, ids=lambda f: f.name)
+def test_a_scaled_format_runs_its_float16_emulation(fmt):
+    with coopnn.load(MODEL, backend="numpy", weights=fmt.name) as model:
+        assert (model.weights, model.weight_format) == (fmt.name, fmt)
+        feeds = random_feeds(model, 300, seed=3)
+        got = model.run(feeds)
+    name = model.outputs[0].name
+    want = run_fp16_emulation(model.graph, feeds, fmt)[name]
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == np.float32 and not np.array_equal(want, run_fp16_emulation(model.graph, feeds)[name])
