@@ -6,15 +6,11 @@ User errors (a coopnn error, a missing or unreadable file) print one line and ex
 from __future__ import annotations
 
 import argparse
-import io
 import sys
-from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
+from coopnn.cli_arrays import OUTPUT_SUFFIXES, match_inputs, output_suffix, read_inputs, write_outputs
 from coopnn.cli_format import HelpFormatter
-from coopnn.disk_cache import write_atomic
 from coopnn.errors import CoopnnError
 from coopnn.layouts.formats import format_names
 from coopnn.tables import format_table
@@ -80,7 +76,8 @@ def _run_setup(p: argparse.ArgumentParser) -> None:
     from coopnn import backends
 
     _model_arg(p)
-    p.add_argument("--input", "-i", required=True, help=".npy (one input) or .npz keyed by input name")
+    p.add_argument("--input", "-i", required=True,
+                   help=".npy (one input), .npz keyed by input name, or FILE.npz:NAME (its array NAME, one input)")
     p.add_argument("--output", "-o", required=True,
                    help=f"{', '.join(OUTPUT_SUFFIXES)}: .npz keyed by output name, the others for one output "
                         "(.txt and .csv for one row per sample); written exactly there")
@@ -93,61 +90,15 @@ def _run_setup(p: argparse.ArgumentParser) -> None:
                         "one that matches no device is an error")
 
 
-def _read_inputs(path: str, model) -> object:
-    try:
-        data = np.load(path, allow_pickle=False)
-    except ValueError:
-        # numpy's own message advises allow_pickle=True, which would run code from an untrusted file
-        raise CoopnnError(f"cannot read input file {path!r}: it is not an .npy or .npz file of numbers (object "
-                          f"arrays and pickled data are never loaded)") from None
-    except OSError as e:
-        raise CoopnnError(f"cannot read input file {path!r}: {e}") from None
-    if isinstance(data, np.lib.npyio.NpzFile):
-        with data:
-            return {k: data[k] for k in data.files}
-    if len(model.inputs) != 1:
-        names = ", ".join(t.name for t in model.inputs)
-        raise CoopnnError(f"the model has several inputs ({names}): give an .npz keyed by input name")
-    return data
-
-
-OUTPUT_SUFFIXES = (".npy", ".npz", ".txt", ".csv")
-
-
-def _output_suffix(path: str) -> str:
-    suffix = Path(path).suffix.lower()
-    if suffix not in OUTPUT_SUFFIXES:
-        raise CoopnnError(f"cannot write {path!r}: give an output file ending in {', '.join(OUTPUT_SUFFIXES)}")
-    return suffix
-
-
-def _write_outputs(path: str, outputs) -> None:
-    """Write exactly `path` (through a temporary file and a rename): .npy, .npz (several outputs), or .txt / .csv
-    (one output of rows, as text)."""
-    suffix = _output_suffix(path)
-    if isinstance(outputs, dict) and suffix != ".npz":
-        raise CoopnnError(f"the model has several outputs ({', '.join(outputs)}): write them to an .npz file")
-    data = io.BytesIO()
-    if suffix == ".npz":
-        np.savez(data, **(outputs if isinstance(outputs, dict) else {"output": outputs}))
-    elif suffix == ".npy":
-        np.save(data, outputs)
-    else:
-        np.savetxt(data, np.asarray(outputs).reshape(len(outputs), -1), delimiter="," if suffix == ".csv" else " ")
-    try:
-        write_atomic(Path(path), data.getvalue(), make_folder=False)
-    except OSError as e:
-        raise CoopnnError(f"cannot write {path!r}: {e.strerror or e}") from None
-
-
 @command("run", "run a model on inputs from .npy/.npz and write the outputs", _run_setup)
 def cmd_run(args: argparse.Namespace) -> int:
     import coopnn
 
-    _output_suffix(args.output)  # refused before any work
+    output_suffix(args.output)  # both files checked before the model is loaded
+    arrays = read_inputs(args.input)
     with coopnn.load(args.model, backend=args.backend, weights=args.weights, device=args.device) as model:
-        outputs = model.run(_read_inputs(args.input, model))
-        _write_outputs(args.output, outputs)
+        outputs = model.run(match_inputs(arrays, [t.name for t in model.inputs], args.input))
+        write_outputs(args.output, outputs)
         print(f"wrote {args.output} ({model.backend})")
     return 0
 

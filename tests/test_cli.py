@@ -177,3 +177,14 @@ def test_an_untrusted_input_file_is_refused_without_advice_to_unpickle(tmp_path,
     assert main(["run", str(MLP), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"), "-b", "numpy"]) == 1
     err = capsys.readouterr().err
     assert "not an .npy or .npz file of numbers" in err and "allow_pickle" not in err
+
+
+def test_run_takes_one_named_array_of_an_npz_and_asks_which_otherwise(tmp_path, capsys):
+    x = np.random.default_rng(1).uniform(-1, 1, (4, 32)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", zeros=np.zeros_like(x), x=x)
+    args = ["-o", str(tmp_path / "y.npy"), "-b", "numpy"]
+    assert main(["run", str(MLP), "-i", str(tmp_path / "x.npz"), *args]) == 1
+    assert f"name one with --input {tmp_path / 'x.npz'}:NAME" in capsys.readouterr().err
+    assert main(["run", str(MLP), "-i", f"{tmp_path / 'x.npz'}:x", *args]) == 0
+    with coopnn.load(MLP, backend="numpy") as model:
+        np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), model.run(x))
