@@ -1,5 +1,6 @@
 """The portable backend's record: the portable SPIR-V target on any Vulkan 1.3 device (lavapipe included), with
-weights stored as float32 or float16 (widened to float32 as they are read)."""
+weights stored as float32 or float16 (widened to float32 as they are read), or as 8-bit floats with float16 row
+scales (run in their float16 arithmetic, emulated with float32 operations)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from coopnn.backends.base import Examined
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.fp32 import FORMAT as FP32
+from coopnn.layouts.formats.fp8_e4m3 import FORMAT as FP8_E4M3
+from coopnn.layouts.formats.fp8_e5m2 import FORMAT as FP8_E5M2
 from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES
 from coopnn.shaders.training.shader import BASE_FEATURES as TRAINING_FEATURES
 from coopnn.backends.portable.target import PortableTarget, pack_program
@@ -32,7 +35,7 @@ class PortableBackend:
     priority = 10
     description = "portable SPIR-V on any Vulkan 1.3 device, float32 arithmetic, one invocation per sample"
     target = PortableTarget()
-    formats = (FP32, FP16)
+    formats = (FP32, FP16, FP8_E4M3, FP8_E5M2)
     trains = True
     training_options: dict[str, tuple[str, ...]] = {}
     device_features = (frozenset({"vulkanMemoryModel"}).union(*(f.shader_features for f in formats))

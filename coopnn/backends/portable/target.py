@@ -2,8 +2,11 @@
 
 Each kernel vector is a private (Function-storage) array; instructions become loops over its components, `gemv`
 a pair of loops reading the weight buffer, `gather` unrolled copies. Arithmetic is float32; `weights="fp16"`
-stores weights as float16 (StorageBuffer16BitAccess, Float16) and widens them on load. Maxima, minima and clamps are
-written with ordered comparisons so that NaN propagates as numpy propagates it.
+stores weights as float16 (StorageBuffer16BitAccess, Float16) and widens them on load. The 8-bit float formats
+(weights with row scales) read the weight buffer as 32-bit words (`narrow_floats`) and follow their float16
+arithmetic step by step (`coopnn.layouts.formats.emulation`): inputs, each Linear's input, product, scaled product,
+biased result and the outputs rounded to float16. Maxima, minima and clamps are written with ordered comparisons so
+that NaN propagates as numpy propagates it.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ from __future__ import annotations
 from typing import Callable
 
 from coopnn.errors import CompileError
+from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.pack import WeightImage, pack
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
+from coopnn.shaders.targets.narrow_floats import NarrowFloats
 from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNARY, LOGICAL, TANH_LIMIT, numpy_pow
 
 # kernel instruction -> its lowering, an emitter method taking the instruction; every instruction of the table
@@ -54,6 +59,8 @@ class PortableEmitter:
         self.m, self.fn = self.frame.module, self.frame.main
         self.packed = packed if packed is not None else pack_program(program, weights)
         self.itemsize = weights.bits // 8
+        self.scaled = weights.row_scales is not None  # the float16 arithmetic of a scaled format
+        self.narrow = NarrowFloats(self.frame) if self.frame.weight_words else None
         self.binding_of = {b.name: b.index for b in self.bindings if b.role != "weights"}  # graph value or param
         self.arrays: dict[str, object] = {}  # kernel value -> Function-storage array variable
         self.splats: dict[str, object] = {}  # kernel value -> scalar constant id
@@ -89,10 +96,16 @@ class PortableEmitter:
     def weight(self, param: str, index):
         """Element `index` (u32 id, relative to the entry) of a constant parameter, widened to float32."""
         entry = self.packed.entry(param)
+        if self.narrow:
+            return self.narrow.read(entry.offset, weight_format(entry.dtype).storage, index)
         base = self.fn.emit("OpIAdd", self.frame.u32, self.frame.uint(entry.offset // self.itemsize), index)
         raw = self.fn.emit("OpLoad", self.frame.weight_scalar,
                            self.frame.element_pointer(0, base, self.frame.weight_scalar))
         return raw if self.itemsize == 4 else self.fn.emit("OpFConvert", self.frame.f32, raw)
+
+    def fp16(self, x):
+        """`x` rounded to float16 where the format's arithmetic is float16, else `x`."""
+        return self.narrow.round_fp16(x) if self.scaled else x
 
     def elementwise(self, instr: Instr, compute) -> None:
         """result[i] = compute(i) over the result's components."""
@@ -220,7 +233,7 @@ class PortableEmitter:
 
             def read(i):
                 index = self.fn.emit("OpIAdd", self.frame.u32, base, i)
-                return self.fn.emit("OpLoad", self.frame.f32, self.frame.element_pointer(binding, index))
+                return self.fp16(self.fn.emit("OpLoad", self.frame.f32, self.frame.element_pointer(binding, index)))
 
             self.elementwise(instr, read)
         else:
@@ -237,7 +250,7 @@ class PortableEmitter:
         base = self.sample_base(param.shape[0])
         with self.fn.for_range(self.frame.zero, self.frame.uint(param.shape[0])) as i:
             index = self.fn.emit("OpIAdd", self.frame.u32, base, i)
-            self.fn.emit("OpStore", self.frame.element_pointer(binding, index), self.component(value, i))
+            self.fn.emit("OpStore", self.frame.element_pointer(binding, index), self.fp16(self.component(value, i)))
 
     def store_tape(self, instr: Instr, binding: int) -> None:
         """Into the tape region of `instr.attrs` (`coopnn.shaders.training.layout`): sample-major or feature-major."""
@@ -257,6 +270,9 @@ class PortableEmitter:
     @lowers("gemv")
     def gemv(self, instr: Instr) -> None:
         """result[r] = bias[r] + sum over c of W[r, c] x[c], with W's transpose when `transpose` is set."""
+        if self.scaled:
+            self.scaled_gemv(instr)
+            return
         matrix, x = instr.args[0], instr.args[1]
         rows, cols = self.program.param(matrix).shape
         # index of W[r, c] is r * row_step + c * col_step in the stored row-major matrix
@@ -277,6 +293,37 @@ class PortableEmitter:
                 total = self.fn.emit("OpFAdd", f32, self.fn.emit("OpLoad", f32, accumulator), product)
                 self.fn.emit("OpStore", accumulator, total)
             self.store_component(instr.result, r, self.fn.emit("OpLoad", f32, accumulator))
+
+    def scaled_gemv(self, instr: Instr) -> None:
+        """A Linear in a scaled format's float16 arithmetic (`coopnn.layouts.formats.emulation`, steps 1 to 3):
+        p = fp16(sum of Q[r, c] fp16(x[c]) in column order), t = fp16(p * scale[r]), result = fp16(t + bias[r])."""
+        if instr.attrs.get("transpose"):
+            raise CompileError("the portable target trains in float32; 8-bit float weights are for inference")
+        matrix, x = instr.args[0], instr.args[1]
+        rows, cols = self.program.param(matrix).shape
+        u32, f32 = self.frame.u32, self.frame.f32
+        rounded = f"{instr.result}.x16"
+        self.types[rounded] = self.types[x]
+        self.new_array(rounded)
+        with self.fn.for_range(self.frame.zero, self.frame.uint(cols)) as c:
+            self.store_component(rounded, c, self.fp16(self.component(x, c)))
+        entry = self.packed.entry(matrix)
+        accumulator = self.fn.variable(f32, name="acc")
+        self.new_array(instr.result)
+        with self.fn.for_range(self.frame.zero, self.frame.uint(rows)) as r:
+            self.fn.emit("OpStore", accumulator, self.f32(0.0))
+            row = self.fn.emit("OpIMul", u32, r, self.frame.uint(cols))
+            with self.fn.for_range(self.frame.zero, self.frame.uint(cols)) as c:
+                # each product is exact in float32, so a fused multiply-add sums the same
+                product = self.fn.emit("OpFMul", f32, self.weight(matrix, self.fn.emit("OpIAdd", u32, row, c)),
+                                       self.component(rounded, c))
+                self.fn.emit("OpStore", accumulator,
+                             self.fn.emit("OpFAdd", f32, self.fn.emit("OpLoad", f32, accumulator), product))
+            scale = self.narrow.read(entry.scale_offset, self.weights.row_scales.storage, r)
+            y = self.fp16(self.fn.emit("OpFMul", f32, self.fp16(self.fn.emit("OpLoad", f32, accumulator)), scale))
+            if len(instr.args) > 2:
+                y = self.fp16(self.fn.emit("OpFAdd", f32, y, self.weight(instr.args[2], r)))
+            self.store_component(instr.result, r, y)
 
     @lowers("reduce_sum", "reduce_max")
     def reduce(self, instr: Instr) -> None:

@@ -144,11 +144,15 @@ class ShaderFrame:
                  push_constants: tuple[PushConstant, ...] = PUSH_CONSTANTS):
         m = self.module = Module()
         self.f32, self.u32, self.bool = m.type_float(32), m.type_int(32, False), m.type_bool()
-        self.weight_scalar = m.type_float(weight_type_width)
+        # 8-bit floats have no plain storage type (one needs Float8EXT): their buffers are read as 32-bit words
+        # (`coopnn.shaders.targets.narrow_floats`)
+        self.weight_words = weight_type_width < 16
+        self.weight_scalar = self.u32 if self.weight_words else m.type_float(weight_type_width)
+        weight_stride = 4 if self.weight_words else weight_type_width // 8
         self.buffers: dict[int, object] = {}
         for b in bindings:
             scalar = self.weight_scalar if b.role == "weights" else self.f32
-            array = m.type_runtime_array(scalar, stride=weight_type_width // 8 if b.role == "weights" else 4)
+            array = m.type_runtime_array(scalar, stride=weight_stride if b.role == "weights" else 4)
             block = m.type_struct([array], offsets=[0], decorations=["Block"],
                                   name="Weights" if b.role == "weights" else "Samples")
             decorations = [("DescriptorSet", 0), ("Binding", b.index)]

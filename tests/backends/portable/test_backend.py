@@ -1,5 +1,5 @@
 """The portable backend on a real Vulkan device (lavapipe in CI) with the validation layer on: every zoo model
-against onnxruntime, batch splitting, auto selection, and a soak for leaks."""
+against onnxruntime and in each 8-bit float format against its emulation, batch splitting, auto selection, and a soak for leaks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import coopnn
-from tests.conftest import ROOT, ZOO, ort_run, random_feeds
+from coopnn.layouts.formats.emulation import run_fp16_emulation
+from tests.conftest import BENCHMARK_MLPS, ROOT, ZOO, ort_run, random_feeds
 from tests.devices import auto_backends
 
 pytestmark = pytest.mark.vulkan
@@ -70,6 +71,40 @@ def test_fp16_weights_match_an_fp16_rounded_reference():
     with coopnn.load(path, backend="numpy", weights="fp16") as reference:
         want = reference.run(x)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("weights", ["fp8_e4m3", "fp8_e5m2"])
+@pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
+def test_zoo_model_in_an_8_bit_format_is_its_float16_emulation_on_vulkan(path, weights):
+    """The shader decodes the 8-bit elements and follows the emulation's float16 steps in its order: bit for bit where
+    the model's other operators are exact in float32 (the benchmark MLPs, ReLU only), else within the float16
+    tolerance, as the shader's float32 transcendentals differ from numpy's in the last bit before rounding."""
+    with coopnn.load(path, backend="portable", weights=weights) as model:
+        feeds = random_feeds(model, 257, seed=5)
+        got = _as_dict(model, model.run(feeds))
+        assert model.device_messages == []
+        want = run_fp16_emulation(model.graph, feeds, model.weight_format)
+    assert set(got) == set(want)
+    for name in want:
+        if path.stem in BENCHMARK_MLPS:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path.stem}:{name}")
+        else:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-3, atol=2.5e-3, err_msg=f"{path.stem}:{name}")
+
+
+def test_8_bit_float_rounding_of_extreme_inputs_is_the_emulations():
+    """Inputs at float16's edges (subnormals, halfway points, beyond its range, NaN and infinities) are rounded by the
+    shader's integer float16 rounding exactly as numpy rounds them."""
+    path = ROOT / "models" / "mlp_3_64x2_3.onnx"
+    edges = np.array([0.0, -0.0, 1e-8, 2.98e-8, 2.99e-8, 6e-8, 3e-5, 6.1e-5, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11,
+                      2049.0, 65503.0, 65519.0, 65520.0, 1e6, np.inf, -np.inf, np.nan], np.float32)
+    rng = np.random.default_rng(4)
+    x = np.stack([rng.permutation(np.concatenate([edges, -edges]))[:3] for _ in range(400)])
+    with coopnn.load(path, backend="portable", weights="fp8_e4m3") as model:
+        got = model.run(x)
+        assert model.device_messages == []
+        want = run_fp16_emulation(model.graph, {model.inputs[0].name: x}, model.weight_format)[model.outputs[0].name]
+    np.testing.assert_array_equal(got, want)
 
 
 def test_auto_takes_a_gpu_over_numpy_and_numpy_over_a_cpu_device():

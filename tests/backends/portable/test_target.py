@@ -1,4 +1,4 @@
-"""The portable target: every module it emits for the zoo passes spirv-val; golden dumps of two small kernels."""
+"""The portable target: every module it emits for the zoo, in every weight format, passes spirv-val; golden dumps of two small kernels."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from coopnn.backends.portable.backend import PortableBackend
 from coopnn.compiler import compile, compile_graph
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Activation, Graph, Node, Op, Value
@@ -28,7 +29,7 @@ def spirv_val(spirv: bytes, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize("weights", ["fp32", "fp16"])
+@pytest.mark.parametrize("weights", [f.name for f in PortableBackend.formats])
 @pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
 def test_every_zoo_module_passes_spirv_val(path, weights, tmp_path):
     program = compile(path, target="portable", weights=weights)

@@ -1,0 +1,106 @@
+"""Narrow floats in plain SPIR-V: reading 8- and 16-bit float elements out of a weight buffer of 32-bit words and
+widening them to float32, and rounding float32 to float16 values (kept in float32), both exactly and with integer
+operations only, so they need no device feature (no 8-bit storage, Float8EXT, Float16 or 16-bit storage) and do not
+depend on a driver's conversion rounding mode: what the 8-bit float weight formats need on the portable target.
+
+Widening follows the element's bits (sign, exponent, mantissa; subnormals; E4M3fn's NaN at S.1111.111 and no
+infinities, the IEEE-like formats' infinities and NaNs); rounding is to nearest even, beyond float16's range to
+infinity, as numpy's float32 to float16 conversion (`coopnn.layouts.formats.fp16.round_fp16`).
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+# float32 bit patterns
+SIGN, MAGNITUDE, INFINITY, QUIET_NAN = 0x80000000, 0x7FFFFFFF, 0x7F800000, 0x7FC00000
+FP16_MIN_NORMAL = 0x38800000  # 2^-14
+FP16_OVERFLOW = 0x477FF000  # 65520: halfway from float16's largest (65504) to 2^16, where rounding reaches infinity
+
+
+class NarrowFloats:
+    """Emits the reads and roundings into the `main` of a `ShaderFrame` whose weight buffer is 32-bit words."""
+
+    def __init__(self, frame):
+        self.frame, self.fn, self.m = frame, frame.main, frame.module
+        self.u32, self.f32, self.bool = frame.u32, frame.f32, frame.bool
+
+    def op(self, opname: str, result_type, *operands):
+        return self.fn.emit(opname, result_type, *operands)
+
+    def u(self, value: int):
+        return self.frame.uint(value)
+
+    def bits_as_f32(self, bits: int):
+        return self.op("OpBitcast", self.f32, self.u(bits))
+
+    def read(self, byte_offset: int, storage: np.dtype, index):
+        """Element `index` (a u32 id) of an array of `storage` floats at `byte_offset` of the weight buffer, as
+        float32: the element's bits are cut out of the word holding them (little-endian, as numpy wrote them)."""
+        storage = np.dtype(storage)
+        step = index if storage.itemsize == 1 else self.op("OpIMul", self.u32, index, self.u(storage.itemsize))
+        byte = self.op("OpIAdd", self.u32, self.u(byte_offset), step)
+        word_index = self.op("OpShiftRightLogical", self.u32, byte, self.u(2))
+        word = self.op("OpLoad", self.u32, self.frame.element_pointer(0, word_index, self.u32))
+        shift = self.op("OpShiftLeftLogical", self.u32, self.op("OpBitwiseAnd", self.u32, byte, self.u(3)), self.u(3))
+        code = self.op("OpBitwiseAnd", self.u32, self.op("OpShiftRightLogical", self.u32, word, shift),
+                       self.u((1 << (8 * storage.itemsize)) - 1))
+        return self.decode(code, storage)
+
+    def decode(self, code, storage: np.dtype):
+        """The float32 value of the `storage` float whose bits are the low bits of the u32 `code`."""
+        info = ml_dtypes.finfo(storage)
+        e_bits, m_bits, bias = info.nexp, info.nmant, 1 - info.minexp
+        e_max, m_max = (1 << e_bits) - 1, (1 << m_bits) - 1
+        all_ones = np.array([e_max << m_bits], f"u{storage.itemsize}").view(storage).astype(np.float32)[0]
+        u32 = self.u32
+        exponent = self.op("OpBitwiseAnd", u32, self.op("OpShiftRightLogical", u32, code, self.u(m_bits)), self.u(e_max))
+        mantissa = self.op("OpBitwiseAnd", u32, code, self.u(m_max))
+        subnormal = self.op("OpIEqual", self.bool, exponent, self.u(0))
+        significand = self.op("OpSelect", u32, subnormal, mantissa,
+                              self.op("OpBitwiseOr", u32, mantissa, self.u(1 << m_bits)))
+        # value = significand * 2^(max(exponent, 1) - bias - m_bits); the power of two is a normal float32 for every
+        # format here, built from its bits, and the product is exact
+        scale_exponent = self.op("OpSelect", u32, subnormal, self.u(1), exponent)
+        power = self.op("OpBitcast", self.f32, self.op("OpShiftLeftLogical", u32, self.op(
+            "OpIAdd", u32, scale_exponent, self.u(127 - bias - m_bits)), self.u(23)))
+        value = self.op("OpFMul", self.f32, self.op("OpConvertUToF", self.f32, significand), power)
+        top = self.op("OpIEqual", self.bool, exponent, self.u(e_max))
+        if np.isinf(all_ones):  # IEEE-like: the top exponent holds infinity (mantissa 0) and NaNs
+            special = self.op("OpSelect", self.f32, self.op("OpIEqual", self.bool, mantissa, self.u(0)),
+                              self.bits_as_f32(INFINITY), self.bits_as_f32(QUIET_NAN))
+            value = self.op("OpSelect", self.f32, top, special, value)
+        else:  # E4M3fn: only S.1111.111 is NaN, the rest of the top exponent are numbers
+            nan = self.op("OpLogicalAnd", self.bool, top, self.op("OpIEqual", self.bool, mantissa, self.u(m_max)))
+            value = self.op("OpSelect", self.f32, nan, self.bits_as_f32(QUIET_NAN), value)
+        negative = self.op("OpINotEqual", self.bool, self.op("OpBitwiseAnd", u32, code,
+                                                             self.u(1 << (e_bits + m_bits))), self.u(0))
+        return self.op("OpSelect", self.f32, negative, self.op("OpFNegate", self.f32, value), value)
+
+    def round_fp16(self, x):
+        """float32 `x` rounded to the nearest float16 (ties to even), as float32."""
+        u32 = self.u32
+        bits = self.op("OpBitcast", u32, x)
+        sign = self.op("OpBitwiseAnd", u32, bits, self.u(SIGN))
+        magnitude = self.op("OpBitwiseAnd", u32, bits, self.u(MAGNITUDE))
+        # normal float16 range: drop 13 mantissa bits, adding just under half of them plus the kept lowest bit (a tie
+        # rounds up to even); a carry moves into the exponent, as it should
+        odd = self.op("OpBitwiseAnd", u32, self.op("OpShiftRightLogical", u32, magnitude, self.u(13)), self.u(1))
+        normal = self.op("OpBitwiseAnd", u32, self.op("OpIAdd", u32, magnitude, self.op("OpIAdd", u32, odd,
+                                                                                          self.u(0xFFF))),
+                         self.u(0xFFFFE000))
+        # below 2^-14 float16's spacing is 2^-24, float32's in [0.5, 1): adding 0.5 rounds to it (ties to even), and
+        # taking 0.5 away again is exact; NoContraction keeps a compiler from folding the pair away
+        half = self.m.constant(self.f32, 0.5)
+        shifted = self.op("OpFAdd", self.f32, self.op("OpBitcast", self.f32, magnitude), half)
+        tiny = self.op("OpFSub", self.f32, shifted, half)
+        for exact in (shifted, tiny):
+            self.m.decorate(exact, "NoContraction")
+        rounded = self.op("OpSelect", u32, self.op("OpUGreaterThanEqual", self.bool, magnitude, self.u(FP16_OVERFLOW)),
+                          self.u(INFINITY), normal)
+        rounded = self.op("OpSelect", u32, self.op("OpUGreaterThan", self.bool, magnitude, self.u(INFINITY)),
+                          magnitude, rounded)  # NaN stays NaN
+        rounded = self.op("OpSelect", u32, self.op("OpULessThan", self.bool, magnitude, self.u(FP16_MIN_NORMAL)),
+                          self.op("OpBitcast", u32, tiny), rounded)
+        return self.op("OpBitcast", self.f32, self.op("OpBitwiseOr", u32, rounded, sign))
