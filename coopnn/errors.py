@@ -40,6 +40,11 @@ class CompileError(CoopnnError):
     """A model cannot be compiled for the requested target (for example a shape the target does not support)."""
 
 
+class TensorAddressingError(CompileError):
+    """A tensor layout, tensor view or cooperative-matrix tensor load/store breaks a rule of SPV_NV_tensor_addressing
+    or SPV_NV_cooperative_matrix2, or reaches behaviour those specifications leave undefined."""
+
+
 class DeviceError(CoopnnError):
     """A Vulkan call failed while running work on the device; the message names the call and the Vulkan result."""
 
