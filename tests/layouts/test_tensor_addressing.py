@@ -9,7 +9,8 @@ import pytest
 
 from coopnn.errors import CompileError, TensorAddressingError
 from coopnn.layouts.tensor_addressing import (
-    ClampMode, TensorLayout, TensorView, load, matrix_coord_to_tensor_element, store, tensor_elements)
+    ClampMode, TensorLayout, TensorView, matrix_coord_to_tensor_element, tensor_elements)
+from coopnn.layouts.tensor_memory import load, store
 
 Q8_0 = np.dtype([("d", "<f2"), ("qs", "i1", 32)])  # llama.cpp's block_q8_0: an f16 scale and 32 int8
 
