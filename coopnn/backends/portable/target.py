@@ -4,14 +4,16 @@ Each kernel vector is a private (Function-storage) array; instructions become lo
 a pair of loops reading the weight buffer, `gather` unrolled copies. Arithmetic is float32; `weights="fp16"`
 stores weights as float16 (StorageBuffer16BitAccess, Float16) and widens them on load. The 8-bit float formats
 (weights with row scales) read the weight buffer as 32-bit words (`narrow_floats`) and follow their float16
-arithmetic step by step (`coopnn.layouts.formats.emulation`): inputs, each Linear's input, product, scaled product,
-biased result and the outputs rounded to float16. Maxima, minima and clamps are written with ordered comparisons so
-that NaN propagates as numpy propagates it.
+arithmetic step by step (`coopnn.layouts.formats.emulation`): inputs, each Linear's input (then in the element
+type), product, scaled product, biased result and the outputs rounded to float16. Maxima, minima and clamps are
+written with ordered comparisons so that NaN propagates as numpy propagates it.
 """
 
 from __future__ import annotations
 
 from typing import Callable
+
+import numpy as np
 
 from coopnn.errors import CompileError
 from coopnn.layouts.formats import weight_format
@@ -105,7 +107,7 @@ class PortableEmitter:
 
     def fp16(self, x):
         """`x` rounded to float16 where the format's arithmetic is float16, else `x`."""
-        return self.narrow.round_fp16(x) if self.scaled else x
+        return self.narrow.round_to(x, np.float16, saturate=False) if self.scaled else x
 
     def elementwise(self, instr: Instr, compute) -> None:
         """result[i] = compute(i) over the result's components."""
@@ -295,18 +297,20 @@ class PortableEmitter:
             self.store_component(instr.result, r, self.fn.emit("OpLoad", f32, accumulator))
 
     def scaled_gemv(self, instr: Instr) -> None:
-        """A Linear in a scaled format's float16 arithmetic (`coopnn.layouts.formats.emulation`, steps 1 to 3):
-        p = fp16(sum of Q[r, c] fp16(x[c]) in column order), t = fp16(p * scale[r]), result = fp16(t + bias[r])."""
+        """A Linear in a scaled format's float16 arithmetic (`coopnn.layouts.formats.emulation`, steps 0 to 3):
+        p = fp16(sum of Q[r, c] x8[c] in column order) with x8 = fp16(x) in the element type,
+        t = fp16(p * scale[r]), result = fp16(t + bias[r])."""
         if instr.attrs.get("transpose"):
             raise CompileError("the portable target trains in float32; 8-bit float weights are for inference")
         matrix, x = instr.args[0], instr.args[1]
         rows, cols = self.program.param(matrix).shape
         u32, f32 = self.frame.u32, self.frame.f32
-        rounded = f"{instr.result}.x16"
+        rounded = f"{instr.result}.x8"
         self.types[rounded] = self.types[x]
         self.new_array(rounded)
         with self.fn.for_range(self.frame.zero, self.frame.uint(cols)) as c:
-            self.store_component(rounded, c, self.fp16(self.component(x, c)))
+            self.store_component(rounded, c, self.narrow.round_to(self.fp16(self.component(x, c)),
+                                                                  self.weights.storage, saturate=True))
         entry = self.packed.entry(matrix)
         accumulator = self.fn.variable(f32, name="acc")
         self.new_array(instr.result)

@@ -1,11 +1,12 @@
 """Narrow floats in plain SPIR-V: reading 8- and 16-bit float elements out of a weight buffer of 32-bit words and
-widening them to float32, and rounding float32 to float16 values (kept in float32), both exactly and with integer
-operations only, so they need no device feature (no 8-bit storage, Float8EXT, Float16 or 16-bit storage) and do not
-depend on a driver's conversion rounding mode: what the 8-bit float weight formats need on the portable target.
+widening them to float32, and rounding float32 to float16 or 8-bit float values (kept in float32), both exactly and
+with integer operations only, so they need no device feature (no 8-bit storage, Float8EXT, Float16 or 16-bit
+storage) and do not depend on a driver's conversion rounding mode: what the 8-bit float weight formats need on the portable target.
 
 Widening follows the element's bits (sign, exponent, mantissa; subnormals; E4M3fn's NaN at S.1111.111 and no
 infinities, the IEEE-like formats' infinities and NaNs); rounding is to nearest even, beyond float16's range to
-infinity, as numpy's float32 to float16 conversion (`coopnn.layouts.formats.fp16.round_fp16`).
+infinity, as numpy's float32 to float16 conversion (`coopnn.layouts.formats.fp16.round_fp16`), and for the 8-bit
+formats saturating, as their encoding (`coopnn.layouts.formats.fp8`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import numpy as np
 
 # float32 bit patterns
 SIGN, MAGNITUDE, INFINITY, QUIET_NAN = 0x80000000, 0x7FFFFFFF, 0x7F800000, 0x7FC00000
-FP16_MIN_NORMAL = 0x38800000  # 2^-14
-FP16_OVERFLOW = 0x477FF000  # 65520: halfway from float16's largest (65504) to 2^16, where rounding reaches infinity
 
 
 class NarrowFloats:
@@ -55,7 +54,8 @@ class NarrowFloats:
         e_max, m_max = (1 << e_bits) - 1, (1 << m_bits) - 1
         all_ones = np.array([e_max << m_bits], f"u{storage.itemsize}").view(storage).astype(np.float32)[0]
         u32 = self.u32
-        exponent = self.op("OpBitwiseAnd", u32, self.op("OpShiftRightLogical", u32, code, self.u(m_bits)), self.u(e_max))
+        exponent = self.op("OpBitwiseAnd", u32, self.op("OpShiftRightLogical", u32, code, self.u(m_bits)),
+                           self.u(e_max))
         mantissa = self.op("OpBitwiseAnd", u32, code, self.u(m_max))
         subnormal = self.op("OpIEqual", self.bool, exponent, self.u(0))
         significand = self.op("OpSelect", u32, subnormal, mantissa,
@@ -78,29 +78,44 @@ class NarrowFloats:
                                                              self.u(1 << (e_bits + m_bits))), self.u(0))
         return self.op("OpSelect", self.f32, negative, self.op("OpFNegate", self.f32, value), value)
 
-    def round_fp16(self, x):
-        """float32 `x` rounded to the nearest float16 (ties to even), as float32."""
+    def round_to(self, x, storage: np.dtype, saturate: bool):
+        """float32 `x` rounded to the nearest `storage` float (ties to even), as float32: beyond the format's range
+        to its largest finite value when `saturate` (the 8-bit formats' encoding, `np.clip` first), else to infinity
+        (numpy's float32 to float16 conversion); NaN stays NaN."""
+        info = ml_dtypes.finfo(storage)
+        dropped = 23 - info.nmant
+        largest = int(np.array(float(info.max), np.float32).view(np.uint32))
         u32 = self.u32
         bits = self.op("OpBitcast", u32, x)
         sign = self.op("OpBitwiseAnd", u32, bits, self.u(SIGN))
         magnitude = self.op("OpBitwiseAnd", u32, bits, self.u(MAGNITUDE))
-        # normal float16 range: drop 13 mantissa bits, adding just under half of them plus the kept lowest bit (a tie
+        is_nan = self.op("OpUGreaterThan", self.bool, magnitude, self.u(INFINITY))
+        if saturate:
+            beyond = self.op("OpLogicalAnd", self.bool, self.op("OpLogicalNot", self.bool, is_nan),
+                             self.op("OpUGreaterThan", self.bool, magnitude, self.u(largest)))
+            magnitude = self.op("OpSelect", u32, beyond, self.u(largest), magnitude)
+        # normal range: drop the low mantissa bits, adding just under half of them plus the kept lowest bit (a tie
         # rounds up to even); a carry moves into the exponent, as it should
-        odd = self.op("OpBitwiseAnd", u32, self.op("OpShiftRightLogical", u32, magnitude, self.u(13)), self.u(1))
-        normal = self.op("OpBitwiseAnd", u32, self.op("OpIAdd", u32, magnitude, self.op("OpIAdd", u32, odd,
-                                                                                          self.u(0xFFF))),
-                         self.u(0xFFFFE000))
-        # below 2^-14 float16's spacing is 2^-24, float32's in [0.5, 1): adding 0.5 rounds to it (ties to even), and
-        # taking 0.5 away again is exact; NoContraction keeps a compiler from folding the pair away
-        half = self.m.constant(self.f32, 0.5)
-        shifted = self.op("OpFAdd", self.f32, self.op("OpBitcast", self.f32, magnitude), half)
-        tiny = self.op("OpFSub", self.f32, shifted, half)
+        odd = self.op("OpBitwiseAnd", u32, self.op("OpShiftRightLogical", u32, magnitude, self.u(dropped)), self.u(1))
+        normal = self.op("OpBitwiseAnd", u32, self.op("OpIAdd", u32, magnitude, self.op(
+            "OpIAdd", u32, odd, self.u((1 << (dropped - 1)) - 1))), self.u((0xFFFFFFFF << dropped) & MAGNITUDE))
+        # below the smallest normal the spacing is 2^(minexp - nmant), float32's in [2^(minexp - nmant + 23), twice
+        # that): adding that power of two rounds to it (ties to even), and taking it away again is exact;
+        # NoContraction keeps a compiler from folding the pair away
+        magic = self.m.constant(self.f32, float(2.0 ** (info.minexp - info.nmant + 23)))
+        shifted = self.op("OpFAdd", self.f32, self.op("OpBitcast", self.f32, magnitude), magic)
+        tiny = self.op("OpFSub", self.f32, shifted, magic)
         for exact in (shifted, tiny):
             self.m.decorate(exact, "NoContraction")
-        rounded = self.op("OpSelect", u32, self.op("OpUGreaterThanEqual", self.bool, magnitude, self.u(FP16_OVERFLOW)),
-                          self.u(INFINITY), normal)
-        rounded = self.op("OpSelect", u32, self.op("OpUGreaterThan", self.bool, magnitude, self.u(INFINITY)),
-                          magnitude, rounded)  # NaN stays NaN
-        rounded = self.op("OpSelect", u32, self.op("OpULessThan", self.bool, magnitude, self.u(FP16_MIN_NORMAL)),
+        rounded = normal
+        if not saturate:
+            # halfway from the largest finite value to the next power of two, where rounding reaches infinity
+            halfway = float(info.max) + 2.0 ** (info.maxexp - info.nmant - 2)
+            overflow = int(np.array(halfway, np.float32).view(np.uint32))
+            rounded = self.op("OpSelect", u32, self.op("OpUGreaterThanEqual", self.bool, magnitude, self.u(overflow)),
+                              self.u(INFINITY), rounded)
+        rounded = self.op("OpSelect", u32, is_nan, magnitude, rounded)
+        smallest_normal = int(np.array(float(info.smallest_normal), np.float32).view(np.uint32))
+        rounded = self.op("OpSelect", u32, self.op("OpULessThan", self.bool, magnitude, self.u(smallest_normal)),
                           self.op("OpBitcast", u32, tiny), rounded)
         return self.op("OpBitcast", self.f32, self.op("OpBitwiseOr", u32, rounded, sign))
