@@ -1,5 +1,6 @@
 """SPIR-V module builder: grammar table (generated from SPIRV-Headers), module/function building with symbolic ids,
-type and constant deduplication, capability inference, assembly to words, and a spirv-dis style text dump."""
+type and constant deduplication, capability inference, assembly to words, and a spirv-dis style text dump;
+cooperative_matrix2.py has typed helpers for tensor layouts, views, tensor loads and decode functions."""
 
 from coopnn.shaders.spirv.builder import Module
 from coopnn.shaders.spirv.disasm import disassemble

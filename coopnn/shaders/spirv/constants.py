@@ -48,6 +48,13 @@ class ConstantBuilder:
         self._constant_values[constant] = value
         return constant
 
+    def integer(self, value: int | Id) -> Id:
+        """An integer operand that instructions take as an id: an id is kept, an int becomes a 32-bit constant,
+        unsigned unless it is negative."""
+        if isinstance(value, Id):
+            return value
+        return self.constant(self.type_int(32, value < 0), value)
+
     def constant_value(self, constant: Id) -> Scalar:
         """The Python value a scalar constant was made from."""
         try:

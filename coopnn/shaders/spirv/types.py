@@ -1,8 +1,8 @@
 """Type declarations, deduplicated as they are created: asking twice for the same type gives the same id.
 
 Mixed into `Module` (builder.py), whose `_declare`, `decorate`, `member_decorate`, `name`, `member_name`,
-`constant` and `enum_constant` it uses. Aggregates (arrays, structs) are keyed with their decorations and names, since
-SPIR-V lets two of them differ only there (a Block struct and a plain one of the same members, say).
+`constant`, `integer` and `enum_constant` it uses. Aggregates (arrays, structs) are keyed with their decorations and
+names, since SPIR-V lets two of them differ only there (a Block struct and a plain one of the same members, say).
 """
 
 from __future__ import annotations
@@ -116,8 +116,7 @@ class TypeBuilder:
         return self.type("OpTypeVector", component, count)
 
     def type_array(self, element: Id, length: int | Id, *, stride: int | None = None) -> Id:
-        length_id = length if isinstance(length, Id) else self.constant(self.type_int(32, False), length)
-        return self.type("OpTypeArray", element, length_id, decorations=_stride(stride))
+        return self.type("OpTypeArray", element, self.integer(length), decorations=_stride(stride))
 
     def type_runtime_array(self, element: Id, *, stride: int | None = None) -> Id:
         return self.type("OpTypeRuntimeArray", element, decorations=_stride(stride))
@@ -156,15 +155,27 @@ class TypeBuilder:
         return self.type("OpTypeFunction", return_type, *parameter_types)
 
     def type_cooperative_vector_nv(self, component: Id, count: int | Id) -> Id:
-        count_id = count if isinstance(count, Id) else self.constant(self.type_int(32, False), count)
-        return self.type("OpTypeCooperativeVectorNV", component, count_id)
+        return self.type("OpTypeCooperativeVectorNV", component, self.integer(count))
 
     def type_cooperative_matrix_khr(self, component: Id, scope: str, rows: int | Id, columns: int | Id, use: str) -> Id:
-        """A KHR cooperative matrix; `scope` names a Scope ("Subgroup"), `use` a CooperativeMatrixUse."""
-        u32 = self.type_int(32, False)
-        rows_id, columns_id = (n if isinstance(n, Id) else self.constant(u32, n) for n in (rows, columns))
-        return self.type("OpTypeCooperativeMatrixKHR", component, self.enum_constant("Scope", scope), rows_id,
-                         columns_id, self.enum_constant("CooperativeMatrixUse", use))
+        """A KHR cooperative matrix; `scope` names a Scope ("Subgroup", or "Workgroup" with
+        SPV_NV_cooperative_matrix2, whose LocalSizeId constants must then be declared first), `use` a
+        CooperativeMatrixUse. Any rows and columns can be declared; which ones a device takes, it reports."""
+        return self.type("OpTypeCooperativeMatrixKHR", component, self.enum_constant("Scope", scope),
+                         self.integer(rows), self.integer(columns), self.enum_constant("CooperativeMatrixUse", use))
+
+    def type_tensor_layout_nv(self, dim: int, clamp_mode: str = "Undefined") -> Id:
+        """A tensor layout of `dim` dimensions (1 to 5); `clamp_mode` names a TensorClampMode."""
+        return self.type("OpTypeTensorLayoutNV", self.integer(dim), self.enum_constant("TensorClampMode", clamp_mode))
+
+    def type_tensor_view_nv(self, dim: int, has_dimensions: bool, permutation: Sequence[int] | None = None) -> Id:
+        """A tensor view of `dim` dimensions, with its own dimensions or the layout's span's, and the permutation
+        p0..p<dim-1> of its coordinates (identity when not given)."""
+        permutation = tuple(range(dim)) if permutation is None else tuple(permutation)
+        if sorted(permutation) != list(range(dim)):
+            raise SpirvBuildError(f"a tensor view's p0..p{dim - 1} must permute 0..{dim - 1}; got {permutation}")
+        return self.type("OpTypeTensorViewNV", self.integer(dim), self.constant(self.type_bool(), bool(has_dimensions)),
+                         *(self.integer(p) for p in permutation))
 
 
 def _stride(stride: int | None) -> tuple:

@@ -1,4 +1,5 @@
-"""The text dump: golden files for two modules, identical to spirv-dis, and read back by spirv-as to the same words.
+"""The text dump: golden files for four modules (two of them cooperative-matrix-2 ones), identical to spirv-dis, and
+read back by spirv-as to the same words.
 
 Regenerate the golden files after an intended change with `python -m tests.shaders.spirv.test_disasm`.
 """
@@ -11,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from coopnn.shaders.spirv import Module, SpirvBuildError, disassemble
+from tests.shaders.spirv.coopmat2_modules import q8_0_decode_shader, tensor_addressing_shader
 from tests.shaders.spirv.sample_modules import coopvec_layer_shader, exp_sum_shader
 
 GOLDEN = Path(__file__).parent / "golden"
-MODULES = {"exp_sum": exp_sum_shader, "coopvec_layer": coopvec_layer_shader}
+MODULES = {"exp_sum": exp_sum_shader, "coopvec_layer": coopvec_layer_shader,
+           "coopmat2_tensor_addressing": tensor_addressing_shader, "coopmat2_q8_0_decode": q8_0_decode_shader}
 
 
 def without_generator(text: str) -> str:
