@@ -1,10 +1,12 @@
-"""Accuracy of every zoo model in each float16-arithmetic weight format against float32 onnxruntime.
+"""Accuracy of every zoo model in each quantized or float16-arithmetic weight format against float32 onnxruntime.
 
-    python3 bench/weight_accuracy.py [--batch 4096] [--formats fp16,fp8_e4m3,fp8_e5m2]
+    python3 bench/weight_accuracy.py [--batch 4096] [--formats fp16,fp8_e4m3,fp8_e5m2,int8]
 
-Inputs uniform in [-1, 1] (seed 0). Each format runs its float16 emulation (`run_fp16_emulation`: what the numpy
-backend computes for fp8 and the portable shader reproduces, and for fp16 the oracle of the coopvec kernels).
-Prints a markdown table: per model and format, the largest absolute error over every output, and that error relative
+Inputs uniform in [-1, 1] (seed 0). Each float format runs its float16 emulation (`run_fp16_emulation`: what the
+numpy backend computes for fp8 and the portable shader reproduces, and for fp16 the oracle of the coopvec kernels);
+int8 runs its integer arithmetic (`IntegerEmulation`, what the numpy backend computes and the portable shader
+reproduces) with input scales measured on a separate calibration batch of the same distribution (seed 1, 4096
+samples). Prints a markdown table: per model and format, the largest absolute error over every output, and that error relative
 to the largest |output| of float32 (the worse output of a multi-output model).
 """
 
@@ -20,23 +22,41 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
 
 import coopnn  # noqa: E402
+from coopnn.graph.ir import Graph  # noqa: E402
 from coopnn.layouts.formats import weight_format  # noqa: E402
+from coopnn.layouts.formats.calibration import calibrated  # noqa: E402
 from coopnn.layouts.formats.emulation import run_fp16_emulation  # noqa: E402
+from coopnn.layouts.formats.integer import IntegerEmulation  # noqa: E402
+
+CALIBRATION_SAMPLES = 4096
+
+
+def uniform_inputs(graph: Graph, samples: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {v.name: rng.uniform(-1, 1, (samples,) + v.features).astype(np.float32) for v in graph.inputs}
+
+
+def emulate(graph: Graph, feeds: dict[str, np.ndarray], name: str) -> dict[str, np.ndarray]:
+    """What format `name` computes for `feeds` (a format that quantizes inputs calibrated first)."""
+    fmt = weight_format(name)
+    if fmt.input_quantization is not None:
+        fmt = calibrated(fmt, graph, uniform_inputs(graph, CALIBRATION_SAMPLES, seed=1))
+        return IntegerEmulation(graph, fmt).run(feeds)
+    return run_fp16_emulation(graph, feeds, fmt)
 
 
 def errors(path: Path, formats: list[str], batch: int) -> list[tuple[float, float]]:
     import onnxruntime as ort
 
     with coopnn.load(path, backend="numpy") as model:
-        rng = np.random.default_rng(0)
-        feeds = {t.name: rng.uniform(-1, 1, (batch,) + t.shape[1:]).astype(np.float32) for t in model.inputs}
         graph = model.graph
+    feeds = uniform_inputs(graph, batch, seed=0)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     reference = dict(zip(names, session.run(names, feeds)))
     row = []
     for name in formats:
-        got = run_fp16_emulation(graph, feeds, weight_format(name))
+        got = emulate(graph, feeds, name)
         worst_abs = worst_rel = 0.0
         for output, want in reference.items():
             if want.dtype == bool:
@@ -51,7 +71,7 @@ def errors(path: Path, formats: list[str], batch: int) -> list[tuple[float, floa
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=4096)
-    parser.add_argument("--formats", default="fp16,fp8_e4m3,fp8_e5m2")
+    parser.add_argument("--formats", default="fp16,fp8_e4m3,fp8_e5m2,int8")
     args = parser.parse_args(argv)
     formats = args.formats.split(",")
     print("| model | " + " | ".join(f"{f} max abs / rel" for f in formats) + " |")

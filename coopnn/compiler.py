@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 import onnx
 
@@ -15,6 +16,7 @@ from coopnn.shaders.kernel.printer import print_program
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import disassemble
 from coopnn.backends import target, target_format
+from coopnn.layouts.formats.calibration import calibrated
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.shaders.targets.base import Binary
 
@@ -57,16 +59,17 @@ class Program:
 
 
 def compile_graph(graph: Graph, *, target_name: str = "portable", weights: str | WeightFormat | None = None,
-                  workgroup_size: int = 64) -> Program:
-    fmt = target_format(target_name, weights)
+                  workgroup_size: int = 64, calibration: Any = None) -> Program:
+    fmt = calibrated(target_format(target_name, weights), graph, calibration)
     kernel = lower(graph)
     binary = target(target_name).compile(kernel, fmt, workgroup_size)
     return Program(graph, kernel, binary, print_program(kernel, workgroup_size))
 
 
 def compile(model: str | os.PathLike | bytes | onnx.ModelProto, *, target: str = "portable", weights: str | None = None,
-            workgroup_size: int = 64) -> Program:
+            workgroup_size: int = 64, calibration: Any = None) -> Program:
     """Compile a model (path, bytes or ModelProto) for `target` ("portable", ...) with weights in format `weights`
-    (by default the target's own: float32 on portable, float16 on coopvec)."""
+    (by default the target's own: float32 on portable, float16 on coopvec); `calibration` as `coopnn.load` takes it,
+    for a format that quantizes inputs (int8)."""
     return compile_graph(optimize(import_model(model)), target_name=target, weights=weights,
-                         workgroup_size=workgroup_size)
+                         workgroup_size=workgroup_size, calibration=calibration)

@@ -26,6 +26,7 @@ from coopnn.graph.onnx.export import export_onnx
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.layouts.formats import weight_format
+from coopnn.layouts.formats.calibration import calibrated
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.interop import is_cuda_array
 from coopnn.interop.device_arrays import DeviceArray, run_on_device
@@ -329,8 +330,10 @@ def load(
 
     `weights="auto"` runs in float16 on a device with cooperative vectors when the model's float16 outputs stay within
     0.1% of their range from float32 on `calibration` (a batch of inputs; by default 4096 samples uniform in [-1, 1]),
-    and in float32 otherwise (`coopnn.backends.auto_weights`); "fp16" and "fp32" force a format. `model.weights` and
-    `model.backend_reason` say what was chosen and why.
+    and in float32 otherwise (`coopnn.backends.auto_weights`); "fp16", "fp32" and the other formats force one.
+    `weights="int8"` needs `calibration`: representative inputs (an array, or a dict of arrays by input name), from
+    which each Linear's input scale is measured (`coopnn.layouts.formats.calibration`); InputError without it.
+    `model.weights` and `model.backend_reason` say what was chosen and why.
     `parameters_file` (a safetensors file from `Model.save_parameters`) replaces every parameter by the tensor of the
     same stable name; ModelFormatError when it is unreadable or does not hold exactly the model's parameters.
     """
@@ -350,9 +353,7 @@ def prepare(graph: Graph, *, backend: str = "auto", weights: str | WeightFormat 
         fmt, examined = chosen.weights, chosen.examined
         reasons.append(chosen.reason)
     else:
-        fmt = weight_format(weights)
-        if calibration is not None:
-            raise InputError(f"calibration= is used by weights='auto' only; weights={fmt.name!r} was given")
+        fmt = calibrated(weight_format(weights), graph, calibration)
     choice = backends.choose(backend, graph, fmt, device, examined)
     if backend == "auto" and choice.backend.name == "numpy":
         log.warning("coopnn: no Vulkan backend runs %r faster here, using numpy (%s)", graph.name, choice.reason)

@@ -19,8 +19,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from coopnn.errors import InputError
 from coopnn.graph.ir import Graph
+from coopnn.layouts.formats.calibration import calibration_feeds
 from coopnn.layouts.formats.emulation import run_fp16_emulation
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
@@ -45,25 +45,6 @@ class WeightsChoice:
 def default_calibration(graph: Graph, samples: int = DEFAULT_CALIBRATION_SAMPLES, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     return {v.name: rng.uniform(-1.0, 1.0, (samples,) + v.features).astype(np.float32) for v in graph.inputs}
-
-
-def calibration_feeds(graph: Graph, calibration: Any) -> dict[str, np.ndarray]:
-    """The user's calibration batch as float32 arrays keyed by input name (InputError naming what is wrong)."""
-    names = [v.name for v in graph.inputs]
-    if not isinstance(calibration, Mapping):
-        if len(names) != 1:
-            raise InputError(f"calibration for a model with inputs {names}: pass a dict keyed by input name")
-        calibration = {names[0]: calibration}
-    if sorted(calibration) != sorted(names):
-        raise InputError(f"calibration names {sorted(calibration)}; the model's inputs are {names}")
-    feeds = {}
-    for v in graph.inputs:
-        array = np.asarray(calibration[v.name], dtype=np.float32)
-        if array.ndim != 1 + len(v.features) or array.shape[1:] != v.features or array.shape[0] < 1:
-            raise InputError(f"calibration for input {v.name!r} has shape {list(array.shape)}; expected "
-                             f"[samples, {', '.join(map(str, v.features))}]")
-        feeds[v.name] = array
-    return feeds
 
 
 def float16_error(graph: Graph, feeds: Mapping[str, np.ndarray]) -> float:

@@ -69,7 +69,8 @@ def test_error_measure_counts_non_finite_mismatches_as_the_whole_range(monkeypat
     assert precision.float16_error(graph, feeds) == 1.0
 
 
-def test_calibration_needs_auto():
-    with pytest.raises(InputError, match="calibration= is used by weights='auto' only"):
+def test_calibration_needs_auto_or_a_format_that_quantizes_inputs():
+    with pytest.raises(InputError, match=r"weights='fp32' takes no calibration=: it is for weights='auto' and for "
+                                         r"formats that quantize inputs \(int8\)"):
         coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="numpy", weights="fp32",
                     calibration=np.zeros((1, 3)))

@@ -12,9 +12,11 @@ import coopnn
 
 def check_weights_prepared_and_refreshed(model_path, backend: str, fmt,
                                          check_device_weights: Callable[[object, object], None]) -> None:
-    """Load `model_path` on `backend` in `fmt`, check the device weights, set new parameters, run, and check again."""
+    """Load `model_path` on `backend` in `fmt` (calibrated on the inputs where it quantizes them), check the device
+    weights, set new parameters, run, and check again."""
     x = np.random.default_rng(0).uniform(-1, 1, (65, 3)).astype(np.float32)
-    with coopnn.load(model_path, backend=backend, weights=fmt.name) as model:
+    calibration = x if fmt.input_quantization is not None else None
+    with coopnn.load(model_path, backend=backend, weights=fmt.name, calibration=calibration) as model:
         assert (model.backend, model.weights, model.weight_format) == (backend, fmt.name, fmt)
         check_device_weights(model, fmt)
         executable = model._executable

@@ -7,7 +7,8 @@ import pytest
 
 from coopnn.errors import CompileError
 from coopnn.layouts.formats import weight_format
-from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, pack, unpack
+from coopnn.layouts.formats.integer import quantize_layer
+from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, Layer, pack, unpack
 
 
 def _params():
@@ -69,3 +70,40 @@ def test_scaled_formats_store_row_scales_after_each_matrix_and_biases_in_float16
                    + [(e.scale_offset, e.scale_offset + 2 * e.shape[0]) for e in packed.entries.values()
                       if e.scale_offset is not None])
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "entries or scales overlap"
+
+
+@pytest.mark.parametrize("layout", ["row_major", "column_major"])
+def test_a_format_that_quantizes_inputs_stores_each_linear_as_one_entry(layout):
+    constants, roles = _params()
+    fmt = weight_format("int8")
+    layers = {"linear:a": Layer(constants["w0"], constants["b0"], 0.02), "linear:b": Layer(constants["w1"], None, 3.0)}
+    packed = pack({"c0": constants["c0"]}, roles, fmt, layout, layers=layers)
+    assert set(packed.entries) == {"c0", "linear:a", "linear:b"}
+    vector = packed.entry("c0")
+    assert (vector.dtype, vector.layout, vector.size) == ("fp32", "vector", 7 * 4)
+    np.testing.assert_array_equal(unpack(packed, "c0"), constants["c0"])
+    spans = [(vector.offset, vector.offset + vector.size)]
+    for name, layer in layers.items():
+        e, rows = packed.entry(name), layer.matrix.shape[0]
+        stored = quantize_layer(fmt, layer.matrix, layer.bias, layer.input_scale, name)
+        elements = stored.elements.T if layout == "column_major" else stored.elements
+        assert (e.dtype, e.layout, e.shape, e.size) == ("int8", layout, layer.matrix.shape, layer.matrix.size)
+        assert e.offset % MATRIX_ALIGNMENT == 0 and e.stride == elements.shape[1]
+        assert packed.data[e.offset:e.offset + e.size] == np.ascontiguousarray(elements).tobytes()
+        assert packed.data[e.scale_offset:e.scale_offset + 4 * rows] == stored.dequantization.tobytes()
+        assert packed.data[e.input_offset:e.input_offset + 4] == stored.multiplier.tobytes()
+        assert e.input_scale == np.float32(layer.input_scale)
+        spans += [(e.offset, e.offset + e.size), (e.scale_offset, e.scale_offset + 4 * rows),
+                  (e.input_offset, e.input_offset + 4)]
+        if layer.bias is None:
+            assert e.bias_offset is None
+        else:
+            assert packed.data[e.bias_offset:e.bias_offset + 4 * rows] == stored.bias.tobytes()
+            spans.append((e.bias_offset, e.bias_offset + 4 * rows))
+        assert all(o % VECTOR_ALIGNMENT == 0 for o in (e.scale_offset, e.input_offset))
+        # the weights come back up to the rounding of the dequantization scales
+        np.testing.assert_allclose(unpack(packed, name), layer.matrix, atol=np.abs(layer.matrix).max() / 254 * 1.001)
+    spans.sort()
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "entries overlap"
+    with pytest.raises(ValueError, match="entry 'c0' packed twice"):
+        pack({"c0": constants["c0"]}, roles, fmt, layout, layers={"c0": layers["linear:a"]})

@@ -1,7 +1,7 @@
 """The numpy backend's record: always available, the oracle for tests and the fallback where no Vulkan device
 exists; it trains with the numpy reverse mode (`coopnn.train.backward`). Unscaled formats run in float32 on weights
 rounded as the format stores them; the 8-bit float formats in their float16 arithmetic
-(`coopnn.layouts.formats.emulation`)."""
+(`coopnn.layouts.formats.emulation`), int8 in its integer arithmetic (`coopnn.layouts.formats.integer`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.layouts.formats.fp8_e4m3 import FORMAT as FP8_E4M3
 from coopnn.layouts.formats.fp8_e5m2 import FORMAT as FP8_E5M2
+from coopnn.layouts.formats.int8 import FORMAT as INT8
+from coopnn.layouts.formats.integer import IntegerEmulation
 
 
 class NumpyBackend:
@@ -22,7 +24,7 @@ class NumpyBackend:
     priority = 0
     description = "numpy reference interpreter (float32, CPU)"
     target = None
-    formats = (FP32, FP16, FP8_E4M3, FP8_E5M2)
+    formats = (FP32, FP16, FP8_E4M3, FP8_E5M2, INT8)
     trains = True
     training_options: dict[str, tuple[str, ...]] = {}
     device_features = frozenset()
@@ -37,6 +39,8 @@ class NumpyBackend:
         return None
 
     def prepare(self, graph: Graph, lowered, *, weights: WeightFormat, device) -> NumpyExecutable:
+        if weights.input_quantization is not None:
+            return NumpyExecutable(graph, IntegerEmulation(graph, weights).run)
         if weights.row_scales is not None:
             return NumpyExecutable(graph, Float16Emulation(graph, weights).run)
         return NumpyExecutable(emulate_weights(graph, weights))

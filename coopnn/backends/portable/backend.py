@@ -1,6 +1,7 @@
 """The portable backend's record: the portable SPIR-V target on any Vulkan 1.3 device (lavapipe included), with
-weights stored as float32 or float16 (widened to float32 as they are read), or as 8-bit floats with float16 row
-scales (run in their float16 arithmetic, emulated with float32 operations)."""
+weights stored as float32 or float16 (widened to float32 as they are read), as 8-bit floats with float16 row
+scales (run in their float16 arithmetic, emulated with float32 operations), or as int8 (run in its integer
+arithmetic with 32-bit integer operations)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.layouts.formats.fp8_e4m3 import FORMAT as FP8_E4M3
 from coopnn.layouts.formats.fp8_e5m2 import FORMAT as FP8_E5M2
+from coopnn.layouts.formats.int8 import FORMAT as INT8
 from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES
 from coopnn.shaders.training.shader import BASE_FEATURES as TRAINING_FEATURES
 from coopnn.backends.portable.target import PortableTarget, pack_program
@@ -35,7 +37,7 @@ class PortableBackend:
     priority = 10
     description = "portable SPIR-V on any Vulkan 1.3 device, float32 arithmetic, one invocation per sample"
     target = PortableTarget()
-    formats = (FP32, FP16, FP8_E4M3, FP8_E5M2)
+    formats = (FP32, FP16, FP8_E4M3, FP8_E5M2, INT8)
     trains = True
     training_options: dict[str, tuple[str, ...]] = {}
     device_features = (frozenset({"vulkanMemoryModel"}).union(*(f.shader_features for f in formats))

@@ -4,8 +4,9 @@ Each kernel vector is a private (Function-storage) array; instructions become lo
 a pair of loops reading the weight buffer, `gather` unrolled copies. Arithmetic is float32; `weights="fp16"`
 stores weights as float16 (StorageBuffer16BitAccess, Float16) and widens them on load. The 8-bit float formats
 (weights with row scales) read the weight buffer as 32-bit words (`narrow_floats`) and follow their float16
-arithmetic step by step (`coopnn.layouts.formats.emulation`): inputs, each Linear's input (then in the element
-type), product, scaled product, biased result and the outputs rounded to float16. Maxima, minima and clamps are
+arithmetic step by step (`coopnn.layouts.formats.emulation`): inputs, each Linear's input, product, scaled
+product, biased result and the outputs rounded to float16. int8 (a format that quantizes
+inputs) packs each Linear as one entry and runs its integer arithmetic (`integer_linear`). Maxima, minima and clamps are
 written with ordered comparisons so that NaN propagates as numpy propagates it.
 """
 
@@ -19,9 +20,11 @@ from coopnn.errors import CompileError
 from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.pack import WeightImage, pack
+from coopnn.backends.portable.integer_linear import integer_gemv, pack_layers
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
+from coopnn.shaders.targets.integer_words import IntegerWords
 from coopnn.shaders.targets.narrow_floats import NarrowFloats
 from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNARY, LOGICAL, TANH_LIMIT, numpy_pow
 
@@ -47,6 +50,8 @@ def componentwise(*ops: str):
 
 def pack_program(program: KernelProgram, weights: WeightFormat) -> WeightImage:
     """The program's matrices and vectors packed for the portable target in the `weights` format."""
+    if weights.input_quantization is not None:
+        return pack_layers(program, weights)
     return pack(program.constants, {p.name: p.role for p in program.params_of("matrix", "vector")}, weights)
 
 
@@ -61,7 +66,8 @@ class PortableEmitter:
         self.m, self.fn = self.frame.module, self.frame.main
         self.packed = packed if packed is not None else pack_program(program, weights)
         self.itemsize = weights.bits // 8
-        self.scaled = weights.row_scales is not None  # the float16 arithmetic of a scaled format
+        # the float16 arithmetic of a scaled format (one that quantizes inputs has an integer arithmetic instead)
+        self.scaled = weights.row_scales is not None and weights.input_quantization is None
         self.narrow = NarrowFloats(self.frame) if self.frame.weight_words else None
         self.binding_of = {b.name: b.index for b in self.bindings if b.role != "weights"}  # graph value or param
         self.arrays: dict[str, object] = {}  # kernel value -> Function-storage array variable
@@ -99,7 +105,10 @@ class PortableEmitter:
         """Element `index` (u32 id, relative to the entry) of a constant parameter, widened to float32."""
         entry = self.packed.entry(param)
         if self.narrow:
-            return self.narrow.read(entry.offset, weight_format(entry.dtype).storage, index)
+            storage = weight_format(entry.dtype).storage
+            if storage == np.float32:  # the constant vectors of int8
+                return IntegerWords(self.frame).float32(entry.offset, index)
+            return self.narrow.read(entry.offset, storage, index)
         base = self.fn.emit("OpIAdd", self.frame.u32, self.frame.uint(entry.offset // self.itemsize), index)
         raw = self.fn.emit("OpLoad", self.frame.weight_scalar,
                            self.frame.element_pointer(0, base, self.frame.weight_scalar))
@@ -272,6 +281,9 @@ class PortableEmitter:
     @lowers("gemv")
     def gemv(self, instr: Instr) -> None:
         """result[r] = bias[r] + sum over c of W[r, c] x[c], with W's transpose when `transpose` is set."""
+        if self.weights.input_quantization is not None:
+            integer_gemv(self, instr)
+            return
         if self.scaled:
             self.scaled_gemv(instr)
             return
@@ -297,20 +309,18 @@ class PortableEmitter:
             self.store_component(instr.result, r, self.fn.emit("OpLoad", f32, accumulator))
 
     def scaled_gemv(self, instr: Instr) -> None:
-        """A Linear in a scaled format's float16 arithmetic (`coopnn.layouts.formats.emulation`, steps 0 to 3):
-        p = fp16(sum of Q[r, c] x8[c] in column order) with x8 = fp16(x) in the element type,
-        t = fp16(p * scale[r]), result = fp16(t + bias[r])."""
+        """A Linear in a scaled format's float16 arithmetic (`coopnn.layouts.formats.emulation`, steps 1 to 3):
+        p = fp16(sum of Q[r, c] fp16(x[c]) in column order), t = fp16(p * scale[r]), result = fp16(t + bias[r])."""
         if instr.attrs.get("transpose"):
             raise CompileError("the portable target trains in float32; 8-bit float weights are for inference")
         matrix, x = instr.args[0], instr.args[1]
         rows, cols = self.program.param(matrix).shape
         u32, f32 = self.frame.u32, self.frame.f32
-        rounded = f"{instr.result}.x8"
+        rounded = f"{instr.result}.x16"
         self.types[rounded] = self.types[x]
         self.new_array(rounded)
         with self.fn.for_range(self.frame.zero, self.frame.uint(cols)) as c:
-            self.store_component(rounded, c, self.narrow.round_to(self.fp16(self.component(x, c)),
-                                                                  self.weights.storage, saturate=True))
+            self.store_component(rounded, c, self.fp16(self.component(x, c)))
         entry = self.packed.entry(matrix)
         accumulator = self.fn.variable(f32, name="acc")
         self.new_array(instr.result)

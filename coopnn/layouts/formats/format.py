@@ -3,24 +3,31 @@
 Every step after `weights=` is resolved (`coopnn.layouts.formats.weight_format`) takes this record, never the name:
 packing encodes with it (`stored`), shaders read `bits`-wide elements with its `shader_features`, the
 cooperative-vector driver converts its `component_type`, and the numpy oracle rounds with `emulate` (and, for a
-format with `row_scales`, follows the float16 arithmetic of `coopnn.layouts.formats.emulation`).
+format with `row_scales`, follows the float16 arithmetic of `coopnn.layouts.formats.emulation`, or for one with
+`input_quantization` the integer arithmetic of `coopnn.layouts.formats.integer`).
+
+A format that quantizes inputs needs one input scale per Linear, measured on calibration data
+(`coopnn.layouts.formats.calibration`): `calibrated` gives the format carrying them, equal to the format itself (so
+every backend that accepts the format accepts it calibrated), and `input_scale` reads one back.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 import numpy as np
 
-from coopnn.errors import CompileError
+from coopnn.errors import CompileError, InputError
 
 
 @dataclass(frozen=True)
 class RowScales:
-    """Matrices stored as `encode(W / scale[row])` with one float16 scale per output row, applied in float16 after the
-    product (`coopnn.layouts.formats.emulation` defines the order). A row's scale is the smallest float16 at which its
-    largest |weight| is stored at most `largest` (so nothing in the row saturates); a zero row gets scale 1."""
+    """Matrices stored as `encode(W / scale[row])` with one scale per output row, of type `storage`, applied after the
+    product (the 8-bit floats: float16, in float16, `coopnn.layouts.formats.emulation` defines the order; int8:
+    float32, `coopnn.layouts.formats.integer`). A row's scale is the smallest `storage` number at which its largest
+    |weight| is stored at most `largest` (so nothing in the row saturates); a zero row gets scale 1."""
 
     largest: float  # the value a row's largest |weight| is stored as (up to the rounding of its float16 scale)
     storage: np.dtype = np.dtype(np.float16)  # how scales are stored: float16, as the product they multiply
@@ -41,6 +48,34 @@ class RowScales:
         return scales.astype(np.float32)
 
 
+ACCUMULATOR_LIMIT = 2 ** 31 - 1  # the largest 32-bit integer, the accumulator's and the bias's type
+SMALLEST_INPUT_SCALE = float(np.finfo(np.float32).tiny)  # 2^-126: the multiplier 1 / s_x stays finite
+
+
+@dataclass(frozen=True)
+class InputQuantization:
+    """Each Linear's input quantized to the format's elements with one float32 scale per Linear, measured on
+    calibration data: the largest |value| seen reaching the Linear is stored as `largest`."""
+
+    largest: float
+
+    def scale(self, largest_value: float) -> float:
+        """The input scale s_x of a Linear whose input's largest finite |value| on the calibration data is
+        `largest_value` (`coopnn.layouts.formats.integer`)."""
+        rule = RowScales(self.largest, np.dtype(np.float32))
+        scale = rule.scales(np.array([[largest_value]], np.float32))[0]
+        return float(max(scale, np.float32(SMALLEST_INPUT_SCALE)))
+
+    @property
+    def max_columns(self) -> int:
+        """The most columns a Linear may have for its 32-bit integer sums to be exact."""
+        return ACCUMULATOR_LIMIT // int(self.largest) ** 2
+
+    def bias_limit(self, columns: int) -> int:
+        """The largest |b_q| for which acc + b_q stays a 32-bit integer."""
+        return ACCUMULATOR_LIMIT - int(self.largest) ** 2 * columns
+
+
 @dataclass(frozen=True)
 class WeightFormat:
     name: str  # what `weights=` and the manifest entries of a weight image (`layouts.pack.Entry.dtype`) call it
@@ -54,11 +89,30 @@ class WeightFormat:
     decode: Callable[[np.ndarray], np.ndarray]  # stored elements -> the float32 values they hold
     row_scales: RowScales | None = None  # matrices scaled per output row before encoding; None: stored as they are
     vector_format: WeightFormat | None = None  # how vectors (biases) are stored; None: in this format
+    # each Linear's input quantized to this format's elements with a scale from calibration data; None: inputs stay
+    # floats
+    input_quantization: InputQuantization | None = None
+    # the input scale of each Linear by node name, once calibrated (`calibrated`): data, as weights are, so not
+    # part of what the format is (equality, hash)
+    input_scales: Mapping[str, float] | None = field(default=None, compare=False, repr=False)
 
     @property
     def vectors(self) -> WeightFormat:
         """The format vectors (biases) are stored in."""
         return self.vector_format or self
+
+    def calibrated(self, input_scales: Mapping[str, float]) -> WeightFormat:
+        """This format carrying `input_scales` (node name -> the scale of that Linear's input)."""
+        return replace(self, input_scales=MappingProxyType({k: float(v) for k, v in input_scales.items()}))
+
+    def input_scale(self, layer: str) -> float:
+        """The input scale of Linear node `layer`; InputError when the format was not calibrated (for this graph)."""
+        if self.input_scales is None:
+            raise InputError(f"weights={self.name!r} has no input scales: load or compile with calibration=")
+        if layer not in self.input_scales:
+            raise InputError(f"weights={self.name!r} was calibrated for another model: it has no input scale for "
+                             f"Linear {layer!r}; calibrate again with calibration=")
+        return self.input_scales[layer]
 
     def emulate(self, weights: np.ndarray) -> np.ndarray:
         """float32 weights rounded to the values the format stores, as float32: the numpy oracle of packed weights,

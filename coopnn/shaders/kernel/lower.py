@@ -111,7 +111,9 @@ def _linear(lw: Lowerer, node: Node) -> str:
     outs = []
     for g in range(groups):
         row = lw.k.gather([source], [(0, g * cols + i) for i in range(cols)])
-        outs.append(lw.k.emit("gemv", VecType("f32", rows), (w, row) + ((b,) if b else ()), transpose=False))
+        # `layer`: where a weight format that quantizes inputs finds this Linear's input scale
+        outs.append(lw.k.emit("gemv", VecType("f32", rows), (w, row) + ((b,) if b else ()), transpose=False,
+                              layer=node.name))
     y = outs[0] if groups == 1 else lw.k.gather(outs, [(g, i) for g in range(groups) for i in range(rows)])
     act = node.activation
     return y if act is None else activations.apply(lw.k, act.op, y, act.attrs)

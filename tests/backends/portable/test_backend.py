@@ -1,6 +1,6 @@
 """The portable backend on a real Vulkan device (lavapipe in CI) with the validation layer on: every zoo model
-against onnxruntime and in each 8-bit float format against its emulation, batch splitting, auto selection, and a
-soak for leaks."""
+against onnxruntime and in each 8-bit format (the floats, int8) against its emulation, batch splitting, auto
+selection, and a soak for leaks."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 import coopnn
 from coopnn.layouts.formats.emulation import run_fp16_emulation
+from coopnn.layouts.formats.integer import IntegerEmulation
 from tests.conftest import BENCHMARK_MLPS, ROOT, ZOO, ort_run, random_feeds
 from tests.devices import auto_backends
 
@@ -115,6 +116,49 @@ def test_8_bit_float_rounding_of_extreme_inputs_is_the_emulations(weights):
         assert model.device_messages == []
         want = run_fp16_emulation(model.graph, {model.inputs[0].name: x}, model.weight_format)[model.outputs[0].name]
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
+def test_zoo_model_in_int8_is_its_integer_emulation_on_vulkan(path):
+    """The shader quantizes each Linear's input, sums 32-bit integer products and dequantizes as the emulation does
+    (`coopnn.layouts.formats.integer`): bit for bit where the model's other operators are exact in float32 (the
+    benchmark MLPs, ReLU only). Elsewhere the shader's float32 transcendentals differ from numpy's in the last bit,
+    which can move a quantized input by one step: within the tolerance of the float32 comparisons."""
+    with coopnn.load(path, backend="numpy") as reference:
+        calibration = random_feeds(reference, 2048, seed=1)
+    with coopnn.load(path, backend="portable", weights="int8", calibration=calibration) as model:
+        feeds = random_feeds(model, 257, seed=5)
+        got = _as_dict(model, model.run(feeds))
+        assert model.device_messages == []
+        want = IntegerEmulation(model.graph, model.weight_format).run(feeds)
+    assert set(got) == set(want)
+    for name in want:
+        if path.stem in BENCHMARK_MLPS or want[name].dtype == bool:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path.stem}:{name}")
+        else:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-3, atol=2.5e-3, err_msg=f"{path.stem}:{name}")
+
+
+def test_int8_quantization_of_extreme_inputs_is_the_emulations():
+    """Inputs at the quantization's edges (exact ties to even, the clamp at 127, beyond the calibrated range, tiny,
+    signed zeros, infinities and NaN) are quantized by the shader (multiply, RoundEven, clamp) exactly as numpy does;
+    a NaN input makes its sample NaN."""
+    path = ROOT / "models" / "mlp_3_64x2_3.onnx"
+    rng = np.random.default_rng(6)
+    calibration = rng.uniform(-0.99, 0.99, (100, 3)).astype(np.float32)
+    calibration[7] = 127 / 128  # the first Linear's input scale is 2^-7: its multiplier 128 makes exact ties
+    ties = (np.arange(-130, 130) + 0.5) / 128
+    edges = np.concatenate([ties, [0.0, -0.0, 1e-45, -1e-38, 127 / 128, 1.0, 1e30, np.inf, -np.inf, np.nan]])
+    x = np.stack([rng.permutation(edges)[:3] for _ in range(600)]).astype(np.float32)
+    with coopnn.load(path, backend="portable", weights="int8", calibration=calibration) as model:
+        assert model.weight_format.input_scale(model.graph.nodes[0].name) == 2.0 ** -7
+        got = model.run(x)
+        assert model.device_messages == []
+    with coopnn.load(path, backend="numpy", weights=model.weight_format) as reference:
+        want = reference.run(x)
+    np.testing.assert_array_equal(got, want)
+    nan = np.isnan(x).any(axis=1)
+    assert nan.any() and np.isnan(got[nan]).all() and not np.isnan(got[~nan]).any()
 
 
 def test_auto_takes_a_gpu_over_numpy_and_numpy_over_a_cpu_device():

@@ -9,11 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import coopnn
 from coopnn.backends.portable.backend import PortableBackend
 from coopnn.compiler import compile, compile_graph
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Activation, Graph, Node, Op, Value
-from tests.conftest import ZOO
+from coopnn.layouts.formats import weight_format
+from tests.conftest import ZOO, random_feeds
 
 GOLDEN = Path(__file__).parent / "golden"
 VALIDATED: list[str] = []
@@ -32,7 +34,11 @@ def spirv_val(spirv: bytes, tmp_path: Path) -> None:
 @pytest.mark.parametrize("weights", [f.name for f in PortableBackend.formats])
 @pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
 def test_every_zoo_module_passes_spirv_val(path, weights, tmp_path):
-    program = compile(path, target="portable", weights=weights)
+    calibration = None
+    if weight_format(weights).input_quantization is not None:
+        with coopnn.load(path, backend="numpy") as model:
+            calibration = random_feeds(model, 64)
+    program = compile(path, target="portable", weights=weights, calibration=calibration)
     spirv_val(program.spirv, tmp_path)
     VALIDATED.append(f"{path.stem}/{weights}")
     assert program.entry_point == "main" and program.workgroup_size == (64, 1, 1)

@@ -1,7 +1,8 @@
 """Each weight format the portable backend accepts reaches the device as that format stores it: the weight buffer
 read back from the device holds every matrix and vector of the kernel program encoded by the format (its width
-included), decoding to the format's numpy emulation (with a scaled format, its row scales beside each matrix), when the model is prepared and after new parameters are taken
-in place (`refresh`)."""
+included), decoding to the format's numpy emulation (with a scaled format, its row scales beside each matrix; with
+one that quantizes inputs, each Linear's elements, dequantization scales, integer bias and input multiplier), when
+the model is prepared and after new parameters are taken in place (`refresh`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import numpy as np
 import pytest
 
 from coopnn.backends.portable.backend import PortableBackend
+from coopnn.backends.portable.integer_linear import layer_entry
+from coopnn.layouts.formats.integer import quantize_layer
 from coopnn.shaders.kernel.lower import lower
 from tests.backends.weights_in_place import check_weights_prepared_and_refreshed
 from tests.conftest import ROOT
@@ -22,7 +25,33 @@ def validated(validated_device):
     """Every test here runs on the device with the validation layer on."""
 
 
+def _check_device_layers(model, fmt) -> None:
+    """A format that quantizes inputs: one entry per Linear, as `quantize_layer` stores it with the model's scales."""
+    executable = model._executable
+    program = lower(model.graph)
+    entries = executable.binary.weight_image.entries
+    gemvs = [i for i in program.body if i.op == "gemv"]
+    assert set(entries) == {layer_entry(i.attrs["layer"]) for i in gemvs} and len(entries) == 3
+    buffer = executable.weight_buffer
+    for instr in gemvs:
+        layer = instr.attrs["layer"]
+        entry = entries[layer_entry(layer)]
+        bias = program.constants[instr.args[2]] if len(instr.args) > 2 else None
+        stored = quantize_layer(fmt, program.constants[instr.args[0]], bias, model.weight_format.input_scale(layer),
+                                layer)
+        rows = entry.shape[0]
+        assert entry.dtype == fmt.name and entry.input_scale == stored.input_scale
+        assert buffer.download(np.uint8, entry.size, entry.offset).tobytes() == stored.elements.tobytes()
+        np.testing.assert_array_equal(buffer.download(np.float32, rows, entry.scale_offset), stored.dequantization)
+        np.testing.assert_array_equal(buffer.download(np.int32, rows, entry.bias_offset), stored.bias)
+        assert buffer.download(np.float32, 1, entry.input_offset)[0] == stored.multiplier
+    assert model.device_messages == []
+
+
 def _check_device_weights(model, fmt) -> None:
+    if fmt.input_quantization is not None:
+        _check_device_layers(model, fmt)
+        return
     executable = model._executable
     program = lower(model.graph)
     entries = executable.binary.weight_image.entries

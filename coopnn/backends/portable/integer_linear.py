@@ -1,0 +1,85 @@
+"""Weight formats that quantize inputs (int8) on the portable target: each Linear of the model packed as one entry
+of the weight buffer (`coopnn.layouts.pack.Layer`, named `layer_entry(node)`), and each `gemv` lowered to the integer
+arithmetic of `coopnn.layouts.formats.integer`, step by step: the input quantized once per product, 32-bit integer
+products summed in column order (exact in any order), the integer bias added, the sum converted to float32 and
+multiplied by the row's dequantization scale, NaN for a sample with NaN among the inputs. It matches the numpy
+backend bit for bit; the operators around it are the target's float32 ones.
+"""
+
+from __future__ import annotations
+
+from coopnn.errors import CompileError
+from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.pack import Layer, WeightImage, pack
+from coopnn.shaders.kernel.program import Instr, KernelProgram
+from coopnn.shaders.targets.integer_words import IntegerWords
+
+LAYER_PREFIX = "linear:"  # kernel parameters are named w0, b1, c2, ...: a Linear's entry never takes one's name
+
+
+def layer_entry(node: str) -> str:
+    """The weight-buffer entry of Linear node `node`."""
+    return LAYER_PREFIX + node
+
+
+def _layer(instr: Instr) -> str:
+    if instr.attrs.get("transpose"):
+        raise CompileError("the portable target trains in float32; int8 weights are for inference")
+    layer = instr.attrs.get("layer")
+    if layer is None:
+        raise CompileError("int8 weights need each product to name its Linear (a model's kernel program does)")
+    return layer
+
+
+def pack_layers(program: KernelProgram, weights: WeightFormat) -> WeightImage:
+    """The program's weights in `weights`: one entry per Linear, and the constant vectors other instructions load
+    (a bias only a product reads is stored in its Linear's entry)."""
+    roles = {p.name: p.role for p in program.params_of("matrix", "vector")}
+    loaded = {instr.args[0] for instr in program.body if instr.op == "load"}
+    layers = {}
+    for instr in program.body:
+        if instr.op == "gemv":
+            layer = _layer(instr)
+            matrix, _, *bias = instr.args
+            layers[layer_entry(layer)] = Layer(program.constants[matrix],
+                                               program.constants[bias[0]] if bias else None,
+                                               weights.input_scale(layer))
+    constants = {name: program.constants[name] for name in roles if name in loaded}
+    return pack(constants, roles, weights, layers=layers)
+
+
+def integer_gemv(emitter, instr: Instr) -> None:
+    """`instr` (a gemv) in the integer arithmetic, into `emitter` (a `PortableEmitter`)."""
+    entry = emitter.packed.entry(layer_entry(_layer(instr)))
+    x = instr.args[1]
+    rows, cols = entry.shape
+    frame, fn, m = emitter.frame, emitter.fn, emitter.m
+    words = IntegerWords(frame)
+    u32, s32, f32, bool_ = frame.u32, words.s32, frame.f32, frame.bool
+    multiplier = words.float32(entry.input_offset, frame.zero)
+    quantized = fn.variable(m.type_array(s32, frame.uint(cols)), name="q")
+    has_nan = fn.variable(bool_, name="nan")
+    element = m.type_pointer("Function", s32)
+    largest = int(emitter.weights.input_quantization.largest)
+    fn.emit("OpStore", has_nan, m.constant(bool_, False))
+    with fn.for_range(frame.zero, frame.uint(cols)) as c:
+        value = emitter.component(x, c)
+        fn.emit("OpStore", fn.emit("OpAccessChain", element, quantized, c), words.quantize(value, multiplier, largest))
+        fn.emit("OpStore", has_nan, fn.emit("OpLogicalOr", bool_, fn.emit("OpLoad", bool_, has_nan),
+                                             fn.emit("OpIsNan", bool_, value)))
+    any_nan = fn.emit("OpLoad", bool_, has_nan)
+    accumulator = fn.variable(s32, name="iacc")
+    emitter.new_array(instr.result)
+    with fn.for_range(frame.zero, frame.uint(rows)) as r:
+        fn.emit("OpStore", accumulator, m.constant(s32, 0))
+        row = fn.emit("OpIMul", u32, r, frame.uint(cols))
+        with fn.for_range(frame.zero, frame.uint(cols)) as c:
+            weight = words.int8(entry.offset, fn.emit("OpIAdd", u32, row, c))
+            product = fn.emit("OpIMul", s32, weight,
+                              fn.emit("OpLoad", s32, fn.emit("OpAccessChain", element, quantized, c)))
+            fn.emit("OpStore", accumulator, fn.emit("OpIAdd", s32, fn.emit("OpLoad", s32, accumulator), product))
+        total = fn.emit("OpLoad", s32, accumulator)
+        if entry.bias_offset is not None:
+            total = fn.emit("OpIAdd", s32, total, words.int32(entry.bias_offset, r))
+        y = fn.emit("OpFMul", f32, fn.emit("OpConvertSToF", f32, total), words.float32(entry.scale_offset, r))
+        emitter.store_component(instr.result, r, fn.emit("OpSelect", f32, any_nan, words.nan(), y))
