@@ -11,8 +11,9 @@ from typing import Callable
 
 from coopnn.cli_arrays import OUTPUT_SUFFIXES, match_inputs, output_suffix, read_inputs, write_outputs
 from coopnn.cli_format import HelpFormatter
-from coopnn.errors import CoopnnError
+from coopnn.errors import CoopnnError, InputError
 from coopnn.layouts.formats import format_names
+from coopnn.layouts.formats.calibration import quantizing_format_names
 from coopnn.tables import format_table
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
@@ -72,6 +73,27 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibration_arg(p: argparse.ArgumentParser, used_by: str) -> None:
+    p.add_argument("--calibration", default=None,
+                   help=f"representative inputs (.npy for one input, .npz keyed by input name, or FILE.npz:NAME) "
+                        f"{used_by}")
+
+
+def _calibration(args: argparse.Namespace):
+    """The arrays of --calibration (a one-array .npz as that array), or None; an InputError when --weights names a
+    format that quantizes inputs and no --calibration is given."""
+    if args.calibration is None:
+        if args.weights is not None and args.weights in quantizing_format_names():
+            raise InputError(f"--weights {args.weights} quantizes each Linear's input with a scale measured on "
+                             "calibration data: give --calibration FILE (.npy for one input, .npz keyed by input "
+                             "name) holding a few thousand representative inputs")
+        return None
+    arrays = read_inputs(args.calibration)
+    if isinstance(arrays, dict) and len(arrays) == 1:
+        return next(iter(arrays.values()))
+    return arrays
+
+
 def _run_setup(p: argparse.ArgumentParser) -> None:
     from coopnn import backends
 
@@ -88,15 +110,19 @@ def _run_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None,
                    help="Vulkan device index or name substring (default: COOPNN_DEVICE, else the preferred device); "
                         "one that matches no device is an error")
+    _calibration_arg(p, "from which --weights int8 measures each Linear's input scale, and on which --weights auto "
+                        "compares float16 with float32")
 
 
 @command("run", "run a model on inputs from .npy/.npz and write the outputs", _run_setup)
 def cmd_run(args: argparse.Namespace) -> int:
     import coopnn
 
-    output_suffix(args.output)  # both files checked before the model is loaded
+    output_suffix(args.output)  # the files checked before the model is loaded
     arrays = read_inputs(args.input)
-    with coopnn.load(args.model, backend=args.backend, weights=args.weights, device=args.device) as model:
+    calibration = _calibration(args)
+    with coopnn.load(args.model, backend=args.backend, weights=args.weights, device=args.device,
+                     calibration=calibration) as model:
         outputs = model.run(match_inputs(arrays, [t.name for t in model.inputs], args.input))
         write_outputs(args.output, outputs)
         print(f"wrote {args.output} ({model.backend})")
@@ -112,6 +138,7 @@ def _compile_setup(p: argparse.ArgumentParser) -> None:
                    help="SPIR-V binary, SPIR-V assembly, or the kernel program in the tensor language")
     p.add_argument("--weights", default=None, choices=format_names(),
                    help="weight format (default: the target's own: portable fp32, coopvec fp16)")
+    _calibration_arg(p, "from which --weights int8 measures each Linear's input scale")
     p.add_argument("--output", "-o", required=True, help="file to write")
 
 
@@ -119,7 +146,7 @@ def _compile_setup(p: argparse.ArgumentParser) -> None:
 def cmd_compile(args: argparse.Namespace) -> int:
     import coopnn
 
-    program = coopnn.compile(args.model, target=args.target, weights=args.weights)
+    program = coopnn.compile(args.model, target=args.target, weights=args.weights, calibration=_calibration(args))
     emitted = {"spirv": lambda: program.spirv, "spvasm": lambda: program.spvasm().encode(),
                "tl": lambda: program.text.encode()}[args.emit]()
     with open(args.output, "wb") as f:

@@ -188,3 +188,38 @@ def test_run_takes_one_named_array_of_an_npz_and_asks_which_otherwise(tmp_path, 
     assert main(["run", str(MLP), "-i", f"{tmp_path / 'x.npz'}:x", *args]) == 0
     with coopnn.load(MLP, backend="numpy") as model:
         np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), model.run(x))
+
+
+def test_run_and_compile_take_int8_with_a_calibration_file(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    x, calibration = rng.uniform(-1, 1, (9, 32)).astype(np.float32), rng.uniform(-1, 1, (500, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    np.savez(tmp_path / "calibration.npz", samples=calibration)  # one array, under any name
+    assert main(["run", str(MLP), "-i", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy"), "-b", "numpy",
+                 "--weights", "int8", "--calibration", str(tmp_path / "calibration.npz")]) == 0
+    with coopnn.load(MLP, backend="numpy", weights="int8", calibration=calibration) as model:
+        np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), model.run(x))
+    np.save(tmp_path / "calibration.npy", calibration)
+    out = tmp_path / "mlp.spv"
+    assert main(["compile", str(MLP), "--weights", "int8", "--calibration", str(tmp_path / "calibration.npy"),
+                 "-o", str(out)]) == 0
+    assert out.read_bytes() == coopnn.compile(MLP, weights="int8", calibration=calibration).spirv
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", str(MLP), "-i", "{x}", "-o", "{y}", "--weights", "int8"], "--weights int8 quantizes each Linear's input "
+                                                                       "with a scale measured on calibration data: "
+                                                                       "give --calibration FILE"),
+    (["compile", str(MLP), "--weights", "int8", "-o", "{y}"], "give --calibration FILE"),
+    (["compile", str(MLP), "--weights", "fp16", "--calibration", "{x}", "-o", "{y}"], "weights='fp16' takes no "
+                                                                                       "calibration="),
+    (["run", str(MLP), "-i", "{x}", "-o", "{y}", "--weights", "int8", "--calibration", "{bad}"],
+     "calibration for input 'x' has values that are not finite"),
+], ids=["run-without", "compile-without", "not-int8", "not-finite"])
+def test_calibration_errors_on_the_command_line_are_one_line(tmp_path, capsys, argv, message):
+    np.save(tmp_path / "x.npy", np.zeros((2, 32), np.float32))
+    np.save(tmp_path / "bad.npy", np.full((2, 32), np.nan, np.float32))
+    paths = {"{x}": tmp_path / "x.npy", "{y}": tmp_path / "y.npy", "{bad}": tmp_path / "bad.npy"}
+    assert main([str(paths.get(a, a)) for a in argv]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("coopnn: error: ") and message in err
