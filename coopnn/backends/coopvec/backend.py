@@ -20,6 +20,8 @@ from coopnn.graph.ir import Graph
 from coopnn.backends.coopvec.layouts import WeightPlan, pack_plan
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
+from coopnn.layouts.formats.fp8_e4m3 import FORMAT as FP8_E4M3
+from coopnn.layouts.formats.fp8_e5m2 import FORMAT as FP8_E5M2
 from coopnn.layouts.pack import WeightImage
 from coopnn.layouts.weight_cache import WeightImageCache
 from coopnn.runtime.executable import KernelExecutable, chosen_device, device_unavailable_reason
@@ -55,9 +57,10 @@ def _combination(c) -> tuple[str, ...]:
                                   c.bias_interpretation, c.result_type))
 
 
-def program_unsupported_reason(info, program: KernelProgram) -> str | None:
-    """None when the device lists every combination the program needs and holds its longest vector."""
-    needs = requirements(program)
+def program_unsupported_reason(info, program: KernelProgram, weights: WeightFormat = FP16) -> str | None:
+    """None when the device lists every combination the program needs with weights in `weights` and holds its
+    longest vector."""
+    needs = requirements(program, weights)
     support = info.cooperative_vector
     missing = needs.combinations - {_combination(c) for c in support.combinations}
     if missing:
@@ -74,19 +77,24 @@ def weight_cache() -> WeightImageCache:
     return WeightImageCache(cache_dir("weights"))
 
 
+def host_converter(context, fmt: WeightFormat):
+    """Converts a row-major matrix of `fmt` elements to the InferencingOptimal layout with the driver, on the host."""
+    from coopnn.backends.coopvec.driver import convert_on_host, matrix_format
+
+    def convert(matrix):
+        rows, columns = matrix.shape
+        return convert_on_host(context, matrix, matrix_format(fmt, rows, columns, "row_major", matrix.strides[0]),
+                               matrix_format(fmt, rows, columns, LAYOUT))
+
+    return convert
+
+
 def convert_weights(plan: WeightPlan, device: str | int | None) -> WeightImage:
     """The plan packed in the driver's InferencingOptimal layout, converted on the host by the device's driver."""
     from coopnn.runtime.vk.shared import open_context
-    from coopnn.backends.coopvec.driver import convert_on_host, matrix_format
 
     with open_context(device, features={"cooperativeVector"}) as context:
-        def convert(matrix):
-            rows, columns = matrix.shape
-            return convert_on_host(context, matrix,
-                                   matrix_format(plan.format, rows, columns, "row_major", matrix.strides[0]),
-                                   matrix_format(plan.format, rows, columns, LAYOUT))
-
-        return pack_plan(plan, LAYOUT, convert)
+        return pack_plan(plan, LAYOUT, host_converter(context, plan.format))
 
 
 def optimal_weights(plan: WeightPlan, device: str | int | None) -> WeightImage:
@@ -119,17 +127,28 @@ def prepare_coopvec(graph: Graph, program: KernelProgram, weights: WeightFormat,
 
 def convert_in_place(executable: KernelExecutable, plan: WeightPlan) -> bool:
     """New values for the executable's weights (a plan of the same matrices and biases), converted to
-    InferencingOptimal on the GPU by vkCmdConvertCooperativeVectorMatrixNV; False when the plan's layout or weight
-    format differs."""
+    InferencingOptimal on the GPU by vkCmdConvertCooperativeVectorMatrixNV (8-bit formats: on the host); False when
+    the plan's layout or weight format differs."""
     from coopnn.backends.coopvec.driver import repack
     from coopnn.runtime.vk.memory import HostAccess
 
     current = executable.binary.weight_image.entries
-    held = {name: (array.shape, plan.format.name) for name, array in {**plan.matrices, **plan.biases}.items()}
-    if {name: (entry.shape, entry.dtype) for name, entry in current.items()} != held:
-        return False
-    row_major = pack_plan(plan)
     context = executable.context
+    if plan.format.bits < 16:
+        # The H100 driver's device-side conversion into E4M3 or E5M2 (vkCmdConvertCooperativeVectorMatrixNV, driver
+        # 580) writes bytes that neither its host conversion nor the shader read as the matrix, from an 8-bit or a
+        # float16 source alike, while its host conversion is exact; so 8-bit weights are converted on the host
+        # (their row scales are chosen there anyway) and uploaded.
+        packed = pack_plan(plan, LAYOUT, host_converter(context, plan.format))
+        if dict(packed.entries) != dict(current):
+            return False
+        with executable.gate.exclusive():
+            executable.weight_buffer.upload(np.frombuffer(packed.data, np.uint8))
+        return True
+    row_major = pack_plan(plan)
+    if {name: (e.shape, e.dtype) for name, e in current.items()} != {
+            name: (e.shape, e.dtype) for name, e in row_major.entries.items()}:
+        return False
     source = context.create_buffer(len(row_major.data), HostAccess.NONE, device_address=True)
     try:
         source.upload(np.frombuffer(row_major.data, np.uint8))
@@ -146,7 +165,7 @@ class CoopvecBackend:
     description = ("cooperative vectors (VK_NV_cooperative_vector): float16 matrix-vector products on tensor cores, "
                    "one invocation per sample")
     target = CoopvecTarget()
-    formats = (FP16,)  # what its matrix-vector products multiply
+    formats = (FP16, FP8_E4M3, FP8_E5M2)  # what its matrix-vector products multiply
     trains = True
     training_options = {"gradients": GRADIENT_METHODS, "step": STEP_METHODS}
     device_features = FEATURES | {"bufferDeviceAddress"} | TRAINING_FEATURES
@@ -162,7 +181,7 @@ class CoopvecBackend:
             program = lower(graph)
         except CompileError as e:
             return Examined(str(e))
-        return Examined(program_unsupported_reason(chosen_device(device), program), program)
+        return Examined(program_unsupported_reason(chosen_device(device), program, weights), program)
 
     def auto_skip_reason(self, device) -> str | None:
         return None
@@ -180,10 +199,11 @@ class CoopvecBackend:
     def take_trained(self, executable: KernelExecutable, session) -> bool:
         """Convert the session's float16 row-major working weights into the model's InferencingOptimal weight buffer
         on the GPU (vkCmdConvertCooperativeVectorMatrixNV); False (the host path then) for another backend's
-        session."""
+        session, or a model whose weight format scales rows (its scales are chosen on the host)."""
         from coopnn.backends.coopvec.driver import repack
 
-        if not isinstance(session, CoopvecTrainingSession):
+        entries = executable.binary.weight_image.entries
+        if not isinstance(session, CoopvecTrainingSession) or any(e.scale_offset is not None for e in entries.values()):
             return False
         pairs = trained_entries(executable, session, session.layout.entries(FP16))
         if pairs is None:

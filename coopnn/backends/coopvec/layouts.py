@@ -1,95 +1,129 @@
 """Cooperative-vector weights: every matrix-vector product's matrix and bias in the model's weight format, padded,
 in one buffer.
 
-A `WeightPlan` holds the matrices and biases encoded in their weight format and padded to whole 16-byte groups of
-float16 components (odd sizes, 3 inputs say, get zero columns or rows), so every plain-layout row or column stride
-is a multiple of 16 bytes as the extension asks. The plan is packed either in a plain layout (row- or column-major with a stride, by `pack`) or in a
-driver-defined one (InferencingOptimal, TrainingOptimal) through a `convert` callable that stands for
-vkConvertCooperativeVectorMatrixNV; matrices sit at 64-byte offsets and biases at 16-byte ones. The `WeightImage`
-entries are the manifest: offset, size, padded shape, layout and type of each.
+A `WeightPlan` holds the matrices and biases encoded in their weight format and padded to whole 16-byte groups
+(odd sizes, 3 inputs say, get zero columns or rows): float16 vectors come in groups of 8 components, and a matrix of
+8-bit elements is padded to 16 in both directions, so every plain-layout row or column stride is a multiple of 16
+bytes as the extension asks. A scaled format (`WeightFormat.row_scales`: the 8-bit floats) keeps each matrix's float16
+row scales beside it (padded rows get scale 1). The plan is packed either in a plain layout (row- or column-major
+with a stride) or in a driver-defined one (InferencingOptimal, TrainingOptimal) through a `convert` callable that
+stands for vkConvertCooperativeVectorMatrixNV; matrices sit at 64-byte offsets, biases and scales at 16-byte ones. The
+`WeightImage` entries are the manifest: offset, size, padded shape, layout, type and scale offset of each.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
 
 from coopnn.layouts.formats.format import WeightFormat
-from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, Entry, WeightImage, align_up, pack
+from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, Entry, WeightImage, align_up
 
 # float16 components per 16 bytes: vector loads and stores, and plain-layout strides, come in these steps.
 COMPONENT_ALIGNMENT = 8
 PLAIN_LAYOUTS = ("row_major", "column_major")
 DRIVER_LAYOUTS = ("inferencing_optimal", "training_optimal")
+GROUP_BYTES = 16
 
 # Turns a row-major matrix of a plan (stored elements) into the bytes of a driver-defined layout (the driver's
 # conversion).
 Converter = Callable[[np.ndarray], bytes]
 
 
-def padded(n: int) -> int:
-    """`n` components rounded up to whole 16-byte groups of float16."""
-    return align_up(n, COMPONENT_ALIGNMENT)
+def padded(n: int, alignment: int = COMPONENT_ALIGNMENT) -> int:
+    """`n` components rounded up to whole groups of `alignment` (16 bytes of float16 by default)."""
+    return align_up(n, alignment)
+
+
+def matrix_alignment(fmt: WeightFormat) -> int:
+    """Elements per 16 bytes of `fmt`, at least a float16 vector's group: what a matrix's sides are padded to."""
+    return max(COMPONENT_ALIGNMENT, GROUP_BYTES * 8 // fmt.bits)
 
 
 @dataclass(frozen=True)
 class WeightPlan:
     """Padded matrices (rows x columns, row-major) and bias vectors by kernel parameter name, as the elements
-    `format` stores."""
+    `format` stores, and each matrix's float16 row scales where the format scales rows."""
 
     matrices: Mapping[str, np.ndarray]
     biases: Mapping[str, np.ndarray]
     format: WeightFormat
+    scales: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     def digest(self) -> str:
         """A hash of the format and every name, shape and value: what a cache of converted weights is keyed by."""
         h = hashlib.sha256(f"{self.format.name};".encode())
-        for kind, arrays in (("matrix", self.matrices), ("bias", self.biases)):
+        for kind, arrays in (("matrix", self.matrices), ("bias", self.biases), ("scales", self.scales)):
             for name, array in arrays.items():
                 h.update(f"{kind}:{name}:{array.shape};".encode())
                 h.update(array.tobytes())
         return h.hexdigest()
 
 
-def _pad(array: np.ndarray, shape: tuple[int, ...], fmt: WeightFormat) -> np.ndarray:
-    out = np.zeros(shape, np.float32)
-    out[tuple(slice(0, n) for n in array.shape)] = array
-    return fmt.encode(out)
+def _pad(stored: np.ndarray, shape: tuple[int, ...], fill=0) -> np.ndarray:
+    """`stored` elements in the top-left corner of an array of `shape` filled with `fill` (zero: every format's
+    +0 is all zero bits)."""
+    out = np.full(shape, fill, stored.dtype)
+    out[tuple(slice(0, n) for n in stored.shape)] = stored
+    return out
 
 
 def plan_weights(matrices: Mapping[str, np.ndarray], biases: Mapping[str, np.ndarray],
                  fmt: WeightFormat) -> WeightPlan:
-    """Encode float32 matrices and biases in format `fmt` and pad them to 16-byte groups."""
-    return WeightPlan(
-        {name: _pad(m, (padded(m.shape[0]), padded(m.shape[1])), fmt) for name, m in matrices.items()},
-        {name: _pad(b.reshape(-1), (padded(b.size),), fmt) for name, b in biases.items()}, fmt)
+    """Encode float32 matrices and biases in format `fmt` (matrices with their row scales where it scales them) and
+    pad them to 16-byte groups."""
+    alignment = matrix_alignment(fmt)
+    planned, scales = {}, {}
+    for name, matrix in matrices.items():
+        elements, row_scales = fmt.stored(matrix, "matrix", f"matrix {name!r}")
+        rows, columns = padded(matrix.shape[0], alignment), padded(matrix.shape[1], alignment)
+        planned[name] = _pad(elements, (rows, columns))
+        if row_scales is not None:
+            scales[name] = _pad(row_scales.astype(fmt.row_scales.storage), (rows,), fill=1)
+    planned_biases = {name: _pad(fmt.vectors.encode(b.reshape(-1)), (padded(b.size, alignment),))
+                      for name, b in biases.items()}
+    return WeightPlan(planned, planned_biases, fmt, scales)
+
+
+def _plain(matrix: np.ndarray, layout: str) -> tuple[bytes, int]:
+    """The bytes of `matrix` in a plain layout, and its stride (bytes between rows or columns)."""
+    stored = np.ascontiguousarray(matrix.T if layout == "column_major" else matrix)
+    return stored.tobytes(), stored.shape[1] * stored.itemsize
 
 
 def pack_plan(plan: WeightPlan, layout: str = "row_major", convert: Converter | None = None) -> WeightImage:
-    """The plan in one buffer: matrices in `layout`, biases as vectors, all in the plan's format.
+    """The plan in one buffer: matrices in `layout` (each followed by its row scales, if any), biases as vectors.
 
     Plain layouts are packed here; driver layouts need `convert`, whose output length is the entry's size.
     """
-    if layout in PLAIN_LAYOUTS:
-        arrays = {**plan.matrices, **plan.biases}
-        roles = {**{name: "matrix" for name in plan.matrices}, **{name: "vector" for name in plan.biases}}
-        return pack({name: plan.format.decode(a) for name, a in arrays.items()}, roles, plan.format, layout)
-    if layout not in DRIVER_LAYOUTS:
+    if layout not in PLAIN_LAYOUTS + DRIVER_LAYOUTS:
         raise ValueError(f"unknown cooperative-vector layout {layout!r}; supported: "
                          f"{', '.join(PLAIN_LAYOUTS + DRIVER_LAYOUTS)}")
-    if convert is None:
+    if layout in DRIVER_LAYOUTS and convert is None:
         raise ValueError(f"the {layout} layout is the driver's: pass `convert` (vkConvertCooperativeVectorMatrixNV)")
-    pieces = [(name, convert(m), m.shape, layout, MATRIX_ALIGNMENT) for name, m in plan.matrices.items()]
-    pieces += [(name, b.tobytes(), b.shape, "vector", VECTOR_ALIGNMENT) for name, b in plan.biases.items()]
-    entries, offset = {}, 0
-    for name, raw, shape, kind, alignment in pieces:
-        offset = align_up(offset, alignment)
-        entries[name] = Entry(name, offset, len(raw), tuple(shape), kind, plan.format.name)
-        offset += len(raw)
-    buffer = bytearray(align_up(max(offset, 4), VECTOR_ALIGNMENT))
-    for (_, raw, *_), entry in zip(pieces, entries.values()):
-        buffer[entry.offset:entry.offset + entry.size] = raw
+    chunks: list[tuple[int, bytes]] = []
+    entries, end = {}, 0
+
+    def place(raw: bytes, alignment: int) -> int:
+        nonlocal end
+        offset = align_up(end, alignment)
+        chunks.append((offset, raw))
+        end = offset + len(raw)
+        return offset
+
+    for name, matrix in plan.matrices.items():
+        raw, stride = _plain(matrix, layout) if layout in PLAIN_LAYOUTS else (convert(matrix), 0)
+        offset = place(raw, MATRIX_ALIGNMENT)
+        scale_offset = place(plan.scales[name].tobytes(), VECTOR_ALIGNMENT) if name in plan.scales else None
+        entries[name] = Entry(name, offset, len(raw), matrix.shape, layout, plan.format.name, stride, scale_offset)
+    for name, bias in plan.biases.items():
+        raw = bias.tobytes()
+        entries[name] = Entry(name, place(raw, VECTOR_ALIGNMENT), len(raw), bias.shape, "vector",
+                              plan.format.vectors.name)
+    buffer = bytearray(align_up(max(end, 4), VECTOR_ALIGNMENT))
+    for offset, raw in chunks:
+        buffer[offset:offset + len(raw)] = raw
     return WeightImage(bytes(buffer), entries)

@@ -1,9 +1,11 @@
 """The cooperative-vector target: SPIR-V 1.6 with SPV_NV_cooperative_vector, one invocation per sample.
 
 Each `gemv` is one OpCooperativeVectorMatrixMulAddNV (float16 input, matrix, bias and result; the driver turns the
-converged invocations of a subgroup into tensor-core work), reading matrices and biases from one float16 weight buffer
-at the offsets of its manifest (`coopnn.backends.coopvec.layouts`): InferencingOptimal where the backend converted them on the
-device's driver, row- or column-major with a stride otherwise. Inputs and outputs are float32 buffers (the host
+converged invocations of a subgroup into tensor-core work), reading matrices and biases from one weight buffer at the
+offsets of its manifest (`coopnn.backends.coopvec.layouts`): InferencingOptimal where the backend converted them on
+the device's driver, row- or column-major with a stride otherwise. With 8-bit float weights (input and matrix
+interpreted as E4M3 or E5M2) it is an OpCooperativeVectorMatrixMulNV followed by the row scales and the bias as
+float16 vector arithmetic. Inputs and outputs are float32 buffers (the host
 copies the user's arrays as they are), read and written with OpCooperativeVectorLoadNV/StoreNV where a sample's row is
 a whole number of 16-byte groups, component by component otherwise.
 
@@ -25,8 +27,11 @@ from typing import Callable
 import numpy as np
 
 from coopnn.errors import CompileError
-from coopnn.backends.coopvec.layouts import COMPONENT_ALIGNMENT, WeightPlan, pack_plan, padded, plan_weights
+from coopnn.backends.coopvec.layouts import (COMPONENT_ALIGNMENT, WeightPlan, matrix_alignment, pack_plan, padded,
+                                             plan_weights)
+from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.pack import WeightImage
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
@@ -36,9 +41,8 @@ from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNA
 
 LAYOUT_ENUMERANTS = {"row_major": "RowMajorNV", "column_major": "ColumnMajorNV",
                      "inferencing_optimal": "InferencingOptimalNV", "training_optimal": "TrainingOptimalNV"}
-# The type combination every matrix-vector product uses (vkGetPhysicalDeviceCooperativeVectorPropertiesNV's input
-# type, input, matrix and bias interpretations, result type), by VkComponentTypeKHR name.
-FLOAT16_COMBINATION = ("FLOAT16", "FLOAT16", "FLOAT16", "FLOAT16", "FLOAT16")
+# SPIR-V ComponentType (`MatrixInterpretation`) of each weight format's elements, by its VkComponentTypeKHR name
+INTERPRETATIONS = {"FLOAT16": "Float16NV", "FLOAT8_E4M3": "FloatE4M3NV", "FLOAT8_E5M2": "FloatE5M2NV"}
 FEATURES = frozenset({"cooperativeVector", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
 IO_BYTES_PER_COMPONENT = 2
 IO_VECTOR_ALIGNMENT = COMPONENT_ALIGNMENT * IO_BYTES_PER_COMPONENT  # bytes: OpCooperativeVectorLoadNV/StoreNV offsets
@@ -70,11 +74,19 @@ class Requirements:
     components: int  # the longest cooperative vector, padding included
 
 
-def requirements(program: KernelProgram) -> Requirements:
+def combination(weights: WeightFormat) -> tuple[str, ...]:
+    """The type combination every matrix-vector product uses with weights in `weights`
+    (vkGetPhysicalDeviceCooperativeVectorPropertiesNV's input type, input, matrix and bias interpretations, result
+    type, by VkComponentTypeKHR name): a float16 input interpreted as the matrix's type, float16 bias and result."""
+    matrix = weights.component_type
+    return "FLOAT16", matrix, matrix, weights.vectors.component_type, "FLOAT16"
+
+
+def requirements(program: KernelProgram, weights: WeightFormat = FP16) -> Requirements:
     sizes = [i.type.size for i in program.body if i.type is not None and i.type.dtype != "bool"]
     gemvs = [program.param(i.args[0]).shape for i in program.body if i.op == "gemv"]
-    sizes += [padded(n) for shape in gemvs for n in shape]
-    return Requirements(frozenset({FLOAT16_COMBINATION} if gemvs else ()), max(sizes, default=1))
+    sizes += [padded(n, matrix_alignment(weights)) for shape in gemvs for n in shape]
+    return Requirements(frozenset({combination(weights)} if gemvs else ()), max(sizes, default=1))
 
 
 class CoopvecEmitter:
@@ -247,29 +259,45 @@ class CoopvecEmitter:
 
     @lowers("gemv")
     def gemv(self, instr: Instr) -> Held:
+        """One matrix-vector product with its bias. A scaled format (8-bit floats) multiplies without the bias, then
+        applies the row scales and adds the bias as float16 vector arithmetic, in the order of the emulation
+        (`coopnn.layouts.formats.emulation`, steps 1 to 3)."""
         matrix = self.packed.entry(instr.args[0])
         rows, columns = matrix.shape
-        m, float16 = self.m, self.m.enum_constant("ComponentType", "Float16NV")
+        m = self.m
+        element = m.enum_constant("ComponentType", INTERPRETATIONS[weight_format(matrix.dtype).component_type])
         transpose = bool(instr.attrs.get("transpose"))
         if transpose:
             # the product with the stored rows x columns matrix's transpose: `rows` in, `columns` out
             rows, columns = columns, rows
         x = self.forms.padded_vector(self.held[instr.args[1]], columns)
         weights = self.array_pointer(0)
-        operands = [x, float16, weights, self.uint(matrix.offset), float16]
-        if len(instr.args) > 2:
-            operands += [weights, self.uint(self.packed.entry(instr.args[2]).offset), float16]
+        scaled = matrix.scale_offset is not None
+        bias = self.packed.entry(instr.args[2]) if len(instr.args) > 2 else None
+        operands = [x, element, weights, self.uint(matrix.offset), element]
+        fused_bias = bias is not None and not scaled
+        if fused_bias:
+            operands += [weights, self.uint(bias.offset), self.m.enum_constant("ComponentType", "Float16NV")]
         operands += [self.uint(rows), self.uint(columns),
                      m.enum_constant("CooperativeVectorMatrixLayout", LAYOUT_ENUMERANTS[matrix.layout]),
                      m.constant(self.boolean, transpose)]
         if matrix.stride:
             operands.append(self.uint(matrix.stride))
-        opname = "OpCooperativeVectorMatrixMulAddNV" if len(instr.args) > 2 else "OpCooperativeVectorMatrixMulNV"
-        y = self.fn.emit(opname, self.forms.vector_type("f16", rows), *operands)
+        opname = "OpCooperativeVectorMatrixMulAddNV" if fused_bias else "OpCooperativeVectorMatrixMulNV"
+        vector = self.forms.vector_type("f16", rows)
+        y = self.fn.emit(opname, vector, *operands)
+        if scaled:
+            y = self.fn.emit("OpFMul", vector, y, self.weight_vector(vector, matrix.scale_offset))
+            if bias is not None:
+                y = self.fn.emit("OpFAdd", vector, y, self.weight_vector(vector, bias.offset))
         if rows == instr.type.size:
             return self.vector_result(instr, "f16", y)
         return self.forms.from_scalars("f16", [self.fn.emit("OpCompositeExtract", self.f16, y, i)
                                                for i in range(instr.type.size)])
+
+    def weight_vector(self, vector_type, offset: int):
+        """The float16 vector at byte `offset` of the weight buffer (a bias or row scales)."""
+        return self.fn.emit("OpCooperativeVectorLoadNV", vector_type, self.array_pointer(0), self.uint(offset))
 
     @lowers(*ARITHMETIC)
     def arithmetic(self, instr: Instr) -> Held:

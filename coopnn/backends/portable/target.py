@@ -116,7 +116,7 @@ class PortableEmitter:
 
     def fp16(self, x):
         """`x` rounded to float16 where the format's arithmetic is float16, else `x`."""
-        return self.narrow.round_to(x, np.float16, saturate=False) if self.scaled else x
+        return self.narrow.round_fp16(x) if self.scaled else x
 
     def elementwise(self, instr: Instr, compute) -> None:
         """result[i] = compute(i) over the result's components."""

@@ -7,16 +7,17 @@ they leave; every other operator runs in float32 (`coopnn.graph.ops`). A LINEAR 
 
 - weights stored unscaled (fp16): y = fp16(W x + b), W and b as the format stores them, summed in float32;
 - weights with row scales (`WeightFormat.row_scales`: fp8_e4m3, fp8_e5m2), in this order, each step rounded:
-  0. x8 = the format's element rounding of x (`WeightFormat.emulate`: nearest even, saturating): the
-     cooperative-vector combinations for these formats (`f16/e4m3/e4m3/f16/f16`, `f16/e5m2/e5m2/f16/f16`) interpret
-     the float16 input as the matrix's 8-bit type, so the input is converted too;
-  1. p[r] = fp16(sum over c of Q[r, c] x8[c]), Q the stored (unscaled) elements: each product is exact in float32
-     (at most 4 + 4 significant bits), and they are summed in float32 in column order c = 0, 1, ..., from +0;
+  1. p[r] = fp16(sum over c of Q[r, c] x[c]), Q the stored (unscaled) elements: each product is exact in float32
+     (at most 4 + 11 significant bits), and they are summed in float32 in column order c = 0, 1, ..., from +0.
+     The input stays float16: the cooperative-vector combinations for these formats (`f16/e4m3/e4m3/f16/f16`,
+     `f16/e5m2/e5m2/f16/f16`) name the 8-bit type as the input's interpretation, and SPV_NV_cooperative_vector
+     leaves that float conversion to the implementation ("preserves the value as accurately as reasonably
+     possible"); the H100's driver keeps every float16 input exactly (`tests/backends/coopvec/test_fp8.py` checks
+     all 63488 finite ones);
   2. t[r] = fp16(p[r] * s[r]), s the row's float16 scale;
   3. y[r] = fp16(t[r] + b[r]), b the float16 bias (no bias: y = t);
   then its activation in float32. The portable shader follows the same steps and order, so it matches bit for bit
-  (its float32 operators aside); cooperative-vector hardware sums step 1 in its own order and converts step 0 with
-  its own conversion (the H100's: `tests/backends/coopvec/test_weight_formats.py` compares it over every float16).
+  (its float32 operators aside); cooperative-vector hardware sums step 1 in its own order.
 """
 
 from __future__ import annotations
@@ -41,9 +42,8 @@ def emulate_weights(graph: Graph, fmt: WeightFormat) -> Graph:
     return graph.replace(constants=constants)
 
 
-def scaled_product(x: np.ndarray, elements: np.ndarray, scales: np.ndarray, fmt: WeightFormat) -> np.ndarray:
-    """Steps 0 to 2 above: fp16(fp16(Q fmt(x)) * s) for float16-valued x (..., columns) and decoded elements Q."""
-    x = fmt.emulate(x)
+def scaled_product(x: np.ndarray, elements: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """Steps 1 and 2 above: fp16(fp16(Q x) * s) for float16-valued x (..., columns) and decoded elements Q."""
     acc = np.zeros(x.shape[:-1] + (elements.shape[0],), np.float32)
     with np.errstate(invalid="ignore", over="ignore"):  # infinities and NaN propagate as on the GPU
         for c in range(elements.shape[1]):
@@ -57,7 +57,6 @@ class Float16Emulation:
 
     def __init__(self, graph: Graph, fmt: WeightFormat = FP16):
         self.graph = graph
-        self.format = fmt
         self.scaled: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}  # LINEAR -> Q, s, b
         emulated = FP16 if fmt.row_scales is None else fmt.vectors  # unscaled: the float16 kernels' weights
         self.constants = dict(emulate_weights(graph, emulated).constants)
@@ -78,7 +77,7 @@ class Float16Emulation:
                 x = round_fp16(inputs[0])
                 if node.name in self.scaled:
                     elements, scales, bias = self.scaled[node.name]
-                    y = scaled_product(x, elements, scales, self.format)
+                    y = scaled_product(x, elements, scales)
                     y = y if bias is None else round_fp16(y + bias)
                 else:
                     y = round_fp16(ops.evaluate(Op.LINEAR, [x, *inputs[1:]], {}))

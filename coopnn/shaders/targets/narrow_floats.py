@@ -1,12 +1,11 @@
 """Narrow floats in plain SPIR-V: reading 8- and 16-bit float elements out of a weight buffer of 32-bit words and
-widening them to float32, and rounding float32 to float16 or 8-bit float values (kept in float32), both exactly and
-with integer operations only, so they need no device feature (no 8-bit storage, Float8EXT, Float16 or 16-bit
-storage) and do not depend on a driver's conversion rounding mode: what the 8-bit float weight formats need on the portable target.
+widening them to float32, and rounding float32 to float16 values (kept in float32), both exactly and with integer
+operations only, so they need no device feature (no 8-bit storage, Float8EXT, Float16 or 16-bit storage) and do not
+depend on a driver's conversion rounding mode: what the 8-bit float weight formats need on the portable target.
 
 Widening follows the element's bits (sign, exponent, mantissa; subnormals; E4M3fn's NaN at S.1111.111 and no
 infinities, the IEEE-like formats' infinities and NaNs); rounding is to nearest even, beyond float16's range to
-infinity, as numpy's float32 to float16 conversion (`coopnn.layouts.formats.fp16.round_fp16`), and for the 8-bit
-formats saturating, as their encoding (`coopnn.layouts.formats.fp8`).
+infinity, as numpy's float32 to float16 conversion (`coopnn.layouts.formats.fp16.round_fp16`).
 """
 
 from __future__ import annotations
@@ -78,22 +77,15 @@ class NarrowFloats:
                                                              self.u(1 << (e_bits + m_bits))), self.u(0))
         return self.op("OpSelect", self.f32, negative, self.op("OpFNegate", self.f32, value), value)
 
-    def round_to(self, x, storage: np.dtype, saturate: bool):
-        """float32 `x` rounded to the nearest `storage` float (ties to even), as float32: beyond the format's range
-        to its largest finite value when `saturate` (the 8-bit formats' encoding, `np.clip` first), else to infinity
-        (numpy's float32 to float16 conversion); NaN stays NaN."""
-        info = ml_dtypes.finfo(storage)
+    def round_fp16(self, x):
+        """float32 `x` rounded to the nearest float16 (ties to even), as float32: beyond float16's range to infinity,
+        as numpy's conversion; NaN stays NaN."""
+        info = ml_dtypes.finfo(np.float16)
         dropped = 23 - info.nmant
-        largest = int(np.array(float(info.max), np.float32).view(np.uint32))
         u32 = self.u32
         bits = self.op("OpBitcast", u32, x)
         sign = self.op("OpBitwiseAnd", u32, bits, self.u(SIGN))
         magnitude = self.op("OpBitwiseAnd", u32, bits, self.u(MAGNITUDE))
-        is_nan = self.op("OpUGreaterThan", self.bool, magnitude, self.u(INFINITY))
-        if saturate:
-            beyond = self.op("OpLogicalAnd", self.bool, self.op("OpLogicalNot", self.bool, is_nan),
-                             self.op("OpUGreaterThan", self.bool, magnitude, self.u(largest)))
-            magnitude = self.op("OpSelect", u32, beyond, self.u(largest), magnitude)
         # normal range: drop the low mantissa bits, adding just under half of them plus the kept lowest bit (a tie
         # rounds up to even); a carry moves into the exponent, as it should
         odd = self.op("OpBitwiseAnd", u32, self.op("OpShiftRightLogical", u32, magnitude, self.u(dropped)), self.u(1))
@@ -107,15 +99,17 @@ class NarrowFloats:
         tiny = self.op("OpFSub", self.f32, shifted, magic)
         for exact in (shifted, tiny):
             self.m.decorate(exact, "NoContraction")
-        rounded = normal
-        if not saturate:
-            # halfway from the largest finite value to the next power of two, where rounding reaches infinity
-            halfway = float(info.max) + 2.0 ** (info.maxexp - info.nmant - 2)
-            overflow = int(np.array(halfway, np.float32).view(np.uint32))
-            rounded = self.op("OpSelect", u32, self.op("OpUGreaterThanEqual", self.bool, magnitude, self.u(overflow)),
-                              self.u(INFINITY), rounded)
-        rounded = self.op("OpSelect", u32, is_nan, magnitude, rounded)
-        smallest_normal = int(np.array(float(info.smallest_normal), np.float32).view(np.uint32))
-        rounded = self.op("OpSelect", u32, self.op("OpULessThan", self.bool, magnitude, self.u(smallest_normal)),
+        # halfway from the largest finite value to the next power of two, where rounding reaches infinity
+        overflow = float(info.max) + 2.0 ** (info.maxexp - info.nmant - 2)
+        rounded = self.op("OpSelect", u32, self.op("OpUGreaterThanEqual", self.bool, magnitude,
+                                                   self.u(float32_bits(overflow))), self.u(INFINITY), normal)
+        rounded = self.op("OpSelect", u32, self.op("OpUGreaterThan", self.bool, magnitude, self.u(INFINITY)),
+                          magnitude, rounded)  # NaN stays NaN
+        rounded = self.op("OpSelect", u32, self.op("OpULessThan", self.bool, magnitude,
+                                                   self.u(float32_bits(info.smallest_normal))),
                           self.op("OpBitcast", u32, tiny), rounded)
         return self.op("OpBitcast", self.f32, self.op("OpBitwiseOr", u32, rounded, sign))
+
+
+def float32_bits(value) -> int:
+    return int(np.array(float(value), np.float32).view(np.uint32))

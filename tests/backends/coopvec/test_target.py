@@ -13,7 +13,9 @@ from coopnn.errors import CompileError
 from coopnn.backends.coopvec.layouts import pack_plan
 from coopnn.shaders.spirv import disassemble
 from coopnn.backends import target
-from coopnn.backends.coopvec.target import FLOAT16_COMBINATION, requirements, weight_plan
+from coopnn.backends.coopvec.backend import CoopvecBackend
+from coopnn.backends.coopvec.target import combination, requirements, weight_plan
+from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from tests.conftest import ROOT, ZOO
 from tests.backends.portable.test_target import encoding, spirv_val, tiny_mlp
@@ -27,8 +29,8 @@ def _driver_double(matrix: np.ndarray) -> bytes:
     return matrix.tobytes() + bytes(64)
 
 
-def _packed(program, layout: str):
-    plan = weight_plan(program, FP16)
+def _packed(program, layout: str, fmt=FP16):
+    plan = weight_plan(program, fmt)
     return pack_plan(plan, layout, _driver_double if layout == "inferencing_optimal" else None)
 
 
@@ -37,15 +39,16 @@ def _counts(program, *opnames: str) -> dict[str, int]:
     return {op: sum(1 for line in lines if f" {op} " in f" {line} ") for op in opnames}
 
 
+@pytest.mark.parametrize("fmt", CoopvecBackend.formats, ids=lambda f: f.name)
 @pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
-def test_every_zoo_module_passes_spirv_val_in_every_layout(path, tmp_path):
-    program = compile(path, target="coopvec", weights="fp16")
+def test_every_zoo_module_passes_spirv_val_in_every_layout_and_format(path, fmt, tmp_path):
+    program = compile(path, target="coopvec", weights=fmt.name)
     assert program.binary.target == "coopvec" and program.workgroup_size == (64, 1, 1)
     assert [b.dtype for b in program.bindings[1:]] == ["f32"] * (len(program.bindings) - 1)
     for layout in ("row_major", "column_major", "inferencing_optimal"):
-        binary = target("coopvec").compile(program.kernel, FP16, 64, packed=_packed(program.kernel, layout))
+        binary = target("coopvec").compile(program.kernel, fmt, 64, packed=_packed(program.kernel, layout, fmt))
         spirv_val(binary.spirv, tmp_path)
-        VALIDATED.append(f"{path.stem}/{layout}")
+        VALIDATED.append(f"{path.stem}/{fmt.name}/{layout}")
 
 
 def test_report_validated_module_count(capsys):
@@ -91,15 +94,22 @@ def test_layout_and_stride_operands_follow_the_manifest(layout, enumerant, strid
     assert all(e.layout == (layout if len(e.shape) == 2 else "vector") for e in packed.entries.values())
 
 
-def test_requirements_name_the_float16_combination_and_the_longest_vector():
-    needs = requirements(compile(ROOT / "models" / "mlp_64_128x4_16.onnx").kernel)
-    assert needs.combinations == {FLOAT16_COMBINATION} and needs.components == 128
+def test_requirements_name_the_formats_combination_and_the_longest_vector():
+    kernel = compile(ROOT / "models" / "mlp_64_128x4_16.onnx").kernel
+    needs = requirements(kernel)
+    assert needs.combinations == {("FLOAT16",) * 5} and needs.components == 128
+    assert requirements(kernel, weight_format("fp8_e4m3")).combinations == {
+        ("FLOAT16", "FLOAT8_E4M3", "FLOAT8_E4M3", "FLOAT16", "FLOAT16")}
+    assert combination(weight_format("fp8_e5m2")) == ("FLOAT16", "FLOAT8_E5M2", "FLOAT8_E5M2", "FLOAT16", "FLOAT16")
+    # 8-bit matrices are padded to 16 elements a side, so a 3-wide input takes a 16-component vector
+    small = compile(ROOT / "models" / "mlp_3_64x2_3.onnx").kernel
+    assert requirements(small, weight_format("fp8_e4m3")).components == 64
     assert requirements(compile_graph(encoding()).kernel).combinations == frozenset()
     assert requirements(compile(ROOT / "models" / "mlp_3_64x2_3.onnx").kernel).components == 64
 
 
-def test_only_float16_weights():
-    with pytest.raises(CompileError, match="coopvec target stores weights as fp16, not 'fp32'"):
+def test_float32_weights_are_refused_naming_the_formats_it_takes():
+    with pytest.raises(CompileError, match="coopvec target stores weights as fp16 or fp8_e4m3 or fp8_e5m2, not 'fp32'"):
         compile_graph(tiny_mlp(), target_name="coopvec", weights="fp32")
 
 

@@ -1,7 +1,8 @@
 """Each weight format the coopvec backend accepts reaches the GPU as that format stores it: read back from the
 device, every matrix (converted from the driver's InferencingOptimal layout back to row-major by the driver) and
-every bias is the kernel program's value padded to 16-byte groups and encoded by the format, decoding to the format's
-numpy emulation; when the model is prepared and after new parameters are converted in place (`refresh`)."""
+every bias is the kernel program's value encoded by the format and padded to 16-byte groups, decoding to the format's
+numpy emulation (a scaled format: its elements and its row scales); when the model is prepared and after new
+parameters are converted in place (`refresh`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from coopnn.backends.coopvec.backend import CoopvecBackend
-from coopnn.backends.coopvec.layouts import padded
+from coopnn.backends.coopvec.layouts import matrix_alignment, padded
 from coopnn.shaders.kernel.lower import lower
 from tests.backends.weights_in_place import check_weights_prepared_and_refreshed
 from tests.conftest import ROOT
@@ -37,16 +38,28 @@ def _check_device_weights(model, fmt) -> None:
     gemvs = [i for i in program.body if i.op == "gemv"]
     assert set(entries) == {i.args[0] for i in gemvs} | {i.args[2] for i in gemvs if len(i.args) > 2}
     assert {e.layout for e in entries.values()} == {"inferencing_optimal", "vector"}
+    alignment = matrix_alignment(fmt)
     for name, entry in entries.items():
         values = np.asarray(program.constants[name], np.float32)
-        values = values.reshape(-1) if entry.layout == "vector" else values
-        assert entry.dtype == fmt.name and entry.shape == tuple(padded(n) for n in values.shape)
-        want = np.zeros(entry.shape, np.float32)
-        want[tuple(slice(0, n) for n in values.shape)] = values
+        role = "vector" if entry.layout == "vector" else "matrix"
+        values = values.reshape(-1) if role == "vector" else values
+        element_format = fmt if role == "matrix" else fmt.vectors
+        assert entry.dtype == element_format.name and entry.shape == tuple(padded(n, alignment) for n in values.shape)
+        elements, scales = fmt.stored(values, role)
+        want = np.zeros(entry.shape, element_format.storage)
+        want[tuple(slice(0, n) for n in values.shape)] = elements
         raw = executable.weight_buffer.download(np.uint8, entry.size, entry.offset).tobytes()
-        stored = _row_major(executable, fmt, entry, raw)
-        assert stored.tobytes() == fmt.encode(want).tobytes(), f"{fmt.name}: {name} on the GPU is not the encoding"
-        np.testing.assert_array_equal(fmt.decode(stored), fmt.emulate(want))
+        stored = _row_major(executable, element_format, entry, raw)
+        assert stored.tobytes() == want.tobytes(), f"{fmt.name}: {name} on the GPU is not the encoding"
+        if scales is None:
+            assert entry.scale_offset is None
+            np.testing.assert_array_equal(element_format.decode(stored)[tuple(slice(0, n) for n in values.shape)],
+                                          element_format.emulate(values))
+        else:
+            storage = fmt.row_scales.storage
+            device_scales = executable.weight_buffer.download(storage, entry.shape[0], entry.scale_offset)
+            np.testing.assert_array_equal(device_scales[:len(scales)], scales.astype(storage))
+            assert (device_scales[len(scales):] == 1).all(), "padded rows keep scale 1"
 
 
 @pytest.mark.parametrize("fmt", CoopvecBackend.formats, ids=lambda f: f.name)

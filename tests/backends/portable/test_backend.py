@@ -79,31 +79,25 @@ def test_fp16_weights_match_an_fp16_rounded_reference():
 @pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
 def test_zoo_model_in_an_8_bit_format_is_its_float16_emulation_on_vulkan(path, weights):
     """The shader decodes the 8-bit elements and follows the emulation's float16 steps in its order: bit for bit where
-    the model's other operators are exact in float32 (the benchmark MLPs, ReLU only). Elsewhere the shader's float32
-    transcendentals differ from numpy's in the last bit, which can move a Linear's input across an 8-bit rounding
-    boundary (a step of 2^-3 or 2^-2 of it): both are then roundings of the same float32 values, and they differ by
-    at most twice the format's own error (the emulation's largest deviation from float32 on this batch)."""
+    the model's other operators are exact in float32 (the benchmark MLPs, ReLU only), else within the float16
+    tolerance, as the shader's float32 transcendentals differ from numpy's in the last bit before rounding."""
     with coopnn.load(path, backend="portable", weights=weights) as model:
         feeds = random_feeds(model, 257, seed=5)
         got = _as_dict(model, model.run(feeds))
         assert model.device_messages == []
         want = run_fp16_emulation(model.graph, feeds, model.weight_format)
-    exact = ort_run(path, feeds)
     assert set(got) == set(want)
     for name in want:
         if path.stem in BENCHMARK_MLPS or want[name].dtype == bool:
             np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path.stem}:{name}")
-            continue
-        own_error = float(np.nanmax(np.abs(want[name].astype(np.float64) - exact[name])))
-        np.testing.assert_allclose(got[name], want[name], rtol=1e-3, atol=max(2 * own_error, 2.5e-3),
-                                   err_msg=f"{path.stem}:{name}")
+        else:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-3, atol=2.5e-3, err_msg=f"{path.stem}:{name}")
 
 
 @pytest.mark.parametrize("weights", ["fp8_e4m3", "fp8_e5m2"])
 def test_8_bit_float_rounding_of_extreme_inputs_is_the_emulations(weights):
-    """Inputs at float16's and the 8-bit type's edges (subnormals, halfway points, beyond the range, NaN and
-    infinities) are rounded by the shader's integer roundings (to float16, then saturating to the element type)
-    exactly as numpy and ml_dtypes round them."""
+    """Inputs at float16's edges (subnormals, halfway points, beyond its range, NaN and infinities) and products near
+    the 8-bit types' edges are rounded by the shader's integer float16 rounding exactly as numpy rounds them."""
     path = ROOT / "models" / "mlp_3_64x2_3.onnx"
     edges = np.array([0.0, -0.0, 1e-8, 2.98e-8, 2.99e-8, 6e-8, 3e-5, 6.1e-5, 1.0 + 2.0 ** -11, 1.0 + 3 * 2.0 ** -11,
                       2049.0, 65503.0, 65519.0, 65520.0, 1e6, np.inf, -np.inf, np.nan, 0.0019, 0.00293, 0.0137,

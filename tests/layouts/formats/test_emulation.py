@@ -58,15 +58,14 @@ def test_activations_and_later_operators_run_in_float32_until_the_output():
 
 
 @pytest.mark.parametrize("name", ["fp8_e4m3", "fp8_e5m2"])
-def test_a_scaled_format_rounds_the_input_then_the_product_then_the_scaled_product_then_the_biased_result(name):
+def test_a_scaled_format_rounds_the_product_then_the_scaled_product_then_the_biased_result(name):
     fmt = weight_format(name)
     w = np.array([[3.0, -0.37]], np.float32)
     b = np.array([1 / 3], np.float32)
     x = np.array([[0.3, -0.7], [1e-3, 2.0]], np.float32)
     got = run_fp16_emulation(_graph(w, b), {"x": x}, fmt)["h"]
     elements, scales = fmt.stored(w, "matrix")
-    q, xr = fmt.decode(elements), fmt.decode(fmt.encode(round_fp16(x)))  # the input in the element type
-    assert not np.array_equal(xr, round_fp16(x))
+    q, xr = fmt.decode(elements), round_fp16(x)  # the input stays float16
     p = round_fp16(xr[:, :1] * q[:, 0] + xr[:, 1:] * q[:, 1])  # exact products, summed in column order
     want = round_fp16(round_fp16(p * scales) + round_fp16(b))
     np.testing.assert_array_equal(got, want)
