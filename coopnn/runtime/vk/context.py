@@ -84,8 +84,10 @@ class ObjectOwner:
         self._closer()
 
     def _check_open(self) -> None:
+        """RuntimeError once closed; DeviceLostError once the device was lost (`device.DeviceHealth`)."""
         if self.closed:
             raise RuntimeError(f"this {type(self).__name__} is closed")
+        self.device.health.check()
 
     def __enter__(self):
         return self

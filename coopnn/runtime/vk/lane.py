@@ -5,7 +5,8 @@ A lane is used by one thread at a time (its owner holds it); lanes of one contex
 its own command pool, and they share the queue through the context's `queue_lock`, since vkQueueSubmit needs the queue
 externally synchronised. Waiting polls the fence briefly before sleeping in vkWaitForFences: a small dispatch finishes
 in microseconds, and waking from a blocking wait costs more than the dispatch. Every Vulkan result is checked and
-becomes a typed coopnn error.
+becomes a typed coopnn error; a lost device is recorded in the device's `DeviceHealth`, and every later submission on
+it fails at once.
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class Lane:
     def __init__(self, logical_device: Device, tracker: ObjectTracker, queue_lock: threading.Lock):
         device = logical_device.handle
         self.info = logical_device.info
+        self._health = logical_device.health
         self._device = device
         self._queue = logical_device.queue
         self._queue_lock = queue_lock
@@ -162,13 +164,14 @@ class Lane:
         `wait` = (timeline semaphore, value) holds the submission until the semaphore reaches the value; `signal` (an
         object with a timeline semaphore `handle` and the integer `value` it last reached) is signalled to its next
         value, counted up under the queue lock so that its values follow submission order. Both are for work shared
-        with another API (`coopnn.interop`)."""
+        with another API (`coopnn.interop`). DeviceLostError at once when the device was lost."""
+        self._health.check()
         check(vk, lib.vkResetFences(self._device, 1, self._fences), "vkResetFences")
         info = self._submit_info if wait is None and signal is None else self._timeline_submit_info(wait, signal)
         with self._queue_lock:
             if signal is not None:
                 self._timeline.signal_values[0] = signal.value + 1
-            check(vk, lib.vkQueueSubmit(self._queue, 1, info, self._fence), "vkQueueSubmit")
+            self._health.result(lib.vkQueueSubmit(self._queue, 1, info, self._fence), "vkQueueSubmit")
             if signal is not None:
                 signal.value += 1
         self.in_flight = True
@@ -187,7 +190,9 @@ class Lane:
             return
         try:
             self._wait_for_fence()
-        except CoopnnError:
+        except CoopnnError as e:
+            if isinstance(e, DeviceLostError):
+                self._health.record(e)
             with self._queue_lock:
                 lib.vkQueueWaitIdle(self._queue)  # its own failure changes nothing: the error is raised below
             self.in_flight = False
@@ -222,9 +227,9 @@ class Lane:
         """GPU time between the two timestamps of the finished submission (None without timestamps)."""
         if self._query_pool is None:
             return None
-        check(vk, lib.vkGetQueryPoolResults(self._device, self._query_pool, 0, 2, 16, self._timestamps, 8,
-                                            vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT),
-              "vkGetQueryPoolResults")
+        self._health.result(lib.vkGetQueryPoolResults(self._device, self._query_pool, 0, 2, 16, self._timestamps, 8,
+                                                      vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT),
+                            "vkGetQueryPoolResults")
         ticks = (self._timestamps[1] - self._timestamps[0]) & self._timestamp_mask
         return ticks * self.info.limits.timestamp_period_ns / 1e6
 

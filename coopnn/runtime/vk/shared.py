@@ -7,7 +7,9 @@ model's weight buffer, a trainer's buffers and a device array live in one VkDevi
 another on the GPU. It is closed when its last scope closes.
 
 A scope asking for something the live context was made without (declared after it was created) gets a new shared
-context that has it; the older one lives on for its scopes.
+context that has it; the older one lives on for its scopes. So does a context whose device was lost
+(`device.DeviceHealth`): its scopes fail with DeviceLostError, and a scope asked for after the loss (a model loaded
+again) gets a new device.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import threading
 import weakref
 from typing import Callable, Iterable
 
-from coopnn.errors import BackendUnavailableError
+from coopnn.errors import BackendUnavailableError, DeviceLostError
 from coopnn.runtime.vk.context import ObjectOwner, VulkanContext, list_devices
 from coopnn.runtime.vk.loader import load_vulkan
 from coopnn.runtime.vk.selection import select_device
@@ -70,8 +72,10 @@ class _Shared:
         self.context = context
         self.users = 0
 
-    def has(self, features: frozenset[str], extensions: frozenset[str]) -> bool:
-        return features <= self.context.device.features and extensions <= self.context.device.extensions
+    def serves(self, features: frozenset[str], extensions: frozenset[str]) -> bool:
+        """Whether a new scope asking for `features` and `extensions` may use this context."""
+        device = self.context.device
+        return features <= device.features and extensions <= device.extensions and device.health.lost is None
 
 
 def open_context(device: str | int | None = None, *, features: Iterable[str] = (), extensions: Iterable[str] = (),
@@ -91,7 +95,7 @@ def open_context(device: str | int | None = None, *, features: Iterable[str] = (
     with _lock:
         _wanted_features.update(features)
         _wanted_extensions.update(extensions)
-        shared = next((s for s in reversed(_contexts.get(key, [])) if s.has(features, extensions)), None)
+        shared = next((s for s in reversed(_contexts.get(key, [])) if s.serves(features, extensions)), None)
         if shared is None:
             shared = _Shared(VulkanContext(
                 info.index, validation=validation,
@@ -171,10 +175,15 @@ class ContextScope(ObjectOwner):
 
 def _close_scope(tracker: _ScopedTracker, shared: _Shared, key: tuple[int, bool]) -> None:
     """Objects of a scope may still be in flight on the shared queue: wait for it (holding the queue's lock, which
-    vkQueueWaitIdle needs) before destroying them."""
+    vkQueueWaitIdle needs) before destroying them. A failed wait does not stop them being destroyed; a lost device is
+    recorded for the context's other scopes."""
     context = shared.context
     if not context.closed and len(tracker):
         with context.queue_lock, contextlib.suppress(vk.VkError):
-            vk.vkQueueWaitIdle(context.device.queue)
+            try:
+                vk.vkQueueWaitIdle(context.device.queue)
+            except DeviceLostError as e:
+                context.device.health.record(e)
+                raise
     tracker.release_all()
     _leave(shared, key)

@@ -1,8 +1,10 @@
-"""Test-only fault injection at every Vulkan call: the N-th failable call made while `inject` is active returns (raw
-`vk.lib` calls) or raises (pyvulkan's wrappers) the VkResult asked for, as a driver would.
+"""Test-only fault injection at every Vulkan call: the N-th call of a chosen failable function made while `inject` is
+active returns (raw `vk.lib` calls) or raises (pyvulkan's wrappers) the VkResult asked for, as a driver would. (Calls
+are counted per function: how often a fence is polled before it signals varies from run to run.)
 
 Failable calls are those that return a VkResult a driver may fail with (creation, allocation, binding, mapping,
-submission, waits, query results, cache data, enumeration). pyvulkan's functions are replaced in the `vulkan`
+submission, waits, query results, cache data, enumeration). A lost device is injected only where the specification
+lets a call report it (`errorcodes` in vk.xml), as a driver would. pyvulkan's functions are replaced in the `vulkan`
 package itself, below coopnn's typed-error layer (`coopnn.runtime.vk.loader`); raw `lib` calls through proxies of
 every coopnn module's `lib` global.
 """
@@ -17,25 +19,43 @@ import vulkan
 
 FAILABLE = ("vkCreate", "vkAllocate", "vkBind", "vkMapMemory", "vkQueueSubmit", "vkWaitForFences",
             "vkBeginCommandBuffer", "vkEndCommandBuffer", "vkResetFences", "vkGetFenceStatus", "vkQueueWaitIdle",
-            "vkDeviceWaitIdle", "vkGetQueryPoolResults", "vkGetPipelineCacheData", "vkEnumerate")
-RESULTS = {"out of device memory": -2, "out of host memory": -1, "device lost": -4}
+            "vkDeviceWaitIdle", "vkGetQueryPoolResults", "vkGetPipelineCacheData", "vkEnumerate", "vkQueueBindSparse",
+            "vkGetEventStatus", "vkGetSemaphoreCounterValue", "vkWaitSemaphores")
+DEVICE_LOST = -4
+RESULTS = {"out of device memory": -2, "out of host memory": -1, "device lost": DEVICE_LOST}
 # Calls whose only failure the specification allows is a lost device (a driver never reports memory there).
 ONLY_DEVICE_LOST = ("vkGetFenceStatus",)
+# The core calls whose `errorcodes` in vk.xml include VK_ERROR_DEVICE_LOST.
+DEVICE_LOST_CALLS = ("vkCreateDevice", "vkQueueSubmit", "vkQueueSubmit2", "vkQueueWaitIdle", "vkDeviceWaitIdle",
+                     "vkQueueBindSparse", "vkGetFenceStatus", "vkWaitForFences", "vkGetEventStatus",
+                     "vkGetQueryPoolResults", "vkGetSemaphoreCounterValue", "vkWaitSemaphores")
+
+
+def can_fail(name: str, result: int) -> bool:
+    """Whether a driver may report `result` from the call `name`."""
+    if result == DEVICE_LOST:
+        return name in DEVICE_LOST_CALLS
+    return name.startswith(FAILABLE) and name not in ONLY_DEVICE_LOST
 
 
 @dataclass
 class Faults:
-    """Counts failable calls by name, in order; the call numbered `fail_at` fails with `result`."""
+    """Records failable calls by name, in order; `fail_at` = (name, n): the n-th call (from 0) of `name` fails with
+    `result`."""
 
-    fail_at: int | None = None
+    fail_at: tuple[str, int] | None = None
     result: int = -2
     calls: list[str] = field(default_factory=list)
+    injected: bool = False
 
     def fails(self, name: str) -> bool:
         if not name.startswith(FAILABLE):
             return False
         self.calls.append(name)
-        return len(self.calls) - 1 == self.fail_at and (self.result == -4 or name not in ONLY_DEVICE_LOST)
+        if self.fail_at != (name, self.calls.count(name) - 1) or not can_fail(name, self.result):
+            return False
+        self.injected = True
+        return True
 
 
 class _Lib:
