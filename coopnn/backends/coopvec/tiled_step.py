@@ -22,7 +22,7 @@ Bindings and push constants are the step program's (`CoopvecEmitter`).
 
 from __future__ import annotations
 
-from coopnn.backends.coopvec.scalar_writer import ScalarWriter
+from coopnn.shaders.targets.scalar_writer import ScalarWriter
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
 from coopnn.errors import CompileError
 from coopnn.shaders.kernel.activations import apply as apply_activation

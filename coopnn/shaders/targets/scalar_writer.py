@@ -2,8 +2,9 @@
 
 `ScalarWriter` offers the helpers the rules are written with (`coopnn.shaders.kernel.ops.KernelWriter`) and emits
 each instruction on one float32 (or bool) scalar id, so the tiled step kernel applies the one definition of every
-activation, derivative and loss to the elements of its tiles. The opcodes are the targets' shared ones
-(`coopnn.shaders.targets.scalar_math`); max and min are GLSL FMax/FMin as on the cooperative-vector target.
+activation, derivative and loss to the elements of its tiles, and the cooperative-matrix tile targets their
+epilogues to matrix components. The opcodes are the targets' shared ones (`coopnn.shaders.targets.scalar_math`); max
+and min are GLSL FMax/FMin as on the cooperative-vector target.
 """
 
 from __future__ import annotations
