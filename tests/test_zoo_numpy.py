@@ -1,5 +1,6 @@
 """Every zoo model on the numpy backend against onnxruntime (fp32 tolerance) at several batch sizes, in each 8-bit
-float format against that format's float16 emulation, and in int8 against its integer emulation (bit for bit)."""
+float format against that format's float16 emulation, in int8 against its integer emulation (bit for bit), and in
+each block format (q8_0, q4_0) as float32 arithmetic on its decoded weights."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import numpy as np
 import pytest
 
 import coopnn
+from coopnn.backends.numpy.inference import run_graph
 from coopnn.graph.ir import Op
-from coopnn.layouts.formats.emulation import run_fp16_emulation
+from coopnn.layouts.formats.emulation import emulate_weights, run_fp16_emulation
 from coopnn.layouts.formats.integer import IntegerEmulation
 from tests.conftest import BENCHMARK_MLPS, ZOO, ort_run, random_feeds
 
@@ -70,3 +72,29 @@ def test_zoo_model_in_int8_is_its_integer_emulation(path):
         assert np.isfinite(got[name]).all() or got[name].dtype == bool
         if path.stem in BENCHMARK_MLPS:
             assert np.abs(got[name] - exact[name]).max() <= 0.04 * np.abs(exact[name]).max()
+
+
+# the largest error of the benchmark MLPs against float32 onnxruntime, relative to the largest |output|: they measure
+# 0.36 to 0.85% (q8_0) and 9.1 to 16.7% (q4_0) in bench/weight_accuracy.py
+BLOCK_FORMAT_ERROR = {"q8_0": 0.02, "q4_0": 0.25}
+
+
+@pytest.mark.parametrize("weights", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
+def test_zoo_model_in_a_block_format_is_float32_on_its_decoded_weights(path, weights):
+    """Bit for bit the float32 interpreter on the graph with each Linear's weight decoded from its blocks and its
+    bias as float32 (`emulate_weights`), finite, and for the benchmark MLPs within the format's error of float32
+    onnxruntime."""
+    with coopnn.load(path, backend="numpy", weights=weights) as model:
+        feeds = random_feeds(model, 257, seed=5)
+        got = model.run(feeds)
+        if not isinstance(got, dict):
+            got = {model.outputs[0].name: got}
+        want = run_graph(emulate_weights(model.graph, model.weight_format), feeds)
+    exact = ort_run(path, feeds)
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path.stem}:{name}")
+        assert np.isfinite(got[name]).all() or got[name].dtype == bool
+        if path.stem in BENCHMARK_MLPS:
+            assert np.abs(got[name] - exact[name]).max() <= BLOCK_FORMAT_ERROR[weights] * np.abs(exact[name]).max()

@@ -3,6 +3,9 @@
 Row-major and column-major layouts are packed here; the device-specific optimal layouts are produced by the
 driver at load time, from the row-major entries, and only their sizes and offsets are recorded here.
 
+A block format (q8_0, q4_0) stores each matrix row as its blocks, rows one after another (`Entry.stride` bytes
+apart), and only row-major.
+
 A format that quantizes inputs (int8) stores each Linear as one entry of its own (`Layer`), as its scales and bias
 depend on the Linear's input scale: the elements, then its dequantization scales, its integer bias and its input
 multiplier, each at its offset (`coopnn.layouts.formats.integer` says what they are).
@@ -97,6 +100,8 @@ def pack(constants: Mapping[str, np.ndarray], roles: Mapping[str, str], fmt: Wei
     """
     if matrix_layout not in ("row_major", "column_major"):
         raise ValueError(f"unknown plain layout {matrix_layout!r}; use row_major or column_major")
+    if fmt.blocks is not None and matrix_layout != "row_major":
+        raise ValueError(f"{fmt.name} stores blocks along rows: its matrices are row_major only")
     buffer = _Buffer()
     entries: dict[str, Entry] = {}
 
@@ -138,8 +143,11 @@ def unpack(packed: WeightImage, name: str) -> np.ndarray:
     weights up to the rounding of its dequantization scales, d / s_x standing for its row scales)."""
     e = packed.entries[name]
     fmt = weight_format(e.dtype)
-    flat = fmt.decode(np.frombuffer(packed.data, fmt.storage, count=e.size // fmt.storage.itemsize, offset=e.offset))
-    values = flat.reshape(e.shape[::-1]).T.copy() if e.layout == "column_major" else flat.reshape(e.shape)
+    raw = np.frombuffer(packed.data, fmt.storage, count=e.size // fmt.storage.itemsize, offset=e.offset)
+    shape = e.shape[::-1] if e.layout == "column_major" else e.shape
+    # a block format decodes whole blocks: each stored row to a multiple of the block size, the padding dropped
+    values = fmt.decode(raw.reshape(shape[:-1] + (-1,)))[..., :shape[-1]]
+    values = values.T.copy() if e.layout == "column_major" else values
     if e.scale_offset is not None:
         storage = fmt.row_scales.storage
         scales = np.frombuffer(packed.data, storage, count=e.shape[0], offset=e.scale_offset)

@@ -107,3 +107,27 @@ def test_a_format_that_quantizes_inputs_stores_each_linear_as_one_entry(layout):
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "entries overlap"
     with pytest.raises(ValueError, match="entry 'c0' packed twice"):
         pack({"c0": constants["c0"]}, roles, fmt, layout, layers={"c0": layers["linear:a"]})
+
+
+@pytest.mark.parametrize("fmt, block_bytes", [("q8_0", 34), ("q4_0", 18)])
+def test_a_block_format_stores_rows_of_ggml_blocks_and_float32_vectors(fmt, block_bytes):
+    constants, roles = _params()
+    constants["w2"] = np.random.default_rng(1).normal(size=(3, 70)).astype(np.float32)  # 3 blocks a row, padded
+    roles["w2"] = "matrix"
+    f = weight_format(fmt)
+    packed = pack(constants, roles, f)
+    for name, array in constants.items():
+        e = packed.entry(name)
+        if roles[name] == "vector":
+            assert (e.dtype, e.size) == ("fp32", array.size * 4)
+            np.testing.assert_array_equal(unpack(packed, name), array)
+            continue
+        rows, columns = array.shape
+        blocks = -(-columns // 32)
+        assert (e.dtype, e.layout, e.stride, e.size) == (fmt, "row_major", blocks * block_bytes,
+                                                           rows * blocks * block_bytes)
+        assert e.offset % MATRIX_ALIGNMENT == 0 and e.scale_offset is None
+        assert packed.data[e.offset:e.offset + e.size] == f.encode(array).tobytes()
+        np.testing.assert_array_equal(unpack(packed, name), f.emulate(array))
+    with pytest.raises(ValueError, match=f"{fmt} stores blocks along rows: its matrices are row_major only"):
+        pack(constants, roles, f, "column_major")

@@ -1,7 +1,8 @@
 """The numpy backend's record: always available, the oracle for tests and the fallback where no Vulkan device
-exists; it trains with the numpy reverse mode (`coopnn.train.backward`). Unscaled formats run in float32 on weights
-rounded as the format stores them; the 8-bit float formats in their float16 arithmetic
-(`coopnn.layouts.formats.emulation`), int8 in its integer arithmetic (`coopnn.layouts.formats.integer`)."""
+exists; it trains with the numpy reverse mode (`coopnn.train.backward`). Unscaled formats (the block formats q8_0
+and q4_0 included) run in float32 on weights rounded as the format stores them; the 8-bit float formats in their
+float16 arithmetic (`coopnn.layouts.formats.emulation`), int8 in its integer arithmetic
+(`coopnn.layouts.formats.integer`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from coopnn.layouts.formats.fp8_e4m3 import FORMAT as FP8_E4M3
 from coopnn.layouts.formats.fp8_e5m2 import FORMAT as FP8_E5M2
 from coopnn.layouts.formats.int8 import FORMAT as INT8
 from coopnn.layouts.formats.integer import IntegerEmulation
+from coopnn.layouts.formats.q4_0 import FORMAT as Q4_0
+from coopnn.layouts.formats.q8_0 import FORMAT as Q8_0
 
 
 class NumpyBackend:
@@ -24,7 +27,7 @@ class NumpyBackend:
     priority = 0
     description = "numpy reference interpreter (float32, CPU)"
     target = None
-    formats = (FP32, FP16, FP8_E4M3, FP8_E5M2, INT8)
+    formats = (FP32, FP16, FP8_E4M3, FP8_E5M2, INT8, Q8_0, Q4_0)
     trains = True
     training_options: dict[str, tuple[str, ...]] = {}
     device_features = frozenset()

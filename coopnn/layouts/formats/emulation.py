@@ -33,12 +33,15 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16, round_fp16
 
 
 def emulate_weights(graph: Graph, fmt: WeightFormat) -> Graph:
-    """The graph with every LINEAR weight and bias rounded as format `fmt` stores them (unscaled formats)."""
+    """The graph with every LINEAR weight rounded as format `fmt` stores matrices and every bias as it stores
+    vectors (unscaled formats; CompileError naming a matrix the format cannot store)."""
     constants = dict(graph.constants)
     for node in graph.nodes:
         if node.op is Op.LINEAR:
-            for name in node.inputs[1:]:
-                constants[name] = fmt.emulate(graph.constants[name])
+            weight, *bias = node.inputs[1:]
+            constants[weight] = fmt.emulate(graph.constants[weight], f"matrix {weight!r}")
+            for name in bias:
+                constants[name] = fmt.vectors.emulate(graph.constants[name])
     return graph.replace(constants=constants)
 
 

@@ -4,7 +4,9 @@ Every step after `weights=` is resolved (`coopnn.layouts.formats.weight_format`)
 packing encodes with it (`stored`), shaders read `bits`-wide elements with its `shader_features`, the
 cooperative-vector driver converts its `component_type`, and the numpy oracle rounds with `emulate` (and, for a
 format with `row_scales`, follows the float16 arithmetic of `coopnn.layouts.formats.emulation`, or for one with
-`input_quantization` the integer arithmetic of `coopnn.layouts.formats.integer`).
+`input_quantization` the integer arithmetic of `coopnn.layouts.formats.integer`). A block format (`blocks`: GGML's
+Q8_0 and Q4_0, `coopnn.layouts.formats.blocks`) stores each matrix row as blocks of weights sharing a scale; its
+`emulate` drops the padding of the last block, and both it and `stored` refuse weights a block cannot hold.
 
 A format that quantizes inputs needs one input scale per Linear, measured on calibration data
 (`coopnn.layouts.formats.calibration`): `calibrated` gives the format carrying them, equal to the format itself (so
@@ -48,6 +50,37 @@ class RowScales:
         return scales.astype(np.float32)
 
 
+@dataclass(frozen=True)
+class Blocks:
+    """Matrices stored in blocks of `size` consecutive weights along each row (the input dimension), each block one
+    element of the format's `storage`: a float16 scale d, then one code q of the format's `bits` per weight (signed
+    when `signed`), holding the weights d * (q - zero); rows are padded with zeros to whole blocks. A block's scale
+    is its largest |weight| over `largest` (signed as the format says), so the block holds weights of magnitude up
+    to `largest` times float16's range."""
+
+    size: int
+    largest: int
+    zero: int
+    signed: bool
+
+    def count(self, columns: int) -> int:
+        """The blocks a row of `columns` weights takes."""
+        return -(-columns // self.size)
+
+    def check(self, matrix: np.ndarray, what: str, name: str) -> None:
+        """CompileError naming `what` for weights that blocks of format `name` cannot store."""
+        if not np.isfinite(matrix).all():
+            raise CompileError(f"{what} has weights that are not finite (NaN or infinity), which weights={name!r} "
+                               f"cannot store; use weights='fp16' or 'fp32'")
+        top = np.float32(np.abs(matrix).max()) if matrix.size else np.float32(0)
+        with np.errstate(over="ignore"):
+            scale = (top / np.float32(self.largest)).astype(np.float16)
+        if not np.isfinite(scale):
+            raise CompileError(f"{what} has a weight of magnitude {float(top):.6g}, beyond what weights={name!r} "
+                               f"stores (its float16 block scale times {self.largest}: below "
+                               f"{65520 * self.largest:.6g}); use weights='fp32'")
+
+
 ACCUMULATOR_LIMIT = 2 ** 31 - 1  # the largest 32-bit integer, the accumulator's and the bias's type
 SMALLEST_INPUT_SCALE = float(np.finfo(np.float32).tiny)  # 2^-126: the multiplier 1 / s_x stays finite
 
@@ -83,7 +116,9 @@ class WeightFormat:
     description: str
     storage: np.dtype  # the numpy type of one stored element
     bits: int  # the width of one stored element, as shaders read it
-    component_type: str  # VkComponentTypeKHR name of one element, as cooperative vectors interpret and convert it
+    # VkComponentTypeKHR name of one element, as cooperative vectors interpret and convert it; None: no component
+    # type holds one (a 4-bit code), and cooperative vectors cannot take the format
+    component_type: str | None
     shader_features: frozenset[str]  # Vulkan features a shader needs to read and widen elements of this format
     encode: Callable[[np.ndarray], np.ndarray]  # float32 weights -> stored elements: the packing rule
     decode: Callable[[np.ndarray], np.ndarray]  # stored elements -> the float32 values they hold
@@ -92,6 +127,7 @@ class WeightFormat:
     # each Linear's input quantized to this format's elements with a scale from calibration data; None: inputs stay
     # floats
     input_quantization: InputQuantization | None = None
+    blocks: Blocks | None = None  # matrices stored as blocks of weights sharing a scale; None: element by element
     # the input scale of each Linear by node name, once calibrated (`calibrated`): data, as weights are, so not
     # part of what the format is (equality, hash)
     input_scales: Mapping[str, float] | None = field(default=None, compare=False, repr=False)
@@ -114,17 +150,25 @@ class WeightFormat:
                              f"Linear {layer!r}; calibrate again with calibration=")
         return self.input_scales[layer]
 
-    def emulate(self, weights: np.ndarray) -> np.ndarray:
+    def emulate(self, weights: np.ndarray, what: str = "a matrix") -> np.ndarray:
         """float32 weights rounded to the values the format stores, as float32: the numpy oracle of packed weights,
-        equal to them by construction."""
-        return self.decode(self.encode(weights))
+        equal to them by construction (a block format's padding dropped; CompileError naming `what` for weights it
+        cannot store)."""
+        if self.blocks is None:
+            return self.decode(self.encode(weights))
+        weights = np.asarray(weights, np.float32)
+        self.blocks.check(weights, what, self.name)
+        return self.decode(self.encode(weights))[..., :weights.shape[-1]]
 
     def stored(self, array: np.ndarray, role: str, what: str = "a matrix") -> tuple[np.ndarray, np.ndarray | None]:
         """The elements a constant of `role` ("matrix" or "vector") is stored as, and its row scales (float32 holding
-        float16 values) where the format scales matrices, else None: what packing writes and the oracle reads."""
+        float16 values) where the format scales matrices, else None: what packing writes and the oracle reads (a
+        block format's matrix: a row of blocks per row); CompileError naming `what` for weights it cannot store."""
         array = np.asarray(array, np.float32)
         if role != "matrix":
             return self.vectors.encode(array), None
+        if self.blocks is not None:
+            self.blocks.check(array, what, self.name)
         if self.row_scales is None:
             return self.encode(array), None
         scales = self.row_scales.scales(array, what)
