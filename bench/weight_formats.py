@@ -1,10 +1,11 @@
 """Throughput of each weight format on one coopnn backend against its float16 and against PyTorch, in one run.
 
-    python3 bench/weight_formats.py [--backend coopvec] [--formats fp16,fp8_e4m3,fp8_e5m2] [--batches 14,18,21]
+    python3 bench/weight_formats.py [--backend coopvec] [--formats fp16,fp8_e4m3,fp8_e5m2,int8] [--batches 14,18,21]
 
 For the three benchmark MLPs at each batch: the median GPU time of `run()` and its wall-clock time (host to host,
 float32 arrays in and out) per format, each format's speed relative to float16, the weight bytes it keeps on the
-device against float32 and float16, and PyTorch (float16, CUDA graph) on the same GPU as the baseline. Writes
+device against float32 and float16, and PyTorch (float16, CUDA graph) on the same GPU as the baseline. int8 is
+calibrated on 4096 samples other than the timed ones. Writes
 `bench/results/<device>-<date>-weight-formats.json` and `.md` and prints the table.
 """
 
@@ -23,6 +24,7 @@ from coopnn.bench.models import BenchModel  # noqa: E402
 from coopnn.bench.report import save  # noqa: E402
 from coopnn.bench.runners import CoopnnRunner  # noqa: E402
 from coopnn.bench.torch_runners import TorchCudaGraphRunner, cuda_unavailable_reason  # noqa: E402
+from coopnn.layouts.formats import weight_format  # noqa: E402
 
 BENCHMARK_MLPS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
 RESULTS = ROOT / "bench" / "results"
@@ -37,7 +39,11 @@ def measure(models, formats, batches, backend: str, budget: Budget, progress) ->
     rows = []
     for name in models:
         bench_model = BenchModel.load(ROOT / "models" / f"{name}.onnx")
-        runners = {fmt: CoopnnRunner(bench_model, backend, fmt) for fmt in formats}
+        # a format that quantizes inputs (int8) is calibrated on other samples than those it is timed on
+        calibration = bench_model.feeds(4096, seed=1)
+        runners = {fmt: CoopnnRunner(bench_model, backend, fmt,
+                                     calibration if weight_format(fmt).input_quantization else None)
+                   for fmt in formats}
         baseline = None if cuda_unavailable_reason() else TorchCudaGraphRunner(bench_model)
         try:
             for batch in batches:
@@ -95,7 +101,7 @@ def markdown(document: dict) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backend", default="coopvec")
-    p.add_argument("--formats", default="fp16,fp8_e4m3,fp8_e5m2", help="comma-separated; the first is the base")
+    p.add_argument("--formats", default="fp16,fp8_e4m3,fp8_e5m2,int8", help="comma-separated; the first is the base")
     p.add_argument("--batches", default="14,18,21", help="log2 batch sizes, comma-separated")
     p.add_argument("--models", default=",".join(BENCHMARK_MLPS))
     p.add_argument("--out", default=str(RESULTS))

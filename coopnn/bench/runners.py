@@ -50,10 +50,10 @@ class RunnerSpec:
 class CoopnnRunner:
     """A coopnn Model on one backend; GPU time from its timestamp queries."""
 
-    def __init__(self, model: BenchModel, backend: str, weights: str):
+    def __init__(self, model: BenchModel, backend: str, weights: str, calibration=None):
         from coopnn.model import prepare
 
-        self.model = prepare(model.graph, backend=backend, weights=weights)
+        self.model = prepare(model.graph, backend=backend, weights=weights, calibration=calibration)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], float | None]:
         out = self.model.run(feeds)

@@ -22,6 +22,7 @@ from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.fp8_e4m3 import FORMAT as FP8_E4M3
 from coopnn.layouts.formats.fp8_e5m2 import FORMAT as FP8_E5M2
+from coopnn.layouts.formats.int8 import FORMAT as INT8
 from coopnn.layouts.pack import WeightImage
 from coopnn.layouts.weight_cache import WeightImageCache
 from coopnn.runtime.executable import KernelExecutable, chosen_device, device_unavailable_reason
@@ -165,7 +166,7 @@ class CoopvecBackend:
     description = ("cooperative vectors (VK_NV_cooperative_vector): float16 matrix-vector products on tensor cores, "
                    "one invocation per sample")
     target = CoopvecTarget()
-    formats = (FP16, FP8_E4M3, FP8_E5M2)  # what its matrix-vector products multiply
+    formats = (FP16, FP8_E4M3, FP8_E5M2, INT8)  # what its matrix-vector products multiply
     trains = True
     training_options = {"gradients": GRADIENT_METHODS, "step": STEP_METHODS}
     device_features = FEATURES | {"bufferDeviceAddress"} | TRAINING_FEATURES

@@ -5,7 +5,8 @@ A `WeightPlan` holds the matrices and biases encoded in their weight format and 
 (odd sizes, 3 inputs say, get zero columns or rows): float16 vectors come in groups of 8 components, and a matrix of
 8-bit elements is padded to 16 in both directions, so every plain-layout row or column stride is a multiple of 16
 bytes as the extension asks. A scaled format (`WeightFormat.row_scales`: the 8-bit floats) keeps each matrix's float16
-row scales beside it (padded rows get scale 1). The plan is packed either in a plain layout (row- or column-major
+row scales beside it (padded rows get scale 1); a format that quantizes inputs (int8) stores one entry per Linear
+(`plan_layers`): its elements, then its float32 dequantization scales and its int32 bias. The plan is packed either in a plain layout (row- or column-major
 with a stride) or in a driver-defined one (InferencingOptimal, TrainingOptimal) through a `convert` callable that
 stands for vkConvertCooperativeVectorMatrixNV; matrices sit at 64-byte offsets, biases and scales at 16-byte ones. The
 `WeightImage` entries are the manifest: offset, size, padded shape, layout, type and scale offset of each.
@@ -20,11 +21,14 @@ from typing import Callable, Mapping
 import numpy as np
 
 from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.formats.integer import QuantizedLayer
 from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, Entry, WeightImage, align_up
 
 # float16 components per 16 bytes: vector loads and stores, and plain-layout strides, come in these steps.
 COMPONENT_ALIGNMENT = 8
 PLAIN_LAYOUTS = ("row_major", "column_major")
+LAYOUT_ENUMERANTS = {"row_major": "RowMajorNV", "column_major": "ColumnMajorNV",  # SPIR-V's names of the layouts
+                     "inferencing_optimal": "InferencingOptimalNV", "training_optimal": "TrainingOptimalNV"}
 DRIVER_LAYOUTS = ("inferencing_optimal", "training_optimal")
 GROUP_BYTES = 16
 
@@ -49,13 +53,14 @@ class WeightPlan:
     `format` stores, and each matrix's float16 row scales where the format scales rows."""
 
     matrices: Mapping[str, np.ndarray]
-    biases: Mapping[str, np.ndarray]
+    biases: Mapping[str, np.ndarray]  # a bias under a matrix's own name is that Linear's integer bias (int8)
     format: WeightFormat
     scales: Mapping[str, np.ndarray] = field(default_factory=dict)
+    input_scales: Mapping[str, float] = field(default_factory=dict)  # a Linear's input scale (int8)
 
     def digest(self) -> str:
         """A hash of the format and every name, shape and value: what a cache of converted weights is keyed by."""
-        h = hashlib.sha256(f"{self.format.name};".encode())
+        h = hashlib.sha256(f"{self.format.name};{sorted(self.input_scales.items())};".encode())
         for kind, arrays in (("matrix", self.matrices), ("bias", self.biases), ("scales", self.scales)):
             for name, array in arrays.items():
                 h.update(f"{kind}:{name}:{array.shape};".encode())
@@ -88,6 +93,20 @@ def plan_weights(matrices: Mapping[str, np.ndarray], biases: Mapping[str, np.nda
     return WeightPlan(planned, planned_biases, fmt, scales)
 
 
+def plan_layers(layers: Mapping[str, QuantizedLayer], fmt: WeightFormat) -> WeightPlan:
+    """Linears of a format that quantizes inputs (int8), by entry name: their elements padded to 16 a side, their
+    dequantization scales (float32) and integer bias (int32) padded with zeros, and their input scales."""
+    alignment = matrix_alignment(fmt)
+    matrices, biases, scales = {}, {}, {}
+    for name, layer in layers.items():
+        rows, columns = (padded(n, alignment) for n in layer.elements.shape)
+        matrices[name] = _pad(layer.elements, (rows, columns))
+        scales[name] = _pad(layer.dequantization, (rows,))
+        if layer.bias is not None:
+            biases[name] = _pad(layer.bias, (rows,))
+    return WeightPlan(matrices, biases, fmt, scales, {name: float(layer.input_scale) for name, layer in layers.items()})
+
+
 def _plain(matrix: np.ndarray, layout: str) -> tuple[bytes, int]:
     """The bytes of `matrix` in a plain layout, and its stride (bytes between rows or columns)."""
     stored = np.ascontiguousarray(matrix.T if layout == "column_major" else matrix)
@@ -114,12 +133,19 @@ def pack_plan(plan: WeightPlan, layout: str = "row_major", convert: Converter | 
         end = offset + len(raw)
         return offset
 
+    def place_vector(vectors: Mapping[str, np.ndarray], name: str) -> int | None:
+        return place(vectors[name].tobytes(), VECTOR_ALIGNMENT) if name in vectors else None
+
     for name, matrix in plan.matrices.items():
         raw, stride = _plain(matrix, layout) if layout in PLAIN_LAYOUTS else (convert(matrix), 0)
         offset = place(raw, MATRIX_ALIGNMENT)
-        scale_offset = place(plan.scales[name].tobytes(), VECTOR_ALIGNMENT) if name in plan.scales else None
-        entries[name] = Entry(name, offset, len(raw), matrix.shape, layout, plan.format.name, stride, scale_offset)
+        scale_offset = place_vector(plan.scales, name)
+        bias_offset = place_vector(plan.biases, name)
+        entries[name] = Entry(name, offset, len(raw), matrix.shape, layout, plan.format.name, stride, scale_offset,
+                              bias_offset, input_scale=plan.input_scales.get(name))
     for name, bias in plan.biases.items():
+        if name in plan.matrices:
+            continue
         raw = bias.tobytes()
         entries[name] = Entry(name, place(raw, VECTOR_ALIGNMENT), len(raw), bias.shape, "vector",
                               plan.format.vectors.name)

@@ -27,22 +27,24 @@ from typing import Callable
 import numpy as np
 
 from coopnn.errors import CompileError
-from coopnn.backends.coopvec.layouts import (COMPONENT_ALIGNMENT, WeightPlan, matrix_alignment, pack_plan, padded,
-                                             plan_weights)
+from coopnn.backends.coopvec.layouts import (COMPONENT_ALIGNMENT, LAYOUT_ENUMERANTS, WeightPlan, matrix_alignment,
+                                             pack_plan, padded, plan_layers, plan_weights)
+from coopnn.backends.quantized_layers import LAYER_PREFIX, layer_weights
 from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.formats.integer import quantize_layer
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.pack import WeightImage
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
+from coopnn.backends.coopvec.integer_product import integer_gemv
 from coopnn.backends.coopvec.values import Forms, Held
 from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNARY, LOGICAL, TANH_LIMIT, numpy_pow
 
-LAYOUT_ENUMERANTS = {"row_major": "RowMajorNV", "column_major": "ColumnMajorNV",
-                     "inferencing_optimal": "InferencingOptimalNV", "training_optimal": "TrainingOptimalNV"}
 # SPIR-V ComponentType (`MatrixInterpretation`) of each weight format's elements, by its VkComponentTypeKHR name
-INTERPRETATIONS = {"FLOAT16": "Float16NV", "FLOAT8_E4M3": "FloatE4M3NV", "FLOAT8_E5M2": "FloatE5M2NV"}
+INTERPRETATIONS = {"FLOAT16": "Float16NV", "FLOAT8_E4M3": "FloatE4M3NV", "FLOAT8_E5M2": "FloatE5M2NV",
+                   "SINT8": "SignedInt8NV", "SINT32": "SignedInt32NV"}
 FEATURES = frozenset({"cooperativeVector", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
 IO_BYTES_PER_COMPONENT = 2
 IO_VECTOR_ALIGNMENT = COMPONENT_ALIGNMENT * IO_BYTES_PER_COMPONENT  # bytes: OpCooperativeVectorLoadNV/StoreNV offsets
@@ -60,7 +62,12 @@ lowers = registrar(LOWERINGS)  # @lowers(kernel instruction, ...)
 
 
 def weight_plan(program: KernelProgram, weights: WeightFormat) -> WeightPlan:
-    """The matrices and biases the program's `gemv` instructions read, stored in format `weights` and padded."""
+    """The matrices and biases the program's `gemv` instructions read, stored in format `weights` and padded (a
+    format that quantizes inputs: each Linear quantized for its input scale)."""
+    if weights.input_quantization is not None:
+        return plan_layers({name: quantize_layer(weights, matrix, bias, scale, f"Linear {name[len(LAYER_PREFIX):]!r}")
+                            for name, (matrix, bias, scale) in layer_weights(program, weights, "coopvec").items()},
+                           weights)
     gemvs = [i for i in program.body if i.op == "gemv"]
     return plan_weights({i.args[0]: program.constants[i.args[0]] for i in gemvs},
                         {i.args[2]: program.constants[i.args[2]] for i in gemvs if len(i.args) > 2}, weights)
@@ -77,8 +84,11 @@ class Requirements:
 def combination(weights: WeightFormat) -> tuple[str, ...]:
     """The type combination every matrix-vector product uses with weights in `weights`
     (vkGetPhysicalDeviceCooperativeVectorPropertiesNV's input type, input, matrix and bias interpretations, result
-    type, by VkComponentTypeKHR name): a float16 input interpreted as the matrix's type, float16 bias and result."""
+    type, by VkComponentTypeKHR name): a float16 input interpreted as the matrix's type, float16 bias and result; for
+    a format that quantizes inputs, a float32 input quantized by the driver, 32-bit integer bias and result."""
     matrix = weights.component_type
+    if weights.input_quantization is not None:
+        return "FLOAT32", matrix, matrix, "SINT32", "SINT32"
     return "FLOAT16", matrix, matrix, weights.vectors.component_type, "FLOAT16"
 
 
@@ -90,13 +100,17 @@ def requirements(program: KernelProgram, weights: WeightFormat = FP16) -> Requir
 
 
 class CoopvecEmitter:
-    def __init__(self, program: KernelProgram, packed: WeightImage, workgroup_size: int):
+    def __init__(self, program: KernelProgram, packed: WeightImage, workgroup_size: int, weights: WeightFormat = FP16):
         self.program = program
         self.packed = packed
+        self.weights = weights
         # Inputs and outputs are float32 in memory and converted here: converting a large batch on the host took 100
         # times longer than the kernel (`bench/results/*-host-path.md`). Per-sample losses stay float32: their sum over
         # a large batch is the reported loss. Only the training tape is float16.
         self.training = bool(program.params_of("tape"))
+        # a format that quantizes inputs has its own arithmetic (`coopnn.layouts.formats.integer`): float32 but for
+        # its products, where every other format follows the float16 arithmetic of `run_fp16_emulation`
+        self.integer = weights.input_quantization is not None
         self.bindings = tuple(dataclasses.replace(b, dtype="f16") if b.role == "tape" else b
                               for b in bindings_of(program))
         self.push_constants = push_constants_of(program)
@@ -184,7 +198,7 @@ class CoopvecEmitter:
             loaded = self.forms.from_scalars(dtype, [self.fn.emit("OpLoad", scalar, self.frame.element_pointer(
                 binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), scalar))
                 for i in range(features)])
-        if self.training:
+        if self.training or self.integer:
             return loaded
         # inference rounds its inputs to float16 as they arrive, as `run_fp16_emulation` does
         return self.float16(loaded)
@@ -205,7 +219,7 @@ class CoopvecEmitter:
             return
         binding, features = self.binding_of[param.graph_name], param.shape[0]
         # float16 results, widened exactly to the float32 the host reads (as `run_fp16_emulation` rounds outputs)
-        rounded = self.float16(held)
+        rounded = held if self.integer else self.float16(held)
         if features * FLOAT32_BYTES % IO_VECTOR_ALIGNMENT == 0:
             offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * FLOAT32_BYTES))
             self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding, "f32"), offset,
@@ -261,7 +275,9 @@ class CoopvecEmitter:
     def gemv(self, instr: Instr) -> Held:
         """One matrix-vector product with its bias. A scaled format (8-bit floats) multiplies without the bias, then
         applies the row scales and adds the bias as float16 vector arithmetic, in the order of the emulation
-        (`coopnn.layouts.formats.emulation`, steps 1 to 3)."""
+        (`coopnn.layouts.formats.emulation`, steps 1 to 3); a format that quantizes inputs takes `integer_gemv`."""
+        if self.integer:
+            return integer_gemv(self, instr)
         matrix = self.packed.entry(instr.args[0])
         rows, columns = matrix.shape
         m = self.m
@@ -434,7 +450,7 @@ class CoopvecTarget:
         """SPIR-V for `program`; matrices and biases at the offsets of `packed` (a manifest made from
         `weight_plan(program, weights)`), or packed row-major here when it is None."""
         packed = packed if packed is not None else pack_plan(weight_plan(program, weights))
-        emitter = CoopvecEmitter(program, packed, workgroup_size)
+        emitter = CoopvecEmitter(program, packed, workgroup_size, weights)
         spirv = emitter.compile()
         return Binary("coopvec", spirv, "main", emitter.frame.workgroup_size, emitter.bindings, emitter.push_constants,
                       packed, FEATURES, frozenset())

@@ -1,5 +1,6 @@
 """Weight formats that quantize inputs (int8) on the portable target: each Linear of the model packed as one entry
-of the weight buffer (`coopnn.layouts.pack.Layer`, named `layer_entry(node)`), and each `gemv` lowered to the integer
+of the weight buffer (`coopnn.layouts.pack.Layer`, named
+`coopnn.backends.quantized_layers.layer_entry(node)`), and each `gemv` lowered to the integer
 arithmetic of `coopnn.layouts.formats.integer`, step by step: the input quantized once per product, 32-bit integer
 products summed in column order (exact in any order), the integer bias added, the sum converted to float32 and
 multiplied by the row's dequantization scale, NaN for a sample with NaN among the inputs. It matches the numpy
@@ -8,27 +9,11 @@ backend bit for bit; the operators around it are the target's float32 ones.
 
 from __future__ import annotations
 
-from coopnn.errors import CompileError
+from coopnn.backends.quantized_layers import layer_entry, layer_weights, product_layer
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.pack import Layer, WeightImage, pack
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.integer_words import IntegerWords
-
-LAYER_PREFIX = "linear:"  # kernel parameters are named w0, b1, c2, ...: a Linear's entry never takes one's name
-
-
-def layer_entry(node: str) -> str:
-    """The weight-buffer entry of Linear node `node`."""
-    return LAYER_PREFIX + node
-
-
-def _layer(instr: Instr) -> str:
-    if instr.attrs.get("transpose"):
-        raise CompileError("the portable target trains in float32; int8 weights are for inference")
-    layer = instr.attrs.get("layer")
-    if layer is None:
-        raise CompileError("int8 weights need each product to name its Linear (a model's kernel program does)")
-    return layer
 
 
 def pack_layers(program: KernelProgram, weights: WeightFormat) -> WeightImage:
@@ -36,21 +21,14 @@ def pack_layers(program: KernelProgram, weights: WeightFormat) -> WeightImage:
     (a bias only a product reads is stored in its Linear's entry)."""
     roles = {p.name: p.role for p in program.params_of("matrix", "vector")}
     loaded = {instr.args[0] for instr in program.body if instr.op == "load"}
-    layers = {}
-    for instr in program.body:
-        if instr.op == "gemv":
-            layer = _layer(instr)
-            matrix, _, *bias = instr.args
-            layers[layer_entry(layer)] = Layer(program.constants[matrix],
-                                               program.constants[bias[0]] if bias else None,
-                                               weights.input_scale(layer))
+    layers = {name: Layer(*stored) for name, stored in layer_weights(program, weights, "portable").items()}
     constants = {name: program.constants[name] for name in roles if name in loaded}
     return pack(constants, roles, weights, layers=layers)
 
 
 def integer_gemv(emitter, instr: Instr) -> None:
     """`instr` (a gemv) in the integer arithmetic, into `emitter` (a `PortableEmitter`)."""
-    entry = emitter.packed.entry(layer_entry(_layer(instr)))
+    entry = emitter.packed.entry(layer_entry(product_layer(instr, "portable")))
     x = instr.args[1]
     rows, cols = entry.shape
     frame, fn, m = emitter.frame, emitter.fn, emitter.m

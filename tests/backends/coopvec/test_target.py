@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import coopnn
 from coopnn.compiler import compile, compile_graph
+from coopnn.layouts.formats.calibration import calibrated
 from coopnn.errors import CompileError
 from coopnn.backends.coopvec.layouts import pack_plan
 from coopnn.shaders.spirv import disassemble
@@ -17,7 +19,7 @@ from coopnn.backends.coopvec.backend import CoopvecBackend
 from coopnn.backends.coopvec.target import combination, requirements, weight_plan
 from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
-from tests.conftest import ROOT, ZOO
+from tests.conftest import ROOT, ZOO, random_feeds
 from tests.backends.portable.test_target import encoding, spirv_val, tiny_mlp
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -42,7 +44,12 @@ def _counts(program, *opnames: str) -> dict[str, int]:
 @pytest.mark.parametrize("fmt", CoopvecBackend.formats, ids=lambda f: f.name)
 @pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
 def test_every_zoo_module_passes_spirv_val_in_every_layout_and_format(path, fmt, tmp_path):
-    program = compile(path, target="coopvec", weights=fmt.name)
+    calibration = None
+    if fmt.input_quantization is not None:
+        with coopnn.load(path, backend="numpy") as model:
+            calibration = random_feeds(model, 64, seed=2)
+    program = compile(path, target="coopvec", weights=fmt.name, calibration=calibration)
+    fmt = calibrated(fmt, program.graph, calibration)
     assert program.binary.target == "coopvec" and program.workgroup_size == (64, 1, 1)
     assert [b.dtype for b in program.bindings[1:]] == ["f32"] * (len(program.bindings) - 1)
     for layout in ("row_major", "column_major", "inferencing_optimal"):
@@ -109,7 +116,8 @@ def test_requirements_name_the_formats_combination_and_the_longest_vector():
 
 
 def test_float32_weights_are_refused_naming_the_formats_it_takes():
-    with pytest.raises(CompileError, match="coopvec target stores weights as fp16 or fp8_e4m3 or fp8_e5m2, not 'fp32'"):
+    with pytest.raises(CompileError, match="coopvec target stores weights as fp16 or fp8_e4m3 or fp8_e5m2 or int8, "
+                                           "not 'fp32'"):
         compile_graph(tiny_mlp(), target_name="coopvec", weights="fp32")
 
 

@@ -1,8 +1,9 @@
 """Each weight format the coopvec backend accepts reaches the GPU as that format stores it: read back from the
 device, every matrix (converted from the driver's InferencingOptimal layout back to row-major by the driver) and
 every bias is the kernel program's value encoded by the format and padded to 16-byte groups, decoding to the format's
-numpy emulation (a scaled format: its elements and its row scales); when the model is prepared and after new
-parameters are converted in place (`refresh`)."""
+numpy emulation (a scaled format: its elements and its row scales; one that quantizes inputs: each Linear's
+elements, dequantization scales and integer bias); when the model is prepared and after new parameters are converted
+in place (`refresh`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 
 from coopnn.backends.coopvec.backend import CoopvecBackend
 from coopnn.backends.coopvec.layouts import matrix_alignment, padded
+from coopnn.backends.quantized_layers import layer_entry
+from coopnn.layouts.formats.integer import quantize_layer
 from coopnn.shaders.kernel.lower import lower
 from tests.backends.weights_in_place import check_weights_prepared_and_refreshed
 from tests.conftest import ROOT
@@ -31,7 +34,37 @@ def _row_major(executable, fmt, entry, raw: bytes) -> np.ndarray:
     return np.frombuffer(raw, fmt.storage).reshape(entry.shape)
 
 
+def _check_device_layers(model, fmt) -> None:
+    """A format that quantizes inputs: one entry per Linear, as `quantize_layer` stores it with the model's scales,
+    its elements padded to 16 a side (through the driver's layout) and its dequantization scales and bias to as many
+    rows, with zeros."""
+    executable = model._executable
+    program = lower(model.graph)
+    entries = executable.binary.weight_image.entries
+    gemvs = [i for i in program.body if i.op == "gemv"]
+    assert set(entries) == {layer_entry(i.attrs["layer"]) for i in gemvs}
+    buffer = executable.weight_buffer
+    for instr in gemvs:
+        layer = instr.attrs["layer"]
+        entry = entries[layer_entry(layer)]
+        bias = program.constants[instr.args[2]] if len(instr.args) > 2 else None
+        stored = quantize_layer(fmt, program.constants[instr.args[0]], bias, model.weight_format.input_scale(layer),
+                                layer)
+        rows, columns = stored.elements.shape
+        assert entry.dtype == fmt.name and entry.input_scale == stored.input_scale
+        assert entry.shape == (padded(rows, 16), padded(columns, 16))
+        elements = _row_major(executable, fmt, entry, buffer.download(np.uint8, entry.size, entry.offset).tobytes())
+        np.testing.assert_array_equal(elements[:rows, :columns], stored.elements)
+        assert not elements[rows:].any() and not elements[:, columns:].any()
+        scales = buffer.download(np.float32, entry.shape[0], entry.scale_offset)
+        np.testing.assert_array_equal(scales[:rows], stored.dequantization)
+        np.testing.assert_array_equal(buffer.download(np.int32, rows, entry.bias_offset), stored.bias)
+
+
 def _check_device_weights(model, fmt) -> None:
+    if fmt.input_quantization is not None:
+        _check_device_layers(model, fmt)
+        return
     executable = model._executable
     program = lower(model.graph)
     entries = executable.binary.weight_image.entries

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from coopnn.backends.portable.backend import PortableBackend
-from coopnn.backends.portable.integer_linear import layer_entry
+from coopnn.backends.quantized_layers import layer_entry
 from coopnn.layouts.formats.integer import quantize_layer
 from coopnn.shaders.kernel.lower import lower
 from tests.backends.weights_in_place import check_weights_prepared_and_refreshed

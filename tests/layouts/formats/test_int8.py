@@ -1,17 +1,13 @@
 """int8: elements rounded half to even and clamped to [-127, 127] (NaN to 0), float32 row scales that store each
 row's largest |weight| at most 127 (at 127 up to the scale's rounding), float32 constant vectors, an input scale per
-Linear; the coopvec backend does not take it yet, and says so."""
+Linear."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import coopnn
-from coopnn import backends
-from coopnn.errors import CompileError
 from coopnn.layouts.formats import weight_format
-from tests.conftest import ROOT
 
 INT8 = weight_format("int8")
 
@@ -62,17 +58,3 @@ def test_a_calibrated_format_is_still_the_format():
     calibrated = INT8.calibrated({"fc": 0.5})
     assert calibrated == INT8 and hash(calibrated) == hash(INT8) and calibrated.input_scale("fc") == 0.5
     assert INT8.input_scales is None
-
-
-@pytest.mark.parametrize("how", ["compile", "load"])
-def test_the_coopvec_backend_refuses_int8(how):
-    path = ROOT / "models" / "mlp_3_64x2_3.onnx"
-    x = np.random.default_rng(0).uniform(-1, 1, (64, 3)).astype(np.float32)
-    if how == "compile":
-        with pytest.raises(CompileError, match="the coopvec target stores weights as .*, not 'int8'"):
-            coopnn.compile(path, target="coopvec", weights="int8", calibration=x)
-        return
-    with coopnn.load(path, backend="numpy") as model:
-        graph = model.graph
-    answer = backends.examine(backends.get("coopvec"), graph, INT8.calibrated({}), None)
-    assert "the coopvec backend stores weights as" in answer.reason and "not 'int8'" in answer.reason
