@@ -22,8 +22,9 @@ from coopnn.shaders.targets.base import Binary
 
 # One chunk's input or output buffer stays below this, so a huge batch never needs huge device allocations.
 MAX_IO_BUFFER_BYTES = 128 << 20
-# Bytes of input and output buffers one model may hold on the device (all its slots together), when set: a bound
-# below the device's own limits, for devices shared with other work (and for tests on small CPU devices).
+# Bytes of input and output buffers one model may hold on the device (all its slots together), and of the per-sample
+# buffers of one training step (`coopnn.train.gpu.session`), when set: a bound below the device's own limits, for
+# devices shared with other work (and for tests on small CPU devices).
 MAX_DEVICE_BYTES_ENV = "COOPNN_MAX_DEVICE_BYTES"
 # Results at least this large are copied by the GPU straight into the result array (imported host memory) rather than
 # into the slot's staging memory and then by the host.
@@ -70,8 +71,10 @@ class KernelExecutable:
             widest = max(max(b.features * b.itemsize for b in binary.bindings if b.role != "weights"), 1)
             group_limit = info.limits.max_compute_work_group_count[0] * binary.workgroup_size[0]
             range_limit = info.limits.max_storage_buffer_range // widest
-            self.max_chunk = max(1, min(group_limit, range_limit, MAX_IO_BUFFER_BYTES // widest,
-                                        _device_bytes_limit() // _slot_row_bytes(self.inputs, self.outputs)))
+            bounds = [group_limit, range_limit, MAX_IO_BUFFER_BYTES // widest]
+            if (device_limit := device_bytes_limit()) is not None:
+                bounds.append(device_limit // _slot_row_bytes(self.inputs, self.outputs))
+            self.max_chunk = max(1, min(bounds))
             # samples per pipelined chunk; tests lower it to cross chunk boundaries with small batches
             self.chunk = chunk_samples(self.inputs, self.outputs, self.max_chunk, binary.workgroup_size[0])
             self.slots = SlotPool(self._make_slot)
@@ -202,11 +205,11 @@ def compile_or_reason(compile_fn: Callable[[], Binary]) -> tuple[Binary | None, 
         return None, str(e)
 
 
-def _device_bytes_limit() -> int:
-    """`COOPNN_MAX_DEVICE_BYTES` as a number of bytes (no limit when unset); InputError when it is not one."""
+def device_bytes_limit() -> int | None:
+    """`COOPNN_MAX_DEVICE_BYTES` as a number of bytes (None when unset); InputError when it is not one."""
     value = os.environ.get(MAX_DEVICE_BYTES_ENV, "").strip()
     if not value:
-        return 1 << 62
+        return None
     try:
         limit = int(value)
     except ValueError:

@@ -26,12 +26,17 @@ HEAP_SHARE = 0.5
 MAX_ROWS = 1 << 32
 
 
+def largest_heap(info) -> int:
+    """Bytes of the device's largest device-local memory heap (of any heap, where none is device-local)."""
+    heaps = [t.heap_size for t in info.memory_types if t.heap_device_local] or [t.heap_size for t in info.memory_types]
+    return max(heaps)
+
+
 def data_budget(context) -> tuple[int, int]:
     """(bytes one input's buffer may hold, bytes all of them together may hold) on `context`'s device."""
     info = context.info
-    heaps = [t.heap_size for t in info.memory_types if t.heap_device_local] or [t.heap_size for t in info.memory_types]
     per_buffer = min(info.limits.max_storage_buffer_range, info.limits.max_buffer_size)
-    return per_buffer, int(max(heaps) * HEAP_SHARE)
+    return per_buffer, int(largest_heap(info) * HEAP_SHARE)
 
 
 class ResidentData:

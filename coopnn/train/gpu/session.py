@@ -26,8 +26,8 @@ from coopnn.shaders.training.sampler import gather_shader
 from coopnn.shaders.training.step_state import REDUCE_WIDTH, step_end_shader
 from coopnn.train.gpu.bookkeeping import MAX_STEPS_PER_RUN, StepBookkeeping
 from coopnn.train.gpu.optimizer_values import optimizer_push
-from coopnn.train.gpu.resident import ResidentData
-from coopnn.runtime.executable import load_kernel
+from coopnn.train.gpu.resident import HEAP_SHARE, ResidentData, largest_heap
+from coopnn.runtime.executable import MAX_DEVICE_BYTES_ENV, device_bytes_limit, load_kernel
 from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
 from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
@@ -169,12 +169,32 @@ class KernelTrainingSession:
 
     # ----- kernels and buffers --------------------------------------------------------------------------------------
 
-    def max_capacity(self) -> int:
-        limits = self.context.info.limits
-        per_sample = max((self.tape.width + self.tape_slack) * self.tape_itemsize, 1)
-        limit = min(limits.max_storage_buffer_range, MAX_TAPE_BYTES, limits.max_buffer_size) // per_sample
-        groups = limits.max_compute_work_group_count[0] * self.binary.workgroup_size[0]
-        return max(self.granularity, min(limit, groups) // self.granularity * self.granularity)
+    def sample_bytes(self) -> tuple[int, list[int]]:
+        """Device bytes of one sample in a step's buffers: of its tape row, and of its row in each other buffer."""
+        tape = (self.tape.width + self.tape_slack) * self.tape_itemsize
+        return tape, [b.features * b.itemsize for b in self.binary.bindings[1:] if b.role not in ("tape", "state")]
+
+    def capacity_bounds(self) -> dict[str, int]:
+        """The most samples one step may hold under each bound on it, keyed by how a message names the bound."""
+        info = self.context.info
+        tape, rows = self.sample_bytes()
+        sample = max(tape + sum(rows), 1)
+        buffer = min(info.limits.max_storage_buffer_range, info.limits.max_buffer_size)
+        share = int(largest_heap(info) * (1 - HEAP_SHARE))
+        bounds = {f"the device's largest buffer ({buffer} bytes)": buffer // max([tape, *rows, 1]),
+                  f"the tape's bound ({MAX_TAPE_BYTES} bytes)": MAX_TAPE_BYTES // max(tape, 1),
+                  "the device's workgroup count": (info.limits.max_compute_work_group_count[0]
+                                                   * self.binary.workgroup_size[0]),
+                  f"the share of its largest memory heap left beside the training data ({share} bytes)":
+                      share // sample}
+        if (limit := device_bytes_limit()) is not None:
+            bounds[f"{MAX_DEVICE_BYTES_ENV}={limit}"] = limit // sample
+        return bounds
+
+    def max_capacity(self) -> tuple[int, str]:
+        """The largest batch one step holds (whole multiples of `granularity`), and the bound that sets it."""
+        bound, most = min(self.capacity_bounds().items(), key=lambda item: item[1])
+        return most // self.granularity * self.granularity, bound
 
     def _ensure_capacity(self, batch: int) -> None:
         from coopnn.runtime.vk.memory import HostAccess
@@ -182,10 +202,12 @@ class KernelTrainingSession:
         count = -(-batch // self.granularity) * self.granularity
         if count <= self.capacity:
             return
-        most = self.max_capacity()
+        most, bound = self.max_capacity()
         if count > most:
+            tape, rows = self.sample_bytes()
             raise InputError(f"a training step of {batch} samples does not fit on {self.context.info.name}: one step "
-                             f"holds at most {most} samples of this model; use a smaller batch_size")
+                             f"holds at most {most} samples of this model ({tape + sum(rows)} bytes of step buffers "
+                             f"a sample; bounded by {bound}); use batch_size={most} or less")
         capacity = min(most, max(self.granularity, 1 << (count - 1).bit_length()))
         for buffer in self.io.values():
             buffer.destroy()

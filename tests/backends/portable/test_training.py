@@ -4,6 +4,8 @@ trained weights at once."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -11,6 +13,7 @@ import coopnn
 from coopnn.errors import CompileError, InputError
 from coopnn.backends.numpy.inference import run_graph
 from coopnn.nets.builders import mlp_graph
+from coopnn.runtime.executable import MAX_DEVICE_BYTES_ENV
 from coopnn.train.gpu import session as session_module
 from coopnn.backends.portable.training import PortableTrainingSession
 from coopnn.train.losses import get_loss
@@ -151,6 +154,25 @@ def test_a_batch_beyond_the_tape_is_a_clear_error(monkeypatch):
     with coopnn.mlp(2, [16], 3, backend="portable") as model:
         trainer = coopnn.Trainer(model)
         x, y = _data(4096, 2, 3)
-        with pytest.raises(InputError, match="at most .* samples.*batch_size"):
+        with pytest.raises(InputError, match="at most .* samples.*the tape's bound.*batch_size"):
             trainer.step(x, y)
         trainer.step(x[:100], y[:100])
+
+
+def test_a_batch_beyond_max_device_bytes_is_refused_naming_the_largest_that_fits(monkeypatch):
+    limit = 200_000
+    monkeypatch.setenv(MAX_DEVICE_BYTES_ENV, str(limit))
+    with coopnn.mlp(2, [16], 3, backend="portable") as model:
+        trainer = coopnn.Trainer(model)
+        x, y = _data(4096, 2, 3)
+        with pytest.raises(InputError, match=f"does not fit.*{MAX_DEVICE_BYTES_ENV}={limit}") as refused:
+            trainer.step(x, y)
+        most = int(re.search(r"at most (\d+) samples", str(refused.value)).group(1))
+        assert f"batch_size={most} or less" in str(refused.value) and 100 < most < 4096
+        trainer.step(x[:most], y[:most])
+        assert sum(b.size for b in trainer.session.io.values()) <= limit
+        with pytest.raises(InputError, match=f"at most {most} samples"):
+            trainer.step(x[:most + 1], y[:most + 1])
+        with pytest.raises(InputError, match=f"at most {most} samples"):
+            trainer.fit(x, y, steps=2, batch_size=most + 1, progress=False)
+        assert np.isfinite(trainer.fit(x, y, steps=2, batch_size=most, progress=False)).all()
