@@ -1,7 +1,8 @@
 """The portable backend's record: the portable SPIR-V target on any Vulkan 1.3 device (lavapipe included), with
 weights stored as float32 or float16 (widened to float32 as they are read), as 8-bit floats with float16 row
-scales (run in their float16 arithmetic, emulated with float32 operations), or as int8 (run in its integer
-arithmetic with 32-bit integer operations)."""
+scales (run in their float16 arithmetic, emulated with float32 operations), as int8 (run in its integer
+arithmetic with 32-bit integer operations), or in GGML's blocks Q8_0 and Q4_0 (decoded as they are read, float32
+arithmetic)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.layouts.formats.fp8_e4m3 import FORMAT as FP8_E4M3
 from coopnn.layouts.formats.fp8_e5m2 import FORMAT as FP8_E5M2
 from coopnn.layouts.formats.int8 import FORMAT as INT8
+from coopnn.layouts.formats.q4_0 import FORMAT as Q4_0
+from coopnn.layouts.formats.q8_0 import FORMAT as Q8_0
 from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES
 from coopnn.shaders.training.shader import BASE_FEATURES as TRAINING_FEATURES
 from coopnn.backends.portable.target import PortableTarget, pack_program
@@ -37,7 +40,7 @@ class PortableBackend:
     priority = 10
     description = "portable SPIR-V on any Vulkan 1.3 device, float32 arithmetic, one invocation per sample"
     target = PortableTarget()
-    formats = (FP32, FP16, FP8_E4M3, FP8_E5M2, INT8)
+    formats = (FP32, FP16, FP8_E4M3, FP8_E5M2, INT8, Q8_0, Q4_0)
     trains = True
     training_options: dict[str, tuple[str, ...]] = {}
     device_features = (frozenset({"vulkanMemoryModel"}).union(*(f.shader_features for f in formats))

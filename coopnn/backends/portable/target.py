@@ -6,8 +6,9 @@ stores weights as float16 (StorageBuffer16BitAccess, Float16) and widens them on
 (weights with row scales) read the weight buffer as 32-bit words (`narrow_floats`) and follow their float16
 arithmetic step by step (`coopnn.layouts.formats.emulation`): inputs, each Linear's input, product, scaled
 product, biased result and the outputs rounded to float16. int8 (a format that quantizes
-inputs) packs each Linear as one entry and runs its integer arithmetic (`integer_linear`). Maxima, minima and clamps are
-written with ordered comparisons so that NaN propagates as numpy propagates it.
+inputs) packs each Linear as one entry and runs its integer arithmetic (`integer_linear`). The block formats (q8_0,
+q4_0) are read as 32-bit words and decoded weight by weight (`block_words`), in float32 arithmetic. Maxima, minima
+and clamps are written with ordered comparisons so that NaN propagates as numpy propagates it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from coopnn.backends.portable.integer_linear import integer_gemv, pack_layers
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
+from coopnn.shaders.targets.block_words import BlockWords
 from coopnn.shaders.targets.integer_words import IntegerWords
 from coopnn.shaders.targets.narrow_floats import NarrowFloats
 from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNARY, LOGICAL, TANH_LIMIT, numpy_pow
@@ -289,6 +291,11 @@ class PortableEmitter:
             return
         matrix, x = instr.args[0], instr.args[1]
         rows, cols = self.program.param(matrix).shape
+        blocks = None
+        if self.weights.blocks is not None:
+            if instr.attrs.get("transpose"):
+                raise CompileError("the portable target trains in float32; block-quantized weights are for inference")
+            blocks = BlockWords(self.frame, self.weights, self.packed.entry(matrix))
         # index of W[r, c] is r * row_step + c * col_step in the stored row-major matrix
         row_step, col_step = (1, cols) if instr.attrs.get("transpose") else (cols, 1)
         if instr.attrs.get("transpose"):
@@ -302,7 +309,7 @@ class PortableEmitter:
             row = self.fn.emit("OpIMul", u32, r, self.frame.uint(row_step))
             with self.fn.for_range(self.frame.zero, self.frame.uint(cols)) as c:
                 column = c if col_step == 1 else self.fn.emit("OpIMul", u32, c, self.frame.uint(col_step))
-                w = self.weight(matrix, self.fn.emit("OpIAdd", u32, row, column))
+                w = blocks.weight(r, c) if blocks else self.weight(matrix, self.fn.emit("OpIAdd", u32, row, column))
                 product = self.fn.emit("OpFMul", f32, w, self.component(x, c))
                 total = self.fn.emit("OpFAdd", f32, self.fn.emit("OpLoad", f32, accumulator), product)
                 self.fn.emit("OpStore", accumulator, total)

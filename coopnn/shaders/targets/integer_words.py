@@ -1,7 +1,7 @@
-"""Integer weight formats in plain SPIR-V: reading 8-bit integers, 32-bit integers and float32 numbers out of a
-weight buffer of 32-bit words (8-bit storage needs a device feature; words need none), and quantizing a float32
-input exactly as step 1 of `coopnn.layouts.formats.integer` defines it, so that a shader matches the numpy
-emulation bit for bit.
+"""Integer weight formats in plain SPIR-V: reading 8-bit integers, narrower bit fields (a block format's 4-bit
+codes), 32-bit integers and float32 numbers out of a weight buffer of 32-bit words (8-bit storage needs a device
+feature; words need none), and quantizing a float32 input exactly as step 1 of `coopnn.layouts.formats.integer`
+defines it, so that a shader matches the numpy emulation bit for bit.
 """
 
 from __future__ import annotations
@@ -26,14 +26,21 @@ class IntegerWords:
         return self.op("OpLoad", self.u32, self.frame.element_pointer(0, word_index, self.u32))
 
     def int8(self, byte_offset: int, index):
-        """Byte `index` (a u32 id) of an array of 8-bit integers at `byte_offset`, sign-extended to 32 bits (the
-        buffer is little-endian, as numpy wrote it)."""
+        """Byte `index` (a u32 id) of an array of 8-bit integers at `byte_offset`, sign-extended to 32 bits."""
+        return self.bits(byte_offset, index, 8, signed=True)
+
+    def bits(self, byte_offset: int, index, width: int, signed: bool, first=None):
+        """`width` bits of byte `index` (a u32 id) of an array of bytes at `byte_offset`, from its bit `first` (a
+        u32 id; None: bit 0) up, as a 32-bit integer, sign-extended when `signed` (the buffer is little-endian, as
+        numpy wrote it)."""
         byte = self.op("OpIAdd", self.u32, self.frame.uint(byte_offset), index)
         word = self.word(self.op("OpShiftRightLogical", self.u32, byte, self.frame.uint(2)))
         shift = self.op("OpShiftLeftLogical", self.u32, self.op("OpBitwiseAnd", self.u32, byte, self.frame.uint(3)),
                         self.frame.uint(3))
-        return self.op("OpBitFieldSExtract", self.s32, self.op("OpBitcast", self.s32, word), shift,
-                       self.frame.uint(8))
+        if first is not None:
+            shift = self.op("OpIAdd", self.u32, shift, first)
+        extract = "OpBitFieldSExtract" if signed else "OpBitFieldUExtract"
+        return self.op(extract, self.s32, self.op("OpBitcast", self.s32, word), shift, self.frame.uint(width))
 
     def _word_at(self, byte_offset: int, index):
         if byte_offset % 4:

@@ -1,6 +1,6 @@
 """The portable backend on a real Vulkan device (lavapipe in CI) with the validation layer on: every zoo model
-against onnxruntime and in each 8-bit format (the floats, int8) against its emulation, batch splitting, auto
-selection, and a soak for leaks."""
+against onnxruntime, in each 8-bit format (the floats, int8) against its emulation and in each block format (q8_0,
+q4_0) against the numpy backend, batch splitting, auto selection, and a soak for leaks."""
 
 from __future__ import annotations
 
@@ -11,8 +11,11 @@ import numpy as np
 import pytest
 
 import coopnn
+from coopnn.graph.ir import Graph, Node, Op, Value
+from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.emulation import run_fp16_emulation
 from coopnn.layouts.formats.integer import IntegerEmulation
+from coopnn.model import prepare
 from tests.conftest import BENCHMARK_MLPS, ROOT, ZOO, ort_run, random_feeds
 from tests.devices import auto_backends
 
@@ -153,6 +156,53 @@ def test_int8_quantization_of_extreme_inputs_is_the_emulations():
     np.testing.assert_array_equal(got, want)
     nan = np.isnan(x).any(axis=1)
     assert nan.any() and np.isnan(got[nan]).all() and not np.isnan(got[~nan]).any()
+
+
+@pytest.mark.parametrize("weights", ["q8_0", "q4_0"])
+@pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
+def test_zoo_model_in_a_block_format_is_the_numpy_backends_on_vulkan(path, weights):
+    """The shader decodes the blocks as it reads them and computes in float32: the numpy backend's result in the same
+    format, to float32 tolerance (numpy sums each product in its own order)."""
+    with coopnn.load(path, backend="portable", weights=weights) as model:
+        feeds = random_feeds(model, 257, seed=5)
+        got = _as_dict(model, model.run(feeds))
+        assert model.device_messages == []
+    with coopnn.load(path, backend="numpy", weights=weights) as reference:
+        want = _as_dict(reference, reference.run(feeds))
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=1e-5, err_msg=f"{path.stem}:{name}")
+
+
+def _one_linear(weight: np.ndarray) -> Graph:
+    rows, cols = weight.shape
+    x, y = Value("x", "f32", (None, cols)), Value("y", "f32", (None, rows))
+    values = {"x": x, "y": y, "w": Value("w", "f32", weight.shape)}
+    return Graph("linear", (x,), (y,), (Node(Op.LINEAR, "fc", ("x", "w"), ("y",)),), values, {"w": weight})
+
+
+@pytest.mark.parametrize("weights", ["q8_0", "q4_0"])
+def test_the_shader_decodes_every_block_weight_as_numpy_does(weights):
+    """One-hot inputs read single weights (W e_c is column c of W, exactly, in any order of summation), so the
+    shader's weights are the emulation's bit for bit: every code, scales of both signs (Q4_0), float16-subnormal
+    scales, a zero block, and a last block padded with zeros."""
+    fmt = weight_format(weights)
+    rng = np.random.default_rng(7)
+    scales = np.array([1e-6, 2.0 ** -20, 1e-3, 1.0, 100.0, 3e4, 1.0, 1.0], np.float32)
+    w = (rng.normal(size=(8, 290)) * scales[:, None]).astype(np.float32)  # 10 blocks a row, the last padded
+    # every int8 code: blocks of 127 then 31 of -127..127, scale 1/100; every nibble: blocks of -8..7 twice, scale 1
+    q8_codes = np.concatenate([np.arange(-127, 128), np.zeros(9 * 31 - 255)]).reshape(9, 31)
+    w[6, :288] = (np.concatenate([np.full((9, 1), 127), q8_codes], axis=1) / 100).reshape(-1)
+    w[7, :288] = np.tile(np.arange(-8, 8), 18)
+    w[7, 32:64] = 0
+    stored = fmt.encode(w)
+    codes = np.concatenate([stored["qs"] & 0xF, stored["qs"] >> 4]) if weights == "q4_0" else stored["qs"].view(np.int8)
+    assert len(np.unique(codes)) == (16 if weights == "q4_0" else 255)
+    assert (stored["d"] < 0).any() == (weights == "q4_0") and (np.abs(stored["d"]) < 2.0 ** -14).sum() > 10
+    with prepare(_one_linear(w), backend="portable", weights=weights) as model:
+        got = model.run(np.eye(290, dtype=np.float32))
+        assert model.device_messages == []
+    np.testing.assert_array_equal(got, fmt.emulate(w).T)
 
 
 def test_auto_takes_a_gpu_over_numpy_and_numpy_over_a_cpu_device():

@@ -1,8 +1,9 @@
 """Each weight format the portable backend accepts reaches the device as that format stores it: the weight buffer
 read back from the device holds every matrix and vector of the kernel program encoded by the format (its width
-included), decoding to the format's numpy emulation (with a scaled format, its row scales beside each matrix; with
-one that quantizes inputs, each Linear's elements, dequantization scales, integer bias and input multiplier), when
-the model is prepared and after new parameters are taken in place (`refresh`)."""
+included; a block format's matrices in GGML's blocks), decoding to the format's numpy emulation (with a scaled
+format, its row scales beside each matrix; with one that quantizes inputs, each Linear's elements, dequantization
+scales, integer bias and input multiplier), when the model is prepared and after new parameters are taken in place
+(`refresh`)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,18 @@ def _check_device_layers(model, fmt) -> None:
     assert model.device_messages == []
 
 
+# GGML's blocks of 32 weights of a row, in bytes (ggml/src/ggml-common.h: block_q8_0, block_q4_0)
+GGML_BLOCK_BYTES = {"q8_0": 34, "q4_0": 18}
+
+
+def _stored_bytes(values: np.ndarray, fmt) -> int:
+    """Bytes `values` take in `fmt`: its width per weight, or for a block format whole blocks per matrix row."""
+    if fmt.blocks is None:
+        return values.size * fmt.bits // 8
+    rows, columns = values.shape
+    return rows * -(-columns // 32) * GGML_BLOCK_BYTES[fmt.name]
+
+
 def _check_device_weights(model, fmt) -> None:
     if fmt.input_quantization is not None:
         _check_device_layers(model, fmt)
@@ -63,11 +76,12 @@ def _check_device_weights(model, fmt) -> None:
         elements, scales = fmt.stored(values, param.role)
         element_format = fmt if param.role == "matrix" else fmt.vectors
         raw = buffer.download(np.uint8, entry.size, entry.offset).tobytes()
-        assert entry.dtype == element_format.name and len(raw) == values.size * element_format.bits // 8
+        assert entry.dtype == element_format.name and len(raw) == _stored_bytes(values, element_format)
         assert raw == elements.tobytes(), f"{fmt.name}: {param.name} on the device is not the format's encoding"
         if scales is None:
             assert entry.scale_offset is None
-            np.testing.assert_array_equal(element_format.decode(elements), element_format.emulate(values))
+            decoded = element_format.decode(elements)[..., :values.shape[-1]]  # a block format's padding dropped
+            np.testing.assert_array_equal(decoded, element_format.emulate(values))
         else:
             storage = fmt.row_scales.storage
             device_scales = buffer.download(storage, len(scales), entry.scale_offset)
