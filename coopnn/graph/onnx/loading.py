@@ -2,7 +2,9 @@
 
 External data is read by this module, never by onnx's loader, and only from regular files inside the model's folder:
 locations that are absolute, climb out with "..", or resolve (through symlinks) outside the folder are refused
-before anything is opened.
+before anything is opened, and so is a range whose length is not what the tensor's shape declares, a tensor
+declaring more than `tensors.MAX_TENSOR_BYTES`, or a model whose external tensors together declare more than
+MAX_EXTERNAL_BYTES: a hostile model cannot make coopnn read more than its tensors hold, nor read without bound.
 """
 
 from __future__ import annotations
@@ -15,6 +17,11 @@ import onnx
 from onnx import GraphProto, TensorProto
 
 from coopnn.errors import ModelFormatError
+from coopnn.graph.onnx.tensors import declared_bytes
+
+# All external data one model may hold.
+MAX_EXTERNAL_BYTES = 1 << 32
+
 
 def load_proto(model: str | os.PathLike | bytes | onnx.ModelProto,
                base_dir: str | os.PathLike | None) -> onnx.ModelProto:
@@ -72,6 +79,7 @@ def _graph_tensors(graph: GraphProto) -> Iterator[TensorProto]:
 
 
 def _load_external_data(proto: onnx.ModelProto, folder: Path | None) -> None:
+    total = 0
     for tensor in _graph_tensors(proto.graph):
         if tensor.data_location != TensorProto.EXTERNAL:
             continue
@@ -81,7 +89,12 @@ def _load_external_data(proto: onnx.ModelProto, folder: Path | None) -> None:
         if folder is None:
             raise ModelFormatError(f"{what} needs the model's folder; import the model from its path or pass base_dir")
         path = _inside(folder, location, what)
-        tensor.raw_data = _read_range(path, info, what)
+        declared = declared_bytes(tensor, what)
+        total += declared
+        if total > MAX_EXTERNAL_BYTES:
+            raise ModelFormatError(f"{what} takes the model's external data past {MAX_EXTERNAL_BYTES} bytes, more "
+                                   f"than coopnn reads for one model")
+        tensor.raw_data = _read_range(path, info, declared, what)
         del tensor.external_data[:]
         tensor.data_location = TensorProto.DEFAULT
 
@@ -93,25 +106,39 @@ def _inside(folder: Path, location: str, what: str) -> Path:
     for flavour in (PurePosixPath(location), PureWindowsPath(location)):
         if flavour.is_absolute() or flavour.drive or flavour.root or ".." in flavour.parts:
             raise ModelFormatError(f"{what} must name a file inside the model's folder, without '..' or a root")
-    root = folder.resolve()
-    target = (root / location).resolve()
-    if root != target and root not in target.parents:
-        raise ModelFormatError(f"{what} resolves to {str(target)!r}, outside the model's folder {str(root)!r}")
-    if not target.is_file():
-        raise ModelFormatError(f"{what} is not a regular file in the model's folder")
+    try:
+        root = folder.resolve()
+        target = (root / location).resolve()
+        if root != target and root not in target.parents:
+            raise ModelFormatError(f"{what} resolves to {str(target)!r}, outside the model's folder {str(root)!r}")
+        if not target.is_file():
+            raise ModelFormatError(f"{what} is not a regular file in the model's folder")
+    except (OSError, RuntimeError, ValueError) as e:  # a symlink loop, a NUL byte, a name too long
+        raise ModelFormatError(f"{what} cannot be resolved in the model's folder: {e}") from e
     return target
 
 
-def _read_range(path: Path, info: dict[str, str], what: str) -> bytes:
+def _read_range(path: Path, info: dict[str, str], declared: int, what: str) -> bytes:
+    """The tensor's bytes: from its offset, `length` of them or to the end of the file, which must be the `declared`
+    bytes."""
     try:
         offset = int(info.get("offset", "0"))
         length = int(info["length"]) if "length" in info else None
     except ValueError as e:
         raise ModelFormatError(f"{what} has a malformed offset or length: {e}") from e
-    size = path.stat().st_size
-    end = size if length is None else offset + length
-    if offset < 0 or (length is not None and length < 0) or end > size:
-        raise ModelFormatError(f"{what} asks for bytes {offset}..{end} of a {size}-byte file")
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read(end - offset)
+    if offset < 0 or length not in (None, declared):
+        raise ModelFormatError(f"{what} asks for {length} bytes at offset {offset}; its shape declares {declared}")
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            end = size if length is None else offset + length
+            if end > size or end - offset != declared:
+                raise ModelFormatError(f"{what} asks for bytes {offset}..{end} of a {size}-byte file; its shape "
+                                       f"declares {declared} bytes")
+            f.seek(offset)
+            data = f.read(declared)
+    except OSError as e:
+        raise ModelFormatError(f"{what} cannot be read: {e.strerror or e}") from e
+    if len(data) != declared:
+        raise ModelFormatError(f"{what} ended after {len(data)} of {declared} bytes")
+    return data
