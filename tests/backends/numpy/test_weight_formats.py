@@ -1,7 +1,8 @@
-"""Each weight format the numpy backend accepts is the one it interprets the model with: every Linear's weight and
-bias are the format's numpy emulation of the model's values (the same object the registry resolved), or for a format
-with row scales its results are the float16 emulation of that format, or for one that quantizes inputs its integer
-emulation with the input scales measured on the calibration data; and the model reports the format's name."""
+"""Each weight format the numpy backend accepts is the one it interprets the model with: every Linear's weight is the
+format's numpy emulation of the model's values and its bias the emulation in the format's vector format (the same
+object the registry resolved), or for a format with row scales its results are the float16 emulation of that format,
+or for one that quantizes inputs its integer emulation with the input scales measured on the calibration data; and
+the model reports the format's name."""
 
 from __future__ import annotations
 
@@ -32,8 +33,9 @@ def test_the_interpreted_weights_are_the_formats_emulation(fmt):
         linear = [node for node in given.nodes if node.op is Op.LINEAR]
         assert linear
         for node in linear:
-            for name in node.inputs[1:]:
-                want = fmt.emulate(given.constants[name])
+            weight, *bias = node.inputs[1:]
+            for name, stored_as in [(weight, fmt)] + [(name, fmt.vectors) for name in bias]:
+                want = stored_as.emulate(given.constants[name])
                 np.testing.assert_array_equal(interpreted.constants[name], want, err_msg=f"{fmt.name}: {name}")
                 assert interpreted.constants[name].dtype == np.float32
 
