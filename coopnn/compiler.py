@@ -23,7 +23,8 @@ from coopnn.shaders.targets.base import Binary
 
 @dataclass(frozen=True)
 class Program:
-    """A compiled model: `.spirv` (bytes), `.text` (the kernel program), entry point, bindings and push constants."""
+    """A compiled model: `.spirv` (bytes), `.text` (the kernel program, or the target's own text form of it),
+    entry point, bindings and push constants."""
 
     graph: Graph
     kernel: KernelProgram
@@ -63,7 +64,7 @@ def compile_graph(graph: Graph, *, target_name: str = "portable", weights: str |
     fmt = calibrated(target_format(target_name, weights), graph, calibration)
     kernel = lower(graph)
     binary = target(target_name).compile(kernel, fmt, workgroup_size)
-    return Program(graph, kernel, binary, print_program(kernel, workgroup_size))
+    return Program(graph, kernel, binary, binary.text or print_program(kernel, workgroup_size))
 
 
 def compile(model: str | os.PathLike | bytes | onnx.ModelProto, *, target: str = "portable", weights: str | None = None,

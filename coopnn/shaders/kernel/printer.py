@@ -18,7 +18,7 @@ def print_program(program: KernelProgram, work_group_size: int = 64) -> str:
     args = ",\n    ".join(f"%{p.name}: {p.memref}" for p in program.params)
     lines = [
         f"; kernel {program.name}: one sample per work-item; coopvector<TxN> is coopnn's extension",
-        f"func @{_identifier(program.name)}(\n    {args},\n    %n: index) "
+        f"func @{identifier(program.name)}(\n    {args},\n    %n: index) "
         f"{{work_group_size=[{work_group_size},1]}} {{",
         "  %c0 = constant 0 : index",
         "  foreach (%i) = (%c0), (%n) {",
@@ -28,6 +28,7 @@ def print_program(program: KernelProgram, work_group_size: int = 64) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _identifier(name: str) -> str:
+def identifier(name: str) -> str:
+    """`name` as a tensor-language function name: letters, digits and underscores, starting with a letter."""
     cleaned = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "kernel"
     return cleaned if cleaned[0].isalpha() else "k_" + cleaned

@@ -104,6 +104,9 @@ class Binary:
     features: frozenset[str]  # Vulkan device features the module needs
     extensions: frozenset[str]  # Vulkan device extensions the module needs
     name: str = ""  # what pipelines and error messages call it
+    # the target's text form of the kernel where it says more than the kernel program's (coopmat2: tensor layouts);
+    # empty: the kernel program's
+    text: str = ""
 
     @property
     def binding_count(self) -> int:
@@ -138,10 +141,11 @@ def push_constants_of(program: KernelProgram) -> tuple[PushConstant, ...]:
 
 class ShaderFrame:
     """A compute shader's common frame: typed storage buffers per binding, the push constant, and `main` with the
-    sample index computed and out-of-range invocations returned early."""
+    sample index computed and, with `bounds_check`, out-of-range invocations returned early (kernels whose
+    invocations cooperate on matrices turn it off: every invocation of the work-group must take part)."""
 
     def __init__(self, bindings: tuple[Binding, ...], weight_type_width: int, workgroup_size: int,
-                 push_constants: tuple[PushConstant, ...] = PUSH_CONSTANTS):
+                 push_constants: tuple[PushConstant, ...] = PUSH_CONSTANTS, *, bounds_check: bool = True):
         m = self.module = Module()
         self.f32, self.u32, self.bool = m.type_float(32), m.type_int(32, False), m.type_bool()
         # 8-bit floats have no plain storage type (one needs Float8EXT): their buffers are read as 32-bit words
@@ -175,8 +179,9 @@ class ShaderFrame:
         self.sample = fn.emit("OpCompositeExtract", self.u32, gid, 0, name="sample")
         self.push_values: dict[str, object] = {}
         count = self.push_value("count")
-        with fn.if_(fn.emit("OpUGreaterThanEqual", self.bool, self.sample, count)):
-            fn.return_()
+        if bounds_check:
+            with fn.if_(fn.emit("OpUGreaterThanEqual", self.bool, self.sample, count)):
+                fn.return_()
         self.workgroup_size = (workgroup_size, 1, 1)
 
     def push_value(self, name: str):

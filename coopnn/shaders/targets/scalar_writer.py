@@ -82,5 +82,11 @@ class ScalarWriter:
         made = self.fn.emit("OpSelect", result_type, cond, a, b)
         return self._bool(made) if result_type == self.boolean else made
 
+    def cast(self, x, dtype: str):
+        """The kernel's `cast`: float32 to bool is true for non-zero and NaN (numpy's bool(x)); bool to 1.0 or 0.0."""
+        if dtype == "bool":
+            return self._bool(self.fn.emit("OpFUnordNotEqual", self.boolean, x, self.constant(0.0)))
+        return self.fn.emit("OpSelect", self.f32, x, self.constant(1.0), self.constant(0.0))
+
     def activation(self, op: Op, x, attrs: Mapping[str, Any]):
         return activations.apply(self, op, x, attrs)
