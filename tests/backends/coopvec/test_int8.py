@@ -13,11 +13,10 @@ import pytest
 import coopnn
 from coopnn.graph.ir import Graph, Node, Op, Value
 from coopnn.model import prepare
-from tests.conftest import BENCHMARK_MLPS, ROOT, ZOO, random_feeds
+from tests.backends.coopvec.quantized_checks import assert_outputs_match
+from tests.conftest import BENCHMARK_MLPS, ZOO, random_feeds
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("coopvec_device")]
-RTOL, ATOL = 1e-3, 2.5e-3
-BRANCHED_SAMPLES = 0.005
 
 
 def _outputs(model, feeds) -> dict[str, np.ndarray]:
@@ -32,19 +31,10 @@ def test_zoo_model_in_int8_matches_the_integer_arithmetic(path):
     with (coopnn.load(path, backend="coopvec", weights="int8", calibration=calibration) as gpu,
           coopnn.load(path, backend="numpy", weights="int8", calibration=calibration) as reference):
         assert (gpu.backend, gpu.weights) == ("coopvec", "int8")
-        branches = any(node.op is Op.WHERE for node in gpu.graph.nodes)
         for batch in (1, 65, 4096):
             feeds = random_feeds(gpu, batch, seed=batch)
-            got, want = _outputs(gpu, feeds), _outputs(reference, feeds)
-            for name in want:
-                where = f"{path.stem}:{name} at {batch}"
-                if path.stem in BENCHMARK_MLPS or want[name].dtype == bool:
-                    np.testing.assert_array_equal(got[name], want[name], err_msg=where)
-                elif branches:
-                    apart = ~np.isclose(got[name], want[name], rtol=RTOL, atol=ATOL).reshape(batch, -1).all(axis=1)
-                    assert apart.sum() <= BRANCHED_SAMPLES * batch + 1, f"{where}: {apart.sum()} samples apart"
-                else:
-                    np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL, err_msg=where)
+            assert_outputs_match(_outputs(gpu, feeds), _outputs(reference, feeds), gpu.graph,
+                                 f"{path.stem} at {batch}", exact=path.stem in BENCHMARK_MLPS)
 
 
 def _one_linear() -> Graph:
