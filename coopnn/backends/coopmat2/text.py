@@ -1,0 +1,121 @@
+"""The coopmat2 kernel's text form: its steps (`steps.py`) in the tensor language's syntax, with coopnn's extension
+for tensor addressing: `tensor_layout<D,constant> dims [...] slice [offset:+span, ...]` and
+`tensor_view<D> permute [...]` / `dims [...] strides [...]` values, named by the load or store that uses them
+(`cooperative_matrix_load %w0[%L, %V]`). A stage's epilogue is the region of a `cooperative_matrix_apply`, its kernel
+instructions on scalars."""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from coopnn.shaders.kernel.ops import KERNEL_OPS
+from coopnn.shaders.kernel.printer import identifier
+from coopnn.backends.coopmat2.steps import Apply, Convert, Layout, Load, MulAdd, Store, TileKernel, View
+
+
+def _operands(values) -> str:
+    return ", ".join(f"%{v}" if isinstance(v, str) else str(v) for v in values)
+
+
+def _layout(name: str, layout: Layout) -> str:
+    dims = len(layout.dimension)
+    offset = [f"%{o}" if isinstance(o, str) else str(o) for o in layout.offset]
+    region = ", ".join(f"{o}:+{s}" for o, s in zip(offset, layout.span))
+    return f"%{name} = tensor_layout<{dims},constant> dims [{_operands(layout.dimension)}] slice [{region}]"
+
+
+def _view(name: str, view: View) -> str:
+    head = f"%{name} = tensor_view<{len(view.permutation)}>"
+    if view.dimension is None:
+        return f"{head} permute [{_operands(view.permutation)}]"
+    return f"{head} dims [{_operands(view.dimension)}] strides [{_operands(view.stride)}]"
+
+
+class _Printer:
+    def __init__(self, kernel: TileKernel):
+        self.kernel = kernel
+        self.lines: list[str] = []
+        self.layouts = 0
+        self.print: dict[type, Callable] = {Load: self.load, Convert: self.convert, MulAdd: self.mul_add,
+                                            Apply: self.apply, Store: self.store}
+
+    def emit(self, line: str, depth: int = 2) -> None:
+        self.lines.append("  " * depth + line)
+
+    def addressing(self, layout: Layout, view: View | None) -> str:
+        """Prints the layout (and view) the next access uses; their names."""
+        self.layouts += 1
+        names = [f"L{self.layouts}"]
+        self.emit(_layout(names[0], layout))
+        if view is not None:
+            names.append(f"V{self.layouts}")
+            self.emit(_view(names[1], view))
+        return ", ".join(f"%{n}" for n in names)
+
+    def load(self, step: Load) -> None:
+        where = self.addressing(step.layout, step.view)
+        self.emit(f"%{step.result} = cooperative_matrix_load %{step.param}[{where}] : {step.type}")
+
+    def convert(self, step: Convert) -> None:
+        self.emit(f"%{step.result} = cast %{step.source} : {step.type}")
+
+    def mul_add(self, step: MulAdd) -> None:
+        c = step.c
+        if c is None:
+            c = f"zero_{step.result}"
+            self.emit(f"%{c} = constant 0.0 : {step.type}")
+        self.emit(f"%{step.result} = cooperative_matrix_mul_add %{step.a}, %{step.b}, %{c} : {step.type}")
+
+    def apply(self, step: Apply) -> None:
+        plan = self.kernel.plan
+        stage = plan.stages[step.stage]
+        self.emit(f"%{step.result} = cooperative_matrix_apply (%r,%c,%v)=%{step.source} -> {step.type} {{")
+        self.emit("%h = cast %v : f16", 3)
+        self.emit("%x = cast %h : f32", 3)
+        start = re.compile(rf"%{re.escape(stage.source)}\b")
+        printed = set()
+        for instr in stage.epilogue:
+            for constant in (a for a in instr.args if a in plan.constants and a not in printed):
+                printed.add(constant)
+                self.emit(f"%{constant} = constant {float(plan.constants[constant])!r} : f32", 3)
+            line = start.sub("%x", KERNEL_OPS[instr.op].line(instr, plan.program))
+            self.emit(f"%{instr.result} = {line} : {instr.type.dtype}", 3)
+        result = "%x" if stage.result == stage.source else f"%{stage.result}"
+        if step.mask is not None:
+            self.emit(f"%keep = cmp.lt %c, {step.mask} : bool", 3)
+            self.emit(f"%masked = select %keep, {result}, 0.0 : f32", 3)
+            result = "%masked"
+        if step.round_result:
+            self.emit(f"%rh = cast {result} : f16", 3)
+            self.emit("%rounded = cast %rh : f32", 3)
+            result = "%rounded"
+        self.emit(f"yield ({result})", 3)
+        self.emit("}")
+
+    def store(self, step: Store) -> None:
+        where = self.addressing(step.layout, None)
+        self.emit(f"cooperative_matrix_store %{step.source}, %{step.param}[{where}]")
+
+
+def kernel_text(kernel: TileKernel) -> str:
+    program = kernel.plan.program
+    params = [f"%{p.name}: " + (p.memref.replace("memref<f32", "memref<f16") if p.role in ("matrix", "vector")
+                                else p.memref) for p in program.params]
+    printer = _Printer(kernel)
+    for step in kernel.steps:
+        printer.print[type(step)](step)
+    args = ",\n    ".join(params)
+    return "\n".join([
+        f"; kernel {program.name} on the coopmat2 target: a work-group of {kernel.tile} work-items carries a tile of "
+        f"{kernel.tile} samples",
+        "; through every layer as workgroup-scope cooperative matrices (feature dimensions padded to multiples of "
+        f"{kernel.granularity});",
+        "; tensor_layout and tensor_view are coopnn's extension (SPV_NV_tensor_addressing)",
+        f"func @{identifier(program.name)}(\n    {args},\n    %n: index) {{work_group_size=[{kernel.tile},1]}} {{",
+        "  %c0 = constant 0 : index",
+        f"  foreach_tile (%i) = (%c0), (%n) as (%ti) <= ({kernel.tile}) {{",
+        *printer.lines,
+        "  }",
+        "}",
+    ]) + "\n"

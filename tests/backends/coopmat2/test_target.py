@@ -1,0 +1,144 @@
+"""The coopmat2 target, without a GPU: every zoo module it takes passes spirv-val (workgroup-scope matrices
+included), its steps run in numpy through the tensor-addressing model give the float16 emulation at ragged batch
+sizes (every load and store inside its buffer, every output element written once), a golden dump of a small MLP, the
+tensor layouts in the text form, and what it refuses."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from coopnn.backends.coopmat2.steps import Apply, Load, Store, tile_kernel
+from coopnn.backends.coopmat2.target import FEATURES, GRANULARITY, TILE, Coopmat2Target, pack_program
+from coopnn.compiler import compile, compile_graph
+from coopnn.errors import CompileError
+from coopnn.graph.builder import GraphBuilder
+from coopnn.graph.ir import Op
+from coopnn.graph.onnx.importer import import_model
+from coopnn.graph.passes import optimize
+from coopnn.layouts.formats.emulation import run_fp16_emulation
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
+from coopnn.nets.builders import mlp_graph
+from coopnn.shaders.kernel.lower import lower
+from coopnn.shaders.spirv import disassemble
+from coopnn.shaders.targets.tile_plan import plan_tiles
+from tests.backends.coopmat2.kernel_model import run_steps
+from tests.backends.portable.test_target import spirv_val, tiny_mlp
+from tests.conftest import ROOT
+from tests.shaders.targets.test_tile_plan import ACCEPTED, REFUSED
+
+GOLDEN = Path(__file__).parent / "golden"
+RTOL, ATOL = 1e-3, 2.5e-3  # as the GPU tests: the float32 sums of the products are in another order
+
+
+def _graph(stem: str):
+    return optimize(import_model(ROOT / "models" / f"{stem}.onnx"))
+
+
+def _words(spirv: bytes) -> list[int]:
+    return [int.from_bytes(spirv[i:i + 4], "little") for i in range(0, len(spirv), 4)]
+
+
+@pytest.mark.parametrize("stem", ACCEPTED)
+def test_every_zoo_module_it_takes_passes_spirv_val(stem, tmp_path):
+    program = compile(ROOT / "models" / f"{stem}.onnx", target="coopmat2")
+    spirv_val(program.spirv, tmp_path)
+    assert program.workgroup_size == (TILE, 1, 1) and [p.name for p in program.push_constants] == ["count"]
+    assert program.binary.features == FEATURES
+    text = disassemble(_words(program.spirv))
+    workgroup = "%uint_2"  # Scope Workgroup
+    assert re.search(rf"OpTypeCooperativeMatrixKHR %half {workgroup} ", text)
+    assert "OpCooperativeMatrixLoadTensorNV" in text and "OpCooperativeMatrixStoreTensorNV" in text
+    assert "OpReturn\n" in text and text.count("OpReturn\n") == 1  # no early return: every invocation takes part
+
+
+@pytest.mark.parametrize("stem", sorted(REFUSED))
+def test_the_other_zoo_models_are_refused(stem):
+    with pytest.raises(CompileError, match=f"the coopmat2 target cannot run kernel '{stem}'"):
+        compile(ROOT / "models" / f"{stem}.onnx", target="coopmat2")
+
+
+@pytest.mark.parametrize("stem", ACCEPTED)
+def test_the_steps_in_numpy_give_the_float16_emulation_at_ragged_batches(stem):
+    graph = _graph(stem)
+    program = lower(graph)
+    kernel = tile_kernel(plan_tiles(program, "coopmat2"), TILE, GRANULARITY)
+    packed = pack_program(program, FP16)
+    batches = (1, 17, 1000, (1 << 16) + 3) if stem == "mlp_3_64x2_3" else (1, 17, 1000)
+    for batch in batches:
+        x = np.random.default_rng(batch).uniform(-1, 1, (batch, graph.inputs[0].feature_size)).astype(np.float32)
+        got = run_steps(kernel, packed, x)
+        want = run_fp16_emulation(graph, {graph.inputs[0].name: x})[graph.outputs[0].name].reshape(batch, -1)
+        assert not np.isnan(got).any(), "an output element was never stored"
+        np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL, err_msg=f"{stem} at {batch} samples")
+
+
+def test_layouts_clamp_the_tile_to_the_batch_and_the_padding_to_the_tensor():
+    kernel = tile_kernel(plan_tiles(lower(_graph("mlp_3_64x2_3")), "coopmat2"), TILE, GRANULARITY)
+    loads = {s.result: s for s in kernel.steps if isinstance(s, Load)}
+    layout = loads["0"].layout.numpy({"n": 70, "i": 64})
+    assert (layout.dimension, layout.offset, layout.span, layout.clamp_mode.value) == ((70, 3), (64, 0), (64, 16),
+                                                                                        "Constant")
+    weights = loads["B1"].layout.numpy({})
+    assert (weights.dimension, weights.span) == ((64, 3), (64, 16)) and loads["B1"].view.permutation == (1, 0)
+    assert loads["bias1"].view.stride == (0, 1)
+    (store,) = [s for s in kernel.steps if isinstance(s, Store)]
+    assert store.layout.numpy({"n": 70, "i": 64}).dimension == (70, 3)
+
+
+def test_a_stage_whose_epilogue_of_zero_is_infinite_masks_its_padding():
+    b = GraphBuilder("log_layer")
+    x = b.input("x", 4)
+    h = b.node(Op.LINEAR, "fc", [x, b.constant("w", np.full((3, 4), 0.5)), b.constant("b", np.ones(3))])
+    y = b.node(Op.LINEAR, "out", [b.node(Op.LOG, "log", [h]), b.constant("w2", np.ones((2, 3)))], output="y")
+    graph = b.graph([y])
+    program = lower(graph)
+    kernel = tile_kernel(plan_tiles(program, "coopmat2"), TILE, GRANULARITY)
+    assert [s.mask for s in kernel.steps if isinstance(s, Apply)] == [3, None]
+    x = np.random.default_rng(0).uniform(0, 1, (20, 4)).astype(np.float32)
+    got = run_steps(kernel, pack_program(program, FP16), x)
+    np.testing.assert_allclose(got, run_fp16_emulation(graph, {"x": x})["y"], rtol=RTOL, atol=ATOL)
+    assert "%keep = cmp.lt %c, 3 : bool" in compile_graph(graph, target_name="coopmat2").text
+
+
+def test_the_text_form_shows_the_tensor_layouts():
+    text = compile(ROOT / "models" / "mlp_3_64x2_3.onnx", target="coopmat2").text
+    for line in ("foreach_tile (%i) = (%c0), (%n) as (%ti) <= (64) {",
+                 "%L1 = tensor_layout<2,constant> dims [%n, 3] slice [%i:+64, 0:+16]",
+                 "%0 = cooperative_matrix_load %in0[%L1] : coopmatrix<f32x64x16,matrix_acc>",
+                 "%A1 = cast %0 : coopmatrix<f16x64x16,matrix_a>",
+                 "%V2 = tensor_view<2> permute [1, 0]",
+                 "%B1 = cooperative_matrix_load %w0[%L2, %V2] : coopmatrix<f16x16x64,matrix_b>",
+                 "%V3 = tensor_view<2> dims [64, 64] strides [0, 1]",
+                 "%1 = cooperative_matrix_mul_add %A1, %B1, %C1 : coopmatrix<f32x64x64,matrix_acc>",
+                 "%3 = cooperative_matrix_apply (%r,%c,%v)=%1 -> coopmatrix<f32x64x64,matrix_acc> {",
+                 "%3 = max %x, %2 : f32",
+                 "cooperative_matrix_store %y3, %out7[%L8]"):
+        assert line in text, line
+
+
+def test_golden_dump_of_a_small_mlp(tmp_path):
+    program = compile_graph(tiny_mlp(), target_name="coopmat2")
+    spirv_val(program.spirv, tmp_path)
+    text = program.text + "\n" + program.spvasm()
+    golden = GOLDEN / "coopmat2_tiny_mlp.txt"
+    if not golden.exists():
+        golden.write_text(text)
+        pytest.fail(f"wrote the missing golden file {golden}: review it and commit it")
+    assert text == golden.read_text(), f"if the change is intended, delete {golden}, rerun, review and commit"
+
+
+def test_tiles_of_other_sizes_and_granularities_pass_spirv_val(tmp_path):
+    program = lower(mlp_graph(5, (40, 24), 3, activation="tanh"))
+    for tile, granularity in ((32, 16), (128, 32), (256, 32)):
+        spirv_val(Coopmat2Target().compile(program, FP16, tile, granularity=granularity).spirv, tmp_path)
+
+
+def test_a_tile_of_part_rows_and_other_weight_formats_are_refused():
+    with pytest.raises(CompileError, match="tiles of a whole number of 16 samples .* not 40"):
+        compile_graph(tiny_mlp(), target_name="coopmat2", workgroup_size=40)
+    with pytest.raises(CompileError, match="the coopmat2 target stores weights as fp16, not 'fp32'"):
+        compile_graph(tiny_mlp(), target_name="coopmat2", weights="fp32")

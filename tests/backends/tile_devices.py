@@ -1,0 +1,45 @@
+"""Made-up device descriptions for the cooperative-matrix tile backends' checks: the H100's as
+/work/shared/gpu/h100-capabilities.txt lists it (KHR shapes, cooperative-matrix-2 features, limits and
+flexible-dimension shapes), with any part replaced."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+from coopnn.runtime.vk.device_info import (CooperativeMatrix2Support, CooperativeMatrixShape,
+                                           CooperativeMatrixSupport, SubgroupInfo)
+from coopnn.runtime.vk.nv_ffi import ComponentType, Scope
+
+MATRIX2_FEATURES = ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibleDimensions",
+                    "cooperativeMatrixReductions", "cooperativeMatrixConversions",
+                    "cooperativeMatrixPerElementOperations", "cooperativeMatrixTensorAddressing",
+                    "cooperativeMatrixBlockLoads")
+FEATURES = ("cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel") + MATRIX2_FEATURES
+
+
+def shape(m: int, n: int, k: int, types: str = "FLOAT16 FLOAT16 FLOAT32 FLOAT32", scope: str = "SUBGROUP",
+          invocations: int = 0) -> CooperativeMatrixShape:
+    a, b, c, r = (ComponentType[t] for t in types.split())
+    return CooperativeMatrixShape(m, n, k, a, b, c, r, False, Scope[scope], invocations)
+
+
+KHR_SHAPES = (shape(16, 16, 16, "FLOAT16 FLOAT16 FLOAT16 FLOAT16"), shape(16, 8, 16, "FLOAT16 FLOAT16 FLOAT16 FLOAT16"),
+              shape(16, 16, 16), shape(16, 8, 16), shape(16, 8, 8), shape(16, 16, 32, "SINT8 SINT8 SINT32 SINT32"))
+FLEXIBLE_SHAPES = (shape(16, 16, 16), shape(16, 16, 16, scope="WORKGROUP", invocations=32),
+                   shape(16, 16, 16, scope="WORKGROUP", invocations=64),
+                   shape(32, 16, 16, scope="WORKGROUP", invocations=128),
+                   shape(32, 32, 16, scope="WORKGROUP", invocations=256))
+
+
+def h100(*, features=FEATURES, khr_shapes=KHR_SHAPES, flexible_shapes=FLEXIBLE_SHAPES, shared_memory=49152,
+         matrix2: bool = True, **matrix2_limits) -> SimpleNamespace:
+    """What the tile backends read of a device: the H100's unless told otherwise."""
+    flags = {name: name in features for name in FEATURES}
+    matrix = CooperativeMatrixSupport(True, True, 0x20, tuple(khr_shapes))
+    support2 = CooperativeMatrix2Support({n: flags[n] for n in MATRIX2_FEATURES}, 256, 1024, 8192,
+                                         tuple(flexible_shapes))
+    return SimpleNamespace(name="H100", features=flags, cooperative_matrix=matrix,
+                           cooperative_matrix2=replace(support2, **matrix2_limits) if matrix2 else None,
+                           subgroup=SubgroupInfo(32, 32, 32, 0x3FFF, 0xFF),
+                           limits=SimpleNamespace(max_compute_shared_memory_size=shared_memory))
