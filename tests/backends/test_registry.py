@@ -10,7 +10,7 @@ from coopnn.errors import BackendUnavailableError, CompileError
 
 
 def test_every_backend_folder_is_registered_by_priority():
-    assert [b.name for b in backends.all_backends()] == ["coopvec", "coopmat2", "portable", "numpy"]
+    assert [b.name for b in backends.all_backends()] == ["coopvec", "coopmat2", "coopmat", "portable", "numpy"]
 
 
 def test_numpy_is_the_first_training_backend():
@@ -31,7 +31,7 @@ def test_unknown_backend_lists_those_that_train():
 
 
 def test_targets_are_the_backends_that_compile_kernels():
-    assert backends.target_names() == ["coopmat2", "coopvec", "portable"]
+    assert backends.target_names() == ["coopmat", "coopmat2", "coopvec", "portable"]
     assert backends.target("portable") is backends.get("portable").target
-    with pytest.raises(CompileError, match="unknown target 'numpy'; targets: coopmat2, coopvec, portable"):
+    with pytest.raises(CompileError, match="unknown target 'numpy'; targets: coopmat, coopmat2, coopvec, portable"):
         backends.target("numpy")
