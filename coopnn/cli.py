@@ -31,7 +31,28 @@ def _info_setup(p: argparse.ArgumentParser) -> None:
     pass
 
 
-@command("info", "version, backends, and the Vulkan devices with their cooperative-vector support", _info_setup)
+def _targets_on(info) -> list[str]:
+    """The shader targets whose backends can run on the Vulkan device `info`: each backend's `unavailable_reason`
+    asked with COOPNN_DEVICE naming the device, the way a user picks one."""
+    import os
+
+    from coopnn import backends
+    from coopnn.runtime.vk.selection import DEVICE_ENV
+
+    previous = os.environ.get(DEVICE_ENV)
+    os.environ[DEVICE_ENV] = str(info.index)
+    try:
+        return [b.target.name for b in backends.all_backends()
+                if b.target is not None and b.unavailable_reason() is None]
+    finally:
+        if previous is None:
+            del os.environ[DEVICE_ENV]
+        else:
+            os.environ[DEVICE_ENV] = previous
+
+
+@command("info", "version, backends, and the Vulkan devices with their cooperative-vector and -matrix support and "
+                 "the targets each can take", _info_setup)
 def cmd_info(args: argparse.Namespace) -> int:
     import coopnn
 
@@ -42,7 +63,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"  {status.name:10s} {state}")
     from coopnn.runtime.device_report import device_report
 
-    print(device_report())
+    print(device_report(_targets_on))
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 
@@ -23,6 +24,19 @@ def test_info_lists_version_and_backends(capsys):
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     assert "coopnn 0." in out and "numpy" in out and "available" in out
+
+
+def test_info_names_the_targets_each_device_takes(capsys, monkeypatch):
+    monkeypatch.delenv("COOPNN_DEVICE", raising=False)
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    if "vulkan devices:" not in out:
+        pytest.skip("no Vulkan device here")
+    lines = [line.split("targets: ")[1] for line in out.splitlines() if line.startswith("    targets: ")]
+    assert len(lines) == len(re.findall(r"^  \d+: ", out, re.MULTILINE))  # one per device
+    for line in lines:
+        assert set(line.split(", ")) <= set(coopnn.backends.target_names()) | {"none"}
+    assert "COOPNN_DEVICE" not in os.environ  # asked per device, then put back
 
 
 def test_inspect_prints_a_layer_table(capsys):

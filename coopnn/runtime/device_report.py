@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from coopnn.errors import BackendUnavailableError
 
 
@@ -39,8 +41,9 @@ def _coopmat_lines(info) -> list[str]:
     return lines
 
 
-def device_report() -> str:
-    """Several lines describing the Vulkan devices, or one line saying why there are none."""
+def device_report(targets: Callable[[object], list[str]] | None = None) -> str:
+    """Several lines describing the Vulkan devices, or one line saying why there are none; with `targets`, a line
+    naming the shader targets each device (`DeviceInfo`) can take, as `targets(info)` gives them."""
     try:
         from coopnn.runtime.vk.shared import vulkan_devices
 
@@ -53,4 +56,6 @@ def device_report() -> str:
     for info in devices:
         lines.append("  " + info.describe())
         lines += _coopvec_lines(info) + _coopmat_lines(info)
+        if targets is not None:
+            lines.append(f"    targets: {', '.join(targets(info)) or 'none'}")
     return "\n".join(lines)
