@@ -39,10 +39,11 @@ def check_zoo_model(stem: str, backend: str) -> None:
 
 
 def check_chunks_of_part_tiles(stem: str, backend: str) -> None:
-    """Chunks of 3 tiles and a part, so every chunk but the last is whole tiles and the last ends inside one."""
+    """Chunks of 100 samples: each ends inside a tile of 64, whose last work-group must keep to the chunk's samples."""
     with coopnn.load(model_path(stem), backend=backend, weights="fp16") as model:
-        model._executable.chunk = 3 * model._executable.binary.workgroup_size[0]
+        model._executable.chunk = 100
         assert_matches_emulation(model, random_feeds(model, 1000, seed=3))
+        assert model._executable.last_timing.chunks == 10
 
 
 def check_refused(stem: str, backend: str) -> None:
