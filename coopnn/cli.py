@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Callable
 
-from coopnn.cli_arrays import OUTPUT_SUFFIXES, match_inputs, output_suffix, read_inputs, write_outputs
+from coopnn.cli_arrays import OUTPUT_SUFFIXES, match_inputs, output_suffix, read_inputs
 from coopnn.cli_format import HelpFormatter
 from coopnn.errors import CoopnnError, InputError
 from coopnn.layouts.formats import format_names
@@ -135,17 +135,19 @@ def _run_setup(p: argparse.ArgumentParser) -> None:
                         "compares float16 with float32")
 
 
-@command("run", "run a model on inputs from .npy/.npz and write the outputs", _run_setup)
+@command("run", "run a model on inputs from .npy/.npz and write the outputs; an .npy input of any size is streamed "
+                "through the model in chunks, with a progress bar on stderr", _run_setup)
 def cmd_run(args: argparse.Namespace) -> int:
     import coopnn
+    from coopnn.cli_stream import run_in_chunks
 
     output_suffix(args.output)  # the files checked before the model is loaded
-    arrays = read_inputs(args.input)
+    arrays = read_inputs(args.input, mapped=True)
     calibration = _calibration(args)
     with coopnn.load(args.model, backend=args.backend, weights=args.weights, device=args.device,
                      calibration=calibration) as model:
-        outputs = model.run(match_inputs(arrays, [t.name for t in model.inputs], args.input))
-        write_outputs(args.output, outputs)
+        feeds = model.named_inputs(match_inputs(arrays, [t.name for t in model.inputs], args.input))
+        run_in_chunks(model, feeds, args.output)
         print(f"wrote {args.output} ({model.backend})")
     return 0
 

@@ -5,8 +5,9 @@ through: models, parameter files, checkpoints, cache entries).
 The root is `$COOPNN_CACHE_DIR`, else `$XDG_CACHE_HOME/coopnn`, else `~/.cache/coopnn`; each cache has a folder below
 it. An entry file is a header (magic, format version, payload length, SHA-256 of the payload) and the payload, so a
 truncated, corrupt or foreign file is recognised and read as a miss. Entries are written to a temporary file in their
-own folder and renamed over the old one, which is atomic also between processes: concurrent writers of one entry
-leave one whole file, and a reader sees the old file or the new one.
+own folder and renamed over the old one (`atomic_path` for a file written piece by piece), which is atomic also
+between processes: concurrent writers of one entry leave one whole file, and a reader sees the old file or the new
+one.
 
 `CacheFolder` is one cache's folder as the caches use it: a damaged entry is deleted (the caller rebuilds it) and a
 folder that cannot be written turns writing off for the process, each with one `CacheWarning`; `evict` keeps a cache
@@ -24,6 +25,7 @@ import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 CACHE_DIR_ENV = "COOPNN_CACHE_DIR"
 HEADER = struct.Struct("<8sIQ32s")  # magic, format version, payload length, sha256 of the payload
@@ -73,13 +75,20 @@ def write_atomic(path: Path, data: bytes, make_folder: bool = True) -> None:
     """Make `data` the contents of `path` (creating its folder unless `make_folder` is False); OSError when that
     cannot be done, and then no temporary file is left and an older file at `path` is untouched. A process killed
     mid-write leaves the older file too (and a temporary file beside it)."""
-    path = Path(path)
+    with atomic_path(Path(path), make_folder) as temporary:
+        temporary.write_bytes(data)
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path, make_folder: bool = True) -> Iterator[Path]:
+    """A new empty temporary file beside `path` for the block to write (of any size, by any means), renamed over
+    `path` when the block ends, and removed instead when it raises; as `write_atomic` otherwise."""
     if make_folder:
         path.parent.mkdir(parents=True, exist_ok=True)
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
+        yield Path(temporary)
         os.replace(temporary, path)
     except BaseException:
         with contextlib.suppress(OSError):
