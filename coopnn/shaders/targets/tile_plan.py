@@ -20,6 +20,7 @@ from typing import Mapping
 import numpy as np
 
 from coopnn.errors import CompileError
+from coopnn.layouts.formats.fp16 import round_fp16
 from coopnn.shaders.kernel.ops import KERNEL_OPS, Batch
 from coopnn.shaders.kernel.program import Instr, KernelProgram, Param, VecType
 
@@ -64,9 +65,10 @@ class Stage:
         return np.broadcast_to(env[self.result], np.shape(x))
 
     def finite_at_zero(self, constants: Mapping[str, float | bool]) -> bool:
-        """Whether the epilogue of 0 is finite: padding columns of a product are 0, and the next product multiplies
-        them by zero weights, which only a non-finite value (0 x inf) would turn into NaN."""
-        return bool(np.isfinite(self.evaluate(np.zeros(1, np.float32), constants)).all())
+        """Whether the epilogue of 0, rounded to float16, is finite: padding columns of a product are 0, and the next
+        product multiplies them (as float16) by zero weights, which only a non-finite value (0 x inf) turns into
+        NaN."""
+        return bool(np.isfinite(round_fp16(self.evaluate(np.zeros(1, np.float32), constants))).all())
 
 
 @dataclass(frozen=True)

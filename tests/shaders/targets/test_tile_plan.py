@@ -117,6 +117,16 @@ def test_an_epilogue_infinite_at_zero_is_found():
                                atol=1e-7)
 
 
+def test_an_epilogue_beyond_float16_at_zero_is_found():
+    b = GraphBuilder("shifted")
+    x = b.input("x", 4)
+    h = b.node(Op.LINEAR, "fc", [x, b.constant("w", np.ones((3, 4)))])
+    shifted = b.node(Op.ADD, "shift", [h, b.constant("big", 1e5)])
+    plan = plan_tiles(lower(b.graph([b.node(Op.LINEAR, "out", [shifted, b.constant("w2", np.ones((2, 3)))])])),
+                      "coopmat")
+    assert not plan.stages[1].finite_at_zero(plan.constants)  # 1e5 is inf in float16
+
+
 def test_stage_evaluation_follows_the_kernel_instructions():
     """SiLU (x * sigmoid(x)) through its kernel expansion, and a comparison with a select (Where), as the tile targets
     run them per component."""
