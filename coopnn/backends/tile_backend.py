@@ -25,14 +25,23 @@ from coopnn.shaders.targets.base import Binary
 from coopnn.shaders.targets.tile_plan import TilePlan, plan_tiles
 
 COMPUTE_STAGE_BIT = 0x20  # VK_SHADER_STAGE_COMPUTE_BIT
-FLOAT16_PRODUCT = ("FLOAT16", "FLOAT16", "FLOAT32", "FLOAT32")  # A, B, C and result component types
+# A, B, C and result component types: the products (float32 accumulators), and the float16 accumulators the kernels
+# declare too (bias tiles, results rounded to float16), whose types must match a listed matrix as well
+FLOAT16_PRODUCT = ("FLOAT16", "FLOAT16", "FLOAT32", "FLOAT32")
+FLOAT16_ACCUMULATION = ("FLOAT16", "FLOAT16", "FLOAT16", "FLOAT16")
 
 
-def float16_shapes(shapes: Iterable, scope: str) -> list:
-    """The shapes (`CooperativeMatrixShape`) of float16 products accumulated in float32 at `scope` ("SUBGROUP",
+def float16_shapes(shapes: Iterable, scope: str, types: tuple[str, ...] = FLOAT16_PRODUCT) -> list:
+    """The shapes (`CooperativeMatrixShape`) of float16 products with `types` at `scope` ("SUBGROUP",
     "WORKGROUP")."""
     return [s for s in shapes if s.scope.name == scope and not s.saturating_accumulation
-            and tuple(t.name for t in (s.a_type, s.b_type, s.c_type, s.result_type)) == FLOAT16_PRODUCT]
+            and tuple(t.name for t in (s.a_type, s.b_type, s.c_type, s.result_type)) == types]
+
+
+def with_float16_accumulators(candidates: list, shapes: Iterable, scope: str) -> list:
+    """The `candidates` for which a shape of float16 accumulation with the same M, N and invocations is listed."""
+    listed = {(s.m, s.n, s.workgroup_invocations) for s in float16_shapes(shapes, scope, FLOAT16_ACCUMULATION)}
+    return [c for c in candidates if (c.m, c.n, c.workgroup_invocations) in listed]
 
 
 def missing_features(info, features: Iterable[str]) -> str | None:

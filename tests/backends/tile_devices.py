@@ -24,12 +24,16 @@ def shape(m: int, n: int, k: int, types: str = "FLOAT16 FLOAT16 FLOAT32 FLOAT32"
     return CooperativeMatrixShape(m, n, k, a, b, c, r, False, Scope[scope], invocations)
 
 
-KHR_SHAPES = (shape(16, 16, 16, "FLOAT16 FLOAT16 FLOAT16 FLOAT16"), shape(16, 8, 16, "FLOAT16 FLOAT16 FLOAT16 FLOAT16"),
-              shape(16, 16, 16), shape(16, 8, 16), shape(16, 8, 8), shape(16, 16, 32, "SINT8 SINT8 SINT32 SINT32"))
-FLEXIBLE_SHAPES = (shape(16, 16, 16), shape(16, 16, 16, scope="WORKGROUP", invocations=32),
-                   shape(16, 16, 16, scope="WORKGROUP", invocations=64),
-                   shape(32, 16, 16, scope="WORKGROUP", invocations=128),
-                   shape(32, 32, 16, scope="WORKGROUP", invocations=256))
+HALVES = "FLOAT16 FLOAT16 FLOAT16 FLOAT16"  # float16 accumulators
+KHR_SHAPES = (shape(16, 16, 16, HALVES), shape(16, 8, 16, HALVES), shape(16, 8, 8, HALVES), shape(16, 16, 16),
+              shape(16, 8, 16), shape(16, 8, 8), shape(16, 16, 32, "SINT8 SINT8 SINT32 SINT32"))
+FLEXIBLE_SHAPES = tuple(shape(*granularity, types, scope, invocations)
+                        for granularity, scope, invocations in (((16, 16, 16), "SUBGROUP", 0),
+                                                                ((16, 16, 16), "WORKGROUP", 32),
+                                                                ((16, 16, 16), "WORKGROUP", 64),
+                                                                ((32, 16, 16), "WORKGROUP", 128),
+                                                                ((32, 32, 16), "WORKGROUP", 256))
+                        for types in (HALVES, "FLOAT16 FLOAT16 FLOAT32 FLOAT32"))
 
 
 def h100(*, features=FEATURES, khr_shapes=KHR_SHAPES, flexible_shapes=FLEXIBLE_SHAPES, shared_memory=49152,

@@ -10,7 +10,8 @@ tiles.
 
 from __future__ import annotations
 
-from coopnn.backends.tile_backend import COMPUTE_STAGE_BIT, TileBackend, float16_shapes, missing_features
+from coopnn.backends.tile_backend import (COMPUTE_STAGE_BIT, TileBackend, float16_shapes, missing_features,
+                                          with_float16_accumulators)
 from coopnn.backends.coopmat.packing import pack_tiles
 from coopnn.backends.coopmat.target import FEATURES, TILE, CoopmatTarget, Shape, shared_halves
 from coopnn.layouts.formats.format import WeightFormat
@@ -23,8 +24,11 @@ SUBGROUP_BASIC_BIT = 0x1  # VK_SUBGROUP_FEATURE_BASIC_BIT
 
 
 def matrix_shape(info) -> Shape | None:
-    """The shape the kernel uses on this device: 16 x 16 x 16 where listed, else the first listed that fits."""
-    listed = [Shape(s.m, s.n, s.k) for s in float16_shapes(info.cooperative_matrix.shapes, "SUBGROUP")]
+    """The shape the kernel uses on this device: 16 x 16 x 16 where listed, else the first listed that fits (with
+    float16 accumulators of its M x N listed too: the bias tiles and the float16 results)."""
+    shapes = info.cooperative_matrix.shapes
+    products = with_float16_accumulators(float16_shapes(shapes, "SUBGROUP"), shapes, "SUBGROUP")
+    listed = [Shape(s.m, s.n, s.k) for s in products]
     fitting = [s for s in listed if s.granularity % s.n == 0 and s.granularity % s.k == 0 and TILE % s.m == 0]
     if Shape() in fitting:
         return Shape()
@@ -44,8 +48,8 @@ def _device_needs(info) -> str | None:
     if not (subgroup.supported_stages & COMPUTE_STAGE_BIT and subgroup.supported_operations & SUBGROUP_BASIC_BIT):
         return f"{info.name} lacks the basic subgroup operations in compute shaders"
     if matrix_shape(info) is None:
-        return (f"{info.name} lists no subgroup-scope float16 x float16 + float32 cooperative-matrix shape the tile "
-                f"kernel can use (tiles of {TILE} samples)")
+        return (f"{info.name} lists no subgroup-scope float16 x float16 + float32 cooperative-matrix shape (with "
+                f"float16 accumulators of its M x N) the tile kernel can use (tiles of {TILE} samples)")
     return None
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-from coopnn.backends.tile_backend import COMPUTE_STAGE_BIT, TileBackend, float16_shapes, missing_features
+from coopnn.backends.tile_backend import (COMPUTE_STAGE_BIT, TileBackend, float16_shapes, missing_features,
+                                          with_float16_accumulators)
 from coopnn.backends.coopmat2.target import FEATURES, TILE, Coopmat2Target, pack_program
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.pack import WeightImage
@@ -22,9 +23,11 @@ from coopnn.shaders.targets.tile_plan import TilePlan, padded
 
 def tile_shape(info):
     """The flexible-dimension shape the tile kernel uses on this device (float16 x float16 + float32, workgroup
-    scope, TILE invocations, its M granularity dividing TILE), or None."""
-    shapes = float16_shapes(info.cooperative_matrix2.flexible_shapes, "WORKGROUP")
-    fitting = [s for s in shapes if s.workgroup_invocations == TILE and TILE % s.m == 0]
+    scope, TILE invocations, its M granularity dividing TILE, float16 accumulators of the same granularity listed
+    too), or None."""
+    listed = info.cooperative_matrix2.flexible_shapes
+    fitting = [s for s in float16_shapes(listed, "WORKGROUP") if s.workgroup_invocations == TILE and TILE % s.m == 0]
+    fitting = with_float16_accumulators(fitting, listed, "WORKGROUP")
     return fitting[0] if fitting else None
 
 
@@ -50,8 +53,8 @@ def _device_needs(info) -> str | None:
         return (f"{info.name} takes workgroup-scope matrices in work-groups of at most "
                 f"{matrices2.workgroup_scope_max_workgroup_size} invocations; the tile kernel uses {TILE}")
     if tile_shape(info) is None:
-        return (f"{info.name} lists no flexible-dimension float16 x float16 + float32 matrices at workgroup scope "
-                f"for {TILE} invocations")
+        return (f"{info.name} lists no flexible-dimension float16 x float16 + float32 matrices (with float16 "
+                f"accumulators of the same granularity) at workgroup scope for {TILE} invocations")
     return None
 
 

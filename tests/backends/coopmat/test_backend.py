@@ -11,7 +11,7 @@ from coopnn.backends.coopmat.target import Shape
 from coopnn.backends.coopmat2.backend import Coopmat2Backend
 from coopnn.runtime.vk.device_info import SubgroupInfo
 from coopnn.shaders.targets.tile_plan import plan_tiles
-from tests.backends.tile_devices import FEATURES, MATRIX2_FEATURES, h100, shape
+from tests.backends.tile_devices import FEATURES, HALVES, MATRIX2_FEATURES, h100, shape
 from tests.shaders.targets.test_tile_plan import zoo_program
 
 BACKEND = CoopmatBackend()
@@ -28,14 +28,20 @@ def test_the_h100_is_taken_with_16x16x16_matrices():
 
 def test_a_device_with_only_khr_cooperative_matrices_is_taken_by_coopmat_alone():
     info = h100(features=tuple(f for f in FEATURES if f not in MATRIX2_FEATURES), matrix2=False,
-                khr_shapes=(shape(16, 16, 16),))
+                khr_shapes=(shape(16, 16, 16), shape(16, 16, 16, HALVES)))
     assert BACKEND.device_needs(info) is None
     assert Coopmat2Backend().device_needs(info) == "H100 lacks VK_NV_cooperative_matrix2"
 
 
 def test_another_listed_shape_is_used_where_16x16x16_is_not():
-    listed = (shape(16, 8, 16), shape(16, 16, 16, "FLOAT16 FLOAT16 FLOAT16 FLOAT16"))
+    listed = (shape(16, 8, 16), shape(16, 8, 16, HALVES), shape(16, 16, 16, HALVES))
     assert matrix_shape(h100(khr_shapes=listed)) == Shape(16, 8, 16)
+
+
+def test_a_shape_needs_its_float16_accumulators_listed_too():
+    """Every cooperative-matrix type a shader declares must match a listed matrix; the kernel declares float16 M x N
+    accumulators (bias tiles, rounded results) besides the product's types."""
+    assert matrix_shape(h100(khr_shapes=(shape(16, 16, 16), shape(16, 8, 16, HALVES)))) is None
 
 
 def test_what_a_device_must_offer():
@@ -50,11 +56,10 @@ def test_what_a_device_must_offer():
     info = h100()
     info.subgroup = SubgroupInfo(32, 32, 32, 0x20, 0x0)
     assert BACKEND.device_needs(info) == "H100 lacks the basic subgroup operations in compute shaders"
-    integer_only = h100(khr_shapes=(shape(16, 16, 32, "SINT8 SINT8 SINT32 SINT32"),
-                                    shape(16, 16, 16, "FLOAT16 FLOAT16 FLOAT16 FLOAT16")))
+    integer_only = h100(khr_shapes=(shape(16, 16, 32, "SINT8 SINT8 SINT32 SINT32"), shape(16, 16, 16, HALVES)))
     assert BACKEND.device_needs(integer_only) == (
-        "H100 lists no subgroup-scope float16 x float16 + float32 cooperative-matrix shape the tile kernel can use "
-        "(tiles of 64 samples)")
+        "H100 lists no subgroup-scope float16 x float16 + float32 cooperative-matrix shape (with float16 accumulators "
+        "of its M x N) the tile kernel can use (tiles of 64 samples)")
 
 
 def test_the_widest_layer_must_fit_workgroup_memory():

@@ -12,7 +12,7 @@ from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.targets.tile_plan import plan_tiles
-from tests.backends.tile_devices import FEATURES, FLEXIBLE_SHAPES, h100, shape
+from tests.backends.tile_devices import FEATURES, FLEXIBLE_SHAPES, HALVES, h100, shape
 from tests.conftest import ROOT
 
 BACKEND = Coopmat2Backend()
@@ -52,15 +52,17 @@ def test_reductions_and_block_loads_are_not_needed_for_float16_weights():
 def test_the_tile_needs_a_workgroup_shape_for_its_invocations():
     others = tuple(s for s in FLEXIBLE_SHAPES if s.workgroup_invocations != 64)
     assert BACKEND.device_needs(h100(flexible_shapes=others)) == (
-        "H100 lists no flexible-dimension float16 x float16 + float32 matrices at workgroup scope for 64 invocations")
-    float16_accumulators = others + (shape(16, 16, 16, "FLOAT16 FLOAT16 FLOAT16 FLOAT16", "WORKGROUP", 64),)
-    assert "lists no flexible-dimension" in BACKEND.device_needs(h100(flexible_shapes=float16_accumulators))
+        "H100 lists no flexible-dimension float16 x float16 + float32 matrices (with float16 accumulators of the same "
+        "granularity) at workgroup scope for 64 invocations")
+    for types in (HALVES, "FLOAT16 FLOAT16 FLOAT32 FLOAT32"):  # both are declared: either alone is not enough
+        alone = others + (shape(16, 16, 16, types, "WORKGROUP", 64),)
+        assert "lists no flexible-dimension" in BACKEND.device_needs(h100(flexible_shapes=alone))
     assert "at most 32 invocations" in BACKEND.device_needs(h100(workgroup_scope_max_workgroup_size=32))
 
 
 def test_padding_follows_the_shapes_granularity():
     coarse = tuple(s for s in FLEXIBLE_SHAPES if s.workgroup_invocations != 64) + (
-        shape(16, 32, 16, scope="WORKGROUP", invocations=64),)
+        shape(16, 32, 16, scope="WORKGROUP", invocations=64), shape(16, 32, 16, HALVES, "WORKGROUP", 64))
     assert granularity(h100(flexible_shapes=coarse)) == 32
 
 
