@@ -108,6 +108,7 @@ def test_requirements_name_the_formats_combination_and_the_longest_vector():
     assert requirements(kernel, weight_format("fp8_e4m3")).combinations == {
         ("FLOAT16", "FLOAT8_E4M3", "FLOAT8_E4M3", "FLOAT16", "FLOAT16")}
     assert combination(weight_format("fp8_e5m2")) == ("FLOAT16", "FLOAT8_E5M2", "FLOAT8_E5M2", "FLOAT16", "FLOAT16")
+    assert combination(weight_format("int8")) == ("FLOAT32", "SINT8", "SINT8", "SINT32", "SINT32")
     # 8-bit matrices are padded to 16 elements a side, so a 3-wide input takes a 16-component vector
     small = compile(ROOT / "models" / "mlp_3_64x2_3.onnx").kernel
     assert requirements(small, weight_format("fp8_e4m3")).components == 64
