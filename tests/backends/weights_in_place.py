@@ -8,6 +8,9 @@ from typing import Callable
 import numpy as np
 
 import coopnn
+from coopnn.backends.quantized_layers import layer_entry
+from coopnn.layouts.formats.integer import QuantizedLayer, quantize_layer
+from coopnn.shaders.kernel.lower import lower
 
 
 def check_weights_prepared_and_refreshed(model_path, backend: str, fmt,
@@ -24,3 +27,17 @@ def check_weights_prepared_and_refreshed(model_path, backend: str, fmt,
         model.run(x)
         assert model._executable is executable, "new parameters were not taken in place"
         check_device_weights(model, fmt)
+
+
+def stored_layers(model) -> dict[str, QuantizedLayer]:
+    """For a model whose format quantizes inputs: each Linear's weight-buffer entry name and the layer as
+    `quantize_layer` stores it with the model's input scales (what the device must hold)."""
+    fmt, program = model.weight_format, lower(model.graph)
+    layers = {}
+    for instr in program.body:
+        if instr.op == "gemv":
+            layer = instr.attrs["layer"]
+            bias = program.constants[instr.args[2]] if len(instr.args) > 2 else None
+            layers[layer_entry(layer)] = quantize_layer(fmt, program.constants[instr.args[0]], bias,
+                                                        fmt.input_scale(layer), layer)
+    return layers

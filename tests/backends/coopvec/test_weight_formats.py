@@ -12,10 +12,8 @@ import pytest
 
 from coopnn.backends.coopvec.backend import CoopvecBackend
 from coopnn.backends.coopvec.layouts import matrix_alignment, padded
-from coopnn.backends.quantized_layers import layer_entry
-from coopnn.layouts.formats.integer import quantize_layer
 from coopnn.shaders.kernel.lower import lower
-from tests.backends.weights_in_place import check_weights_prepared_and_refreshed
+from tests.backends.weights_in_place import check_weights_prepared_and_refreshed, stored_layers
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.gpu
@@ -39,17 +37,12 @@ def _check_device_layers(model, fmt) -> None:
     its elements padded to 16 a side (through the driver's layout) and its dequantization scales and bias to as many
     rows, with zeros."""
     executable = model._executable
-    program = lower(model.graph)
     entries = executable.binary.weight_image.entries
-    gemvs = [i for i in program.body if i.op == "gemv"]
-    assert set(entries) == {layer_entry(i.attrs["layer"]) for i in gemvs}
+    layers = stored_layers(model)
+    assert set(entries) == set(layers)
     buffer = executable.weight_buffer
-    for instr in gemvs:
-        layer = instr.attrs["layer"]
-        entry = entries[layer_entry(layer)]
-        bias = program.constants[instr.args[2]] if len(instr.args) > 2 else None
-        stored = quantize_layer(fmt, program.constants[instr.args[0]], bias, model.weight_format.input_scale(layer),
-                                layer)
+    for name, stored in layers.items():
+        entry = entries[name]
         rows, columns = stored.elements.shape
         assert entry.dtype == fmt.name and entry.input_scale == stored.input_scale
         assert entry.shape == (padded(rows, 16), padded(columns, 16))

@@ -11,10 +11,8 @@ import numpy as np
 import pytest
 
 from coopnn.backends.portable.backend import PortableBackend
-from coopnn.backends.quantized_layers import layer_entry
-from coopnn.layouts.formats.integer import quantize_layer
 from coopnn.shaders.kernel.lower import lower
-from tests.backends.weights_in_place import check_weights_prepared_and_refreshed
+from tests.backends.weights_in_place import check_weights_prepared_and_refreshed, stored_layers
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.vulkan
@@ -29,17 +27,12 @@ def validated(validated_device):
 def _check_device_layers(model, fmt) -> None:
     """A format that quantizes inputs: one entry per Linear, as `quantize_layer` stores it with the model's scales."""
     executable = model._executable
-    program = lower(model.graph)
     entries = executable.binary.weight_image.entries
-    gemvs = [i for i in program.body if i.op == "gemv"]
-    assert set(entries) == {layer_entry(i.attrs["layer"]) for i in gemvs} and len(entries) == 3
+    layers = stored_layers(model)
+    assert set(entries) == set(layers) and len(entries) == 3
     buffer = executable.weight_buffer
-    for instr in gemvs:
-        layer = instr.attrs["layer"]
-        entry = entries[layer_entry(layer)]
-        bias = program.constants[instr.args[2]] if len(instr.args) > 2 else None
-        stored = quantize_layer(fmt, program.constants[instr.args[0]], bias, model.weight_format.input_scale(layer),
-                                layer)
+    for name, stored in layers.items():
+        entry = entries[name]
         rows = entry.shape[0]
         assert entry.dtype == fmt.name and entry.input_scale == stored.input_scale
         assert buffer.download(np.uint8, entry.size, entry.offset).tobytes() == stored.elements.tobytes()
