@@ -78,6 +78,16 @@ def test_fp16_weights_match_an_fp16_rounded_reference():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+def _assert_matches_emulation(got: dict, want: dict, stem: str) -> None:
+    """Bit for bit for the benchmark MLPs (and booleans), else within the float16 tolerance."""
+    assert set(got) == set(want)
+    for name in want:
+        if stem in BENCHMARK_MLPS or want[name].dtype == bool:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{stem}:{name}")
+        else:
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-3, atol=2.5e-3, err_msg=f"{stem}:{name}")
+
+
 @pytest.mark.parametrize("weights", ["fp8_e4m3", "fp8_e5m2"])
 @pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
 def test_zoo_model_in_an_8_bit_format_is_its_float16_emulation_on_vulkan(path, weights):
@@ -89,12 +99,7 @@ def test_zoo_model_in_an_8_bit_format_is_its_float16_emulation_on_vulkan(path, w
         got = _as_dict(model, model.run(feeds))
         assert model.device_messages == []
         want = run_fp16_emulation(model.graph, feeds, model.weight_format)
-    assert set(got) == set(want)
-    for name in want:
-        if path.stem in BENCHMARK_MLPS or want[name].dtype == bool:
-            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path.stem}:{name}")
-        else:
-            np.testing.assert_allclose(got[name], want[name], rtol=1e-3, atol=2.5e-3, err_msg=f"{path.stem}:{name}")
+    _assert_matches_emulation(got, want, path.stem)
 
 
 @pytest.mark.parametrize("weights", ["fp8_e4m3", "fp8_e5m2"])
@@ -128,12 +133,7 @@ def test_zoo_model_in_int8_is_its_integer_emulation_on_vulkan(path):
         got = _as_dict(model, model.run(feeds))
         assert model.device_messages == []
         want = IntegerEmulation(model.graph, model.weight_format).run(feeds)
-    assert set(got) == set(want)
-    for name in want:
-        if path.stem in BENCHMARK_MLPS or want[name].dtype == bool:
-            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path.stem}:{name}")
-        else:
-            np.testing.assert_allclose(got[name], want[name], rtol=1e-3, atol=2.5e-3, err_msg=f"{path.stem}:{name}")
+    _assert_matches_emulation(got, want, path.stem)
 
 
 def test_int8_quantization_of_extreme_inputs_is_the_emulations():
