@@ -162,6 +162,9 @@ def _compile_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--weights", default=None, choices=format_names(),
                    help="weight format (default: the target's own: portable fp32, coopvec fp16)")
     _calibration_arg(p, "from which --weights int8 measures each Linear's input scale")
+    p.add_argument("--decode-vector", action="store_true",
+                   help="coopmat2 with --weights q8_0/q4_0: name a DecodeVectorFunc on each weight load as well "
+                        "(SPV_NV_cooperative_matrix_decode_vector), for inspection where the device lacks it")
     p.add_argument("--output", "-o", required=True, help="file to write")
 
 
@@ -169,7 +172,8 @@ def _compile_setup(p: argparse.ArgumentParser) -> None:
 def cmd_compile(args: argparse.Namespace) -> int:
     import coopnn
 
-    program = coopnn.compile(args.model, target=args.target, weights=args.weights, calibration=_calibration(args))
+    program = coopnn.compile(args.model, target=args.target, weights=args.weights, calibration=_calibration(args),
+                             decode_vector=args.decode_vector)
     emitted = {"spirv": lambda: program.spirv, "spvasm": lambda: program.spvasm().encode(),
                "tl": lambda: program.text.encode()}[args.emit]()
     with open(args.output, "wb") as f:

@@ -16,6 +16,7 @@ from coopnn.shaders.kernel.printer import print_program
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import disassemble
 from coopnn.backends import target, target_format
+from coopnn.errors import CompileError
 from coopnn.layouts.formats.calibration import calibrated
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.shaders.targets.base import Binary
@@ -60,17 +61,25 @@ class Program:
 
 
 def compile_graph(graph: Graph, *, target_name: str = "portable", weights: str | WeightFormat | None = None,
-                  workgroup_size: int = 64, calibration: Any = None) -> Program:
+                  workgroup_size: int = 64, calibration: Any = None, decode_vector: bool = False) -> Program:
     fmt = calibrated(target_format(target_name, weights), graph, calibration)
     kernel = lower(graph)
-    binary = target(target_name).compile(kernel, fmt, workgroup_size)
+    chosen = target(target_name)
+    options = {}
+    if decode_vector:
+        if not getattr(chosen, "decodes_vectors", False):
+            raise CompileError(f"the {target_name} target has no DecodeVectorFunc variant (decode_vector: the "
+                               f"coopmat2 target with weights='q8_0' or 'q4_0')")
+        options["decode_vector"] = True
+    binary = chosen.compile(kernel, fmt, workgroup_size, **options)
     return Program(graph, kernel, binary, binary.text or print_program(kernel, workgroup_size))
 
 
 def compile(model: str | os.PathLike | bytes | onnx.ModelProto, *, target: str = "portable", weights: str | None = None,
-            workgroup_size: int = 64, calibration: Any = None) -> Program:
+            workgroup_size: int = 64, calibration: Any = None, decode_vector: bool = False) -> Program:
     """Compile a model (path, bytes or ModelProto) for `target` ("portable", ...) with weights in format `weights`
     (by default the target's own: float32 on portable, float16 on coopvec); `calibration` as `coopnn.load` takes it,
-    for a format that quantizes inputs (int8)."""
+    for a format that quantizes inputs (int8); `decode_vector`: a block format's loads name a DecodeVectorFunc as
+    well (coopmat2, for inspection: the backend emits it where the device offers it)."""
     return compile_graph(optimize(import_model(model)), target_name=target, weights=weights,
-                         workgroup_size=workgroup_size, calibration=calibration)
+                         workgroup_size=workgroup_size, calibration=calibration, decode_vector=decode_vector)

@@ -1,10 +1,11 @@
 """What the cooperative-matrix tile backends (coopmat2, coopmat) share: the record's behaviour around a target that
 compiles a chain of layers (`coopnn.shaders.targets.tile_plan`), and the reading of a device's matrix shapes.
 
-Both take float16 weights and run inference only. `backend="auto"` does not choose them yet: their crossover points
-against coopvec (by model and batch size) are not measured, so they run when asked for by name. A subclass says what
-the device needs (`device_needs`), what the program needs of it (`program_needs`), and how its target packs the
-weights and compiles for it (`pack_for`, `compile_for`).
+Both take float16 weights (coopmat2 the block formats q8_0 and q4_0 as well) and run inference only.
+`backend="auto"` does not choose them yet: their crossover points against coopvec (by model and batch size) are not
+measured, so they run when asked for by name. A subclass says what
+the device needs (`device_needs`), what a weight format needs of it (`format_needs`), what the program needs of it
+(`program_needs`), and how its target packs the weights and compiles for it (`pack_for`, `compile_for`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,10 @@ class TileBackend(ABC):
     def device_needs(self, info) -> str | None:
         """None when the device can run the target's kernels; otherwise what it lacks."""
 
+    def format_needs(self, info, weights: WeightFormat) -> str | None:
+        """None when the device can read weights in format `weights` (one of `formats`); otherwise what it lacks."""
+        return None
+
     @abstractmethod
     def program_needs(self, info, plan: TilePlan) -> str | None:
         """None when the device can run this program's kernel; otherwise why not."""
@@ -78,7 +83,8 @@ class TileBackend(ABC):
         return device_unavailable_reason(None, self.device_needs)
 
     def examine(self, graph: Graph, weights: WeightFormat, device) -> Examined:
-        why = device_unavailable_reason(device, self.device_needs)
+        why = device_unavailable_reason(device,
+                                        lambda info: self.device_needs(info) or self.format_needs(info, weights))
         if why:
             return Examined(why)
         try:

@@ -1,6 +1,6 @@
 """What the cooperative-matrix tile backends (coopmat2, coopmat) share, on any machine: backend='auto' never takes
 them (even where they could run the model), asked for by name where the device lacks them they say what is missing,
-they take float16 weights only, and they do not train."""
+they take float16 weights (coopmat2 the block formats q8_0 and q4_0 too), and they do not train."""
 
 from __future__ import annotations
 
@@ -51,12 +51,12 @@ def test_asked_for_where_the_device_lacks_them_they_say_what_is_missing(name):
     assert backend_skip_reason(name).endswith(reason)
 
 
-@pytest.mark.parametrize("name", TILE_BACKENDS)
-def test_they_take_float16_weights_only(name):
+@pytest.mark.parametrize("name, formats", [("coopmat2", "fp16 or q8_0 or q4_0"), ("coopmat", "fp16")])
+def test_they_take_float16_weights_and_coopmat2_the_block_formats(name, formats):
     backend = backends.get(name)
-    assert backend.formats == (FP16,)
+    assert " or ".join(f.name for f in backend.formats) == formats
     assert backends.examine(backend, _graph("mlp_3_64x2_3"), FP32, None).reason == (
-        f"the {name} backend stores weights as fp16, not 'fp32' (pass weights='fp16')")
+        f"the {name} backend stores weights as {formats}, not 'fp32' (pass weights='fp16')")
 
 
 @pytest.mark.parametrize("name", TILE_BACKENDS)

@@ -1,6 +1,6 @@
-"""The GPU checks both cooperative-matrix tile backends (coopmat2, coopmat) share: a zoo model against the float16
-emulation at ragged batch sizes (whole tiles, part tiles, several chunks), across chunk boundaries, and with new
-parameters taken in place."""
+"""The GPU checks both cooperative-matrix tile backends (coopmat2, coopmat) share: a zoo model against their float16
+arithmetic (`tests.backends.tile_reference`, for each weight format) at ragged batch sizes (whole tiles, part tiles,
+several chunks), across chunk boundaries, and with new parameters taken in place."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 import coopnn
 from coopnn.errors import CompileError
-from coopnn.layouts.formats.emulation import run_fp16_emulation
+from coopnn.layouts.formats import weight_format
+from tests.backends.tile_reference import run_tile_emulation
 from tests.conftest import ROOT, random_feeds
 
 RTOL, ATOL = 1e-3, 2.5e-3
@@ -20,21 +21,21 @@ def model_path(stem: str):
     return ROOT / "models" / f"{stem}.onnx"
 
 
-def assert_matches_emulation(model, feeds) -> None:
+def assert_matches_emulation(model, feeds, weights: str = "fp16") -> None:
     got = model.run(feeds)
     got = got if isinstance(got, dict) else {model.outputs[0].name: got}
-    want = run_fp16_emulation(model.graph, feeds)
+    want = run_tile_emulation(model.graph, feeds, weight_format(weights))
     assert set(got) == set(want)
     for name in want:
         np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL,
                                    err_msg=f"{model.graph.name}:{name} at {next(iter(feeds.values())).shape[0]}")
 
 
-def check_zoo_model(stem: str, backend: str) -> None:
-    with coopnn.load(model_path(stem), backend=backend, weights="fp16") as model:
+def check_zoo_model(stem: str, backend: str, weights: str = "fp16") -> None:
+    with coopnn.load(model_path(stem), backend=backend, weights=weights) as model:
         assert model.backend == backend
         for batch in BATCHES:
-            assert_matches_emulation(model, random_feeds(model, batch, seed=batch))
+            assert_matches_emulation(model, random_feeds(model, batch, seed=batch), weights)
         assert model.last_gpu_ms is not None and model.last_gpu_ms > 0
 
 

@@ -4,7 +4,9 @@ The device must offer workgroup-scope matrices with flexible dimensions, convers
 tensor addressing (`FEATURES`), and list a flexible-dimension shape of float16 x float16 + float32 at workgroup scope
 for the tile's invocations (vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) whose granularity
 divides the tile; feature dimensions are padded to its N and K granularity, and no matrix may exceed the device's
-largest flexible dimension. Weights are float16, row-major, in one buffer.
+largest flexible dimension. Weights are float16 or blocks of q8_0 or q4_0 (row-major, in one buffer); the block
+formats need block loads, buffer device addresses and 16-bit integers as well (`decode.FEATURES`), and take the
+DecodeVectorFunc where the device offers VK_NV_cooperative_matrix_decode_vector's feature.
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ import math
 
 from coopnn.backends.tile_backend import (COMPUTE_STAGE_BIT, TileBackend, float16_shapes, missing_features,
                                           with_float16_accumulators)
-from coopnn.backends.coopmat2.target import FEATURES, TILE, Coopmat2Target, pack_program
+from coopnn.backends.coopmat2 import decode
+from coopnn.backends.coopmat2.target import FEATURES, TILE, Coopmat2Target, features, pack_program
 from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
+from coopnn.layouts.formats.q4_0 import FORMAT as Q4_0
+from coopnn.layouts.formats.q8_0 import FORMAT as Q8_0
 from coopnn.layouts.pack import WeightImage
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.targets.base import Binary
@@ -64,10 +70,14 @@ class Coopmat2Backend(TileBackend):
     description = ("cooperative matrix 2 (VK_NV_cooperative_matrix2): a work-group carries a tile of samples "
                    "through every layer on tensor cores, float16 weights loaded through tensor layouts")
     target = Coopmat2Target()
-    device_features = FEATURES
+    formats = (FP16, Q8_0, Q4_0)
+    device_features = features(Q8_0, decode_vector=True)
 
     def device_needs(self, info) -> str | None:
         return _device_needs(info)
+
+    def format_needs(self, info, weights: WeightFormat) -> str | None:
+        return missing_features(info, features(weights))
 
     def program_needs(self, info, plan: TilePlan) -> str | None:
         step = granularity(info)
@@ -82,4 +92,6 @@ class Coopmat2Backend(TileBackend):
         return pack_program(program, weights)
 
     def compile_for(self, info, program: KernelProgram, weights: WeightFormat, packed: WeightImage) -> Binary:
-        return self.target.compile(program, weights, TILE, granularity=granularity(info), packed=packed)
+        vector = weights.blocks is not None and bool(info.features.get(decode.DECODE_VECTOR_FEATURE))
+        return self.target.compile(program, weights, TILE, granularity=granularity(info), packed=packed,
+                                   decode_vector=vector)

@@ -5,9 +5,11 @@ language's syntax, and the tests run them in numpy through the tensor-addressing
 
 The tile's samples are the rows of workgroup-scope matrices: the input is loaded as a float32 accumulator (rows past
 the batch and columns past the features read 0: clamp mode Constant), converted to the float16 A matrix of the first
-product; each layer's weights (rows x columns, row-major float16) are its B matrix, W transposed by a view and
-padded with zeros past the matrix; its bias is broadcast over the rows by a view of strides (0, 1) and becomes the
-accumulator the product adds to; a stage's epilogue is a per-element operation; the last value is stored through a
+product; each layer's weights (rows x columns, row-major) are its B matrix, W transposed by a view and padded with
+zeros past the matrix: float16 elements, or blocks of a block format (q8_0, q4_0) that the load decodes to float16
+(the layout counts blocks of (1, block size); `decode.py`); its bias (float16, or float32 for a block format: the
+format's vectors) is broadcast over the rows by a view of strides (0, 1) and becomes the accumulator the product
+adds to; a stage's epilogue is a per-element operation; the last value is stored through a
 layout that drops the rows past the batch and the padding columns. Feature dimensions are padded to whole
 `granularity` (the flexible-dimension granularity); the tile's rows are the work-group's invocations.
 
@@ -22,11 +24,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+import numpy as np
+
+from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.tensor_addressing import ClampMode, TensorLayout, TensorView
 from coopnn.shaders.targets.tile_plan import TilePlan, padded
 
 Operand = int | str
 A, B, ACCUMULATOR = "MatrixAKHR", "MatrixBKHR", "MatrixAccumulatorKHR"
+COMPONENTS = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32"}  # of the formats' vectors
 USE_NAMES = {A: "matrix_a", B: "matrix_b", ACCUMULATOR: "matrix_acc"}
 
 
@@ -36,15 +42,19 @@ def _resolve(operand: Operand, values: Mapping[str, int]) -> int:
 
 @dataclass(frozen=True)
 class Layout:
-    """OpCreateTensorLayoutNV with clamp mode Constant (clamp value 0), OpTensorLayoutSetDimensionNV (packed
-    strides) and OpTensorLayoutSliceNV."""
+    """OpCreateTensorLayoutNV with clamp mode Constant (clamp value 0), OpTensorLayoutSetBlockSizeNV where `block`
+    is given (strides then count blocks), OpTensorLayoutSetDimensionNV (packed strides) and
+    OpTensorLayoutSliceNV."""
 
     dimension: tuple[Operand, ...]
     offset: tuple[Operand, ...]
     span: tuple[int, ...]
+    block: tuple[int, ...] | None = None
 
     def numpy(self, values: Mapping[str, int]) -> TensorLayout:
         layout = TensorLayout.create(len(self.dimension), ClampMode.CONSTANT)
+        if self.block is not None:
+            layout = layout.set_block_size(*self.block)
         layout = layout.set_dimension(*(_resolve(d, values) for d in self.dimension))
         return layout.slice(tuple(_resolve(o, values) for o in self.offset), self.span)
 
@@ -80,13 +90,17 @@ class MatrixType:
 
 @dataclass(frozen=True)
 class Load:
-    """OpCooperativeMatrixLoadTensorNV of kernel parameter `param` (input, matrix or vector)."""
+    """OpCooperativeMatrixLoadTensorNV of kernel parameter `param` (input, matrix or vector); a matrix of a block
+    format names it in `decode` (its DecodeFunc gives each element) and, where the DecodeVectorFunc is emitted too,
+    that function's width in `decode_vector`."""
 
     result: str
     type: MatrixType
     param: str
     layout: Layout
     view: View | None = None
+    decode: str | None = None
+    decode_vector: int | None = None
 
 
 @dataclass(frozen=True)
@@ -144,8 +158,12 @@ class TileKernel:
     steps: tuple[Step, ...]
 
 
-def tile_kernel(plan: TilePlan, tile: int, granularity: int) -> TileKernel:
-    """The steps of `plan` for tiles of `tile` samples."""
+def tile_kernel(plan: TilePlan, tile: int, granularity: int, weights: WeightFormat,
+                decode_vector: int | None = None) -> TileKernel:
+    """The steps of `plan` for tiles of `tile` samples, weights stored in `weights` (float16 or a block format);
+    `decode_vector`: the width of the block format's DecodeVectorFunc, where the loads name one."""
+    blocks = weights.blocks
+    bias_component = COMPONENTS[weights.vectors.storage]
     stages = plan.stages
     features = plan.input.shape[0]
     width = padded(features, granularity)
@@ -158,13 +176,20 @@ def tile_kernel(plan: TilePlan, tile: int, granularity: int) -> TileKernel:
         if stage.matrix is not None:
             a, b, c = f"A{index}", f"B{index}", None
             steps.append(Convert(a, MatrixType("f16", tile, columns, A), value))
+            block = None if blocks is None else (1, blocks.size)
             steps.append(Load(b, MatrixType("f16", columns, width, B), stage.matrix,
-                              Layout((stage.width, stage.columns), (0, 0), (width, columns)), View((1, 0))))
+                              Layout((stage.width, stage.columns), (0, 0), (width, columns), block), View((1, 0)),
+                              None if blocks is None else weights.name, decode_vector))
             if stage.bias is not None:
                 c = f"C{index}"
-                steps.append(Load(f"bias{index}", MatrixType("f16", tile, width, ACCUMULATOR), stage.bias,
-                                  Layout((stage.width,), (0,), (width,)), View((0, 1), (tile, width), (0, 1))))
-                steps.append(Convert(c, accumulator, f"bias{index}"))
+                bias = Layout((stage.width,), (0,), (width,))
+                broadcast = View((0, 1), (tile, width), (0, 1))
+                if bias_component == "f32":
+                    steps.append(Load(c, accumulator, stage.bias, bias, broadcast))
+                else:
+                    steps.append(Load(f"bias{index}", MatrixType(bias_component, tile, width, ACCUMULATOR),
+                                      stage.bias, bias, broadcast))
+                    steps.append(Convert(c, accumulator, f"bias{index}"))
             value = stage.source
             steps.append(MulAdd(value, accumulator, a, b, c))
         last = index == len(stages) - 1

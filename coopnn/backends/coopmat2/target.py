@@ -4,18 +4,22 @@ tile of samples (`steps.py` says what it does; this module emits it).
 Matrices are workgroup-scope with flexible dimensions; tensor layouts and views are built where each load or store
 needs them (`coopnn.shaders.spirv.cooperative_matrix2`), from the push constant `count` and the tile's first sample;
 every invocation runs to the end (no early return: the matrix instructions need the whole work-group), and the
-Constant clamp mode keeps loads and stores inside the batch. Weights are float16, row-major, packed as the portable
-target packs them (matrices at 64-byte, vectors at 16-byte offsets: the 16-byte alignment tensor loads need);
-inputs and outputs are the float32 buffers every target shares.
+Constant clamp mode keeps loads and stores inside the batch. Weights are float16, or a block format (q8_0, q4_0:
+blocks decoded by the loads, float32 biases; `decode.py`), row-major, packed as the portable target packs them
+(matrices at 64-byte, vectors at 16-byte offsets: the 16-byte alignment tensor loads need); inputs and outputs are
+the float32 buffers every target shares. With `decode_vector`, a block format's loads name a DecodeVectorFunc besides
+the DecodeFunc (SPV_NV_cooperative_matrix_decode_vector, which the device must enable).
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from coopnn.errors import CompileError
 from coopnn.layouts.formats.format import WeightFormat
-from coopnn.layouts.pack import WeightImage, pack
+from coopnn.layouts.pack import WeightImage, pack, unpack
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import Id
 from coopnn.shaders.spirv.cooperative_matrix2 import (TensorLayoutValue, TensorViewValue, convert, load_tensor,
@@ -24,6 +28,7 @@ from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bin
 from coopnn.shaders.targets.scalar_writer import ScalarWriter
 from coopnn.shaders.targets.tile_epilogue import emit_stage, round_fp16
 from coopnn.shaders.targets.tile_plan import plan_tiles
+from coopnn.backends.coopmat2 import decode
 from coopnn.backends.coopmat2.steps import (Apply, Convert, Layout, Load, MatrixType, MulAdd, Store, TileKernel, View,
                                             tile_kernel)
 from coopnn.backends.coopmat2.text import kernel_text
@@ -44,19 +49,45 @@ def _debug_name(result: str) -> str:
     return f"v{result}" if result[0].isdigit() else result
 
 
+def features(weights: WeightFormat, decode_vector: bool = False) -> frozenset[str]:
+    """The device features a module for `weights` needs (with the DecodeVectorFunc where `decode_vector`)."""
+    if weights.blocks is None:
+        return FEATURES
+    return FEATURES | decode.FEATURES | ({decode.DECODE_VECTOR_FEATURE} if decode_vector else set())
+
+
 def pack_program(program: KernelProgram, weights: WeightFormat) -> WeightImage:
-    """The program's matrices (row-major) and vectors in the `weights` format."""
-    return pack(program.constants, {p.name: p.role for p in program.params_of("matrix", "vector")}, weights)
+    """The program's matrices (row-major) and vectors in the `weights` format; CompileError naming a block-format
+    matrix with a decoded weight beyond float16, the component type its decode function returns."""
+    roles = {p.name: p.role for p in program.params_of("matrix", "vector")}
+    packed = pack(program.constants, roles, weights)
+    if weights.blocks is not None:
+        largest = float(np.finfo(np.float16).max)
+        for name in (n for n, role in roles.items() if role == "matrix"):
+            top = float(np.abs(unpack(packed, name)).max(initial=0))
+            if top > largest:
+                raise CompileError(f"matrix {name!r} decodes to a weight of magnitude {top:.6g} in weights="
+                                   f"{weights.name!r}, beyond float16 (at most {largest:g}), which the {NAME} target "
+                                   f"decodes to; scale the model's weights down or use weights='fp16'")
+    return packed
 
 
 class Coopmat2Emitter:
-    def __init__(self, kernel: TileKernel, packed: WeightImage):
+    def __init__(self, kernel: TileKernel, packed: WeightImage, weights: WeightFormat):
         self.kernel = kernel
         self.plan = kernel.plan
         self.packed = packed
         self.bindings = bindings_of(self.plan.program)
         self.binding_of = {b.name: b.index for b in self.bindings}
-        self.frame = ShaderFrame(self.bindings, 16, kernel.tile, PUSH_CONSTANTS, bounds_check=False)
+        # the weight buffer read as the format's vectors; a block format's matrices through `decode.BlockMatrices`
+        self.vector_bytes = weights.vectors.storage.itemsize
+        self.frame = ShaderFrame(self.bindings, 8 * self.vector_bytes, kernel.tile, PUSH_CONSTANTS,
+                                 bounds_check=False)
+        self.blocks = None
+        if weights.blocks is not None:
+            matrices = {p.name: packed.entry(p.name) for p in self.plan.program.params_of("matrix")}
+            vector = any(s.decode_vector for s in kernel.steps if isinstance(s, Load))
+            self.blocks = decode.BlockMatrices(self.frame, weights, matrices, vector)
         m, fn = self.m, self.fn = self.frame.module, self.frame.main
         u32 = self.frame.u32
         group = fn.emit("OpLoad", m.type_vector(u32, 3), m.builtin_input("WorkgroupId", m.type_vector(u32, 3)))
@@ -76,13 +107,17 @@ class Coopmat2Emitter:
         p = self.plan.program.param(param)
         if p.role in ("input", "output"):
             return self.frame.element_pointer(self.binding_of[p.graph_name], self.frame.zero)
-        offset = self.packed.entry(param).offset // 2
+        if p.role == "matrix" and self.blocks is not None:
+            return self.blocks.pointer(param)
+        offset = self.packed.entry(param).offset // self.vector_bytes
         return self.frame.element_pointer(0, self.frame.uint(offset), self.frame.weight_scalar)
 
     def layout(self, layout: Layout) -> TensorLayoutValue:
         given = [self.operands[o] if isinstance(o, str) else o for o in (*layout.dimension, *layout.offset)]
         dims = len(layout.dimension)
         created = TensorLayoutValue.create(self.fn, self.m.type_tensor_layout_nv(dims, "Constant"))
+        if layout.block is not None:
+            created = created.set_block_size(*layout.block)
         return created.set_dimension(*given[:dims]).slice(given[dims:], layout.span)
 
     def view(self, view: View) -> TensorViewValue:
@@ -94,8 +129,11 @@ class Coopmat2Emitter:
 
     def load(self, step: Load) -> Id:
         view = self.view(step.view) if step.view is not None else None
+        decoders = {}
+        if step.decode is not None:
+            decoders = {"decode": self.blocks.decoders.scalar, "decode_vector": self.blocks.decoders.vector}
         return load_tensor(self.fn, self.matrix_type(step.type), self.pointer(step.param), self.layout(step.layout),
-                           view=view, name=_debug_name(step.result))
+                           view=view, name=_debug_name(step.result), **decoders)
 
     def convert(self, step: Convert) -> Id:
         return convert(self.fn, self.matrix_type(step.type), self.values[step.source], name=_debug_name(step.result))
@@ -133,17 +171,24 @@ class Coopmat2Emitter:
 
 class Coopmat2Target:
     name = NAME
+    decodes_vectors = True  # takes decode_vector= (`coopnn compile --decode-vector`)
 
     def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int = TILE, *,
-                granularity: int = GRANULARITY, packed: WeightImage | None = None) -> Binary:
+                granularity: int = GRANULARITY, packed: WeightImage | None = None,
+                decode_vector: bool = False) -> Binary:
         """SPIR-V for `program` in tiles of `workgroup_size` samples (one per invocation), feature dimensions padded
-        to whole `granularity`; CompileError when the program is not a chain of layers (`plan_tiles`)."""
+        to whole `granularity`, a block format's loads with a DecodeVectorFunc where `decode_vector`; CompileError
+        when the program is not a chain of layers (`plan_tiles`)."""
         if workgroup_size % granularity:
             raise CompileError(f"the {NAME} target takes tiles of a whole number of {granularity} samples (the "
                                f"matrices' row granularity), not {workgroup_size}")
-        kernel = tile_kernel(plan_tiles(program, NAME), workgroup_size, granularity)
+        if decode_vector and weights.blocks is None:
+            raise CompileError(f"a DecodeVectorFunc decodes block formats (q8_0, q4_0); weights={weights.name!r} "
+                               f"are loaded without decoding")
+        width = decode.vector_width(weights) if decode_vector else None
+        kernel = tile_kernel(plan_tiles(program, NAME), workgroup_size, granularity, weights, width)
         packed = packed if packed is not None else pack_program(program, weights)
-        emitter = Coopmat2Emitter(kernel, packed)
+        emitter = Coopmat2Emitter(kernel, packed, weights)
         spirv = emitter.compile()
         return Binary(NAME, spirv, "main", emitter.frame.workgroup_size, emitter.bindings, PUSH_CONSTANTS, packed,
-                      FEATURES, frozenset(), text=kernel_text(kernel))
+                      features(weights, decode_vector), frozenset(), text=kernel_text(kernel))

@@ -2,13 +2,16 @@
 for tensor addressing: `tensor_layout<D,constant> dims [...] slice [offset:+span, ...]` and
 `tensor_view<D> permute [...]` / `dims [...] strides [...]` values, named by the load or store that uses them
 (`cooperative_matrix_load %w0[%L, %V]`). A stage's epilogue is the region of a `cooperative_matrix_apply`, its kernel
-instructions on scalars."""
+instructions on scalars. A block format's layouts show their `block [1, 32]`, its loads the decode functions they
+name (`decode(@decode_q4_0)`), and comments after the kernel say what each decode function computes."""
 
 from __future__ import annotations
 
 import re
 from typing import Callable
 
+from coopnn.backends.coopmat2.decode import code_bytes
+from coopnn.layouts.formats import weight_format
 from coopnn.shaders.kernel.ops import KERNEL_OPS
 from coopnn.shaders.kernel.printer import identifier
 from coopnn.backends.coopmat2.steps import Apply, Convert, Layout, Load, MulAdd, Store, TileKernel, View
@@ -22,7 +25,8 @@ def _layout(name: str, layout: Layout) -> str:
     dims = len(layout.dimension)
     offset = [f"%{o}" if isinstance(o, str) else str(o) for o in layout.offset]
     region = ", ".join(f"{o}:+{s}" for o, s in zip(offset, layout.span))
-    return f"%{name} = tensor_layout<{dims},constant> dims [{_operands(layout.dimension)}] slice [{region}]"
+    block = "" if layout.block is None else f" block [{_operands(layout.block)}]"
+    return f"%{name} = tensor_layout<{dims},constant>{block} dims [{_operands(layout.dimension)}] slice [{region}]"
 
 
 def _view(name: str, view: View) -> str:
@@ -55,7 +59,12 @@ class _Printer:
 
     def load(self, step: Load) -> None:
         where = self.addressing(step.layout, step.view)
-        self.emit(f"%{step.result} = cooperative_matrix_load %{step.param}[{where}] : {step.type}")
+        decode = ""
+        if step.decode is not None:
+            names = [f"@decode_{step.decode}"] + ([f"@decode_{step.decode}_x{step.decode_vector}"]
+                                                  if step.decode_vector else [])
+            decode = f" decode({', '.join(names)})"
+        self.emit(f"%{step.result} = cooperative_matrix_load %{step.param}[{where}]{decode} : {step.type}")
 
     def convert(self, step: Convert) -> None:
         self.emit(f"%{step.result} = cast %{step.source} : {step.type}")
@@ -98,10 +107,36 @@ class _Printer:
         self.emit(f"cooperative_matrix_store %{step.source}, %{step.param}[{where}]")
 
 
+def _decode_comments(kernel: TileKernel) -> list[str]:
+    """What the decode functions the loads name compute, one comment line each."""
+    load = next((s for s in kernel.steps if isinstance(s, Load) and s.decode is not None), None)
+    if load is None:
+        return []
+    fmt = weight_format(load.decode)
+    run, zero = code_bytes(fmt), fmt.blocks.zero
+    code = f"q - {zero}" if zero else "q"
+    signed = "signed " if fmt.blocks.signed else ""
+    lines = [f"; @decode_{fmt.name}(block, blockCoord, coordInBlock) -> f16: j = coordInBlock[1], q = the {signed}"
+             f"{fmt.bits}-bit code at bit {fmt.bits} * (j div {run}) of code byte j mod {run} of the block "
+             f"{{f16 d; codes}}, cast(cast(d : f32) * ({code}) : f16)"]
+    if load.decode_vector:
+        lines.append(f"; @decode_{fmt.name}_x{load.decode_vector}: the same for j .. j + {load.decode_vector - 1} "
+                     f"(j a multiple of {load.decode_vector}), a vector of {load.decode_vector} f16 "
+                     f"(SPV_NV_cooperative_matrix_decode_vector)")
+    return lines
+
+
+def _memref(param, kernel: TileKernel) -> str:
+    """A weight parameter's memref in the element type it is stored in: f16, f32 or a block format's name."""
+    if param.role not in ("matrix", "vector"):
+        return param.memref
+    (load,) = [s for s in kernel.steps if isinstance(s, Load) and s.param == param.name]
+    return param.memref.replace("memref<f32", f"memref<{load.decode or load.type.component}")
+
+
 def kernel_text(kernel: TileKernel) -> str:
     program = kernel.plan.program
-    params = [f"%{p.name}: " + (p.memref.replace("memref<f32", "memref<f16") if p.role in ("matrix", "vector")
-                                else p.memref) for p in program.params]
+    params = [f"%{p.name}: {_memref(p, kernel)}" for p in program.params]
     printer = _Printer(kernel)
     for step in kernel.steps:
         printer.print[type(step)](step)
@@ -118,4 +153,5 @@ def kernel_text(kernel: TileKernel) -> str:
         *printer.lines,
         "  }",
         "}",
+        *_decode_comments(kernel),
     ]) + "\n"

@@ -55,6 +55,9 @@ FEATURE_STRUCTS = (
     ChainStruct("VkPhysicalDeviceCooperativeMatrix2FeaturesNV",
                 nv_ffi.StructureType.PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV, nv_ffi.ffi,
                 extension=nv_ffi.COOPERATIVE_MATRIX_2_EXTENSION),
+    ChainStruct("VkPhysicalDeviceCooperativeMatrixDecodeVectorFeaturesNV",
+                nv_ffi.StructureType.PHYSICAL_DEVICE_COOPERATIVE_MATRIX_DECODE_VECTOR_FEATURES_NV, nv_ffi.ffi,
+                extension=nv_ffi.COOPERATIVE_MATRIX_DECODE_VECTOR_EXTENSION),
 )
 
 PROPERTY_STRUCTS = (

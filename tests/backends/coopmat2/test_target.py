@@ -1,7 +1,8 @@
 """The coopmat2 target, without a GPU: every zoo module it takes passes spirv-val (workgroup-scope matrices
-included), its steps run in numpy through the tensor-addressing model give the float16 emulation at ragged batch
-sizes (every load and store inside its buffer, every output element written once), a golden dump of a small MLP, the
-tensor layouts in the text form, and what it refuses."""
+included) in every weight format, its steps run in numpy through the tensor-addressing model give the tile kernels'
+float16 arithmetic (`tests.backends.tile_reference`) at ragged batch sizes (every load and store inside its buffer,
+every output element written once), a golden dump of a small MLP, the tensor layouts in the text form, and what it
+refuses. The block formats' decoding and the DecodeVectorFunc variant: `test_block_formats.py`."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ import numpy as np
 import pytest
 
 from coopnn.backends.coopmat2.steps import Apply, Load, Store, tile_kernel
-from coopnn.backends.coopmat2.target import FEATURES, GRANULARITY, TILE, Coopmat2Target, pack_program
+from coopnn.backends.coopmat2.target import GRANULARITY, TILE, Coopmat2Target, features, pack_program
 from coopnn.compiler import compile, compile_graph
 from coopnn.errors import CompileError
 from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.ir import Op
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
+from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.emulation import run_fp16_emulation
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.nets.builders import mlp_graph
@@ -26,11 +28,13 @@ from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.spirv import disassemble
 from coopnn.shaders.targets.tile_plan import plan_tiles
 from tests.backends.coopmat2.kernel_model import run_steps
+from tests.backends.tile_reference import run_tile_emulation
 from tests.backends.portable.test_target import spirv_val, tiny_mlp
 from tests.conftest import ROOT
 from tests.shaders.targets.test_tile_plan import ACCEPTED, REFUSED
 
 GOLDEN = Path(__file__).parent / "golden"
+FORMATS = ("fp16", "q8_0", "q4_0")
 RTOL, ATOL = 1e-3, 2.5e-3  # as the GPU tests: the float32 sums of the products are in another order
 
 
@@ -42,12 +46,13 @@ def _words(spirv: bytes) -> list[int]:
     return [int.from_bytes(spirv[i:i + 4], "little") for i in range(0, len(spirv), 4)]
 
 
+@pytest.mark.parametrize("weights", FORMATS)
 @pytest.mark.parametrize("stem", ACCEPTED)
-def test_every_zoo_module_it_takes_passes_spirv_val(stem, tmp_path):
-    program = compile(ROOT / "models" / f"{stem}.onnx", target="coopmat2")
+def test_every_zoo_module_it_takes_passes_spirv_val(stem, weights, tmp_path):
+    program = compile(ROOT / "models" / f"{stem}.onnx", target="coopmat2", weights=weights)
     spirv_val(program.spirv, tmp_path)
     assert program.workgroup_size == (TILE, 1, 1) and [p.name for p in program.push_constants] == ["count"]
-    assert program.binary.features == FEATURES
+    assert program.binary.features == features(weight_format(weights))
     text = disassemble(_words(program.spirv))
     workgroup = "%uint_2"  # Scope Workgroup
     assert re.search(rf"OpTypeCooperativeMatrixKHR %half {workgroup} ", text)
@@ -61,23 +66,29 @@ def test_the_other_zoo_models_are_refused(stem):
         compile(ROOT / "models" / f"{stem}.onnx", target="coopmat2")
 
 
+@pytest.mark.parametrize("weights", FORMATS)
 @pytest.mark.parametrize("stem", ACCEPTED)
-def test_the_steps_in_numpy_give_the_float16_emulation_at_ragged_batches(stem):
+def test_the_steps_in_numpy_give_the_tile_emulation_at_ragged_batches(stem, weights):
+    check_steps_at_ragged_batches(stem, weight_format(weights))
+
+
+def check_steps_at_ragged_batches(stem: str, fmt, decode_vector: int | None = None) -> None:
+    """The kernel model against `run_tile_emulation` at 1, 17, 1000 (and for one model 2^16 + 3) samples."""
     graph = _graph(stem)
     program = lower(graph)
-    kernel = tile_kernel(plan_tiles(program, "coopmat2"), TILE, GRANULARITY)
-    packed = pack_program(program, FP16)
+    kernel = tile_kernel(plan_tiles(program, "coopmat2"), TILE, GRANULARITY, fmt, decode_vector)
+    packed = pack_program(program, fmt)
     batches = (1, 17, 1000, (1 << 16) + 3) if stem == "mlp_3_64x2_3" else (1, 17, 1000)
     for batch in batches:
         x = np.random.default_rng(batch).uniform(-1, 1, (batch, graph.inputs[0].feature_size)).astype(np.float32)
         got = run_steps(kernel, packed, x)
-        want = run_fp16_emulation(graph, {graph.inputs[0].name: x})[graph.outputs[0].name].reshape(batch, -1)
+        want = run_tile_emulation(graph, {graph.inputs[0].name: x}, fmt)[graph.outputs[0].name].reshape(batch, -1)
         assert not np.isnan(got).any(), "an output element was never stored"
         np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL, err_msg=f"{stem} at {batch} samples")
 
 
 def test_layouts_clamp_the_tile_to_the_batch_and_the_padding_to_the_tensor():
-    kernel = tile_kernel(plan_tiles(lower(_graph("mlp_3_64x2_3")), "coopmat2"), TILE, GRANULARITY)
+    kernel = tile_kernel(plan_tiles(lower(_graph("mlp_3_64x2_3")), "coopmat2"), TILE, GRANULARITY, FP16)
     loads = {s.result: s for s in kernel.steps if isinstance(s, Load)}
     layout = loads["0"].layout.numpy({"n": 70, "i": 64})
     assert (layout.dimension, layout.offset, layout.span, layout.clamp_mode.value) == ((70, 3), (64, 0), (64, 16),
@@ -96,7 +107,7 @@ def test_a_stage_whose_epilogue_of_zero_is_infinite_masks_its_padding():
     y = b.node(Op.LINEAR, "out", [b.node(Op.LOG, "log", [h]), b.constant("w2", np.ones((2, 3)))], output="y")
     graph = b.graph([y])
     program = lower(graph)
-    kernel = tile_kernel(plan_tiles(program, "coopmat2"), TILE, GRANULARITY)
+    kernel = tile_kernel(plan_tiles(program, "coopmat2"), TILE, GRANULARITY, FP16)
     assert [s.mask for s in kernel.steps if isinstance(s, Apply)] == [3, None]
     x = np.random.default_rng(0).uniform(0, 1, (20, 4)).astype(np.float32)
     got = run_steps(kernel, pack_program(program, FP16), x)
@@ -140,5 +151,5 @@ def test_tiles_of_other_sizes_and_granularities_pass_spirv_val(tmp_path):
 def test_a_tile_of_part_rows_and_other_weight_formats_are_refused():
     with pytest.raises(CompileError, match="tiles of a whole number of 16 samples .* not 40"):
         compile_graph(tiny_mlp(), target_name="coopmat2", workgroup_size=40)
-    with pytest.raises(CompileError, match="the coopmat2 target stores weights as fp16, not 'fp32'"):
+    with pytest.raises(CompileError, match="the coopmat2 target stores weights as fp16 or q8_0 or q4_0, not 'fp32'"):
         compile_graph(tiny_mlp(), target_name="coopmat2", weights="fp32")
