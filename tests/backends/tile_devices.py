@@ -15,7 +15,8 @@ MATRIX2_FEATURES = ("cooperativeMatrixWorkgroupScope", "cooperativeMatrixFlexibl
                     "cooperativeMatrixReductions", "cooperativeMatrixConversions",
                     "cooperativeMatrixPerElementOperations", "cooperativeMatrixTensorAddressing",
                     "cooperativeMatrixBlockLoads")
-FEATURES = ("cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel") + MATRIX2_FEATURES
+FEATURES = ("cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel", "bufferDeviceAddress",
+            "shaderInt16") + MATRIX2_FEATURES
 
 
 def shape(m: int, n: int, k: int, types: str = "FLOAT16 FLOAT16 FLOAT32 FLOAT32", scope: str = "SUBGROUP",
@@ -38,8 +39,9 @@ FLEXIBLE_SHAPES = tuple(shape(*granularity, types, scope, invocations)
 
 def h100(*, features=FEATURES, khr_shapes=KHR_SHAPES, flexible_shapes=FLEXIBLE_SHAPES, shared_memory=49152,
          matrix2: bool = True, **matrix2_limits) -> SimpleNamespace:
-    """What the tile backends read of a device: the H100's unless told otherwise."""
-    flags = {name: name in features for name in FEATURES}
+    """What the tile backends read of a device: the H100's unless told otherwise (`features` may name more than
+    it reports, cooperativeMatrixDecodeVector say)."""
+    flags = {name: name in features for name in (*FEATURES, *features)}
     matrix = CooperativeMatrixSupport(True, True, 0x20, tuple(khr_shapes))
     support2 = CooperativeMatrix2Support({n: flags[n] for n in MATRIX2_FEATURES}, 256, 1024, 8192,
                                          tuple(flexible_shapes))

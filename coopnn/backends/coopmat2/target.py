@@ -66,7 +66,8 @@ def pack_program(program: KernelProgram, weights: WeightFormat) -> WeightImage:
         for name in (n for n, role in roles.items() if role == "matrix"):
             top = float(np.abs(unpack(packed, name)).max(initial=0))
             if top > largest:
-                raise CompileError(f"matrix {name!r} decodes to a weight of magnitude {top:.6g} in weights="
+                source = ", ".join(repr(n) for n in program.sources.get(name, (name,)))
+                raise CompileError(f"matrix {source} decodes to a weight of magnitude {top:.6g} in weights="
                                    f"{weights.name!r}, beyond float16 (at most {largest:g}), which the {NAME} target "
                                    f"decodes to; scale the model's weights down or use weights='fp16'")
     return packed

@@ -1,11 +1,18 @@
 """On a device with cooperative matrix 2 (the H100): every zoo model the coopmat2 target takes, in each weight format,
 against the tile kernels' float16 arithmetic (`tests.backends.tile_reference`) at 1, 17, 1000 and 2^16 + 3 samples,
-chunks ending inside a tile, new parameters in place, and the models it refuses saying why."""
+every weight of the block formats decoded to its float16 value (one-hot inputs), chunks ending inside a tile, new
+parameters in place, and the models it refuses saying why."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from coopnn.layouts.formats import weight_format
+from coopnn.layouts.formats.fp16 import round_fp16
+from coopnn.model import prepare
+from tests.backends.coopmat2.test_block_formats import block_weights
+from tests.backends.portable.test_backend import _one_linear
 from tests.backends.tile_zoo import (check_chunks_of_part_tiles, check_new_parameters_in_place, check_refused,
                                      check_zoo_model)
 from tests.shaders.targets.test_tile_plan import ACCEPTED, REFUSED
@@ -17,6 +24,15 @@ pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("coopmat2_device")]
 @pytest.mark.parametrize("stem", ACCEPTED)
 def test_zoo_model_matches_the_tile_emulation(stem, weights):
     check_zoo_model(stem, "coopmat2", weights)
+
+
+@pytest.mark.parametrize("weights", ["q8_0", "q4_0"])
+def test_the_device_decodes_every_block_weight_to_its_float16_value(weights):
+    """W e_c is column c of the decoded W exactly: every code, both scale signs, float16-subnormal results."""
+    w = block_weights()
+    with prepare(_one_linear(w), backend="coopmat2", weights=weights) as model:
+        got = model.run(np.eye(290, dtype=np.float32))
+    np.testing.assert_array_equal(got, round_fp16(weight_format(weights).emulate(w)).T)
 
 
 def test_chunks_ending_inside_a_tile():
