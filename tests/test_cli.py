@@ -105,6 +105,14 @@ def test_compile_emits_spirv_assembly_or_kernel_text(tmp_path, emit, check):
     assert check(out.read_bytes())
 
 
+def test_compile_shows_the_decode_vector_variant_of_a_block_format(tmp_path):
+    out = tmp_path / "out.tl"
+    assert main(["compile", str(ROOT / "models" / "mlp_3_64x2_3.onnx"), "--target", "coopmat2", "--weights", "q4_0",
+                 "--decode-vector", "--emit", "tl", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "decode(@decode_q4_0, @decode_q4_0_x8)" in text and "; @decode_q4_0_x8: " in text
+
+
 def _listed(names) -> str:
     return ", ".join(map(repr, names))
 
