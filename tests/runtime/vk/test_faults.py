@@ -104,8 +104,9 @@ def test_every_fault_is_a_typed_error_and_the_next_call_is_correct(scenario, fau
                 assert context.live_objects() == before, f"objects left after {call} failed with {result}"
                 if result == DEVICE_LOST:
                     _assert_lost_on_every_later_call(keeper)
+                    scope = keeper._executable.context
                     keeper.close()
-                    assert context.closed and not context.live_objects()
+                    assert scope.closed and not scope.live_objects()
                     keeper = coopnn.load(MODEL, backend="portable")
                     assert _shared(keeper) is not context
                     lost += 1
@@ -133,6 +134,7 @@ def test_a_lost_device_fails_every_later_call_and_a_fresh_load_works():
         np.testing.assert_array_equal(fresh.run(X), expected)
         fresh_trainer = coopnn.Trainer(fresh, seed=3)
         assert np.isfinite(fresh_trainer.step(X, Y))
-    del trainer
+    scopes = [model._executable.context, trainer.session.context]
+    trainer.session.close()
     model.close()
-    assert lost.closed and not lost.live_objects()
+    assert all(scope.closed and not scope.live_objects() for scope in scopes)
