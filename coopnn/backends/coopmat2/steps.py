@@ -176,9 +176,14 @@ def tile_kernel(plan: TilePlan, tile: int, granularity: int, weights: WeightForm
         if stage.matrix is not None:
             a, b, c = f"A{index}", f"B{index}", None
             steps.append(Convert(a, MatrixType("f16", tile, columns, A), value))
-            block = None if blocks is None else (1, blocks.size)
+            block, stored_columns = None, stage.columns
+            if blocks is not None:
+                # a row holds whole blocks (zeros past the matrix), and the column dimension says so: the spec
+                # rounds a partial block up when it packs strides, but on the H100 (driver 580) every model with an
+                # input width that is not whole blocks, and the one-hot decode test, came out wrong
+                block, stored_columns = (1, blocks.size), -(-stage.columns // blocks.size) * blocks.size
             steps.append(Load(b, MatrixType("f16", columns, width, B), stage.matrix,
-                              Layout((stage.width, stage.columns), (0, 0), (width, columns), block), View((1, 0)),
+                              Layout((stage.width, stored_columns), (0, 0), (width, columns), block), View((1, 0)),
                               None if blocks is None else weights.name, decode_vector))
             if stage.bias is not None:
                 c = f"C{index}"
