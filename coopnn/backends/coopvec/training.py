@@ -178,10 +178,11 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def prepare_tape(self, capacity: int) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        if capacity == 0 or self.accumulates:
-            return
         if self.partials is not None:
             self.partials.destroy()
+            self.partials = None
+        if capacity == 0 or self.accumulates:
+            return
         self.partials = self.context.create_buffer(-(-capacity // self.chunk) * self.layout.size * 4, HostAccess.NONE)
         # Padded delta rows are never written and must read as zero.
         self.context.run([self.fill_zero(self.tape_buffer, self.partials)])

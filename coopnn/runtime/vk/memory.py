@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from coopnn.errors import BackendUnavailableError
+from coopnn.errors import BackendUnavailableError, DeviceMemoryError
 from coopnn.runtime.vk.device import Device
 from coopnn.runtime.vk.device_info import DeviceInfo, MemoryType
 from coopnn.runtime.vk.loader import load_vulkan
@@ -143,7 +143,7 @@ def _allocate(info: DeviceInfo, device, size: int, memory_type: MemoryType, devi
         return vk.vkAllocateMemory(device, vk.VkMemoryAllocateInfo(
             pNext=flags_info, allocationSize=size, memoryTypeIndex=memory_type.index), None)
     except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as exc:
-        raise BackendUnavailableError(
+        raise DeviceMemoryError(
             f"{info.name} is out of memory allocating {size} bytes (memory type {memory_type.index}, heap of "
             f"{memory_type.heap_size} bytes); use smaller batches or free other GPU work") from exc
 

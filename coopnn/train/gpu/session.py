@@ -30,6 +30,7 @@ from coopnn.train.gpu.resident import HEAP_SHARE, ResidentData, largest_heap
 from coopnn.runtime.executable import MAX_DEVICE_BYTES_ENV, device_bytes_limit, load_kernel
 from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
+from coopnn.train.gpu.step_buffers import make_fitting
 from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
 from coopnn.train.losses import Loss
 from coopnn.train.optim import Optimizer
@@ -141,7 +142,7 @@ class KernelTrainingSession:
         return []
 
     def prepare_tape(self, capacity: int) -> None:
-        """Called when the tape was (re)made for `capacity` samples."""
+        """Called when the tape was (re)made for `capacity` samples (0: there is none)."""
 
     # ----- flat parameter arrays ------------------------------------------------------------------------------------
 
@@ -197,30 +198,44 @@ class KernelTrainingSession:
         return most // self.granularity * self.granularity, bound
 
     def _ensure_capacity(self, batch: int) -> None:
-        from coopnn.runtime.vk.memory import HostAccess
-
         count = -(-batch // self.granularity) * self.granularity
         if count <= self.capacity:
             return
         most, bound = self.max_capacity()
+        tape, rows = self.sample_bytes()
         if count > most:
-            tape, rows = self.sample_bytes()
             raise InputError(f"a training step of {batch} samples does not fit on {self.context.info.name}: one step "
                              f"holds at most {most} samples of this model ({tape + sum(rows)} bytes of step buffers "
                              f"a sample; bounded by {bound}); use batch_size={most} or less")
         capacity = min(most, max(self.granularity, 1 << (count - 1).bit_length()))
+        self._free_io()
+        make_fitting(self._make_io, self._free_io, capacity, count, self.granularity,
+                     f"a training step of {batch} samples ({tape + sum(rows)} bytes of step buffers a sample) on "
+                     f"{self.context.info.name}")
+
+    def _make_io(self, capacity: int) -> None:
+        """The step's per-sample buffers for `capacity` samples (none of them when one cannot be made)."""
+        from coopnn.runtime.vk.memory import HostAccess
+
+        try:
+            for b in self.binary.bindings[1:]:
+                if b.role == "tape":
+                    self.io[b.index] = self.context.create_buffer(
+                        capacity * (self.tape.width + self.tape_slack) * self.tape_itemsize, HostAccess.NONE)
+                elif b.role != "state":
+                    access = HostAccess.READ if b.role == "loss" else HostAccess.WRITE
+                    self.io[b.index] = self.context.create_buffer(capacity * b.features * b.itemsize, access)
+            self.capacity = capacity
+            self.prepare_tape(capacity)
+        except BaseException:
+            self._free_io()
+            raise
+
+    def _free_io(self) -> None:
         for buffer in self.io.values():
             buffer.destroy()
-        self.io = {}
-        for b in self.binary.bindings[1:]:
-            if b.role == "tape":
-                self.io[b.index] = self.context.create_buffer(
-                    capacity * (self.tape.width + self.tape_slack) * self.tape_itemsize, HostAccess.NONE)
-            elif b.role != "state":
-                access = HostAccess.READ if b.role == "loss" else HostAccess.WRITE
-                self.io[b.index] = self.context.create_buffer(capacity * b.features * b.itemsize, access)
-        self.capacity = capacity
-        self.prepare_tape(capacity)
+        self.io, self.capacity = {}, 0
+        self.prepare_tape(0)
 
     def fill_zero(self, *buffers, size: int | None = None):
         """Zero `buffers` (their first `size` bytes when given)."""
