@@ -29,7 +29,8 @@ from coopnn.runtime.executable import KernelExecutable, chosen_device, device_un
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.backends.base import Examined
-from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget, requirements, weight_plan
+from coopnn.backends.coopvec.products import requirements, weight_plan
+from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget
 from coopnn.backends.coopvec.training import (GRADIENT_METHODS, STEP_METHODS, TRAINING_FEATURES,
                                               CoopvecTrainingSession)
 from coopnn.backends.trained_weights import trained_entries

@@ -21,7 +21,8 @@ import numpy as np
 
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients, outer_product, tiled_step
-from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget, weight_plan
+from coopnn.backends.coopvec.products import weight_plan
+from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget
 from coopnn.errors import CompileError
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES, partial_sum_shader, widen_shader

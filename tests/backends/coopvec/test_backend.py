@@ -20,7 +20,7 @@ from coopnn.backends.coopvec.layouts import pack_plan
 from coopnn.backends.coopvec import backend as coopvec_backend
 from coopnn.backends.coopvec.backend import CoopvecBackend, program_unsupported_reason
 from coopnn.shaders.kernel.lower import lower
-from coopnn.backends.coopvec.target import weight_plan
+from coopnn.backends.coopvec.products import weight_plan
 from tests.conftest import ROOT
 from tests.devices import coopvec_skip_reason
 

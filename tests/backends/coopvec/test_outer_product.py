@@ -9,7 +9,8 @@ import pytest
 
 from coopnn.backends.coopvec import outer_product
 from coopnn.backends.coopvec.layouts import pack_plan, padded
-from coopnn.backends.coopvec.target import CoopvecTarget, weight_plan
+from coopnn.backends.coopvec.products import weight_plan
+from coopnn.backends.coopvec.target import CoopvecTarget
 from coopnn.backends.portable.target import PortableTarget
 from coopnn.errors import CompileError
 from coopnn.layouts.formats.fp16 import FORMAT as FP16

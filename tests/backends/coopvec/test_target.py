@@ -16,7 +16,7 @@ from coopnn.backends.coopvec.layouts import pack_plan
 from coopnn.shaders.spirv import disassemble
 from coopnn.backends import target
 from coopnn.backends.coopvec.backend import CoopvecBackend
-from coopnn.backends.coopvec.target import combination, requirements, weight_plan
+from coopnn.backends.coopvec.products import combination, requirements, weight_plan
 from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from tests.conftest import ROOT, ZOO, random_feeds

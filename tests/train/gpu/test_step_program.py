@@ -11,7 +11,7 @@ from coopnn.errors import CompileError
 from coopnn.graph.ir import Activation, Op
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends import target
-from coopnn.backends.coopvec.target import weight_plan
+from coopnn.backends.coopvec.products import weight_plan
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
