@@ -2,8 +2,11 @@
 compiles a chain of layers (`coopnn.shaders.targets.tile_plan`), and the reading of a device's matrix shapes.
 
 Both take float16 weights (coopmat2 the block formats q8_0 and q4_0 as well) and run inference only.
-`backend="auto"` does not choose them yet: their crossover points against coopvec (by model and batch size) are not
-measured, so they run when asked for by name. A subclass says what
+`backend="auto"` does not choose them: on the H100 (driver 580) coopvec was faster at every size measured, the three
+benchmark MLPs from 2^14 to 2^21 samples (`bench/results/nvidia-h100-80gb-hbm3-2026-11-25-tile-targets.md`: coopmat2
+1.6 to 24 times coopvec's GPU time, coopmat 2.6 to 17), so there is no crossover to choose them by; where coopvec is
+missing (other vendors) nothing has measured them against the portable target yet. They run when asked for by name.
+A subclass says what
 the device needs (`device_needs`), what a weight format needs of it (`format_needs`), what the program needs of it
 (`program_needs`), and how its target packs the weights and compiles for it (`pack_for`, `compile_for`).
 """
@@ -95,8 +98,8 @@ class TileBackend(ABC):
         return Examined(self.program_needs(chosen_device(device), plan), program)
 
     def auto_skip_reason(self, device) -> str | None:
-        return (f"backend='auto' does not choose {self.name} until its crossover points against coopvec are measured "
-                f"(ask for backend={self.name!r})")
+        return (f"backend='auto' does not choose {self.name}: coopvec was faster at every size measured on the H100, "
+                f"and no other device has measured it (ask for backend={self.name!r})")
 
     def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: WeightFormat, device) -> KernelExecutable:
         info = chosen_device(device)
