@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from coopnn.layouts.formats.format import WeightFormat
-from coopnn.layouts.pack import WeightImage, pack
-from coopnn.shaders.targets.tile_plan import TilePlan, padded
+from coopnn.layouts.pack import WeightImage, align_up, pack
+from coopnn.shaders.targets.tile_plan import TilePlan
 
 
 def padded_matrix(matrix: np.ndarray, rows: int, columns: int) -> np.ndarray:
@@ -26,7 +26,7 @@ def pack_tiles(plan: TilePlan, weights: WeightFormat, granularity: int, bias_row
     constants = plan.program.constants
     arrays: dict[str, np.ndarray] = {}
     for stage in plan.products:
-        width, columns = padded(stage.width, granularity), padded(stage.columns, granularity)
+        width, columns = align_up(stage.width, granularity), align_up(stage.columns, granularity)
         arrays[stage.matrix] = padded_matrix(constants[stage.matrix], width, columns)
         if stage.bias is not None:
             row = padded_matrix(constants[stage.bias].reshape(1, -1), 1, width)

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 
 from coopnn.errors import CompileError
 from coopnn.layouts.formats.format import WeightFormat
-from coopnn.layouts.pack import WeightImage
+from coopnn.layouts.pack import WeightImage, align_up
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import Id
 from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bindings_of
 from coopnn.shaders.targets.scalar_writer import ScalarWriter
 from coopnn.shaders.targets.tile_epilogue import emit_stage
-from coopnn.shaders.targets.tile_plan import Stage, TilePlan, padded, plan_tiles
+from coopnn.shaders.targets.tile_plan import Stage, TilePlan, plan_tiles
 from coopnn.backends.coopmat.packing import pack_tiles
 
 NAME = "coopmat"
@@ -64,7 +64,7 @@ def shared_halves(plan: TilePlan, tile: int, shape: Shape) -> int:
 
 
 def _stride(plan: TilePlan, shape: Shape) -> int:
-    return max(padded(s.width, shape.granularity) for s in plan.stages)
+    return max(align_up(s.width, shape.granularity) for s in plan.stages)
 
 
 class CoopmatEmitter:
@@ -122,7 +122,7 @@ class CoopmatEmitter:
             kept = fn.emit("OpSelect", frame.f32, self.inside, y, zero)
             fn.emit("OpStore", self.shared(self.op("OpIAdd", self.row, j)), fn.emit("OpFConvert", self.f16, kept),
                     SHARED)
-        self.zero_row(features, padded(features, self.shape.granularity))
+        self.zero_row(features, align_up(features, self.shape.granularity))
 
     def zero_row(self, start: int, stop: int) -> None:
         if start == stop:
@@ -134,7 +134,7 @@ class CoopmatEmitter:
     def layer(self, index: int, stage: Stage, source: int, target: int) -> None:
         """Buffer `target` = stage `index` of the activations in buffer `source`, tile by tile over the subgroups."""
         fn, shape, f32 = self.fn, self.shape, self.frame.f32
-        width, columns = padded(stage.width, shape.granularity), padded(stage.columns, shape.granularity)
+        width, columns = align_up(stage.width, shape.granularity), align_up(stage.columns, shape.granularity)
         tiles = width // shape.n
         a_type = self.matrix(self.f16, shape.m, shape.k, "MatrixAKHR")
         b_type = self.matrix(self.f16, shape.k, shape.n, "MatrixBKHR")
@@ -204,10 +204,10 @@ def check_plan(plan: TilePlan, tile: int, shape: Shape) -> None:
         raise CompileError(f"the {NAME} target takes tiles of a whole number of {shape.m} samples (the matrices' "
                            f"rows), not {tile}")
     for stage in plan.stages[1:-1]:
-        if padded(stage.width, shape.granularity) != stage.width and not stage.finite_at_zero(plan.constants):
+        if align_up(stage.width, shape.granularity) != stage.width and not stage.finite_at_zero(plan.constants):
             raise CompileError(f"the {NAME} target cannot run kernel {plan.program.name!r}: the epilogue of the "
                                f"{stage.width}-wide layer %{stage.source} is not finite at 0, so its padding columns "
-                               f"(to {padded(stage.width, shape.granularity)}) would turn the next product into NaN "
+                               f"(to {align_up(stage.width, shape.granularity)}) would turn the next product into NaN "
                                "(the coopmat2 target masks them)")
 
 

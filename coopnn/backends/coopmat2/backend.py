@@ -21,10 +21,10 @@ from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.q4_0 import FORMAT as Q4_0
 from coopnn.layouts.formats.q8_0 import FORMAT as Q8_0
-from coopnn.layouts.pack import WeightImage
+from coopnn.layouts.pack import WeightImage, align_up
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.targets.base import Binary
-from coopnn.shaders.targets.tile_plan import TilePlan, padded
+from coopnn.shaders.targets.tile_plan import TilePlan
 
 
 def tile_shape(info):
@@ -81,7 +81,7 @@ class Coopmat2Backend(TileBackend):
 
     def program_needs(self, info, plan: TilePlan) -> str | None:
         step = granularity(info)
-        largest = max([TILE] + [padded(s.width, step) for s in plan.stages])
+        largest = max([TILE] + [align_up(s.width, step) for s in plan.stages])
         limit = info.cooperative_matrix2.flexible_dimensions_max_dimension
         if largest > limit:
             return (f"the model needs matrices of {largest} rows or columns; {info.name}'s flexible dimensions reach "

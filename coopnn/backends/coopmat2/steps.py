@@ -27,8 +27,9 @@ from typing import Mapping
 import numpy as np
 
 from coopnn.layouts.formats.format import WeightFormat
+from coopnn.layouts.pack import align_up
 from coopnn.layouts.tensor_addressing import ClampMode, TensorLayout, TensorView
-from coopnn.shaders.targets.tile_plan import TilePlan, padded
+from coopnn.shaders.targets.tile_plan import TilePlan
 
 Operand = int | str
 A, B, ACCUMULATOR = "MatrixAKHR", "MatrixBKHR", "MatrixAccumulatorKHR"
@@ -166,12 +167,12 @@ def tile_kernel(plan: TilePlan, tile: int, granularity: int, weights: WeightForm
     bias_component = COMPONENTS[weights.vectors.storage]
     stages = plan.stages
     features = plan.input.shape[0]
-    width = padded(features, granularity)
+    width = align_up(features, granularity)
     value = stages[0].source
     steps: list[Step] = [Load(value, MatrixType("f32", tile, width, ACCUMULATOR), plan.input.name,
                               Layout(("n", features), ("i", 0), (tile, width)))]
     for index, stage in enumerate(stages):
-        columns, width = width, padded(stage.width, granularity)
+        columns, width = width, align_up(stage.width, granularity)
         accumulator = MatrixType("f32", tile, width, ACCUMULATOR)
         if stage.matrix is not None:
             a, b, c = f"A{index}", f"B{index}", None

@@ -166,8 +166,3 @@ def _closed(stage: Stage, result: str) -> Stage:
 def _reuse(value: str) -> str:
     return (f"value %{value} is used after the next layer began (a skip or residual connection); a tile kernel "
             "carries one value from layer to layer")
-
-
-def padded(n: int, granularity: int) -> int:
-    """`n` rounded up to a whole number of `granularity`."""
-    return -(-n // granularity) * granularity

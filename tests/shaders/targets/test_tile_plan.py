@@ -11,9 +11,10 @@ from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.ir import Op
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
+from coopnn.layouts.pack import align_up
 from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.kernel.lower import lower
-from coopnn.shaders.targets.tile_plan import padded, plan_tiles
+from coopnn.shaders.targets.tile_plan import plan_tiles
 from tests.conftest import ROOT, ZOO
 from tests.shaders.kernel.test_ops import every_instruction
 
@@ -136,4 +137,4 @@ def test_stage_evaluation_follows_the_kernel_instructions():
 
 
 def test_padding():
-    assert [padded(n, 16) for n in (1, 16, 17, 64)] == [16, 16, 32, 64]
+    assert [align_up(n, 16) for n in (1, 16, 17, 64)] == [16, 16, 32, 64]
