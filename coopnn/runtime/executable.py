@@ -51,7 +51,7 @@ class KernelExecutable:
     def __init__(self, binary: Binary, graph: Graph, device: str | int | None,
                  sources: Mapping[str, tuple[str, ...]] | None = None):
         """`sources`: the graph constants each weight entry holds unchanged (`KernelProgram.sources`)."""
-        from coopnn.runtime.host_path import SlotPool, chunk_samples
+        from coopnn.runtime.host_path import SLOTS, SlotPool, chunk_samples, row_bytes
         from coopnn.runtime.vk.memory import HostAccess
         from coopnn.runtime.vk.shared import open_context
 
@@ -73,7 +73,7 @@ class KernelExecutable:
             range_limit = info.limits.max_storage_buffer_range // widest
             bounds = [group_limit, range_limit, MAX_IO_BUFFER_BYTES // widest]
             if (device_limit := device_bytes_limit()) is not None:
-                bounds.append(device_limit // _slot_row_bytes(self.inputs, self.outputs))
+                bounds.append(device_limit // (SLOTS * row_bytes(self.inputs, self.outputs)))
             self.max_chunk = max(1, min(bounds))
             # samples per pipelined chunk; tests lower it to cross chunk boundaries with small batches
             self.chunk = chunk_samples(self.inputs, self.outputs, self.max_chunk, binary.workgroup_size[0])
@@ -217,10 +217,3 @@ def device_bytes_limit() -> int | None:
     if limit < 1:
         raise InputError(f"{MAX_DEVICE_BYTES_ENV}={value!r}: give a positive number of bytes")
     return limit
-
-
-def _slot_row_bytes(inputs, outputs) -> int:
-    """Device bytes one sample takes in all the slots a model may hold (inputs and outputs, float32)."""
-    from coopnn.runtime.host_path import SLOTS
-
-    return SLOTS * max(1, sum(b.features for b in tuple(inputs) + tuple(outputs))) * 4

@@ -296,7 +296,7 @@ def _release_when_done(pool: SlotPool, slot: IOSlot) -> None:
 
 def chunk_samples(inputs: Sequence[Binding], outputs: Sequence[Binding], max_samples: int, workgroup: int) -> int:
     """The largest chunk: CHUNK_IO_BYTES of input and output rows, whole workgroups, at most `max_samples`."""
-    samples = max(workgroup, CHUNK_IO_BYTES // _row_bytes(inputs, outputs) // workgroup * workgroup)
+    samples = max(workgroup, CHUNK_IO_BYTES // row_bytes(inputs, outputs) // workgroup * workgroup)
     return min(samples, max_samples)
 
 
@@ -304,10 +304,11 @@ def split_batch(batch: int, largest: int, inputs: Sequence[Binding], outputs: Se
                 workgroup: int) -> int:
     """Samples per chunk for a batch: at most `largest`, and the batch cut into MIN_CHUNKS where each chunk still
     holds MIN_CHUNK_IO_BYTES (fewer, down to one, below that), so that copies overlap even in mid-sized batches."""
-    smallest = max(workgroup, MIN_CHUNK_IO_BYTES // _row_bytes(inputs, outputs) // workgroup * workgroup)
+    smallest = max(workgroup, MIN_CHUNK_IO_BYTES // row_bytes(inputs, outputs) // workgroup * workgroup)
     even = -(-batch // MIN_CHUNKS)
     return min(largest, max(smallest, -(-even // workgroup) * workgroup))
 
 
-def _row_bytes(inputs: Sequence[Binding], outputs: Sequence[Binding]) -> int:
+def row_bytes(inputs: Sequence[Binding], outputs: Sequence[Binding]) -> int:
+    """Bytes of one sample's input and output rows (float32)."""
     return max(1, sum(b.features for b in tuple(inputs) + tuple(outputs)) * FLOAT32.itemsize)
