@@ -22,12 +22,12 @@ they leave; every other operator runs in float32 (`coopnn.graph.ops`). A LINEAR 
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
 from coopnn.graph import ops
-from coopnn.graph.ir import Graph, Op
+from coopnn.graph.ir import Graph, Node, Op
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.formats.fp16 import FORMAT as FP16, round_fp16
 
@@ -43,6 +43,23 @@ def emulate_weights(graph: Graph, fmt: WeightFormat) -> Graph:
             for name in bias:
                 constants[name] = fmt.vectors.emulate(graph.constants[name])
     return graph.replace(constants=constants)
+
+
+def run_with_linears(graph: Graph, env: dict[str, np.ndarray], linear: Callable[[Node, list[np.ndarray]], np.ndarray],
+                      batch: int) -> dict[str, np.ndarray]:
+    """Every node of `graph` on `env` (its constants and feeds, by name): each LINEAR's product and bias by
+    `linear(node, inputs)`, then its activation in float32, every other operator in float32; the outputs broadcast to
+    `batch` samples. The walk a weight format's own arithmetic (this module's, `coopnn.layouts.formats.integer`'s)
+    runs its Linears in."""
+    for node in graph.nodes:
+        inputs = [env[name] for name in node.inputs]
+        if node.op is Op.LINEAR:
+            y = linear(node, inputs)
+            act = node.activation
+            env[node.outputs[0]] = y if act is None else ops.evaluate(act.op, [y], act.attrs)
+        else:
+            env[node.outputs[0]] = ops.evaluate(node.op, inputs, node.attrs)
+    return {v.name: np.broadcast_to(env[v.name], (batch,) + v.features) for v in graph.outputs}
 
 
 def scaled_product(x: np.ndarray, elements: np.ndarray, scales: np.ndarray) -> np.ndarray:
@@ -74,26 +91,16 @@ class Float16Emulation:
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = dict(self.constants)
         env.update({name: round_fp16(x) for name, x in feeds.items()})
-        for node in self.graph.nodes:
-            inputs = [env[name] for name in node.inputs]
-            if node.op is Op.LINEAR:
-                x = round_fp16(inputs[0])
-                if node.name in self.scaled:
-                    elements, scales, bias = self.scaled[node.name]
-                    y = scaled_product(x, elements, scales)
-                    y = y if bias is None else round_fp16(y + bias)
-                else:
-                    y = round_fp16(ops.evaluate(Op.LINEAR, [x, *inputs[1:]], {}))
-                act = node.activation
-                env[node.outputs[0]] = y if act is None else ops.evaluate(act.op, [y], act.attrs)
-            else:
-                env[node.outputs[0]] = ops.evaluate(node.op, inputs, node.attrs)
-        batch = next(iter(feeds.values())).shape[0]
-        out = {}
-        for v in self.graph.outputs:
-            array = np.broadcast_to(env[v.name], (batch,) + v.features)
-            out[v.name] = array if v.dtype == "bool" else round_fp16(array)
-        return out
+        out = run_with_linears(self.graph, env, self._linear, next(iter(feeds.values())).shape[0])
+        return {v.name: out[v.name] if v.dtype == "bool" else round_fp16(out[v.name]) for v in self.graph.outputs}
+
+    def _linear(self, node: Node, inputs: list[np.ndarray]) -> np.ndarray:
+        x = round_fp16(inputs[0])
+        if node.name not in self.scaled:
+            return round_fp16(ops.evaluate(Op.LINEAR, [x, *inputs[1:]], {}))
+        elements, scales, bias = self.scaled[node.name]
+        y = scaled_product(x, elements, scales)
+        return y if bias is None else round_fp16(y + bias)
 
 
 def run_fp16_emulation(graph: Graph, feeds: Mapping[str, np.ndarray],

@@ -35,8 +35,8 @@ from typing import Mapping
 import numpy as np
 
 from coopnn.errors import CompileError
-from coopnn.graph import ops
 from coopnn.graph.ir import Graph, Op
+from coopnn.layouts.formats.emulation import run_with_linears
 from coopnn.layouts.formats.format import WeightFormat
 
 @dataclass(frozen=True)
@@ -110,13 +110,6 @@ class IntegerEmulation:
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = dict(self.graph.constants)
         env.update({name: np.asarray(x, np.float32) for name, x in feeds.items()})
-        for node in self.graph.nodes:
-            inputs = [env[name] for name in node.inputs]
-            if node.op is Op.LINEAR:
-                y = integer_linear(self.format, inputs[0], self.layers[node.name])
-                act = node.activation
-                env[node.outputs[0]] = y if act is None else ops.evaluate(act.op, [y], act.attrs)
-            else:
-                env[node.outputs[0]] = ops.evaluate(node.op, inputs, node.attrs)
-        batch = next(iter(feeds.values())).shape[0]
-        return {v.name: np.broadcast_to(env[v.name], (batch,) + v.features) for v in self.graph.outputs}
+        return run_with_linears(self.graph, env,
+                                lambda node, inputs: integer_linear(self.format, inputs[0], self.layers[node.name]),
+                                next(iter(feeds.values())).shape[0])
