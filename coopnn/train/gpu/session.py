@@ -18,7 +18,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from coopnn.errors import InputError
 from coopnn.graph.ir import Graph
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
@@ -30,7 +29,7 @@ from coopnn.train.gpu.resident import HEAP_SHARE, ResidentData, largest_heap
 from coopnn.runtime.executable import MAX_DEVICE_BYTES_ENV, device_bytes_limit, load_kernel
 from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
-from coopnn.train.gpu.step_buffers import make_fitting
+from coopnn.train.gpu.step_buffers import StepBuffers
 from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
 from coopnn.train.losses import Loss
 from coopnn.train.optim import Optimizer
@@ -48,7 +47,7 @@ COPIES = 2
 RECORDINGS = 2 * COPIES * len(BLOCKS)
 
 
-class KernelTrainingSession:
+class KernelTrainingSession(StepBuffers):
     granularity = 1  # the step kernel runs a multiple of this many invocations (padding masked out)
     working_dtype = "f32"
     tape_itemsize = 4
@@ -170,11 +169,6 @@ class KernelTrainingSession:
 
     # ----- kernels and buffers --------------------------------------------------------------------------------------
 
-    def sample_bytes(self) -> tuple[int, list[int]]:
-        """Device bytes of one sample in a step's buffers: of its tape row, and of its row in each other buffer."""
-        tape = (self.tape.width + self.tape_slack) * self.tape_itemsize
-        return tape, [b.features * b.itemsize for b in self.binary.bindings[1:] if b.role not in ("tape", "state")]
-
     def capacity_bounds(self) -> dict[str, int]:
         """The most samples one step may hold under each bound on it, keyed by how a message names the bound."""
         info = self.context.info
@@ -191,51 +185,6 @@ class KernelTrainingSession:
         if (limit := device_bytes_limit()) is not None:
             bounds[f"{MAX_DEVICE_BYTES_ENV}={limit}"] = limit // sample
         return bounds
-
-    def max_capacity(self) -> tuple[int, str]:
-        """The largest batch one step holds (whole multiples of `granularity`), and the bound that sets it."""
-        bound, most = min(self.capacity_bounds().items(), key=lambda item: item[1])
-        return most // self.granularity * self.granularity, bound
-
-    def _ensure_capacity(self, batch: int) -> None:
-        count = -(-batch // self.granularity) * self.granularity
-        if count <= self.capacity:
-            return
-        most, bound = self.max_capacity()
-        tape, rows = self.sample_bytes()
-        if count > most:
-            raise InputError(f"a training step of {batch} samples does not fit on {self.context.info.name}: one step "
-                             f"holds at most {most} samples of this model ({tape + sum(rows)} bytes of step buffers "
-                             f"a sample; bounded by {bound}); use batch_size={most} or less")
-        capacity = min(most, max(self.granularity, 1 << (count - 1).bit_length()))
-        self._free_io()
-        make_fitting(self._make_io, self._free_io, capacity, count, self.granularity,
-                     f"a training step of {batch} samples ({tape + sum(rows)} bytes of step buffers a sample) on "
-                     f"{self.context.info.name}")
-
-    def _make_io(self, capacity: int) -> None:
-        """The step's per-sample buffers for `capacity` samples (none of them when one cannot be made)."""
-        from coopnn.runtime.vk.memory import HostAccess
-
-        try:
-            for b in self.binary.bindings[1:]:
-                if b.role == "tape":
-                    self.io[b.index] = self.context.create_buffer(
-                        capacity * (self.tape.width + self.tape_slack) * self.tape_itemsize, HostAccess.NONE)
-                elif b.role != "state":
-                    access = HostAccess.READ if b.role == "loss" else HostAccess.WRITE
-                    self.io[b.index] = self.context.create_buffer(capacity * b.features * b.itemsize, access)
-            self.capacity = capacity
-            self.prepare_tape(capacity)
-        except BaseException:
-            self._free_io()
-            raise
-
-    def _free_io(self) -> None:
-        for buffer in self.io.values():
-            buffer.destroy()
-        self.io, self.capacity = {}, 0
-        self.prepare_tape(0)
 
     def fill_zero(self, *buffers, size: int | None = None):
         """Zero `buffers` (their first `size` bytes when given)."""

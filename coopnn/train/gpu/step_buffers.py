@@ -1,4 +1,5 @@
-"""How many samples a training step's buffers are made for when the device runs out of memory making them.
+"""A training step's per-sample buffers (`StepBuffers`), and how many samples they are made for when the device runs
+out of memory making them.
 
 A step's per-sample buffers (tape, inputs, targets, losses) are made for a capacity of samples, rounded up from the
 batch so that nearby batch sizes reuse them. When the driver reports out of memory while they are made (other work
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from coopnn.errors import DeviceMemoryError
+from coopnn.errors import DeviceMemoryError, InputError
 
 
 def candidates(capacity: int, count: int, granularity: int) -> list[int]:
@@ -43,3 +44,57 @@ def make_fitting(make: Callable[[int], None], free: Callable[[], None], capacity
                                 f"{size} samples could be made: use batch_size={size} or less") from first
     raise DeviceMemoryError(f"{step} does not fit in the device memory free now ({first}), nor does a step of "
                             f"{granularity} samples: free other GPU work") from first
+
+
+class StepBuffers:
+    """The per-sample buffers of `KernelTrainingSession`'s step (its `io`, made for `capacity` samples): what a sample
+    takes in them, and making them for a batch within the class's `capacity_bounds`."""
+
+    def sample_bytes(self) -> tuple[int, list[int]]:
+        """Device bytes of one sample in a step's buffers: of its tape row, and of its row in each other buffer."""
+        tape = (self.tape.width + self.tape_slack) * self.tape_itemsize
+        return tape, [b.features * b.itemsize for b in self.binary.bindings[1:] if b.role not in ("tape", "state")]
+
+    def max_capacity(self) -> tuple[int, str]:
+        """The largest batch one step holds (whole multiples of `granularity`), and the bound that sets it."""
+        bound, most = min(self.capacity_bounds().items(), key=lambda item: item[1])
+        return most // self.granularity * self.granularity, bound
+
+    def _ensure_capacity(self, batch: int) -> None:
+        count = -(-batch // self.granularity) * self.granularity
+        if count <= self.capacity:
+            return
+        most, bound = self.max_capacity()
+        tape, rows = self.sample_bytes()
+        if count > most:
+            raise InputError(f"a training step of {batch} samples does not fit on {self.context.info.name}: one step "
+                             f"holds at most {most} samples of this model ({tape + sum(rows)} bytes of step buffers "
+                             f"a sample; bounded by {bound}); use batch_size={most} or less")
+        capacity = min(most, max(self.granularity, 1 << (count - 1).bit_length()))
+        self._free_io()
+        make_fitting(self._make_io, self._free_io, capacity, count, self.granularity,
+                     f"a training step of {batch} samples ({tape + sum(rows)} bytes of step buffers a sample) on "
+                     f"{self.context.info.name}")
+
+    def _make_io(self, capacity: int) -> None:
+        """The step's per-sample buffers for `capacity` samples (none of them when one cannot be made)."""
+        from coopnn.runtime.vk.memory import HostAccess
+
+        try:
+            for b in self.binary.bindings[1:]:
+                if b.role == "tape":
+                    self.io[b.index] = self.context.create_buffer(capacity * self.sample_bytes()[0], HostAccess.NONE)
+                elif b.role != "state":
+                    access = HostAccess.READ if b.role == "loss" else HostAccess.WRITE
+                    self.io[b.index] = self.context.create_buffer(capacity * b.features * b.itemsize, access)
+            self.capacity = capacity
+            self.prepare_tape(capacity)
+        except BaseException:
+            self._free_io()
+            raise
+
+    def _free_io(self) -> None:
+        for buffer in self.io.values():
+            buffer.destroy()
+        self.io, self.capacity = {}, 0
+        self.prepare_tape(0)
