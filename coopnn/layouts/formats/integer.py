@@ -82,11 +82,12 @@ def quantize_input(fmt: WeightFormat, x: np.ndarray, multiplier: np.float32) -> 
         return fmt.encode(np.asarray(x, np.float32) * np.float32(multiplier))
 
 
-def integer_linear(fmt: WeightFormat, x: np.ndarray, layer: QuantizedLayer) -> np.ndarray:
-    """Steps 1 to 4 for float32 x (..., columns): y (..., rows) in float32."""
+def integer_linear(fmt: WeightFormat, x: np.ndarray, layer: QuantizedLayer, elements: np.ndarray) -> np.ndarray:
+    """Steps 1 to 4 for float32 x (..., columns): y (..., rows) in float32; `elements` is Q decoded to float64,
+    once per layer (`IntegerEmulation`), not per batch."""
     q = quantize_input(fmt, x, layer.multiplier).astype(np.float64)
     # integers below 2^53 are summed exactly in float64 in any order, so BLAS gives the 32-bit integer sums
-    acc = q @ fmt.decode(layer.elements).astype(np.float64).T
+    acc = q @ elements.T
     if layer.bias is not None:
         acc += layer.bias
     y = acc.astype(np.float32) * layer.dequantization
@@ -100,16 +101,17 @@ class IntegerEmulation:
 
     def __init__(self, graph: Graph, fmt: WeightFormat):
         self.graph, self.format = graph, fmt
-        self.layers: dict[str, QuantizedLayer] = {}
+        self.layers: dict[str, tuple[QuantizedLayer, np.ndarray]] = {}  # LINEAR -> its layer, Q decoded
         for node in graph.nodes:
             if node.op is Op.LINEAR:
                 bias = graph.constants[node.inputs[2]] if len(node.inputs) > 2 else None
-                self.layers[node.name] = quantize_layer(fmt, graph.constants[node.inputs[1]], bias,
-                                                        fmt.input_scale(node.name), f"Linear {node.name!r}")
+                layer = quantize_layer(fmt, graph.constants[node.inputs[1]], bias, fmt.input_scale(node.name),
+                                       f"Linear {node.name!r}")
+                self.layers[node.name] = layer, fmt.decode(layer.elements).astype(np.float64)
 
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         env: dict[str, np.ndarray] = dict(self.graph.constants)
         env.update({name: np.asarray(x, np.float32) for name, x in feeds.items()})
         return run_with_linears(self.graph, env,
-                                lambda node, inputs: integer_linear(self.format, inputs[0], self.layers[node.name]),
+                                lambda node, inputs: integer_linear(self.format, inputs[0], *self.layers[node.name]),
                                 next(iter(feeds.values())).shape[0])
