@@ -15,6 +15,22 @@ from coopnn.layouts.formats.integer import IntegerEmulation
 from tests.conftest import BENCHMARK_MLPS, ZOO, ort_run, random_feeds
 
 
+def _outputs(model, feeds) -> dict[str, np.ndarray]:
+    got = model.run(feeds)
+    return got if isinstance(got, dict) else {model.outputs[0].name: got}
+
+
+def _assert_bit_for_bit(path, got, want, exact=None, error=None):
+    """`got` equals `want` and is finite; for the benchmark MLPs, within `error` of the largest |output| of
+    `exact` where given."""
+    assert set(got) == set(want)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path.stem}:{name}")
+        assert np.isfinite(got[name]).all() or got[name].dtype == bool
+        if exact is not None and path.stem in BENCHMARK_MLPS:
+            assert np.abs(got[name] - exact[name]).max() <= error * np.abs(exact[name]).max()
+
+
 def test_zoo_has_the_benchmark_models_and_at_least_ten():
     names = {p.stem for p in ZOO}
     assert set(BENCHMARK_MLPS) <= names
@@ -26,9 +42,7 @@ def test_zoo_has_the_benchmark_models_and_at_least_ten():
 def test_zoo_model_matches_onnxruntime(path, batch):
     with coopnn.load(path, backend="numpy") as model:
         feeds = random_feeds(model, batch, seed=batch)
-        got = model.run(feeds)
-        if not isinstance(got, dict):
-            got = {model.outputs[0].name: got}
+        got = _outputs(model, feeds)
     want = ort_run(path, feeds)
     assert set(got) == set(want)
     for name in want:
@@ -41,14 +55,9 @@ def test_zoo_model_in_an_8_bit_format_is_its_float16_emulation(path, weights):
     """Bit for bit the format's emulation (`coopnn.layouts.formats.emulation`), and finite where float32 is."""
     with coopnn.load(path, backend="numpy", weights=weights) as model:
         feeds = random_feeds(model, 257, seed=5)
-        got = model.run(feeds)
-        if not isinstance(got, dict):
-            got = {model.outputs[0].name: got}
+        got = _outputs(model, feeds)
         want = run_fp16_emulation(model.graph, feeds, model.weight_format)
-    assert set(got) == set(want)
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path.stem}:{name}")
-        assert np.isfinite(got[name]).all() or got[name].dtype == bool
+    _assert_bit_for_bit(path, got, want)
 
 
 @pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
@@ -61,17 +70,9 @@ def test_zoo_model_in_int8_is_its_integer_emulation(path):
     with coopnn.load(path, backend="numpy", weights="int8", calibration=calibration) as model:
         assert len(model.weight_format.input_scales) == sum(n.op is Op.LINEAR for n in model.graph.nodes)
         feeds = random_feeds(model, 257, seed=5)
-        got = model.run(feeds)
-        if not isinstance(got, dict):
-            got = {model.outputs[0].name: got}
+        got = _outputs(model, feeds)
         want = IntegerEmulation(model.graph, model.weight_format).run(feeds)
-    exact = ort_run(path, feeds)
-    assert set(got) == set(want)
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path.stem}:{name}")
-        assert np.isfinite(got[name]).all() or got[name].dtype == bool
-        if path.stem in BENCHMARK_MLPS:
-            assert np.abs(got[name] - exact[name]).max() <= 0.04 * np.abs(exact[name]).max()
+    _assert_bit_for_bit(path, got, want, ort_run(path, feeds), 0.04)
 
 
 # the largest error of the benchmark MLPs against float32 onnxruntime, relative to the largest |output|: they measure
@@ -87,14 +88,6 @@ def test_zoo_model_in_a_block_format_is_float32_on_its_decoded_weights(path, wei
     onnxruntime."""
     with coopnn.load(path, backend="numpy", weights=weights) as model:
         feeds = random_feeds(model, 257, seed=5)
-        got = model.run(feeds)
-        if not isinstance(got, dict):
-            got = {model.outputs[0].name: got}
+        got = _outputs(model, feeds)
         want = run_graph(emulate_weights(model.graph, model.weight_format), feeds)
-    exact = ort_run(path, feeds)
-    assert set(got) == set(want)
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=f"{path.stem}:{name}")
-        assert np.isfinite(got[name]).all() or got[name].dtype == bool
-        if path.stem in BENCHMARK_MLPS:
-            assert np.abs(got[name] - exact[name]).max() <= BLOCK_FORMAT_ERROR[weights] * np.abs(exact[name]).max()
+    _assert_bit_for_bit(path, got, want, ort_run(path, feeds), BLOCK_FORMAT_ERROR[weights])
