@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
 
 import coopnn  # noqa: E402
+from coopnn.backends.auto_weights import default_calibration  # noqa: E402
 from coopnn.backends.numpy.inference import run_graph  # noqa: E402
 from coopnn.graph.ir import Graph  # noqa: E402
 from coopnn.layouts.formats import weight_format  # noqa: E402
@@ -34,16 +35,11 @@ from coopnn.layouts.formats.integer import IntegerEmulation  # noqa: E402
 CALIBRATION_SAMPLES = 4096
 
 
-def uniform_inputs(graph: Graph, samples: int, seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {v.name: rng.uniform(-1, 1, (samples,) + v.features).astype(np.float32) for v in graph.inputs}
-
-
 def emulate(graph: Graph, feeds: dict[str, np.ndarray], name: str) -> dict[str, np.ndarray]:
     """What format `name` computes for `feeds` (a format that quantizes inputs calibrated first)."""
     fmt = weight_format(name)
     if fmt.input_quantization is not None:
-        fmt = calibrated(fmt, graph, uniform_inputs(graph, CALIBRATION_SAMPLES, seed=1))
+        fmt = calibrated(fmt, graph, default_calibration(graph, CALIBRATION_SAMPLES, seed=1))
         return IntegerEmulation(graph, fmt).run(feeds)
     if fmt.blocks is not None:
         return run_graph(emulate_weights(graph, fmt), feeds)
@@ -55,7 +51,7 @@ def errors(path: Path, formats: list[str], batch: int) -> list[tuple[float, floa
 
     with coopnn.load(path, backend="numpy") as model:
         graph = model.graph
-    feeds = uniform_inputs(graph, batch, seed=0)
+    feeds = default_calibration(graph, batch, seed=0)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     reference = dict(zip(names, session.run(names, feeds)))
