@@ -13,8 +13,10 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+from coopnn.shaders.targets.integer_words import QUIET_NAN, IntegerWords
+
 # float32 bit patterns
-SIGN, MAGNITUDE, INFINITY, QUIET_NAN = 0x80000000, 0x7FFFFFFF, 0x7F800000, 0x7FC00000
+SIGN, MAGNITUDE, INFINITY = 0x80000000, 0x7FFFFFFF, 0x7F800000
 
 
 class NarrowFloats:
@@ -23,6 +25,7 @@ class NarrowFloats:
     def __init__(self, frame):
         self.frame, self.fn, self.m = frame, frame.main, frame.module
         self.u32, self.f32, self.bool = frame.u32, frame.f32, frame.bool
+        self.words = IntegerWords(frame)
 
     def op(self, opname: str, result_type, *operands):
         return self.fn.emit(opname, result_type, *operands)
@@ -38,12 +41,7 @@ class NarrowFloats:
         float32: the element's bits are cut out of the word holding them (little-endian, as numpy wrote them)."""
         storage = np.dtype(storage)
         step = index if storage.itemsize == 1 else self.op("OpIMul", self.u32, index, self.u(storage.itemsize))
-        byte = self.op("OpIAdd", self.u32, self.u(byte_offset), step)
-        word_index = self.op("OpShiftRightLogical", self.u32, byte, self.u(2))
-        word = self.op("OpLoad", self.u32, self.frame.element_pointer(0, word_index, self.u32))
-        shift = self.op("OpShiftLeftLogical", self.u32, self.op("OpBitwiseAnd", self.u32, byte, self.u(3)), self.u(3))
-        code = self.op("OpBitwiseAnd", self.u32, self.op("OpShiftRightLogical", self.u32, word, shift),
-                       self.u((1 << (8 * storage.itemsize)) - 1))
+        code = self.op("OpBitcast", self.u32, self.words.bits(byte_offset, step, 8 * storage.itemsize, signed=False))
         return self.decode(code, storage)
 
     def decode(self, code, storage: np.dtype):
