@@ -18,6 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
 
+from coopnn.bench.end_to_end import MODELS as BENCHMARK_MLPS  # noqa: E402
 from coopnn.bench.environment import describe_environment, device_name, driver, results_stem  # noqa: E402
 from coopnn.bench.measure import Budget, measure_batch  # noqa: E402
 from coopnn.bench.models import BenchModel  # noqa: E402
@@ -26,7 +27,6 @@ from coopnn.bench.runners import CoopnnRunner  # noqa: E402
 from coopnn.bench.torch_runners import TorchCudaGraphRunner, cuda_unavailable_reason  # noqa: E402
 from coopnn.layouts.formats import weight_format  # noqa: E402
 
-BENCHMARK_MLPS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
 RESULTS = ROOT / "bench" / "results"
 
 
