@@ -1,16 +1,33 @@
 """The coopmat target: the tile kernel on VK_KHR_cooperative_matrix alone (no tensor layouts, workgroup-scope
 matrices or conversions that change a matrix's use), for the tensor cores of any vendor.
 
-A work-group of `tile` invocations takes `tile` samples, one row each. Activations live in workgroup memory as
-float16 rows, in two buffers a layer reads one of and writes the other. A layer's product is cut into M x N tiles of
-its result, which the work-group's subgroups share out (tile t to subgroup t mod NumSubgroups): each accumulates
-K-deep steps of A (activations, from workgroup memory) times B (the weights transposed: a column-major load of the
-row-major matrix) onto its bias tile in float32, runs the stage's epilogue on the components it holds (the
-epilogue is component-wise with splat constants, so which element a component is does not matter;
-OpCooperativeMatrixLengthKHR says how many), and stores the float16 result back to workgroup memory. Each invocation
-reads its own sample's inputs (rounded to float16, stage 0's epilogue applied; 0 past the batch) and writes its own
-outputs, only where its sample is in the batch: ragged tails are handled by these guarded stores, never by padding the
-user's data. Barriers separate the layers.
+A work-group takes a tile of TILE samples with WORKGROUP_INVOCATIONS invocations: its local size is TILE along x (the
+runtime dispatches a work-group per `workgroup_size[0]` samples) times as many rows along y as make up the
+invocations, and no invocation stands for a sample. Activations live in workgroup memory as float16 rows, in two
+buffers a layer reads one of and writes the other; a row is the widest padded layer plus ROW_PAD halves, so rows are
+16-byte aligned and the 16-byte rows of one matrix load start on different banks.
+
+- Inputs: the tile's block of the input buffer (TILE x features float32, contiguous) is copied by every invocation,
+  consecutive invocations on consecutive elements (coalesced reads), rounded to float16 with stage 0's epilogue
+  applied, 0 for samples past the batch; the padding columns are zeroed. Outputs go back the same way, only the
+  elements of samples in the batch: ragged tails are handled by these guarded stores, never by padding the user's
+  data.
+- Products, column-owner: a layer's column tiles (N wide) are shared out over the subgroups (tile c to subgroup c
+  mod NumSubgroups). A subgroup loads the bias tile and the K-deep B tiles of its column (the weights transposed: a
+  column-major load of the row-major matrix) once, then runs every row tile (M samples) with an accumulator of its
+  own, so the products of different row tiles are independent and overlap; each accumulates its K steps of A
+  (activations, from workgroup memory) times B onto the bias in float32, in ascending K as ever, runs the stage's
+  epilogue on the components it holds (the epilogue is component-wise with splat constants, so which element a
+  component is does not matter; OpCooperativeMatrixLengthKHR says how many), and stores the float16 result into the
+  other buffer. Barriers separate the layers.
+
+Why (H100, 2026-11-25, GPU ms at 2^21 samples for mlp_3_64x2_3, mlp_32_64x4_16, mlp_64_128x4_16): the kernel this
+replaces (a work-group of 64 invocations, one sample each; every (row tile, column tile) task reloading its B tiles
+and running one serial chain of products; per-invocation strided input and output) took 1.22, 3.23 and 12.8 against
+coopvec's 0.073, 0.25 and 0.76; padding its rows by 8 halves alone took it to 0.77, 2.11 and 9.7 with bit-identical
+outputs, and unrolling its epilogue loop changed nothing (the driver unrolls it). The layout above addresses the rest:
+more warps per work-group for the same workgroup memory, B tiles loaded once per column, independent accumulators,
+coalesced input and output.
 
 Weights are zero-padded matrices and bias tiles (`packing.py`). Padding columns of a product hold its epilogue of 0,
 which the next layer's zero weights cancel; a stage whose epilogue of 0 is not finite (0 x inf) is refused. Numerics
@@ -19,7 +36,9 @@ are those of `coopnn.shaders.targets.tile_plan`.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Iterator
 
 from coopnn.errors import CompileError
 from coopnn.layouts.formats.format import WeightFormat
@@ -34,7 +53,9 @@ from coopnn.backends.coopmat.packing import pack_tiles
 
 NAME = "coopmat"
 FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
-TILE = 64  # samples (and invocations) per work-group: a whole number of subgroups of 8 to 64 invocations
+TILE = 64  # samples per work-group: a whole number of the matrices' M rows
+WORKGROUP_INVOCATIONS = 128  # four subgroups of 32 on the H100: more warps per SM for the same workgroup memory
+ROW_PAD = 8  # halves (16 bytes) past the widest layer in every activation row: rows start on different banks
 # Workgroup-memory accesses carry other invocations' values, so under the Vulkan memory model they are non-private:
 # the barriers between layers make them available and visible.
 SHARED = "NonPrivatePointer"
@@ -58,13 +79,20 @@ class Shape:
             raise CompileError(f"the {NAME} target takes shapes whose N and K divide each other, not {self}")
 
 
+def local_size(tile: int) -> tuple[int, int, int]:
+    """The work-group of a tile: `tile` along x (the samples a work-group takes, as the runtime dispatches) by as many
+    rows as bring it to WORKGROUP_INVOCATIONS invocations (at least one)."""
+    return tile, max(1, WORKGROUP_INVOCATIONS // tile), 1
+
+
 def shared_halves(plan: TilePlan, tile: int, shape: Shape) -> int:
-    """Float16 elements of workgroup memory the kernel uses: two buffers of `tile` rows of the widest padded layer."""
-    return 2 * tile * _stride(plan, shape)
+    """Float16 elements of workgroup memory the kernel uses: two buffers of `tile` rows of `row_stride` halves."""
+    return 2 * tile * row_stride(plan, shape)
 
 
-def _stride(plan: TilePlan, shape: Shape) -> int:
-    return max(align_up(s.width, shape.granularity) for s in plan.stages)
+def row_stride(plan: TilePlan, shape: Shape) -> int:
+    """Halves from one activation row to the next: the widest padded layer and ROW_PAD."""
+    return max(align_up(s.width, shape.granularity) for s in plan.stages) + ROW_PAD
 
 
 class CoopmatEmitter:
@@ -72,19 +100,24 @@ class CoopmatEmitter:
         self.plan, self.tile, self.shape, self.packed = plan, tile, shape, packed
         self.bindings = bindings_of(plan.program)
         self.binding_of = {b.name: b.index for b in self.bindings}
+        size = local_size(tile)
+        self.invocations = size[0] * size[1]
         self.frame = frame = ShaderFrame(self.bindings, 16, tile, PUSH_CONSTANTS, bounds_check=False)
+        frame.workgroup_size = size  # the frame would give one invocation per sample: (tile, 1, 1)
         m, fn = self.m, self.fn = frame.module, frame.main
         self.f16, self.u32 = m.type_float(16), frame.u32
-        self.stride = _stride(plan, shape)
-        self.activations = m.global_variable(
-            "Workgroup", m.type_array(self.f16, m.constant(self.u32, shared_halves(plan, tile, shape))),
-            name="activations")
+        self.stride = row_stride(plan, shape)
+        # two variables, not one array: the loads of a layer's buffer and the stores into the other never alias
+        buffer = m.type_array(self.f16, m.constant(self.u32, tile * self.stride))
+        self.activations = tuple(m.global_variable("Workgroup", buffer, name=f"activations_{i}") for i in range(2))
         self.local = fn.emit("OpLoad", self.u32, m.builtin_input("LocalInvocationIndex", self.u32))
+        uvec3 = m.type_vector(self.u32, 3)
+        group = fn.emit("OpLoad", uvec3, m.builtin_input("WorkgroupId", uvec3))
+        self.first = self.op("OpIMul", fn.emit("OpCompositeExtract", self.u32, group, 0), tile)
         self.subgroup = fn.emit("OpLoad", self.u32, m.builtin_input("SubgroupId", self.u32))
         self.subgroups = fn.emit("OpLoad", self.u32, m.builtin_input("NumSubgroups", self.u32))
-        self.inside = fn.emit("OpULessThan", frame.bool, frame.sample, frame.push_value("count"), name="inside")
+        self.count = frame.push_value("count")
         self.writer = ScalarWriter(m, fn)
-        self.row = self.op("OpIMul", self.local, self.stride)
         self.row_major = m.enum_constant("CooperativeMatrixLayout", "RowMajorKHR")
         self.column_major = m.enum_constant("CooperativeMatrixLayout", "ColumnMajorKHR")
 
@@ -95,8 +128,10 @@ class CoopmatEmitter:
     def matrix(self, component: Id, rows: int, cols: int, use: str) -> Id:
         return self.m.type_cooperative_matrix_khr(component, "Subgroup", rows, cols, use)
 
-    def shared(self, index: Id) -> Id:
-        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f16), self.activations, index)
+    def shared(self, buffer: int, index: Id | int) -> Id:
+        index = self.frame.uint(index) if isinstance(index, int) else index
+        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f16), self.activations[buffer],
+                            index)
 
     def weight(self, param: str, element: Id | int) -> Id:
         first = self.packed.entry(param).offset // 2
@@ -107,61 +142,73 @@ class CoopmatEmitter:
         self.fn.emit("OpControlBarrier", m.enum_constant("Scope", "Workgroup"), m.enum_constant("Scope", "Workgroup"),
                      m.enum_constant("MemorySemantics", "AcquireRelease", "WorkgroupMemory"))
 
+    @contextmanager
+    def elements(self, columns: int) -> Iterator[tuple[Id, Id, Id]]:
+        """A loop over the `tile` x `columns` elements of a row-major block, consecutive invocations on consecutive
+        elements; yields (element, its sample in the tile, its column)."""
+        frame = self.frame
+        with self.fn.for_range(self.local, frame.uint(self.tile * columns), frame.uint(self.invocations)) as element:
+            yield element, self.op("OpUDiv", element, columns), self.op("OpUMod", element, columns)
+
     def inputs(self) -> None:
-        """This invocation's row of buffer 0: its sample's stage 0 (0 past the batch), then zeros to the padding."""
+        """Buffer 0: the tile's input block with stage 0 applied (0 past the batch), then zeros to the padding."""
         fn, frame = self.fn, self.frame
         features = self.plan.input.shape[0]
-        # the last sample stands in past the batch, so the read stays in the buffer; its value is then dropped
-        sample = self.fn.ext_inst(self.u32, "UMin", frame.sample, self.op("OpISub", frame.push_value("count"), 1))
-        base = self.op("OpIMul", sample, features)
         binding = self.binding_of[self.plan.input.graph_name]
+        block = self.op("OpIMul", self.first, features)
+        # the batch's last element stands in past it, so the read stays in the buffer; its value is then dropped
+        last = self.op("OpISub", self.op("OpIMul", self.count, features), 1)
         zero = self.writer.constant(0.0)
-        with fn.for_range(frame.zero, frame.uint(features)) as j:
-            x = fn.emit("OpLoad", frame.f32, frame.element_pointer(binding, self.op("OpIAdd", base, j)))
+        with self.elements(features) as (element, sample, column):
+            inside = fn.emit("OpULessThan", frame.bool, self.op("OpIAdd", self.first, sample), self.count)
+            read = self.fn.ext_inst(self.u32, "UMin", self.op("OpIAdd", block, element), last)
+            x = fn.emit("OpLoad", frame.f32, frame.element_pointer(binding, read))
             y = emit_stage(self.writer, self.plan, self.plan.stages[0], x)
-            kept = fn.emit("OpSelect", frame.f32, self.inside, y, zero)
-            fn.emit("OpStore", self.shared(self.op("OpIAdd", self.row, j)), fn.emit("OpFConvert", self.f16, kept),
-                    SHARED)
-        self.zero_row(features, align_up(features, self.shape.granularity))
+            kept = fn.emit("OpSelect", frame.f32, inside, y, zero)
+            fn.emit("OpStore", self.shared(0, self.op("OpIAdd", self.op("OpIMul", sample, self.stride), column)),
+                    fn.emit("OpFConvert", self.f16, kept), SHARED)
+        padding = align_up(features, self.shape.granularity) - features
+        if padding:
+            with self.elements(padding) as (_, sample, column):
+                at = self.op("OpIAdd", self.op("OpIMul", sample, self.stride), self.op("OpIAdd", column, features))
+                fn.emit("OpStore", self.shared(0, at), self.m.constant(self.f16, 0.0), SHARED)
 
-    def zero_row(self, start: int, stop: int) -> None:
-        if start == stop:
-            return
-        fn = self.fn
-        with fn.for_range(self.frame.uint(start), self.frame.uint(stop)) as j:
-            fn.emit("OpStore", self.shared(self.op("OpIAdd", self.row, j)), self.m.constant(self.f16, 0.0), SHARED)
-
-    def layer(self, index: int, stage: Stage, source: int, target: int) -> None:
-        """Buffer `target` = stage `index` of the activations in buffer `source`, tile by tile over the subgroups."""
+    def layer(self, stage: Stage, source: int, target: int) -> None:
+        """Buffer `target` = `stage` of the activations in buffer `source`, column tile by column tile over the
+        subgroups, every row tile of a column on the same B tiles."""
         fn, shape, f32 = self.fn, self.shape, self.frame.f32
         width, columns = align_up(stage.width, shape.granularity), align_up(stage.columns, shape.granularity)
-        tiles = width // shape.n
         a_type = self.matrix(self.f16, shape.m, shape.k, "MatrixAKHR")
         b_type = self.matrix(self.f16, shape.k, shape.n, "MatrixBKHR")
         accumulator = self.matrix(f32, shape.m, shape.n, "MatrixAccumulatorKHR")
         halves = self.matrix(self.f16, shape.m, shape.n, "MatrixAccumulatorKHR")
-        with fn.for_range(self.subgroup, self.frame.uint(self.tile // shape.m * tiles), self.subgroups) as task:
-            r, c = self.op("OpUDiv", task, tiles), self.op("OpUMod", task, tiles)
-            rows = self.op("OpIAdd", self.op("OpIMul", r, shape.m * self.stride), source * self.tile * self.stride)
+        stride = self.frame.uint(self.stride)
+        with fn.for_range(self.subgroup, self.frame.uint(width // shape.n), self.subgroups) as c:
+            column = self.op("OpIMul", c, shape.n)
             if stage.bias is not None:
-                first = self.weight(stage.bias, self.op("OpIMul", c, shape.n))
-                bias = fn.emit("OpCooperativeMatrixLoadKHR", halves, first, self.row_major, self.frame.uint(width))
-                acc = fn.emit("OpFConvert", accumulator, bias)
+                bias = fn.emit("OpCooperativeMatrixLoadKHR", halves, self.weight(stage.bias, column), self.row_major,
+                               self.frame.uint(width))
+                start = fn.emit("OpFConvert", accumulator, bias)
             else:
-                acc = self.m.constant_null(accumulator)
+                start = self.m.constant_null(accumulator)
             weights = self.op("OpIMul", c, shape.n * columns)
-            for k0 in range(0, columns, shape.k):
-                a = fn.emit("OpCooperativeMatrixLoadKHR", a_type, self.shared(self.op("OpIAdd", rows, k0)),
-                            self.row_major, self.frame.uint(self.stride), SHARED)
-                tile = self.weight(stage.matrix, self.op("OpIAdd", weights, k0))
-                b = fn.emit("OpCooperativeMatrixLoadKHR", b_type, tile, self.column_major, self.frame.uint(columns))
-                acc = fn.emit("OpCooperativeMatrixMulAddKHR", accumulator, a, b, acc)
-            if stage.epilogue:
-                acc = self.epilogue(stage, acc, accumulator)
-            out = self.op("OpIAdd", self.op("OpIAdd", self.op("OpIMul", r, shape.m * self.stride),
-                                            target * self.tile * self.stride), self.op("OpIMul", c, shape.n))
-            fn.emit("OpCooperativeMatrixStoreKHR", self.shared(out), fn.emit("OpFConvert", halves, acc),
-                    self.row_major, self.frame.uint(self.stride), SHARED)
+            b = [fn.emit("OpCooperativeMatrixLoadKHR", b_type,
+                         self.weight(stage.matrix, self.op("OpIAdd", weights, k0)), self.column_major,
+                         self.frame.uint(columns)) for k0 in range(0, columns, shape.k)]
+            rows = [r * shape.m * self.stride for r in range(self.tile // shape.m)]
+            # K outermost, rows inside: the row tiles' chains interleave; each still adds its K steps in order
+            accumulators = [start] * len(rows)
+            for step, k0 in enumerate(range(0, columns, shape.k)):
+                for r, row in enumerate(rows):
+                    a = fn.emit("OpCooperativeMatrixLoadKHR", a_type, self.shared(source, row + k0), self.row_major,
+                                stride, SHARED)
+                    accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", accumulator, a, b[step],
+                                              accumulators[r])
+            for row, acc in zip(rows, accumulators):
+                if stage.epilogue:
+                    acc = self.epilogue(stage, acc, accumulator)
+                fn.emit("OpCooperativeMatrixStoreKHR", self.shared(target, self.op("OpIAdd", column, row)),
+                        fn.emit("OpFConvert", halves, acc), self.row_major, stride, SHARED)
         self.barrier()
 
     def epilogue(self, stage: Stage, acc: Id, accumulator: Id) -> Id:
@@ -176,23 +223,23 @@ class CoopmatEmitter:
         return fn.emit("OpLoad", accumulator, held)
 
     def outputs(self, source: int) -> None:
-        """This invocation's outputs, from its row of buffer `source`, where its sample is in the batch."""
+        """The tile's output block from buffer `source`, the elements of samples in the batch only."""
         fn, frame = self.fn, self.frame
         features = self.plan.output.shape[0]
         binding = self.binding_of[self.plan.output.graph_name]
-        row = self.op("OpIAdd", self.row, source * self.tile * self.stride)
-        base = self.op("OpIMul", frame.sample, features)
-        with fn.if_(self.inside):
-            with fn.for_range(frame.zero, frame.uint(features)) as j:
-                value = fn.emit("OpLoad", self.f16, self.shared(self.op("OpIAdd", row, j)), SHARED)
-                fn.emit("OpStore", frame.element_pointer(binding, self.op("OpIAdd", base, j)),
+        block = self.op("OpIMul", self.first, features)
+        with self.elements(features) as (element, sample, column):
+            with fn.if_(fn.emit("OpULessThan", frame.bool, self.op("OpIAdd", self.first, sample), self.count)):
+                at = self.op("OpIAdd", self.op("OpIMul", sample, self.stride), column)
+                value = fn.emit("OpLoad", self.f16, self.shared(source, at), SHARED)
+                fn.emit("OpStore", frame.element_pointer(binding, self.op("OpIAdd", block, element)),
                         fn.emit("OpFConvert", frame.f32, value))
 
     def compile(self) -> bytes:
         self.inputs()
         self.barrier()
         for index, stage in enumerate(self.plan.products, start=1):
-            self.layer(index, stage, (index - 1) % 2, index % 2)
+            self.layer(stage, (index - 1) % 2, index % 2)
         self.outputs(len(self.plan.products) % 2)
         return self.frame.finish()
 
@@ -216,8 +263,8 @@ class CoopmatTarget:
 
     def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int = TILE, *,
                 shape: Shape = Shape(), packed: WeightImage | None = None) -> Binary:
-        """SPIR-V for `program` in tiles of `workgroup_size` samples (one per invocation) on M x N x K = `shape`
-        matrices; CompileError when the program is not a chain of layers (`plan_tiles`) the shape can take."""
+        """SPIR-V for `program` in tiles of `workgroup_size` samples (a work-group of `local_size`) on M x N x K =
+        `shape` matrices; CompileError when the program is not a chain of layers (`plan_tiles`) the shape can take."""
         plan = plan_tiles(program, NAME)
         check_plan(plan, workgroup_size, shape)
         packed = packed if packed is not None else pack_tiles(plan, weights, shape.granularity, shape.m)

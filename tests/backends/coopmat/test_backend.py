@@ -64,8 +64,8 @@ def test_what_a_device_must_offer():
 
 def test_the_widest_layer_must_fit_workgroup_memory():
     wide, narrow = _plan("mlp_64_128x4_16"), _plan("mlp_3_64x2_3")
-    small = h100(shared_memory=16384)
-    assert BACKEND.program_needs(small, narrow) is None
+    small = h100(shared_memory=20480)
+    assert BACKEND.program_needs(small, narrow) is None  # 2 buffers x 64 rows x (64 + 8) halves: 18,432 bytes
     assert BACKEND.program_needs(small, wide) == (
-        "the model's widest layer needs 32768 bytes of workgroup memory for tiles of 64 samples; H100 has 16384")
+        "the model's widest layer needs 34816 bytes of workgroup memory for tiles of 64 samples; H100 has 20480")
     assert BACKEND.program_needs(h100(), wide) is None

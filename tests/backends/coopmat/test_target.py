@@ -1,6 +1,7 @@
 """The coopmat target, without a GPU: every zoo module it takes passes spirv-val with nothing beyond
-VK_KHR_cooperative_matrix (subgroup-scope matrices, no NV extension), other matrix shapes and tile sizes, the padded
-weight buffer, a golden dump of a small MLP, and what it refuses."""
+VK_KHR_cooperative_matrix (subgroup-scope matrices, no NV extension), other matrix shapes and tile sizes, the
+work-group and its padded activation rows, a column's B tiles loaded once for all its row tiles, the padded weight
+buffer, a golden dump of a small MLP, and what it refuses."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ import numpy as np
 import pytest
 
 from coopnn.backends.coopmat.packing import pack_tiles
-from coopnn.backends.coopmat.target import FEATURES, TILE, CoopmatTarget, Shape, shared_halves
+from coopnn.backends.coopmat.target import (FEATURES, ROW_PAD, TILE, WORKGROUP_INVOCATIONS, CoopmatTarget, Shape,
+                                            local_size, row_stride, shared_halves)
 from coopnn.compiler import compile, compile_graph
 from coopnn.errors import CompileError
 from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.ir import Op
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
-from coopnn.layouts.pack import unpack
+from coopnn.layouts.pack import align_up, unpack
 from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.spirv import disassemble
@@ -37,7 +39,7 @@ def _text(spirv: bytes) -> str:
 def test_every_zoo_module_it_takes_passes_spirv_val(stem, tmp_path):
     program = compile(ROOT / "models" / f"{stem}.onnx", target="coopmat")
     spirv_val(program.spirv, tmp_path)
-    assert program.workgroup_size == (TILE, 1, 1) and program.binary.features == FEATURES
+    assert program.workgroup_size == local_size(TILE) and program.binary.features == FEATURES
     text = _text(program.spirv)
     assert re.findall(r'OpExtension "(\w+)"', text) == ["SPV_KHR_cooperative_matrix"]
     subgroup = "%uint_3"  # Scope Subgroup
@@ -72,9 +74,39 @@ def test_matrices_are_padded_to_whole_tiles_and_biases_are_tiles_of_identical_ro
     assert all(e.offset % 64 == 0 for e in packed.entries.values())  # 16-byte alignment of every tile load
 
 
-def test_workgroup_memory_holds_two_buffers_of_the_widest_layer():
+def test_a_work_group_of_128_invocations_takes_a_tile_of_64_samples():
+    """The runtime dispatches a work-group per `workgroup_size[0]` samples: the tile is x, the other invocations y."""
+    assert (TILE, WORKGROUP_INVOCATIONS) == (64, 128)
+    assert local_size(TILE) == (64, 2, 1)
+    assert local_size(16) == (16, 8, 1) and local_size(128) == (128, 1, 1) and local_size(256) == (256, 1, 1)
+    binary = CoopmatTarget().compile(zoo_program("mlp_3_64x2_3"), FP16)
+    assert binary.workgroup_size == (64, 2, 1)
+    assert "OpExecutionMode %main LocalSize 64 2 1" in _text(binary.spirv)
+
+
+def test_workgroup_memory_holds_two_buffers_of_padded_rows_of_the_widest_layer():
     plan = plan_tiles(zoo_program("mlp_64_128x4_16"), "coopmat")
-    assert shared_halves(plan, TILE, Shape()) == 2 * 64 * 128
+    assert ROW_PAD == 8 and row_stride(plan, Shape()) == 128 + 8
+    assert shared_halves(plan, TILE, Shape()) == 2 * 64 * (128 + 8)  # 34,816 bytes
+    for stem, width in (("mlp_3_64x2_3", 64), ("mlp_64_128x4_16", 128)):
+        stride = row_stride(plan_tiles(zoo_program(stem), "coopmat"), Shape())
+        # rows 16-byte aligned (a matrix load's rows), consecutive rows starting on different banks
+        assert stride == width + ROW_PAD and 2 * stride % 16 == 0 and 2 * stride % 128 == 16
+    assert row_stride(plan_tiles(zoo_program("mlp_3_64x2_3"), "coopmat"), Shape(8, 8, 8)) == 64 + 8
+
+
+def test_a_column_loads_its_b_tiles_once_for_every_row_tile():
+    """Per product and column tile: a bias tile and K/16 B tiles, then TILE/16 row tiles of K/16 A tiles and
+    products each (a column-owner subgroup keeps its B tiles while it runs the rows)."""
+    program = zoo_program("mlp_64_128x4_16")
+    plan = plan_tiles(program, "coopmat")
+    text = _text(CoopmatTarget().compile(program, FP16).spirv)
+    steps = [align_up(s.columns, 16) // 16 for s in plan.products]
+    rows = TILE // 16
+    assert text.count("OpCooperativeMatrixMulAddKHR") == rows * sum(steps)
+    biases = sum(s.bias is not None for s in plan.products)
+    assert text.count("= OpCooperativeMatrixLoadKHR") == biases + sum(steps) + rows * sum(steps)
+    assert text.count("OpCooperativeMatrixStoreKHR") == rows * len(plan.products)
 
 
 def test_golden_dump_of_a_small_mlp(tmp_path):
