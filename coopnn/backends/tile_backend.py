@@ -4,7 +4,8 @@ compiles a chain of layers (`coopnn.shaders.targets.tile_plan`), and the reading
 Both take float16 weights (coopmat2 the block formats q8_0 and q4_0 as well) and run inference only.
 `backend="auto"` does not choose them: on the H100 (driver 580) coopvec was faster at every size measured, the three
 benchmark MLPs from 2^14 to 2^21 samples (`bench/results/nvidia-h100-80gb-hbm3-2026-11-25-tile-targets.md`: coopmat2
-1.6 to 24 times coopvec's GPU time, coopmat 2.6 to 17), so there is no crossover to choose them by; where coopvec is
+1.6 to 24 times coopvec's GPU time; coopmat 1.5 to 6 times with its column-owner kernel,
+`...-2026-11-25-coopmat-column-owner.md`), so there is no crossover to choose them by; where coopvec is
 missing (other vendors) nothing has measured them against the portable target yet. They run when asked for by name.
 A subclass says what
 the device needs (`device_needs`), what a weight format needs of it (`format_needs`), what the program needs of it
