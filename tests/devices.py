@@ -145,7 +145,7 @@ def auto_backends() -> tuple[str, ...]:
     """The backends `backend="auto"` may take here: numpy on a CPU Vulkan device (lavapipe), a Vulkan one on a GPU."""
     from coopnn.runtime.executable import chosen_device
 
-    return ("numpy",) if chosen_device(None).device_type == "cpu" else ("portable", "coopvec")
+    return ("numpy",) if chosen_device(None).device_type == "cpu" else ("portable", "coopvec", "coopmat2", "coopmat")
 
 
 @functools.cache

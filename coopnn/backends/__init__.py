@@ -171,7 +171,7 @@ def choose(name: str, graph: Graph, weights: WeightFormat, device: str | int | N
     for backend in all_backends():
         why = backend.unavailable_reason()
         answer = Examined(why) if why else examined.get(backend.name) or examine(backend, graph, weights, device)
-        why = answer.reason or backend.auto_skip_reason(device)
+        why = answer.reason or backend.auto_skip_reason(device, answer.lowered, weights)
         if why is None:
             reason = "auto: fastest available" if not passed_over else "auto: " + "; ".join(passed_over)
             return Choice(backend, reason, answer.lowered)

@@ -1,11 +1,12 @@
 """`weights="auto"`: float16 where it is accurate for the model, float32 where it is not, decided on a calibration
 batch.
 
-Cooperative vectors multiply float16 matrices, about 10 times faster than float32 elsewhere. For ReLU MLPs the
-results barely move (0.03 to 0.05% of the output range for the zoo's benchmark MLPs), but sine layers and frequency
-encodings amplify float16's rounding (0.3% for the zoo's SIREN, 1% for its frequency-encoded material, 8% for a
-thresholded model). So on a device with cooperative vectors, the model's float16 results (`run_fp16_emulation`, the
-exact numpy emulation of the coopvec kernels) are compared with its float32 results on a calibration batch: float16
+Cooperative vectors and matrices multiply float16 matrices, 4 to 20 times faster than float32 elsewhere. For ReLU
+MLPs the results barely move (0.03 to 0.05% of the output range for the zoo's benchmark MLPs), but sine layers and
+frequency encodings amplify float16's rounding (0.3% for the zoo's SIREN, 1% for its frequency-encoded material, 8%
+for a thresholded model). So where `backend="auto"` would run the model on a backend of float16 products
+(`FLOAT16_BACKENDS`: coopvec, else coopmat2 or coopmat), the model's float16 results (`run_fp16_emulation`, the exact
+numpy emulation of the coopvec kernels and, but for the order of float32 sums, of the tile kernels) are compared with its float32 results on a calibration batch: float16
 is taken when every output stays within AUTO_TOLERANCE of its range (the relative tolerance the float16 kernels are
 tested to), float32 otherwise. Without a calibration batch,
 DEFAULT_CALIBRATION_SAMPLES samples uniform in [-1, 1] are drawn (with a fixed seed): the range neural-shading inputs
@@ -31,7 +32,8 @@ from coopnn.backends.numpy.inference import run_graph
 
 AUTO_TOLERANCE = 1e-3  # largest error of an output, as a fraction of its range on the calibration batch
 DEFAULT_CALIBRATION_SAMPLES = 4096
-FLOAT16_BACKEND = "coopvec"
+# The backends whose float16 arithmetic `run_fp16_emulation` is (each tested against it), in the order auto ranks them
+FLOAT16_BACKENDS = ("coopvec", "coopmat2", "coopmat")
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,18 @@ def float16_error(graph: Graph, feeds: Mapping[str, np.ndarray]) -> float:
     return worst
 
 
+def _float16_backend(graph: Graph, device) -> tuple[str, Examined] | None:
+    """The float16 backend `backend="auto"` would take for `graph` in float16, with its answer; None where none
+    would."""
+    for name in FLOAT16_BACKENDS:
+        backend = backends.get(name)
+        why = backend.unavailable_reason()
+        examined = Examined(why) if why else backends.examine(backend, graph, FP16, device)
+        if examined.reason is None and backend.auto_skip_reason(device, examined.lowered, FP16) is None:
+            return name, examined
+    return None
+
+
 def choose_weights(graph: Graph, backend: str, device, calibration: Any = None) -> WeightsChoice:
     """What `weights="auto"` means for `graph` on `backend` ("auto" or a backend name): on a named backend, the
     first of its formats."""
@@ -77,11 +91,10 @@ def choose_weights(graph: Graph, backend: str, device, calibration: Any = None) 
         formats = backends.get(backend).formats
         only = ", the only format it takes" if len(formats) == 1 else ""
         return WeightsChoice(formats[0], f"weights='auto' on {backend}: {formats[0].label}{only}")
-    coopvec = backends.get(FLOAT16_BACKEND)
-    why = coopvec.unavailable_reason()
-    examined = Examined(why) if why else backends.examine(coopvec, graph, FP16, device)
-    if examined.reason:
+    chosen = _float16_backend(graph, device)
+    if chosen is None:
         return WeightsChoice(FP32, "weights='auto': float32, as no float16 backend runs here")
+    name, examined = chosen
     feeds = default_calibration(graph) if calibration is None else calibration_feeds(graph, calibration)
     samples = next(iter(feeds.values())).shape[0]
     error = float16_error(graph, feeds)
@@ -89,7 +102,7 @@ def choose_weights(graph: Graph, backend: str, device, calibration: Any = None) 
     if error <= AUTO_TOLERANCE:
         return WeightsChoice(FP16, f"weights='auto': float16, whose outputs stay within {error:.3%} of their range "
                                      f"from float32 on {source} ({samples} samples; tolerance "
-                                     f"{AUTO_TOLERANCE:.1%})", error, {FLOAT16_BACKEND: examined})
+                                     f"{AUTO_TOLERANCE:.1%})", error, {name: examined})
     return WeightsChoice(FP32, f"weights='auto': float32, as float16 puts the outputs {error:.1%} of their range "
                                  f"away from float32 on {source} ({samples} samples; tolerance {AUTO_TOLERANCE:.1%})",
                          error)

@@ -91,9 +91,10 @@ class Backend(Protocol):
     def examine(self, graph: Graph, weights: WeightFormat, device: str | int | None) -> Examined:
         """Whether the backend can run `graph` with `weights` on `device`, with what it lowered on the way."""
 
-    def auto_skip_reason(self, device: str | int | None) -> str | None:
-        """None when `backend="auto"` may take this backend on `device`; otherwise why a slower-ranked one is better
-        there (it can still be asked for by name)."""
+    def auto_skip_reason(self, device: str | int | None, lowered: Any, weights: WeightFormat) -> str | None:
+        """None when `backend="auto"` may take this backend on `device` for the graph it lowered to `lowered`
+        (`examine` found it can run it) with `weights`; otherwise why a slower-ranked one is better there (it can
+        still be asked for by name)."""
 
     def prepare(self, graph: Graph, lowered: Any, *, weights: WeightFormat, device: str | int | None) -> Executable:
         """An executable for `graph` with its weights stored in format `weights`, from what `examine` lowered."""

@@ -2,13 +2,19 @@
 compiles a chain of layers (`coopnn.shaders.targets.tile_plan`), and the reading of a device's matrix shapes.
 
 Both take float16 weights (coopmat2 the block formats q8_0 and q4_0 as well) and run inference only.
-`backend="auto"` does not choose them: on the H100 (driver 580) coopvec was faster at every size measured, the three
-benchmark MLPs from 2^14 to 2^21 samples (`bench/results/nvidia-h100-80gb-hbm3-2026-11-25-tile-targets.md`: coopmat2
-1.6 to 24 times coopvec's GPU time; coopmat 1.5 to 6 times with its column-owner kernel,
-`...-2026-11-25-coopmat-column-owner.md`), so there is no crossover to choose them by; where coopvec is
-missing (other vendors) nothing has measured them against the portable target yet. They run when asked for by name.
-A subclass says what
-the device needs (`device_needs`), what a weight format needs of it (`format_needs`), what the program needs of it
+`backend="auto"` ranks them below coopvec and above portable (by `priority`), so it takes them where coopvec cannot
+run the request (a device without cooperative vectors, block-format weights), from what the H100 (driver 580)
+measured, GPU time of the three benchmark MLPs at 2^14, 2^18 and 2^21 samples:
+- coopvec was faster than both at every size (`bench/results/nvidia-h100-80gb-hbm3-2026-11-25-tile-targets.md`,
+  `...-2026-11-25-coopmat-column-owner.md`);
+- both were faster than portable at every size: coopmat 4.3 to 8.8 times (mlp_64_128x4_16 at 2^21: 4.55 against
+  36.3 ms; portable in `...-2026-11-22.md`), coopmat2 2.0 to 16 times;
+- between the two, coopmat2 was faster at 2^18 and 2^21 on the models whose layers are at most 64 wide
+  (mlp_32_64x4_16 at 2^21: 0.62 against 1.19 ms) and within 8% at 2^14, and 2.1 to 4 times slower on the 128-wide
+  one (18.3 against 4.55 ms at 2^21), so for float16 weights auto passes coopmat2 over for a model with a layer
+  wider than 64 (`Coopmat2Backend.auto_preference`).
+On a CPU Vulkan device auto takes neither: nothing measured them there, and numpy is what it runs on such devices.
+A subclass says what the device needs (`device_needs`), what a weight format needs of it (`format_needs`), what the program needs of it
 (`program_needs`), and how its target packs the weights and compiles for it (`pack_for`, `compile_for`).
 """
 
@@ -98,9 +104,20 @@ class TileBackend(ABC):
             return Examined(str(e))
         return Examined(self.program_needs(chosen_device(device), plan), program)
 
-    def auto_skip_reason(self, device) -> str | None:
-        return (f"backend='auto' does not choose {self.name}: coopvec was faster at every size measured on the H100, "
-                f"and no other device has measured it (ask for backend={self.name!r})")
+    def auto_preference(self, plan: TilePlan, weights: WeightFormat) -> str | None:
+        """None when `backend="auto"` may take this backend for `plan` with `weights` on a GPU; otherwise why the
+        next one ranked is faster there."""
+        return None
+
+    def auto_skip_reason(self, device, lowered: KernelProgram, weights: WeightFormat) -> str | None:
+        try:
+            info = chosen_device(device)
+        except BackendUnavailableError as e:
+            return str(e)
+        if info.device_type == "cpu":
+            return (f"{info.name} is a CPU Vulkan device, where auto runs numpy and nothing has measured {self.name} "
+                    f"(ask for backend={self.name!r})")
+        return self.auto_preference(plan_tiles(lowered, self.name), weights)
 
     def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: WeightFormat, device) -> KernelExecutable:
         info = chosen_device(device)

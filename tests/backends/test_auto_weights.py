@@ -1,5 +1,6 @@
 """`weights="auto"`: the float16 error measure, the decision on models that must stay float32 and that may go float16
-(with the float16 path emulated in numpy where no cooperative-vector device exists), and calibration checks."""
+(with the float16 path emulated in numpy where no cooperative-vector device exists), the tile backends deciding
+where coopvec cannot run, and calibration checks."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import numpy as np
 import pytest
 
 import coopnn
+from coopnn import backends
 from coopnn.backends.base import Examined
 from coopnn.errors import InputError
 from coopnn.backends import auto_weights as precision
+from coopnn.backends.coopmat2.backend import Coopmat2Backend
 from coopnn.backends.coopvec.backend import CoopvecBackend
 from tests.conftest import ROOT
 
@@ -54,7 +57,8 @@ def test_named_backends_and_no_float16_backend_decide_without_measuring(monkeypa
     graph = _graph("mlp_32_64x4_16")
     assert precision.choose_weights(graph, "coopvec", None).weights.name == "fp16"
     assert precision.choose_weights(graph, "portable", None).weights.name == "fp32"
-    monkeypatch.setattr(CoopvecBackend, "unavailable_reason", lambda self: "no GPU here")
+    for name in precision.FLOAT16_BACKENDS:
+        monkeypatch.setattr(type(backends.get(name)), "unavailable_reason", lambda self: "no GPU here")
     assert precision.choose_weights(graph, "auto", None).weights.name == "fp32"
 
 
@@ -74,3 +78,14 @@ def test_calibration_needs_auto_or_a_format_that_quantizes_inputs():
                                          r"formats that quantize inputs \(int8\)"):
         coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="numpy", weights="fp32",
                     calibration=np.zeros((1, 3)))
+
+
+def test_a_tile_backend_decides_where_coopvec_cannot_run(monkeypatch):
+    """No cooperative vectors, a GPU with cooperative matrices: float16 on the tile backend auto would take, and what
+    it examined is handed on."""
+    monkeypatch.setattr(CoopvecBackend, "unavailable_reason", lambda self: "no cooperative vectors here")
+    monkeypatch.setattr(Coopmat2Backend, "unavailable_reason", lambda self: None)
+    monkeypatch.setattr(Coopmat2Backend, "examine", lambda self, graph, weights, device: Examined(None, "lowered"))
+    monkeypatch.setattr(Coopmat2Backend, "auto_skip_reason", lambda self, device, lowered, weights: None)
+    choice = precision.choose_weights(_graph("mlp_32_64x4_16"), "auto", None)
+    assert choice.weights.name == "fp16" and dict(choice.examined) == {"coopmat2": Examined(None, "lowered")}

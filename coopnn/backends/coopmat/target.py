@@ -32,6 +32,10 @@ coalesced input and output.
 Weights are zero-padded matrices and bias tiles (`packing.py`). Padding columns of a product hold its epilogue of 0,
 which the next layer's zero weights cancel; a stage whose epilogue of 0 is not finite (0 x inf) is refused. Numerics
 are those of `coopnn.shaders.targets.tile_plan`.
+
+The kernel's text form (`Program.text`, `text.py`) is this tile kernel in the tensor language's syntax: the
+work-group's tile, its two activation buffers, the guarded copies and each layer's column tiles, B tiles, row tiles
+and epilogue, printed from the plan, shape, row stride and packed weights the SPIR-V is emitted from.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from coopnn.shaders.targets.scalar_writer import ScalarWriter
 from coopnn.shaders.targets.tile_epilogue import emit_stage
 from coopnn.shaders.targets.tile_plan import Stage, TilePlan, plan_tiles
 from coopnn.backends.coopmat.packing import pack_tiles
+from coopnn.backends.coopmat.text import kernel_text
 
 NAME = "coopmat"
 FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
@@ -270,5 +275,7 @@ class CoopmatTarget:
         packed = packed if packed is not None else pack_tiles(plan, weights, shape.granularity, shape.m)
         emitter = CoopmatEmitter(plan, workgroup_size, shape, packed)
         spirv = emitter.compile()
-        return Binary(NAME, spirv, "main", emitter.frame.workgroup_size, emitter.bindings, PUSH_CONSTANTS, packed,
-                      FEATURES, frozenset())
+        size = emitter.frame.workgroup_size
+        text = kernel_text(emitter.plan, emitter.packed, emitter.shape, emitter.tile, size, emitter.stride)
+        return Binary(NAME, spirv, "main", size, emitter.bindings, PUSH_CONSTANTS, packed, FEATURES, frozenset(),
+                      text=text)

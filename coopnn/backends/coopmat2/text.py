@@ -7,13 +7,11 @@ name (`decode(@decode_q4_0)`), and comments after the kernel say what each decod
 
 from __future__ import annotations
 
-import re
 from typing import Callable
 
 from coopnn.backends.coopmat2.decode import code_bytes
 from coopnn.layouts.formats import weight_format
-from coopnn.shaders.kernel.ops import KERNEL_OPS
-from coopnn.shaders.kernel.printer import identifier
+from coopnn.shaders.targets.tile_text import stage_lines, tile_function
 from coopnn.backends.coopmat2.steps import Apply, Convert, Layout, Load, MulAdd, Store, TileKernel, View
 
 
@@ -80,17 +78,9 @@ class _Printer:
         plan = self.kernel.plan
         stage = plan.stages[step.stage]
         self.emit(f"%{step.result} = cooperative_matrix_apply (%r,%c,%v)=%{step.source} -> {step.type} {{")
-        self.emit("%h = cast %v : f16", 3)
-        self.emit("%x = cast %h : f32", 3)
-        start = re.compile(rf"%{re.escape(stage.source)}\b")
-        printed = set()
-        for instr in stage.epilogue:
-            for constant in (a for a in instr.args if a in plan.constants and a not in printed):
-                printed.add(constant)
-                self.emit(f"%{constant} = constant {float(plan.constants[constant])!r} : f32", 3)
-            line = start.sub("%x", KERNEL_OPS[instr.op].line(instr, plan.program))
-            self.emit(f"%{instr.result} = {line} : {instr.type.dtype}", 3)
-        result = "%x" if stage.result == stage.source else f"%{stage.result}"
+        lines, result = stage_lines(plan, stage, "%v")
+        for line in lines:
+            self.emit(line, 3)
         if step.mask is not None:
             self.emit(f"%keep = cmp.lt %c, {step.mask} : bool", 3)
             self.emit(f"%masked = select %keep, {result}, 0.0 : f32", 3)
@@ -136,22 +126,16 @@ def _memref(param, kernel: TileKernel) -> str:
 
 def kernel_text(kernel: TileKernel) -> str:
     program = kernel.plan.program
-    params = [f"%{p.name}: {_memref(p, kernel)}" for p in program.params]
+    params = [(f"%{p.name}: {_memref(p, kernel)}", "") for p in program.params]
     printer = _Printer(kernel)
     for step in kernel.steps:
         printer.print[type(step)](step)
-    args = ",\n    ".join(params)
     return "\n".join([
         f"; kernel {program.name} on the coopmat2 target: a work-group of {kernel.tile} work-items carries a tile of "
         f"{kernel.tile} samples",
         "; through every layer as workgroup-scope cooperative matrices (feature dimensions padded to multiples of "
         f"{kernel.granularity});",
         "; tensor_layout and tensor_view are coopnn's extension (SPV_NV_tensor_addressing)",
-        f"func @{identifier(program.name)}(\n    {args},\n    %n: index) {{work_group_size=[{kernel.tile},1]}} {{",
-        "  %c0 = constant 0 : index",
-        f"  foreach_tile (%i) = (%c0), (%n) as (%ti) <= ({kernel.tile}) {{",
-        *printer.lines,
-        "  }",
-        "}",
+        *tile_function(program.name, params, (kernel.tile, 1), kernel.tile, printer.lines),
         *_decode_comments(kernel),
     ]) + "\n"

@@ -185,7 +185,7 @@ class CoopvecBackend:
             return Examined(str(e))
         return Examined(program_unsupported_reason(chosen_device(device), program, weights), program)
 
-    def auto_skip_reason(self, device) -> str | None:
+    def auto_skip_reason(self, device, lowered, weights: WeightFormat) -> str | None:
         return None
 
     def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: WeightFormat, device) -> KernelExecutable:

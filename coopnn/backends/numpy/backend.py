@@ -38,7 +38,7 @@ class NumpyBackend:
     def examine(self, graph: Graph, weights: WeightFormat, device) -> Examined:
         return Examined(None)
 
-    def auto_skip_reason(self, device) -> str | None:
+    def auto_skip_reason(self, device, lowered, weights: WeightFormat) -> str | None:
         return None
 
     def prepare(self, graph: Graph, lowered, *, weights: WeightFormat, device) -> NumpyExecutable:

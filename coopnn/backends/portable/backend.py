@@ -62,7 +62,7 @@ class PortableBackend:
         except CompileError as e:
             return Examined(str(e))
 
-    def auto_skip_reason(self, device) -> str | None:
+    def auto_skip_reason(self, device, lowered, weights: WeightFormat) -> str | None:
         try:
             info = chosen_device(device)
         except BackendUnavailableError as e:
