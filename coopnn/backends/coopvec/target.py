@@ -36,6 +36,7 @@ from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
 from coopnn.backends.coopvec.integer_product import integer_gemv
+from coopnn.backends.quantized_layers import nan_inherited
 from coopnn.backends.coopvec.values import Forms, Held
 from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNARY, LOGICAL, TANH_LIMIT, numpy_pow
 
@@ -70,6 +71,8 @@ class CoopvecEmitter:
         # a format that quantizes inputs has its own arithmetic (`coopnn.layouts.formats.integer`): float32 but for
         # its products, where every other format follows the float16 arithmetic of `run_fp16_emulation`
         self.integer = weights.input_quantization is not None
+        # the integer products' NaN tests: which product's factor (1 or NaN, by product result) a product takes
+        self.nan_inherited, self.nan_factors = nan_inherited(program) if self.integer else {}, {}
         self.bindings = tuple(dataclasses.replace(b, dtype="f16") if b.role == "tape" else b
                               for b in bindings_of(program))
         self.push_constants = push_constants_of(program)

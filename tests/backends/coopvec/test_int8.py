@@ -14,7 +14,7 @@ import coopnn
 from coopnn.graph.ir import Graph, Node, Op, Value
 from coopnn.model import prepare
 from tests.backends.coopvec.quantized_checks import assert_outputs_match
-from tests.conftest import BENCHMARK_MLPS, ZOO, random_feeds
+from tests.conftest import BENCHMARK_MLPS, ROOT, ZOO, random_feeds
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("coopvec_device")]
 
@@ -61,6 +61,24 @@ def test_nan_infinities_and_saturation_are_the_integer_arithmetics():
     x[4::7] *= 1e-30
     with (prepare(graph, backend="coopvec", weights="int8", calibration=calibration) as gpu,
           prepare(graph, backend="numpy", weights="int8", calibration=calibration) as reference):
+        got, want = gpu.run(x), reference.run(x)
+    assert np.isnan(got[::7]).all() and np.isfinite(np.delete(got, np.s_[::7], axis=0)).all()
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("stem", BENCHMARK_MLPS)
+def test_nan_reaches_every_output_of_an_mlp_through_its_relus(stem):
+    """A hidden product takes the first product's NaN test (`nan_inherited`): the rows of the integer arithmetic,
+    where every layer tests its own input and numpy's ReLU keeps NaN, bit for bit."""
+    with coopnn.load(ROOT / "models" / f"{stem}.onnx", backend="numpy") as plain:
+        calibration = random_feeds(plain, 512, seed=7)
+    with (coopnn.load(ROOT / "models" / f"{stem}.onnx", backend="coopvec", weights="int8",
+                      calibration=calibration) as gpu,
+          coopnn.load(ROOT / "models" / f"{stem}.onnx", backend="numpy", weights="int8",
+                      calibration=calibration) as reference):
+        x = next(iter(random_feeds(gpu, 700, seed=11).values()))
+        x[::7, 1] = np.nan
+        x[1::7, 0] = np.inf
         got, want = gpu.run(x), reference.run(x)
     assert np.isnan(got[::7]).all() and np.isfinite(np.delete(got, np.s_[::7], axis=0)).all()
     np.testing.assert_array_equal(got, want)
