@@ -110,14 +110,13 @@ class TileBackend(ABC):
         return None
 
     def auto_skip_reason(self, device, lowered: KernelProgram, weights: WeightFormat) -> str | None:
-        try:
-            info = chosen_device(device)
-        except BackendUnavailableError as e:
-            return str(e)
-        if info.device_type == "cpu":
-            return (f"{info.name} is a CPU Vulkan device, where auto runs numpy and nothing has measured {self.name} "
-                    f"(ask for backend={self.name!r})")
-        return self.auto_preference(plan_tiles(lowered, self.name), weights)
+        def on(info) -> str | None:
+            if info.device_type == "cpu":
+                return (f"{info.name} is a CPU Vulkan device, where auto runs numpy and nothing has measured "
+                        f"{self.name} (ask for backend={self.name!r})")
+            return self.auto_preference(plan_tiles(lowered, self.name), weights)
+
+        return device_unavailable_reason(device, on)
 
     def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: WeightFormat, device) -> KernelExecutable:
         info = chosen_device(device)

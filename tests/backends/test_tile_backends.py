@@ -9,7 +9,6 @@ import pytest
 
 import coopnn
 from coopnn import backends
-from coopnn.backends import tile_backend
 from coopnn.backends.base import Examined
 from coopnn.errors import BackendUnavailableError
 from coopnn.graph.onnx.importer import import_model
@@ -17,6 +16,7 @@ from coopnn.graph.passes import optimize
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.layouts.formats.q4_0 import FORMAT as Q4_0
+from coopnn.runtime import executable
 from coopnn.shaders.kernel.lower import lower
 from tests.conftest import ROOT
 from tests.backends.tile_devices import h100
@@ -34,7 +34,7 @@ def _auto(monkeypatch, stem: str, weights, device_type: str = "discrete"):
     """backend='auto' where coopvec cannot run and both tile backends can, on a made-up H100 of `device_type`."""
     graph = _graph(stem)
     program = lower(graph)
-    monkeypatch.setattr(tile_backend, "chosen_device", lambda device: h100(device_type=device_type))
+    monkeypatch.setattr(executable, "chosen_device", lambda device: h100(device_type=device_type))
     monkeypatch.setattr(type(backends.get("coopvec")), "unavailable_reason", lambda self: "no cooperative vectors here")
     examined = {}
     for name in TILE_BACKENDS:

@@ -20,7 +20,7 @@ from coopnn.shaders.training.shader import BASE_FEATURES as TRAINING_FEATURES
 from coopnn.backends.portable.target import PortableTarget, pack_program
 from coopnn.backends.portable.training import PortableTrainingSession
 from coopnn.backends.trained_weights import trained_entries
-from coopnn.errors import BackendUnavailableError, CompileError
+from coopnn.errors import CompileError
 from coopnn.graph.ir import Graph
 from coopnn.runtime.executable import KernelExecutable, chosen_device, device_unavailable_reason
 from coopnn.shaders.kernel.lower import lower
@@ -63,14 +63,9 @@ class PortableBackend:
             return Examined(str(e))
 
     def auto_skip_reason(self, device, lowered, weights: WeightFormat) -> str | None:
-        try:
-            info = chosen_device(device)
-        except BackendUnavailableError as e:
-            return str(e)
-        if info.device_type == "cpu":
-            return (f"{info.name} is a CPU Vulkan device, where numpy ran the same models 12 to 20 times faster "
-                    f"(ask for backend='portable' to use it anyway)")
-        return None
+        return device_unavailable_reason(device, lambda info: (
+            f"{info.name} is a CPU Vulkan device, where numpy ran the same models 12 to 20 times faster (ask for "
+            f"backend='portable' to use it anyway)") if info.device_type == "cpu" else None)
 
     def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: WeightFormat, device) -> KernelExecutable:
         binary = self.target.compile(lowered, weights, WORKGROUP_SIZE)
