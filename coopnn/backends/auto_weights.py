@@ -1,14 +1,14 @@
 """`weights="auto"`: float16 where it is accurate for the model, float32 where it is not, decided on a calibration
 batch.
 
-Cooperative vectors and matrices multiply float16 matrices, 4 to 20 times faster than float32 elsewhere. For ReLU
+Cooperative vectors and matrices multiply float16 matrices, 4 to 50 times faster than portable's float32. For ReLU
 MLPs the results barely move (0.03 to 0.05% of the output range for the zoo's benchmark MLPs), but sine layers and
 frequency encodings amplify float16's rounding (0.3% for the zoo's SIREN, 1% for its frequency-encoded material, 8%
 for a thresholded model). So where `backend="auto"` would run the model on a backend of float16 products
 (`FLOAT16_BACKENDS`: coopvec, else coopmat2 or coopmat), the model's float16 results (`run_fp16_emulation`, the exact
-numpy emulation of the coopvec kernels and, but for the order of float32 sums, of the tile kernels) are compared with its float32 results on a calibration batch: float16
-is taken when every output stays within AUTO_TOLERANCE of its range (the relative tolerance the float16 kernels are
-tested to), float32 otherwise. Without a calibration batch,
+numpy emulation of the coopvec kernels and, but for the order of float32 sums, of the tile kernels) are compared with
+its float32 results on a calibration batch: float16 is taken when every output stays within AUTO_TOLERANCE of its
+range (the relative tolerance the float16 kernels are tested to), float32 otherwise. Without a calibration batch,
 DEFAULT_CALIBRATION_SAMPLES samples uniform in [-1, 1] are drawn (with a fixed seed): the range neural-shading inputs
 (positions, directions, texture coordinates) are normalised to.
 """

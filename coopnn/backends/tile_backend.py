@@ -14,8 +14,8 @@ measured, GPU time of the three benchmark MLPs at 2^14, 2^18 and 2^21 samples:
   one (18.3 against 4.55 ms at 2^21), so for float16 weights auto passes coopmat2 over for a model with a layer
   wider than 64 (`Coopmat2Backend.auto_preference`).
 On a CPU Vulkan device auto takes neither: nothing measured them there, and numpy is what it runs on such devices.
-A subclass says what the device needs (`device_needs`), what a weight format needs of it (`format_needs`), what the program needs of it
-(`program_needs`), and how its target packs the weights and compiles for it (`pack_for`, `compile_for`).
+A subclass says what the device needs (`device_needs`), what a weight format needs of it (`format_needs`), what the
+program needs of it (`program_needs`), and how its target packs the weights and compiles for it (`pack_for`, `compile_for`).
 """
 
 from __future__ import annotations

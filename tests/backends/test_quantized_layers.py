@@ -24,7 +24,8 @@ def _between(*instrs: Instr) -> dict[str, str]:
     """nan_inherited of: x = load, p = gemv(x), then `instrs` (p's followers), then q = gemv(last result)."""
     constants = [Instr("constant", name, V, (), {"value": value})
                  for name, value in (("zero", 0.0), ("half", 0.5), ("inf", float("inf")))]
-    body = (Instr("load", "x", V, ("in",)), Instr("gemv", "p", V, ("w", "x")), *constants, *instrs, Instr("gemv", "q", V, ("w", instrs[-1].result)))
+    body = (Instr("load", "x", V, ("in",)), Instr("gemv", "p", V, ("w", "x")), *constants, *instrs,
+            Instr("gemv", "q", V, ("w", instrs[-1].result)))
     return nan_inherited(KernelProgram("k", (), body, {}))
 
 
