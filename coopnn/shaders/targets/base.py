@@ -104,8 +104,8 @@ class Binary:
     features: frozenset[str]  # Vulkan device features the module needs
     extensions: frozenset[str]  # Vulkan device extensions the module needs
     name: str = ""  # what pipelines and error messages call it
-    # the target's text form of the kernel where it says more than the kernel program's (the tile kernels of coopmat2 and coopmat);
-    # empty: the kernel program's
+    # the target's text form of the kernel where it says more than the kernel program's (the tile kernels of coopmat2
+    # and coopmat); empty: the kernel program's
     text: str = ""
 
     @property
