@@ -90,10 +90,12 @@ class _LinearFuser:
         if c and not _fits_bias(self.constants[c[0]], width, rank=2):
             return False
         b_array = self.constants[b]
-        weight = np.float32(attrs["alpha"]) * (b_array if attrs["trans_b"] else b_array.T)
+        with np.errstate(all="ignore"):  # what float32 gives, as onnxruntime does: infinities and NaN included
+            weight = np.float32(attrs["alpha"]) * (b_array if attrs["trans_b"] else b_array.T)
         inputs = (a, self.add_constant(f"{node.name}_weight", np.ascontiguousarray(weight, dtype=np.float32)))
         if c:
-            bias = np.float32(attrs["beta"]) * _as_bias(self.constants[c[0]], width)
+            with np.errstate(all="ignore"):
+                bias = np.float32(attrs["beta"]) * _as_bias(self.constants[c[0]], width)
             inputs += (self.add_constant(f"{node.name}_bias", bias),)
         self.emit(Node(Op.LINEAR, node.name, inputs, node.outputs))
         return True

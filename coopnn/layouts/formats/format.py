@@ -36,14 +36,21 @@ class RowScales:
 
     def scales(self, matrix: np.ndarray, what: str = "a matrix") -> np.ndarray:
         """The float16 scale of each row of `matrix` (rows x columns), as float32; CompileError for a weight that is
-        not finite (no scale keeps it in range)."""
+        not finite or too large (no scale keeps it in range)."""
         matrix = np.asarray(matrix, np.float32)
         if not np.isfinite(matrix).all():
             raise CompileError(f"{what} has weights that are not finite (NaN or infinity), which a scaled 8-bit "
                                f"format cannot store; use weights='fp16' or 'fp32'")
         top = np.abs(matrix).max(axis=1).astype(np.float64) if matrix.size else np.zeros(len(matrix))
         wanted = top / self.largest
-        scales = wanted.astype(self.storage)
+        with np.errstate(over="ignore"):
+            scales = wanted.astype(self.storage)
+        if not np.isfinite(scales).all():
+            row = int(np.argmin(np.isfinite(scales)))
+            limit = float(np.finfo(self.storage).max) * self.largest
+            raise CompileError(f"{what} has a weight of magnitude {top[row]:.6g} (row {row}), beyond what a scaled "
+                               f"8-bit format stores (its {self.storage} row scale times {self.largest:g}: up to "
+                               f"{limit:.6g}); use weights='fp32'")
         low = scales.astype(np.float64) < wanted  # rounded below: the row's largest weight would saturate
         scales[low] = np.nextafter(scales[low], self.storage.type(np.inf))
         scales[top == 0] = 1

@@ -91,3 +91,16 @@ def test_a_matrix_with_weights_that_are_not_finite_is_refused(name, bad):
     matrix[1, 0] = bad
     with pytest.raises(CompileError, match="'fc.weight' has weights that are not finite"):
         weight_format(name).stored(matrix, "matrix", "matrix 'fc.weight'")
+
+
+@pytest.mark.parametrize("name", FP8)
+def test_a_weight_beyond_what_a_float16_row_scale_reaches_is_refused(name):
+    """65504 x 448 is the most a row scale reaches: a larger weight would get an infinite scale and read as 0."""
+    matrix = np.ones((3, 2), np.float32)
+    matrix[2, 1] = 3e7
+    with pytest.raises(CompileError, match=r"'fc.weight' has a weight of magnitude 3e\+07 \(row 2\), beyond what a "
+                                           r"scaled 8-bit format stores \(its float16 row scale times 448: up to "
+                                           r"2\.93458e\+07\); use weights='fp32'"):
+        weight_format(name).stored(matrix, "matrix", "matrix 'fc.weight'")
+    matrix[2, 1] = 2.9e7
+    assert np.isfinite(weight_format(name).stored(matrix, "matrix", "matrix 'fc.weight'")[1]).all()
