@@ -142,3 +142,17 @@ class SGD(Optimizer):
 
 OPTIMIZERS: Mapping[str, type[Optimizer]] = {cls.name: cls for cls in (Adam, SGD)}
 
+
+def get_optimizer(optimizer: str | Optimizer | None) -> Optimizer:
+    """The optimizer registered as `optimizer`, with its default settings (an Optimizer is returned as it is; None
+    gives Adam's defaults)."""
+    if optimizer is None:
+        return Adam()
+    if isinstance(optimizer, Optimizer):
+        return optimizer
+    try:
+        return OPTIMIZERS[optimizer]()
+    except (KeyError, TypeError):
+        raise InputError(f"unknown optimizer {optimizer!r}; optimizers: {', '.join(OPTIMIZERS)}, or an Optimizer "
+                         f"such as coopnn.train.optim.Adam(lr=1e-2)") from None
+

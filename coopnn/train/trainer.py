@@ -23,7 +23,7 @@ from coopnn import backends
 from coopnn.backends.base import check_training_options
 from coopnn.train.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from coopnn.train.losses import Loss, get_loss
-from coopnn.train.optim import Adam, Optimizer
+from coopnn.train.optim import Optimizer, get_optimizer
 from coopnn.graph.parameter_file import check_complete
 
 EVALUATE_BATCH = 1 << 16  # samples per forward pass in evaluate(): bounds memory whatever the data set's size
@@ -32,11 +32,13 @@ EVALUATE_BATCH = 1 << 16  # samples per forward pass in evaluate(): bounds memor
 READ_SECONDS = 0.1
 FIRST_RUN = 4  # steps in the first run, before one has been timed
 MAX_RUN = 1024  # steps in one run at most (`KernelTrainingSession` records no more in one submission)
+FINITE_CHECK_ROWS = 1 << 16  # samples of host data tested for NaN and infinity at a time
 
 
 class Trainer:
-    """Trains `model` with `loss` (a name from `coopnn.train.losses.LOSSES` or a Loss) and `optimizer` (Adam(lr=1e-3)
-    by default). `backend` is the training backend, by default the model's own; `seed` fixes the batches `fit` draws.
+    """Trains `model` with `loss` (a name from `coopnn.train.losses.LOSSES` or a Loss) and `optimizer` (a name from
+    `coopnn.train.optim.OPTIMIZERS` with its default settings, or an Optimizer; Adam(lr=1e-3) by default). `backend`
+    is the training backend, by default the model's own; `seed` fixes the batches `fit` draws.
     `options` choose the training backend's kernels (its `training_options`; coopvec: `gradients` = "auto",
     "coopmat", "coopvec", "outer_product" or "outer_product_reduced", `step` = "auto", "coopvec" or "tiled").
 
@@ -45,11 +47,11 @@ class Trainer:
     rounds them to its format when it runs).
     """
 
-    def __init__(self, model: Model, loss: str | Loss = "l2", optimizer: Optimizer | None = None, *,
+    def __init__(self, model: Model, loss: str | Loss = "l2", optimizer: str | Optimizer | None = None, *,
                  backend: str | None = None, seed: int = 0, **options: str):
         self.model = model
         self.loss = get_loss(loss)
-        self.optimizer = Adam() if optimizer is None else optimizer
+        self.optimizer = get_optimizer(optimizer)
         self.backend = model.backend if backend is None else backend
         training = backends.training_backend(self.backend)
         check_training_options(training, options)
@@ -110,8 +112,9 @@ class Trainer:
         return losses
 
     def evaluate(self, x: Any, y: Any, batch_size: int = EVALUATE_BATCH) -> float:
-        """The mean loss over all of (x, y) with the current parameters (no step is taken)."""
-        feeds, targets = self._data(x, y)
+        """The mean loss over all of (x, y) with the current parameters (no step is taken): not finite where a
+        sample is not."""
+        feeds, targets = self._data(x, y, for_steps=False)
         count, total = _count(targets), 0.0
         for start in range(0, count, batch_size):
             part = slice(start, start + batch_size)
@@ -154,11 +157,13 @@ class Trainer:
         self.model.take_trained(self.session)
         return loss
 
-    def _data(self, x: Any, y: Any, on_device: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+    def _data(self, x: Any, y: Any, on_device: bool = False,
+              for_steps: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
         """Inputs checked by the model, and float32 targets keyed by output name with matching batch sizes. Arrays
         already on a GPU stay there when `on_device` and the session takes them: CUDA arrays (PyTorch, CuPy, ...) as
         `CudaInput`s (converted to float32 rows there by their framework), coopnn device arrays as they are;
-        otherwise they are copied to the host."""
+        otherwise they are copied to the host. Data on the host for steps (`for_steps`) must be finite (InputError
+        naming the first sample that is not); data left on a GPU is not read back to check."""
         keep_cuda = on_device and getattr(self.session, "takes_cuda_arrays", False)
         named = self.model.named_inputs(x)
         outputs = {t.name: t for t in self.model.outputs}
@@ -198,7 +203,24 @@ class Trainer:
             checked[name] = np.ascontiguousarray(array, dtype=np.float32)
         if batch == 0:
             raise InputError("the data holds no samples")
+        for what, arrays in (("input", feeds), ("targets for", checked)) if for_steps else ():
+            for name, array in arrays.items():
+                row = _first_non_finite(array) if isinstance(array, np.ndarray) else None
+                if row is not None:
+                    raise InputError(f"{what} {name!r} holds NaN or infinity (first in sample {row}): one such sample "
+                                     f"makes every parameter NaN; drop or replace those samples")
         return feeds, checked
+
+
+def _first_non_finite(array: np.ndarray) -> int | None:
+    """The first sample (row) of `array` holding NaN or infinity, or None; in chunks, so no mask of the whole data
+    set is made."""
+    rows = array.reshape(len(array), -1)
+    for first in range(0, len(rows), FINITE_CHECK_ROWS):
+        finite = np.isfinite(rows[first:first + FINITE_CHECK_ROWS]).all(axis=1)
+        if not finite.all():
+            return first + int(np.argmin(finite))
+    return None
 
 
 def _rows(value: Any) -> int:

@@ -1,6 +1,7 @@
 """The Trainer on the numpy backend: the loss falls by a stated factor on a fixed task, the model runs the new
-weights at once, checkpoints resume exactly, data and backend errors are typed, and (where torch is installed)
-the loss curve is PyTorch's for the same start and batches."""
+weights at once, checkpoints resume exactly, data and backend errors are typed (samples that are not finite
+included), optimizers by name, and (where torch is installed) the loss curve is PyTorch's for the same start and
+batches."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from coopnn.backends.numpy.inference import run_graph
 from coopnn.backends import training_backends
 from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.parameters import with_parameters
+from coopnn.train import trainer as trainer_module
 from tests.conftest import ROOT
 
 rng = np.random.default_rng(0)
@@ -169,6 +171,35 @@ def test_data_errors_are_typed():
         trainer.fit(X, Y, steps=1, batch_size=0, progress=False)
     with pytest.raises(InputError, match="unknown loss"):
         coopnn.Trainer(trainer.model, loss="cross_entropy")
+    with pytest.raises(InputError, match="unknown optimizer 'adamw'; optimizers: adam, sgd, or an Optimizer"):
+        coopnn.Trainer(trainer.model, optimizer="adamw")
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_samples_that_are_not_finite_are_refused_before_a_step(bad, monkeypatch):
+    """One such sample makes every parameter NaN: refused, naming the data and the sample (found in the fourth
+    chunk the data is tested in), with the weights kept."""
+    monkeypatch.setattr(trainer_module, "FINITE_CHECK_ROWS", 100)
+    trainer = _trainer()
+    before = trainer.model.parameters()
+    x, y = X.copy(), Y.copy()
+    x[[369, 1500], 1] = bad
+    with pytest.raises(InputError, match=r"input 'x' holds NaN or infinity \(first in sample 369\)"):
+        trainer.fit(x, Y, steps=3, batch_size=64, progress=False)
+    y[5, 0] = bad
+    with pytest.raises(InputError, match=r"targets for 'y' holds NaN or infinity \(first in sample 5\)"):
+        trainer.step(X, y)
+    for name, value in trainer.model.parameters().items():
+        np.testing.assert_array_equal(value, before[name])
+    assert not np.isfinite(trainer.evaluate(X, y))  # no step: the loss says it
+
+
+def test_optimizers_by_name_train_with_their_defaults():
+    trainer = coopnn.Trainer(coopnn.mlp(2, [32, 32], 2, backend="numpy"), optimizer="sgd")
+    assert type(trainer.optimizer) is coopnn.optim.SGD
+    before = trainer.evaluate(X, Y)
+    trainer.fit(X, Y, steps=20, batch_size=256, progress=False)
+    assert trainer.evaluate(X, Y) < before
 
 
 def test_backend_without_training_says_which_backends_train():
