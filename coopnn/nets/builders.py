@@ -19,6 +19,7 @@ from coopnn.model import Model, prepare
 from coopnn.nets.encodings import encode
 
 ACTIVATIONS = tuple(sorted(op.value for op, d in ops.REGISTRY.items() if d.fusable_activation))
+MAX_PARAMETERS = 1 << 28  # what `mlp_graph` makes at most: 1 GiB of float32 (drawn in float64 first)
 
 
 def _activation(name: str | None, role: str) -> Activation | None:
@@ -48,6 +49,10 @@ def mlp_graph(in_features: int, hidden: Sequence[int] = (64, 64), out_features: 
         x, widths[0] = encode(builder, x, encoding, {} if octaves is None else {"octaves": octaves})
     elif octaves is not None:
         raise InputError("octaves configures an encoding: pass encoding='frequency' as well")
+    count = sum((fan_in + 1) * fan_out for fan_in, fan_out in zip(widths[:-1], widths[1:]))
+    if count > MAX_PARAMETERS:
+        raise InputError(f"an MLP of widths {widths} has {count:,} parameters; coopnn.mlp makes up to "
+                         f"{MAX_PARAMETERS:,} (1 GiB of float32; neural-shading MLPs hold thousands to millions)")
     rng = np.random.default_rng(seed)
     layers = len(widths) - 1
     for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:])):
