@@ -144,6 +144,15 @@ class Choice:
     lowered: Any = None  # what the backend lowered while examining the graph, handed to its `prepare`
 
 
+def auto_answer(backend: Backend, graph: Graph, weights: WeightFormat, device: str | int | None,
+                examined: Examined | None = None) -> tuple[Examined, str | None]:
+    """What `backend="auto"` finds of `backend` for `graph` with `weights`: the backend's answer (`examined`, where
+    it already gave one), and why auto passes it over (None: auto may take it)."""
+    why = backend.unavailable_reason()
+    answer = Examined(why) if why else examined or examine(backend, graph, weights, device)
+    return answer, answer.reason or backend.auto_skip_reason(device, answer.lowered, weights)
+
+
 def choose(name: str, graph: Graph, weights: WeightFormat, device: str | int | None,
            examined: Mapping[str, Examined] | None = None) -> Choice:
     """Pick the backend for `graph`: the named one (raising when it can't run) or, for "auto", the best that can.
@@ -169,9 +178,7 @@ def choose(name: str, graph: Graph, weights: WeightFormat, device: str | int | N
         chosen_device(device)
     passed_over = []
     for backend in all_backends():
-        why = backend.unavailable_reason()
-        answer = Examined(why) if why else examined.get(backend.name) or examine(backend, graph, weights, device)
-        why = answer.reason or backend.auto_skip_reason(device, answer.lowered, weights)
+        answer, why = auto_answer(backend, graph, weights, device, examined.get(backend.name))
         if why is None:
             reason = "auto: fastest available" if not passed_over else "auto: " + "; ".join(passed_over)
             return Choice(backend, reason, answer.lowered)
@@ -180,5 +187,5 @@ def choose(name: str, graph: Graph, weights: WeightFormat, device: str | int | N
 
 
 __all__ = ["Backend", "BackendStatus", "Choice", "Examined", "Executable", "TrainingSession", "all_backends",
-           "choose", "examine", "get", "register", "statuses", "target", "target_format", "target_names",
-           "training_backend", "training_backends"]
+           "auto_answer", "choose", "examine", "get", "register", "statuses", "target", "target_format",
+           "target_names", "training_backend", "training_backends"]

@@ -76,10 +76,8 @@ def _float16_backend(graph: Graph, device) -> tuple[str, Examined] | None:
     """The float16 backend `backend="auto"` would take for `graph` in float16, with its answer; None where none
     would."""
     for name in FLOAT16_BACKENDS:
-        backend = backends.get(name)
-        why = backend.unavailable_reason()
-        examined = Examined(why) if why else backends.examine(backend, graph, FP16, device)
-        if examined.reason is None and backend.auto_skip_reason(device, examined.lowered, FP16) is None:
+        examined, passed_over = backends.auto_answer(backends.get(name), graph, FP16, device)
+        if passed_over is None:
             return name, examined
     return None
 
