@@ -16,7 +16,10 @@ from typing import Iterator, Protocol
 
 from coopnn.layouts.pack import WeightImage, align_up
 from coopnn.shaders.targets.tile_plan import Stage, TilePlan
-from coopnn.shaders.targets.tile_text import stage_lines, tile_function
+from coopnn.shaders.targets.tile_text import matrix_type, stage_lines, tile_function
+
+
+ACCUMULATOR = "MatrixAccumulatorKHR"
 
 
 class MatrixShape(Protocol):
@@ -28,10 +31,6 @@ class MatrixShape(Protocol):
 
     @property
     def granularity(self) -> int: ...
-
-
-def _matrix(component: str, rows: int, cols: int, use: str) -> str:
-    return f"coopmatrix<{component}x{rows}x{cols},{use}>"
 
 
 def _count(count: int, noun: str) -> str:
@@ -136,7 +135,8 @@ class _Printer:
                      f"weights {_sizes((stage.width, stage.columns), (width, columns))}:",
                      f"{_count(tiles, 'column tile')} of {shape.n}, tile c on subgroup c mod %subgroups; a column "
                      f"loads its {_count(steps, 'B tile')} once")
-        acc, halves = _matrix("f32", shape.m, shape.n, "matrix_acc"), _matrix("f16", shape.m, shape.n, "matrix_acc")
+        acc = matrix_type("f32", shape.m, shape.n, ACCUMULATOR)
+        halves = matrix_type("f16", shape.m, shape.n, ACCUMULATOR)
         column, row, start = f"%j{index}", f"%row{index}", f"%C{index}"
         with self.region(f"for %col{index} = %subgroup, {tiles}, %subgroups {{"):
             self.emit(f"{column} = mul %col{index}, {shape.n} : index")
@@ -145,13 +145,13 @@ class _Printer:
                 self.emit(f"{start} = cast %bias{index} : {acc}")
             else:
                 self.emit(f"{start} = constant 0.0 : {acc}")
-            b = _matrix("f16", shape.k, shape.n, "matrix_b")
+            b = matrix_type("f16", shape.k, shape.n, "MatrixBKHR")
             for step in range(steps):
                 self.emit(f"%B{index}_{step} = cooperative_matrix_load %{stage.matrix}[{step * shape.k}, {column}] "
                           f": {b}")
             self.comment(f"{_count(rows, 'row tile')} of {shape.m} samples, an accumulator each from {start}, K steps "
                          "ascending (interleaved: K outermost)")
-            a = _matrix("f16", shape.m, shape.k, "matrix_a")
+            a = matrix_type("f16", shape.m, shape.k, "MatrixAKHR")
             with self.region(f"for {row} = 0, {self.tile}, {shape.m} {{", "} attributes {unroll=true}"):
                 value = start
                 for step in range(steps):

@@ -30,11 +30,11 @@ from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.pack import align_up
 from coopnn.layouts.tensor_addressing import ClampMode, TensorLayout, TensorView
 from coopnn.shaders.targets.tile_plan import TilePlan
+from coopnn.shaders.targets.tile_text import matrix_type
 
 Operand = int | str
 A, B, ACCUMULATOR = "MatrixAKHR", "MatrixBKHR", "MatrixAccumulatorKHR"
 COMPONENTS = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32"}  # of the formats' vectors
-USE_NAMES = {A: "matrix_a", B: "matrix_b", ACCUMULATOR: "matrix_acc"}
 
 
 def _resolve(operand: Operand, values: Mapping[str, int]) -> int:
@@ -86,7 +86,7 @@ class MatrixType:
     use: str  # A, B or ACCUMULATOR
 
     def __str__(self) -> str:
-        return f"coopmatrix<{self.component}x{self.rows}x{self.cols},{USE_NAMES[self.use]}>"
+        return matrix_type(self.component, self.rows, self.cols, self.use)
 
 
 @dataclass(frozen=True)

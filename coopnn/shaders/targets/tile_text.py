@@ -1,6 +1,6 @@
 """What the text forms of the cooperative-matrix tile targets (coopmat2, coopmat) share: the function around the loop
-over tiles, and a stage's start and epilogue as scalar instructions in the tensor language's syntax (the region of a
-`cooperative_matrix_apply`, or the body of an element copy)."""
+over tiles, matrix types, and a stage's start and epilogue as scalar instructions in the tensor language's syntax
+(the region of a `cooperative_matrix_apply`, or the body of an element copy)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,16 @@ from typing import Sequence
 from coopnn.shaders.kernel.ops import KERNEL_OPS
 from coopnn.shaders.kernel.printer import identifier
 from coopnn.shaders.targets.tile_plan import Stage, TilePlan
+
+
+# the tensor language's names of the cooperative-matrix uses (SPIR-V's CooperativeMatrixUse)
+USE_NAMES = {"MatrixAKHR": "matrix_a", "MatrixBKHR": "matrix_b", "MatrixAccumulatorKHR": "matrix_acc"}
+
+
+def matrix_type(component: str, rows: int, cols: int, use: str) -> str:
+    """The tensor language's type of a `rows` x `cols` cooperative matrix of `component` ("f16", "f32") for `use`
+    (SPIR-V's name)."""
+    return f"coopmatrix<{component}x{rows}x{cols},{USE_NAMES[use]}>"
 
 
 def stage_lines(plan: TilePlan, stage: Stage, value: str) -> tuple[list[str], str]:
