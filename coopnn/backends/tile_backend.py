@@ -10,9 +10,10 @@ measured, GPU time of the three benchmark MLPs at 2^14, 2^18 and 2^21 samples:
 - both were faster than portable at every size: coopmat 4.3 to 8.8 times (mlp_64_128x4_16 at 2^21: 4.55 against
   36.3 ms; portable in `...-2026-11-22.md`), coopmat2 2.0 to 16 times;
 - between the two, coopmat2 was faster at 2^18 and 2^21 on the models whose layers are at most 64 wide
-  (mlp_32_64x4_16 at 2^21: 0.62 against 1.19 ms) and within 8% at 2^14, and 2.1 to 4 times slower on the 128-wide
-  one (18.3 against 4.55 ms at 2^21), so for float16 weights auto passes coopmat2 over for a model with a layer
-  wider than 64 (`Coopmat2Backend.auto_preference`).
+  (mlp_32_64x4_16 at 2^21: 0.61 against 1.19 ms) and within 8% at 2^14, and 1.16 to 1.57 times slower on the
+  128-wide one even with its layers split into blocks of 64 (5.71 against 4.57 ms at 2^21,
+  `...-2026-11-27-coopmat2-blocked.md`; 18.3 ms before the split), so for float16 weights auto passes coopmat2 over
+  for a model with a layer wider than 64 (`Coopmat2Backend.auto_preference`).
 On a CPU Vulkan device auto takes neither: nothing measured them there, and numpy is what it runs on such devices.
 A subclass says what the device needs (`device_needs`), what a weight format needs of it (`format_needs`), what the
 program needs of it (`program_needs`), and how its target packs the weights and compiles for it (`pack_for`, `compile_for`).

@@ -35,6 +35,12 @@ from coopnn.shaders.targets.tile_text import matrix_type
 Operand = int | str
 A, B, ACCUMULATOR = "MatrixAKHR", "MatrixBKHR", "MatrixAccumulatorKHR"
 COMPONENTS = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32"}  # of the formats' vectors
+# Feature dimensions wider than this are split into blocks of it: a layer's product is a sum of block products, each
+# matrix at most TILE x BLOCK. Why: on the H100 (driver 580) whole 128-wide layers (mlp_64_128x4_16: a 64 x 128
+# float32 accumulator and a 128 x 128 B matrix over 64 invocations) took 0.148 / 2.33 / 18.3 ms at 2^14 / 2^18 / 2^21
+# samples (`bench/results/nvidia-h100-80gb-hbm3-2026-11-25-tile-targets.md`), blocks of 64 took 0.110 / 0.671 /
+# 5.71 ms (`...-2026-11-27-coopmat2-blocked.md`); 64-wide models are one block and unchanged.
+BLOCK = 64
 
 
 def _resolve(operand: Operand, values: Mapping[str, int]) -> int:
@@ -159,52 +165,89 @@ class TileKernel:
     steps: tuple[Step, ...]
 
 
+def _blocks(width: int, block: int) -> list[tuple[int, int]]:
+    """(first column, columns) of each block of a padded width."""
+    return [(first, min(block, width - first)) for first in range(0, width, block)]
+
+
+def _named(name: str, *index: int, single: bool) -> str:
+    """A value's name, or its block's (`name_j`, `name_k_n`) where the value is split into blocks."""
+    return name if single else "_".join([name, *map(str, index)])
+
+
 def tile_kernel(plan: TilePlan, tile: int, granularity: int, weights: WeightFormat,
-                decode_vector: int | None = None) -> TileKernel:
+                decode_vector: int | None = None, block: int = BLOCK) -> TileKernel:
     """The steps of `plan` for tiles of `tile` samples, weights stored in `weights` (float16 or a block format);
-    `decode_vector`: the width of the block format's DecodeVectorFunc, where the loads name one."""
+    `decode_vector`: the width of the block format's DecodeVectorFunc, where the loads name one. Feature dimensions
+    wider than `block` (a multiple of `granularity`) are split into blocks of it (`BLOCK`)."""
     blocks = weights.blocks
     bias_component = COMPONENTS[weights.vectors.storage]
     stages = plan.stages
     features = plan.input.shape[0]
     width = align_up(features, granularity)
-    value = stages[0].source
-    steps: list[Step] = [Load(value, MatrixType("f32", tile, width, ACCUMULATOR), plan.input.name,
-                              Layout(("n", features), ("i", 0), (tile, width)))]
+    pieces = _blocks(width, block)
+    values = [_named(stages[0].source, j, single=len(pieces) == 1) for j in range(len(pieces))]
+    steps: list[Step] = [Load(value, MatrixType("f32", tile, span, ACCUMULATOR), plan.input.name,
+                              Layout(("n", features), ("i", first), (tile, span)))
+                         for value, (first, span) in zip(values, pieces)]
     for index, stage in enumerate(stages):
         columns, width = width, align_up(stage.width, granularity)
-        accumulator = MatrixType("f32", tile, width, ACCUMULATOR)
-        if stage.matrix is not None:
-            a, b, c = f"A{index}", f"B{index}", None
-            steps.append(Convert(a, MatrixType("f16", tile, columns, A), value))
-            block, stored_columns = None, stage.columns
-            if blocks is not None:
-                # a row holds whole blocks (zeros past the matrix), and the column dimension says so: the spec
-                # rounds a partial block up when it packs strides, but on the H100 (driver 580) every model with an
-                # input width that is not whole blocks, and the one-hot decode test, came out wrong
-                block, stored_columns = (1, blocks.size), -(-stage.columns // blocks.size) * blocks.size
-            steps.append(Load(b, MatrixType("f16", columns, width, B), stage.matrix,
-                              Layout((stage.width, stored_columns), (0, 0), (width, columns), block), View((1, 0)),
-                              None if blocks is None else weights.name, decode_vector))
+        inputs, pieces = pieces, _blocks(width, block)
+        single = len(inputs) == 1 and len(pieces) == 1
+        last = index == len(stages) - 1
+        # padding columns meet zero weights in the next product, harmless unless the epilogue makes them inf/NaN
+        mask = None if last or width == stage.width or stage.finite_at_zero(plan.constants) else stage.width
+
+        def finish(n: int, value: str, first: int, span: int) -> str:
+            """The stage's per-element operation on output block n (`value`), where it has one; what it hands on."""
+            if not (stage.epilogue or last):
+                return value
+            result = _named(stage.result if stage.result != stage.source else f"y{index}", n, single=len(pieces) == 1)
+            inside = None if mask is None or mask >= first + span else max(mask - first, 0)
+            # without an epilogue the start's rounding is the output's
+            steps.append(Apply(result, MatrixType("f32", tile, span, ACCUMULATOR), value, index, inside,
+                               last and bool(stage.epilogue)))
+            return result
+
+        if stage.matrix is None:
+            values = [finish(n, value, first, span) for n, (value, (first, span)) in enumerate(zip(values, pieces))]
+            continue
+        a = [_named(f"A{index}", k, single=single) for k in range(len(inputs))]
+        steps += [Convert(name, MatrixType("f16", tile, span, A), value)
+                  for name, value, (_, span) in zip(a, values, inputs)]
+        block_size, stored_columns = None, stage.columns
+        if blocks is not None:
+            # a row holds whole blocks (zeros past the matrix), and the column dimension says so: the spec rounds a
+            # partial block up when it packs strides, but on the H100 (driver 580) every model with an input width
+            # that is not whole blocks, and the one-hot decode test, came out wrong
+            block_size, stored_columns = (1, blocks.size), -(-stage.columns // blocks.size) * blocks.size
+        values = []
+        for n, (first, span) in enumerate(pieces):
+            accumulator = MatrixType("f32", tile, span, ACCUMULATOR)
+            b = [_named(f"B{index}", k, n, single=single) for k in range(len(inputs))]
+            steps += [Load(name, MatrixType("f16", depth, span, B), stage.matrix,
+                           Layout((stage.width, stored_columns), (first, start), (span, depth), block_size),
+                           View((1, 0)), None if blocks is None else weights.name, decode_vector)
+                      for name, (start, depth) in zip(b, inputs)]
+            c = None
             if stage.bias is not None:
-                c = f"C{index}"
-                bias = Layout((stage.width,), (0,), (width,))
-                broadcast = View((0, 1), (tile, width), (0, 1))
+                c = _named(f"C{index}", n, single=single)
+                bias = Layout((stage.width,), (first,), (span,))
+                broadcast = View((0, 1), (tile, span), (0, 1))
                 if bias_component == "f32":
                     steps.append(Load(c, accumulator, stage.bias, bias, broadcast))
                 else:
-                    steps.append(Load(f"bias{index}", MatrixType(bias_component, tile, width, ACCUMULATOR),
-                                      stage.bias, bias, broadcast))
-                    steps.append(Convert(c, accumulator, f"bias{index}"))
-            value = stage.source
-            steps.append(MulAdd(value, accumulator, a, b, c))
-        last = index == len(stages) - 1
-        if stage.epilogue or last:
-            # padding columns meet zero weights in the next product, harmless unless the epilogue makes them inf/NaN
-            mask = None if last or width == stage.width or stage.finite_at_zero(plan.constants) else stage.width
-            result = stage.result if stage.result != value else f"y{index}"
-            # without an epilogue the start's rounding is the output's
-            steps.append(Apply(result, accumulator, value, index, mask, last and bool(stage.epilogue)))
-            value = result
-    steps.append(Store(value, plan.output.name, Layout(("n", plan.output.shape[0]), ("i", 0), (tile, width))))
+                    loaded = _named(f"bias{index}", n, single=single)
+                    steps.append(Load(loaded, MatrixType(bias_component, tile, span, ACCUMULATOR), stage.bias,
+                                      bias, broadcast))
+                    steps.append(Convert(c, accumulator, loaded))
+            value = _named(stage.source, n, single=len(pieces) == 1)
+            for k in range(len(inputs)):
+                # the sum over the input's blocks in ascending order, each partial sum the next one's addend
+                result = value if k == len(inputs) - 1 else _named(f"P{index}", k, n, single=False)
+                steps.append(MulAdd(result, accumulator, a[k], b[k], c))
+                c = result
+            values.append(finish(n, value, first, span))
+    steps += [Store(value, plan.output.name, Layout(("n", plan.output.shape[0]), ("i", first), (tile, span)))
+              for value, (first, span) in zip(values, pieces)]
     return TileKernel(plan, tile, granularity, tuple(steps))

@@ -120,7 +120,7 @@ def _memref(param, kernel: TileKernel) -> str:
     """A weight parameter's memref in the element type it is stored in: f16, f32 or a block format's name."""
     if param.role not in ("matrix", "vector"):
         return param.memref
-    (load,) = [s for s in kernel.steps if isinstance(s, Load) and s.param == param.name]
+    load = next(s for s in kernel.steps if isinstance(s, Load) and s.param == param.name)  # its blocks' alike
     return param.memref.replace("memref<f32", f"memref<{load.decode or load.type.component}")
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from coopnn.backends.coopmat2 import decode
 from coopnn.backends.coopmat2.backend import Coopmat2Backend
-from coopnn.backends.coopmat2.steps import tile_kernel
+from coopnn.backends.coopmat2.steps import BLOCK, Load, tile_kernel
 from coopnn.backends.coopmat2.target import GRANULARITY, TILE, pack_program
 from coopnn.compiler import compile, compile_graph
 from coopnn.errors import CompileError
@@ -137,7 +137,9 @@ def test_every_decode_vector_module_names_both_functions_on_each_weight_load(ste
             for name in ("TensorView", "DecodeFunc", "DecodeVectorFunc")}
     scalar, vector = names[f"decode_{weights}"], names[f"decode_{weights}_x{width}"]
     decoded = [o for n, o in listed if n == "OpCooperativeMatrixLoadTensorNV" and o[6] & bits["DecodeFunc"]]
-    assert len(decoded) == len(program.kernel.params_of("matrix"))
+    kernel = tile_kernel(plan_tiles(program.kernel, "coopmat2"), TILE, GRANULARITY, fmt, width)
+    weight_loads = [s for s in kernel.steps if isinstance(s, Load) and s.decode is not None]
+    assert len(decoded) == len(weight_loads) >= len(program.kernel.params_of("matrix"))
     for load_operands in decoded:
         assert load_operands[6] == sum(bits.values())
         assert by_result[load_operands[7]][0] == "OpCreateTensorViewNV" and load_operands[8:] == [scalar, vector]
@@ -195,9 +197,8 @@ def test_the_kernel_reads_blocks_through_layouts_counting_blocks():
     fmt = weight_format("q4_0")
     program = lower(_one_linear(block_weights()))
     kernel = tile_kernel(plan_tiles(program, "coopmat2"), TILE, GRANULARITY, fmt)
-    (step,) = [s for s in kernel.steps if getattr(s, "decode", None)]
-    layout = step.layout.numpy({})
-    assert layout.block_size == (1, 32) and layout.stride == (10, 1) and step.decode == "q4_0"
+    steps = [s for s in kernel.steps if getattr(s, "decode", None)]
+    assert [s.layout.offset for s in steps] == [(0, k) for k in range(0, 290, BLOCK)]  # the input's blocks
     memory = kernel_model.weight_memory(pack_program(program, fmt))["w0"]
     seen = []
 
@@ -205,7 +206,10 @@ def test_the_kernel_reads_blocks_through_layouts_counting_blocks():
         seen.append((index, block_coord, coord_in_block))
         return np.zeros(index.size, np.float16)
 
-    load(memory, layout, step.type.rows, step.type.cols, view=step.view.numpy(), dtype=np.float16, decode=record)
+    for step in steps:
+        layout = step.layout.numpy({})
+        assert layout.block_size == (1, 32) and layout.stride == (10, 1) and step.decode == "q4_0"
+        load(memory, layout, step.type.rows, step.type.cols, view=step.view.numpy(), dtype=np.float16, decode=record)
     index, block_coord, coord_in_block = (np.concatenate(part, axis=-1) for part in zip(*seen))
     np.testing.assert_array_equal(index, block_coord[0] * 10 + block_coord[1])
     assert sorted(set(zip(*block_coord))) == [(r, b) for r in range(8) for b in range(10)]

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from coopnn.backends.coopmat2.steps import Apply, Load, Store, tile_kernel
+from coopnn.backends.coopmat2.steps import Apply, Load, MulAdd, Store, tile_kernel
 from coopnn.backends.coopmat2.target import GRANULARITY, TILE, Coopmat2Target, features, pack_program
 from coopnn.compiler import compile, compile_graph
 from coopnn.errors import CompileError
@@ -113,6 +113,32 @@ def test_a_stage_whose_epilogue_of_zero_is_infinite_masks_its_padding():
     got = run_steps(kernel, pack_program(program, FP16), x)
     np.testing.assert_allclose(got, run_fp16_emulation(graph, {"x": x})["y"], rtol=RTOL, atol=ATOL)
     assert "%keep = cmp.lt %c, 3 : bool" in compile_graph(graph, target_name="coopmat2").text
+
+
+def test_layers_wider_than_a_block_are_sums_of_block_products():
+    """90 inputs, 150 hidden (log: its padding masked, in the third block only), 70 outputs: blocks of 64 and the
+    rest on every side, each output block the sum over the input's blocks in ascending order; the steps in numpy
+    give the emulation."""
+    rng = np.random.default_rng(4)
+    b = GraphBuilder("wide")
+    x = b.input("x", 90)
+    h = b.node(Op.LINEAR, "fc", [x, b.constant("w", rng.uniform(0, 0.1, (150, 90))), b.constant("b", np.ones(150))])
+    y = b.node(Op.LINEAR, "out", [b.node(Op.LOG, "log", [h]), b.constant("w2", rng.normal(size=(70, 150)))],
+               output="y")
+    graph = b.graph([y])
+    program = lower(graph)
+    kernel = tile_kernel(plan_tiles(program, "coopmat2"), TILE, GRANULARITY, FP16)
+    loads = [(s.result, s.layout.offset, s.type.rows, s.type.cols) for s in kernel.steps
+             if isinstance(s, Load) and s.param == "w0"]
+    assert loads == [("B1_0_0", (0, 0), 64, 64), ("B1_1_0", (0, 64), 32, 64), ("B1_0_1", (64, 0), 64, 64),
+                     ("B1_1_1", (64, 64), 32, 64), ("B1_0_2", (128, 0), 64, 32), ("B1_1_2", (128, 64), 32, 32)]
+    sums = [(s.result, s.a, s.b, s.c) for s in kernel.steps if isinstance(s, MulAdd) and s.b.startswith("B1_")]
+    assert sums[:2] == [("P1_0_0", "A1_0", "B1_0_0", "C1_0"), ("1_0", "A1_1", "B1_1_0", "P1_0_0")]
+    assert [s.mask for s in kernel.steps if isinstance(s, Apply)] == [None, None, 22, None, None]
+    assert [s.layout.offset for s in kernel.steps if isinstance(s, Store)] == [("i", 0), ("i", 64)]
+    x = rng.uniform(0, 1, (70, 90)).astype(np.float32)
+    got = run_steps(kernel, pack_program(program, FP16), x)
+    np.testing.assert_allclose(got, run_fp16_emulation(graph, {"x": x})["y"], rtol=RTOL, atol=ATOL)
 
 
 def test_the_text_form_shows_the_tensor_layouts():
