@@ -31,11 +31,10 @@ from coopnn.train.gpu.session import KernelTrainingSession
 
 GROWTH_INTERVAL = 1000
 LAYOUT = "training_optimal"
-# "auto" takes cooperative-matrix weight gradients for layers up to this many inputs, cooperative-vector ones above:
-# on the H100 at batch 2^18 (bench/results/*-training.md) a whole step took 0.47 / 0.90 ms with cooperative matrices
-# and 0.55 / 1.12 ms with cooperative vectors for mlp_3_64x2_3 / mlp_32_64x4_16 (64 inputs at most), but 5.7 against
-# 3.2 ms for mlp_64_128x4_16 (128 inputs).
-COOPMAT_WIDEST_INPUT = 64
+# "auto" takes cooperative-matrix weight gradients: on the H100 at batch 2^18 (sweep of 2026-11-27, gradients of
+# blocks of 2 x 4 tiles a subgroup) they took 0.31 / 0.35 / 0.86 ms a step for mlp_3_64x2_3 / mlp_32_64x4_16 /
+# mlp_64_128x4_16, cooperative-vector gradients 0.41 / 0.65 / 1.72 ms (bench/results/*-2026-11-27-training.md).
+AUTO_GRADIENTS = "coopmat"
 # "auto" takes the per-sample cooperative-vector step kernel: the tiled one (`tiled_step`) was slower on the H100 at
 # batch 2^18 (bench/step_kernels.py, bench/results/nvidia-h100-tiled-step.md): whole steps of 0.76 / 1.81 / 7.67 ms
 # against 0.43 / 1.00 / 3.35 ms for mlp_3_64x2_3 / mlp_32_64x4_16 / mlp_64_128x4_16. It won only mlp_32_64x4_16 at
@@ -64,7 +63,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         """`gradients`: how weight gradients are reduced, "coopmat" (cooperative-matrix products of the tape),
         "coopvec" (cooperative-vector products, per row and chunk), "outer_product" (per-sample outer products
         accumulated by the coopvec step kernel), "outer_product_reduced" (workgroup sums accumulated by it) or "auto"
-        (the faster of the first two for the model).
+        (the fastest measured, `AUTO_GRADIENTS`).
         `step`: the forward/backward kernel, "tiled" (`tiled_step`: cooperative matrices over tiles of samples),
         "coopvec" (one invocation per sample, cooperative vectors) or "auto"."""
         if gradients not in GRADIENT_METHODS:
@@ -88,8 +87,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def make_gradient_shaders(self):
         self.gradient_method = self.requested_gradients
         if self.gradient_method == "auto":
-            widest = max(layer.cols for layer in self.layout.layers)
-            self.gradient_method = "coopmat" if widest <= COOPMAT_WIDEST_INPUT else "coopvec"
+            self.gradient_method = AUTO_GRADIENTS
         if self.accumulates:
             widest = max(max(layer.rows, layer.cols) for layer in self.layout.layers)
             if widest > OUTER_PRODUCT_WIDEST:
@@ -223,7 +221,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         (products, sums), (product_kernel, sum_kernel) = self.gradient_shaders, self.gradient_kernels
         common = {"batch": count, "capacity": self.capacity, "parameters": self.layout.size}
         if self.gradient_method == "coopmat":
-            tasks = len(coopmat_gradients.tasks(self.layout))
+            tasks = coopmat_gradients.task_count(self.layout)
             reduce = Dispatch(product_kernel, (self.tape_buffer, self.partials),
                               products.pack_push(count=tasks * coopmat_gradients.SUBGROUP, **common),
                               (tasks, chunks, 1))

@@ -66,6 +66,21 @@ def test_step_matches_the_numpy_step(gradients, inputs, hidden, outputs, activat
         session.close()
 
 
+@pytest.mark.parametrize("gradients", ["coopmat", "coopvec"])
+def test_layers_wider_than_a_gradient_block_match_the_numpy_step(gradients):
+    # 136 and 80 wide: blocks of 2 x 4 tiles of 16 that end past the layer, in rows and in columns
+    graph = _rounded(mlp_graph(4, [136, 80], 5, activation="relu"))
+    rng = np.random.default_rng(2)
+    feeds = {"x": round_fp16(rng.uniform(-1, 1, (1000, 4)).astype(np.float32))}
+    targets = {"y": round_fp16(rng.uniform(0, 1, (1000, 5)).astype(np.float32))}
+    oracle = NumpyTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3))
+    session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, gradients=gradients)
+    try:
+        assert_matches_the_oracle(session, oracle, feeds, targets)
+    finally:
+        session.close()
+
+
 @pytest.mark.parametrize("gradients", METHODS)
 def test_overflowing_step_is_skipped_and_the_loss_scale_halves(gradients):
     graph = mlp_graph(3, [32], 3, activation="relu")

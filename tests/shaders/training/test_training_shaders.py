@@ -122,17 +122,20 @@ PADDED_LAYOUTS = {
 
 @pytest.mark.parametrize("name", sorted(PADDED_LAYOUTS))
 def test_coopmat_gradient_shaders_are_valid(name, tmp_path):
-    from coopnn.backends.coopvec.coopmat_gradients import MAX_COLUMN_TILES, TILE, coopmat_gradient_shader, tasks
+    from coopnn.backends.coopvec.coopmat_gradients import TILE, coopmat_gradient_shader, layer_blocks, task_count
 
     layout = PADDED_LAYOUTS[name]
     shader = coopmat_gradient_shader(layout, TapeLayout(layout.layers))
     spirv_val(shader.spirv, tmp_path)
     assert shader.binding_count == 2 and shader.workgroup_size == (32, 1, 1)
     assert "cooperativeMatrix" in shader.features
-    # every tile row of every layer once per group of column tiles, the bias with the first group
-    expected = sum(-(-layer.rows // TILE) * -(-(-(-layer.cols // TILE)) // MAX_COLUMN_TILES)
-                   for layer in layout.layers)
-    assert len(tasks(layout)) == expected
+    blocks = layer_blocks(layout)
+    assert task_count(layout) == sum(b.count for b in blocks)
+    for layer, b in zip(layout.layers, blocks):
+        # every tile of the layer in exactly one block, no block wholly outside it
+        assert b.row_blocks * b.row_tiles >= -(-layer.rows // TILE) > (b.row_blocks - 1) * b.row_tiles
+        assert b.column_blocks * b.column_tiles >= -(-layer.cols // TILE) > (b.column_blocks - 1) * b.column_tiles
+    assert [b.first for b in blocks] == [sum(x.count for x in blocks[:i]) for i in range(len(blocks))]
 
 
 @pytest.mark.parametrize("name", sorted(PADDED_LAYOUTS))
