@@ -30,8 +30,9 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import storage_buffer, training_kernel
 
 TILE = 16
-# 128 tiles a chunk and 4 column tiles a subgroup: the fastest of 16-128 and 2-8 on the H100 but for a few percent
-# (bench/results/nvidia-h100-80gb-hbm3-2026-11-25-coopmat-gradient-sweep.md)
+# 128 tiles a chunk: the fastest of 16-128 on the H100 but for a few percent
+# (bench/results/nvidia-h100-80gb-hbm3-2026-11-25-coopmat-gradient-sweep.md). Blocks of 2 x 4 tiles: the fastest of
+# 1x4, 2x4, 2x2, 4x2 and 4x4 on the two larger benchmark MLPs (`...-2026-11-27-coopmat-gradient-blocks.md`).
 CHUNK_TILES = 128
 CHUNK = TILE * CHUNK_TILES
 SUBGROUP = 32

@@ -31,9 +31,10 @@ from coopnn.train.gpu.session import KernelTrainingSession
 
 GROWTH_INTERVAL = 1000
 LAYOUT = "training_optimal"
-# "auto" takes cooperative-matrix weight gradients: on the H100 at batch 2^18 (sweep of 2026-11-27, gradients of
-# blocks of 2 x 4 tiles a subgroup) they took 0.31 / 0.35 / 0.86 ms a step for mlp_3_64x2_3 / mlp_32_64x4_16 /
-# mlp_64_128x4_16, cooperative-vector gradients 0.41 / 0.65 / 1.72 ms (bench/results/*-2026-11-27-training.md).
+# "auto" takes cooperative-matrix weight gradients: on the H100 (bench/results/*-2026-11-27-training-b*.md) they took
+# 0.18 / 0.24 / 0.75 ms a step at batch 2^18 for mlp_3_64x2_3 / mlp_32_64x4_16 / mlp_64_128x4_16, cooperative-vector
+# gradients 0.33 / 0.65 / 1.72 ms; at 2^16 0.15 / 0.16 / 0.19 against 0.08 / 0.17 / 0.43 ms, the one loss (mlp_3_64x2_3
+# at 2^16) smaller than the wins, and the session does not know the batch when it compiles.
 AUTO_GRADIENTS = "coopmat"
 # "auto" takes the per-sample cooperative-vector step kernel: the tiled one (`tiled_step`) was slower on the H100 at
 # batch 2^18 (bench/step_kernels.py, bench/results/nvidia-h100-tiled-step.md): whole steps of 0.76 / 1.81 / 7.67 ms
