@@ -56,19 +56,20 @@ class TrainingTiming:
 
 
 class CoopnnTrainingRunner:
-    """A coopnn training session (backend and, for coopvec, the weight-gradient method)."""
+    """A coopnn training session (backend and, for coopvec, the weight-gradient method and step kernel)."""
 
-    def __init__(self, graph: Graph, backend: str, gradients: str | None = None):
+    def __init__(self, graph: Graph, backend: str, gradients: str | None = None, step: str | None = None):
         from coopnn.backends import training_backend
         from coopnn.train.losses import get_loss
         from coopnn.train.optim import Adam
 
-        if gradients is None:
+        if gradients is None and step is None:
             self.session = training_backend(backend).prepare_training(graph, get_loss("l2"), Adam(lr=1e-3), device=None)
         else:
             from coopnn.backends.coopvec.training import CoopvecTrainingSession
 
-            self.session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, gradients=gradients)
+            self.session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None,
+                                                  gradients=gradients or "auto", step=step or "auto")
         self.input, self.output = graph.inputs[0].name, graph.outputs[0].name
 
     def step(self, x: np.ndarray, y: np.ndarray) -> float | None:

@@ -61,8 +61,8 @@ class LayerBlocks:
 
 def layer_blocks(parameters: ParameterLayout, row_tiles: int = ROW_TILES,
                  column_tiles: int = MAX_COLUMN_TILES) -> list[LayerBlocks]:
-    """Every layer's blocks, in dispatch order; more tiles a subgroup than `row_tiles` x `column_tiles` spill their
-    accumulators on the H100."""
+    """Every layer's blocks, in dispatch order, each at most `row_tiles` x `column_tiles` tiles (fewer where the
+    layer has fewer)."""
     out, first = [], 0
     for index, layer in enumerate(parameters.layers):
         rows, cols = -(-layer.rows // TILE), -(-layer.cols // TILE)
