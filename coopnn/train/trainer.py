@@ -61,9 +61,20 @@ class Trainer:
         self.steps = 0
 
     def step(self, x: Any, y: Any) -> float:
-        """One optimizer step on the batch (x, y); returns the batch's loss before the step."""
-        feeds, targets = self._data(x, y)
-        return self._step(feeds, targets)
+        """One optimizer step on the batch (x, y); returns the batch's loss before the step. A batch already on the
+        GPU (coopnn device arrays; PyTorch or CuPy CUDA arrays on the GPU backends) stays there: the step takes it
+        as `fit` takes its data, without a trip through the host."""
+        feeds, targets = self._data(x, y, on_device=True)
+        if all(isinstance(value, np.ndarray) for value in (*feeds.values(), *targets.values())):
+            return self._step(feeds, targets)
+        data = self.session.upload_data(feeds, targets, streamed=False)
+        try:
+            (loss,) = self.session.run_steps(data, self.steps, 1, _count(targets), self.seed)
+        finally:
+            data.close()
+        self.steps += 1
+        self.model.take_trained(self.session)
+        return float(loss)
 
     def fit(self, x: Any, y: Any, *, steps: int, batch_size: int = 4096, progress: bool = True,
             on_step: Callable[[int, float], str | None] | None = None,

@@ -258,11 +258,12 @@ class KernelTrainingSession(StepBuffers):
         self.total_gpu_ms += self.last_gpu_ms or 0.0
         return self.books.after(steps) / (batch * self.plan.out_features)
 
-    def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> ResidentData:
-        """A data set on the device for `run_steps` (whole, or in shards where it does not fit)."""
+    def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray],
+                    streamed: bool = True) -> ResidentData:
+        """A data set on the device for `run_steps` (whole, or in shards where it does not fit and `streamed`)."""
         sources = {b.name: targets[self.plan.output] if b.name == TARGET else feeds[b.name]
                    for b in self.binary.bindings[1:] if b.role == "input"}
-        return ResidentData(self.context, sources)
+        return ResidentData(self.context, sources, streamed)
 
     def run_steps(self, data: ResidentData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
         """`steps` training steps (at most MAX_STEPS_PER_RUN) on batches the device draws from `data`: batch

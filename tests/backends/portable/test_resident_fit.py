@@ -1,6 +1,7 @@
 """Device-resident training on the portable target (lavapipe in CI, validation layer on): `fit` uploads the data
 once, gathers every batch on the device and reads losses once per run of steps, with the same results as step by
-step; a data set too large for the device is streamed in shards, with a warning."""
+step; a data set too large for the device is streamed in shards, with a warning. `step` takes a batch of device
+arrays where it is, with the same results as from the host."""
 
 from __future__ import annotations
 
@@ -144,6 +145,48 @@ def test_fit_on_device_arrays_equals_fit_on_numpy_arrays_without_a_host_copy(mon
             runs.append((losses, model.run(x)))
     np.testing.assert_array_equal(runs[0][0], runs[1][0])
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
+@pytest.mark.parametrize("on_device", ["x", "y", "both"])
+def test_step_on_device_arrays_equals_step_on_numpy_arrays_without_a_host_copy(monkeypatch, on_device):
+    from coopnn.interop.device_arrays import DeviceArray
+
+    x, y = _data(120)
+    batches = [(x[i:i + 40], y[i:i + 40]) for i in range(0, 120, 40)]
+    runs = []
+    for placed in (False, True):
+        with _model() as model:
+            trainer = coopnn.Trainer(model, seed=SEED)
+            data = [(coopnn.to_device(bx) if placed and on_device in ("x", "both") else bx,
+                     coopnn.to_device(by) if placed and on_device in ("y", "both") else by) for bx, by in batches]
+            host_copies = []
+            monkeypatch.setattr(DeviceArray, "numpy", lambda self: host_copies.append(1))
+            losses = [trainer.step(bx, by) for bx, by in data]
+            monkeypatch.undo()
+            assert host_copies == [] and trainer.steps == 3
+            runs.append((losses, trainer.session.parameters(), model.run(x)))
+    assert runs[0][0] == runs[1][0]
+    for name, value in runs[0][1].items():
+        np.testing.assert_array_equal(value, runs[1][1][name], err_msg=name)
+    np.testing.assert_array_equal(runs[0][2], runs[1][2])
+
+
+def test_a_step_on_device_arrays_larger_than_the_device_holds_is_refused_before_any_copy(monkeypatch):
+    x, y = _data(300)
+    monkeypatch.setattr(resident, "data_budget", lambda context: (1 << 30, 100 * 4 * (3 + 2)))
+    with _model() as model:
+        trainer = coopnn.Trainer(model, seed=SEED)
+        before = trainer.session.parameters()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no shard warning either
+            with pytest.raises(coopnn.InputError, match=r"a batch of 300 samples is more than .* holds at once "
+                                                        r"\(at most 100\); give smaller batches, or hand the data to "
+                                                        r"`fit`"):
+                trainer.step(coopnn.to_device(x), coopnn.to_device(y))
+        assert trainer.steps == 0
+        for name, value in trainer.session.parameters().items():
+            np.testing.assert_array_equal(value, before[name], err_msg=name)
+        trainer.step(x[:100], y[:100])  # still usable
 
 
 def test_an_interrupted_fit_waits_for_the_gpu_frees_its_data_and_leaves_the_trainer_usable(monkeypatch):
