@@ -194,6 +194,14 @@ def test_samples_that_are_not_finite_are_refused_before_a_step(bad, monkeypatch)
     assert not np.isfinite(trainer.evaluate(X, y))  # no step: the loss says it
 
 
+def test_finite_samples_whose_sum_overflows_are_not_refused():
+    # the rows' sums overflow to infinity, so every sample is tested, and every one is finite
+    x = np.full((300, 4), 3e38, np.float32)
+    assert trainer_module._first_non_finite(x) is None
+    x[250, 3] = -np.inf
+    assert trainer_module._first_non_finite(x) == 250
+
+
 def test_optimizers_by_name_train_with_their_defaults():
     trainer = coopnn.Trainer(coopnn.mlp(2, [32, 32], 2, backend="numpy"), optimizer="sgd")
     assert type(trainer.optimizer) is coopnn.optim.SGD
