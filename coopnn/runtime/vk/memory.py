@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from coopnn.errors import BackendUnavailableError, DeviceMemoryError
+from coopnn.runtime.copies import copy_rows
 from coopnn.runtime.vk.device import Device
 from coopnn.runtime.vk.device_info import DeviceInfo, MemoryType
 from coopnn.runtime.vk.loader import load_vulkan
@@ -234,9 +235,26 @@ class Buffer:
             self._write_through_temporary_staging(source, offset)
             return
         self._staging.host[offset:offset + source.size] = source
+        self._written(offset, source.size)
+
+    def write_rows(self, rows: np.ndarray, dtype, offset: int = 0) -> None:
+        """Copy the 2-D array `rows` (any strides and number type, cast to `dtype`) to byte `offset` for the next
+        dispatch, as packed rows: split over several threads and read once (`coopnn.runtime.copies.copy_rows`)."""
+        dtype = np.dtype(dtype)
+        nbytes = rows.size * dtype.itemsize
+        self._check_range(offset, nbytes)
+        if self.placement is Placement.DEVICE:
+            self.write(np.ascontiguousarray(rows, dtype), offset)
+            return
+        copy_rows(self._staging.host[offset:offset + nbytes].view(dtype).reshape(rows.shape), rows)
+        self._written(offset, nbytes)
+
+    def _written(self, offset: int, size: int) -> None:
+        """Bytes [offset, offset + size) of the host side changed: a STAGED buffer uploads them with the next
+        dispatch."""
         if self.placement is Placement.STAGED:
-            start, stop = self._pending_upload or (offset, offset + source.size)
-            self._pending_upload = (min(start, offset), max(stop, offset + source.size))
+            start, stop = self._pending_upload or (offset, offset + size)
+            self._pending_upload = (min(start, offset), max(stop, offset + size))
 
     def read(self, dtype=np.uint8, count: int | None = None, offset: int = 0) -> np.ndarray:
         """A copy of `count` items of `dtype` from byte `offset` (default: to the end of the buffer)."""

@@ -230,7 +230,7 @@ class KernelTrainingSession(StepBuffers):
             if b.role != "input":
                 continue
             source = targets[self.plan.output] if b.name == TARGET else feeds[b.name]
-            self.io[b.index].write(np.ascontiguousarray(source, b.numpy_dtype).reshape(-1))
+            self.io[b.index].write_rows(np.asarray(source).reshape(batch, -1), b.numpy_dtype)
             if count > batch:
                 self.io[b.index].write(np.zeros((count - batch) * b.features, b.numpy_dtype),
                                        batch * b.features * b.itemsize)

@@ -1,4 +1,5 @@
-"""Buffers: round trips of 4 bytes to 64 MiB in every placement, partial writes, placement choice, limits."""
+"""Buffers: round trips of 4 bytes to 64 MiB in every placement, partial writes, rows written over threads,
+placement choice, limits."""
 
 from __future__ import annotations
 
@@ -40,6 +41,26 @@ def test_partial_writes_and_typed_reads(vk_context, placement_name):
     np.testing.assert_array_equal(buffer.download(np.uint8, 4, 1020), [1, 2, 3, 4])
     with pytest.raises(ValueError, match="outside"):
         buffer.write(b"\0" * 8, offset=1020)
+
+
+@pytest.mark.parametrize("placement_name", ["DIRECT", "STAGED", "DEVICE"])
+def test_rows_are_written_packed_and_cast_from_any_strides(vk_context, placement_name):
+    from coopnn.runtime.vk.memory import Placement
+
+    # every other row of a float64 array, 8 MiB as float32: split over the copy threads
+    source = np.random.default_rng(3).uniform(-1, 1, (2 << 18, 8))[::2]
+    buffer = vk_context.create_buffer(256 + source.size * 4, placement=Placement[placement_name])
+    try:
+        buffer.upload(np.zeros(64, np.float32))
+        buffer.write_rows(source, np.float32, offset=256)
+        buffer.flush()
+        values = buffer.download(np.float32)
+        np.testing.assert_array_equal(values[64:].reshape(source.shape), source.astype(np.float32))
+        assert values[:64].tolist() == [0.0] * 64
+        with pytest.raises(ValueError, match="outside"):
+            buffer.write_rows(source, np.float32, offset=260)
+    finally:
+        buffer.destroy()
 
 
 def test_device_address_buffers_report_an_address(make_context):
