@@ -37,10 +37,11 @@ LAYOUT = "training_optimal"
 # at 2^16) smaller than the wins, and the session does not know the batch when it compiles.
 AUTO_GRADIENTS = "coopmat"
 # "auto" takes the per-sample cooperative-vector step kernel: the tiled one (`tiled_step`) was slower on the H100 at
-# batch 2^18 (bench/results/nvidia-h100-tiled-step.md; `bench/train.py` times it as its "tiled step" runner): whole
-# steps of 0.76 / 1.81 / 7.67 ms against 0.43 / 1.00 / 3.35 ms for mlp_3_64x2_3 / mlp_32_64x4_16 / mlp_64_128x4_16.
-# It won only mlp_32_64x4_16 at 2^16 (0.47 against 0.87 ms), a batch the session does not know when it compiles; it
-# stays an explicit choice.
+# batch 2^18 (bench/results/nvidia-h100-tiled-step.md): whole steps of 0.76 / 1.81 / 7.67 ms against 0.43 / 1.00 /
+# 3.35 ms for mlp_3_64x2_3 / mlp_32_64x4_16 / mlp_64_128x4_16. It won only mlp_32_64x4_16 at 2^16 (0.47 against
+# 0.87 ms), a batch the session does not know when it compiles; it stays an explicit choice. Those runs had no warm-up
+# (the GPU's clocks were low: the same per-sample step took 0.34 ms with warm-up on 2026-11-27); `bench/train.py`'s
+# "tiled step" runner times both with it.
 AUTO_STEP = "coopvec"
 # What any of the session's kernels may need, whichever gradient method it takes.
 TRAINING_FEATURES = (FEATURES | {"bufferDeviceAddress"} | coopmat_gradients.FEATURES | coopvec_gradients.FEATURES
