@@ -298,9 +298,11 @@ class KernelTrainingSession(StepBuffers):
         return self._mean_losses(steps, batch)
 
     def _block(self, data: ResidentData, steps: int, copy: int, batch: int, whole: bool, seed: int):
-        """Copy `copy` of the recording of `steps` steps, made on first use."""
+        """Copy `copy` of the recording of `steps` steps, made on first use. The optimizer's push constants are part
+        of the key: settings changed between runs (a schedule set from `fit`'s `on_step`) are recorded anew."""
         key = (steps, copy, batch, whole, seed & 0xFFFFFFFF, data.rows,
-               tuple(b.serial for b in data.buffers.values()), tuple(b.serial for b in self.io.values()))
+               tuple(b.serial for b in data.buffers.values()), tuple(b.serial for b in self.io.values()),
+               self._optimizer_push(batch))
         recording = self.recordings.pop(key, None) or self._record_block(data, steps, batch, whole, seed)
         self.recordings[key] = recording
         while len(self.recordings) > RECORDINGS:
@@ -339,11 +341,15 @@ class KernelTrainingSession(StepBuffers):
     def optimizer_dispatch(self, batch: int):
         from coopnn.runtime.vk.commands import Dispatch
 
-        push = optimizer_push(self.optimizer_kernel_shader, self.optimizer, self.layout.size,
-                              1.0 / (batch * self.plan.out_features))
         buffers = (self.master, self.gradient, self.state, self.working_buffer(),
                    *(self.slots[s] for s in self.optimizer.slots), self.books.schedule)
-        return Dispatch(self.optimizer_kernel, buffers, push, self.optimizer_kernel.group_count_for(self.layout.size))
+        return Dispatch(self.optimizer_kernel, buffers, self._optimizer_push(batch),
+                        self.optimizer_kernel.group_count_for(self.layout.size))
+
+    def _optimizer_push(self, batch: int) -> bytes:
+        """The optimizer kernel's push constants now: its settings, and the gradient's scale for `batch`."""
+        return optimizer_push(self.optimizer_kernel_shader, self.optimizer, self.layout.size,
+                              1.0 / (batch * self.plan.out_features))
 
     def working_buffer(self):
         """The buffer the optimizer writes the working copy to."""

@@ -214,3 +214,27 @@ def test_an_interrupted_fit_waits_for_the_gpu_frees_its_data_and_leaves_the_trai
         assert np.isfinite(losses).all() and trainer.session.optimizer.step_count == 3
         assert trainer.session.books.drawn == 3  # the sampler numbers batches from the trainer's count again
         assert model.device_messages == []
+
+
+@pytest.mark.parametrize("make_optimizer, change", [
+    (lambda: coopnn.optim.SGD(lr=0.1, momentum=0.5), lambda o, step: setattr(o, "lr", 0.1 / (step + 1))),
+    (lambda: coopnn.optim.Adam(lr=1e-2), lambda o, step: setattr(o, "betas", (0.9 - 0.1 * step, 0.99))),
+    (lambda: coopnn.optim.Adam(lr=1e-2), lambda o, step: setattr(o, "weight_decay", 0.01 * step))])
+def test_optimizer_settings_changed_within_a_fit_take_effect_at_the_next_run(make_optimizer, change):
+    """A schedule set from `on_step` (SGD's learning rate, Adam's betas or weight decay) reaches the steps of the
+    next run of steps, as it reaches the next `step`: runs recorded with other settings are not reused."""
+    x, y = _data(40)
+    results = []
+    for by_fit in (True, False):
+        with _model() as model:
+            trainer = coopnn.Trainer(model, optimizer=make_optimizer(), seed=SEED)
+            if by_fit:
+                trainer.fit(x, y, steps=6, batch_size=1000, progress=False, read_every=1,
+                            on_step=lambda step, loss: change(trainer.optimizer, step))
+            else:
+                for step in range(1, 7):
+                    trainer.step(x, y)
+                    change(trainer.optimizer, step)
+            results.append(trainer.session.parameters())
+    for name, value in results[0].items():
+        np.testing.assert_array_equal(value, results[1][name], err_msg=name)
