@@ -61,10 +61,11 @@ class Trainer:
         self.steps = 0
 
     def step(self, x: Any, y: Any) -> float:
-        """One optimizer step on the batch (x, y); returns the batch's loss before the step. A batch already on the
-        GPU (coopnn device arrays; PyTorch or CuPy CUDA arrays on the GPU backends) stays there: the step takes it
-        as `fit` takes its data, without a trip through the host."""
-        feeds, targets = self._data(x, y, on_device=True)
+        """One optimizer step on the batch (x, y); returns the batch's loss before the step. A batch of coopnn device
+        arrays stays on the GPU on the GPU backends: the step binds it where it is, as `fit` does. CUDA arrays
+        (PyTorch, CuPy) go through the host here: `fit` shares memory with CUDA once for a whole data set, which a
+        step would do for every batch, and that has not been measured against the copy."""
+        feeds, targets = self._data(x, y, on_device=not _holds_cuda_arrays(x, y))
         if all(isinstance(value, np.ndarray) for value in (*feeds.values(), *targets.values())):
             return self._step(feeds, targets)
         data = self.session.upload_data(feeds, targets, streamed=False)
@@ -238,6 +239,13 @@ def _first_non_finite(array: np.ndarray) -> int | None:
         if not finite.all():
             return first + int(np.argmin(finite))
     return None
+
+
+def _holds_cuda_arrays(*data: Any) -> bool:
+    """Whether any of `data` (arrays, or mappings or sequences of them) is a CUDA array."""
+    values = [v for d in data for v in (d.values() if isinstance(d, Mapping) else d if isinstance(d, (list, tuple))
+                                        else (d,))]
+    return any(tensors.is_cuda_array(v) for v in values)
 
 
 def _rows(value: Any) -> int:

@@ -194,6 +194,17 @@ def test_samples_that_are_not_finite_are_refused_before_a_step(bad, monkeypatch)
     assert not np.isfinite(trainer.evaluate(X, y))  # no step: the loss says it
 
 
+def test_cuda_arrays_are_found_in_arrays_mappings_and_sequences():
+    class CudaLike:  # what the CUDA array interface looks like to coopnn
+        __cuda_array_interface__ = {"shape": (4, 2), "typestr": "<f4", "data": (0, False), "version": 3}
+
+    cuda = CudaLike()
+    assert not trainer_module._holds_cuda_arrays(X, {"y": Y}, [X, Y])
+    assert trainer_module._holds_cuda_arrays(X, cuda)
+    assert trainer_module._holds_cuda_arrays({"x": cuda}, Y)
+    assert trainer_module._holds_cuda_arrays([X, cuda], Y)
+
+
 def test_finite_samples_whose_sum_overflows_are_not_refused():
     # the rows' sums overflow to infinity, so every sample is tested, and every one is finite
     x = np.full((300, 4), 3e38, np.float32)
