@@ -2,7 +2,8 @@
 
 Each runner takes whole steps (forward, loss, backward, optimizer update) of the L2 loss with Adam on the same model,
 batch and random data, and reports the GPU time of a step (from its own clock: Vulkan timestamps around the step's
-submission, CUDA events around PyTorch's step) and the host time of the call. The PyTorch baseline is what a PyTorch
+submission, CUDA events around PyTorch's step) and the host time of the call: coopnn's from numpy arrays and from
+coopnn device arrays (as `Trainer.step` takes them), PyTorch's from CUDA tensors. The PyTorch baseline is what a PyTorch
 user would train with on that GPU: automatic mixed precision (fp16 autocast with a gradient scaler) and the fused
 Adam. Before timing, every runner steps for `warmup_seconds`: this H100 runs work several times slower after idling.
 
@@ -39,6 +40,9 @@ class TrainingTiming:
     gpu_ms: Stats | None = None
     host_ms: Stats | None = None
     phases: dict | None = None  # median GPU ms of the step's parts, where the runner can run them apart
+    # host ms of a step on a batch already on the GPU (coopnn: coopnn device arrays; PyTorch: host_ms, its data
+    # being on the GPU already)
+    resident_host_ms: Stats | None = None
     fit_steps: int = 0
     fit_wall_ms: float | None = None  # wall clock of the whole device-resident fit
     fit_gpu_ms: float | None = None  # GPU time of its submissions, where the runner reports it
@@ -90,6 +94,19 @@ class CoopnnTrainingRunner:
                 times.append(self.session.last_gpu_ms)
             medians.append(float(np.median(times)))
         return {"step_kernel_ms": medians[0], "weight_gradients_ms": medians[1] - medians[0]}
+
+    def resident_steps(self, x: np.ndarray, y: np.ndarray, steps: int) -> list[float]:
+        """Host ms of `steps` steps on (x, y) as coopnn device arrays, taken as `Trainer.step` takes them."""
+        import coopnn
+        from coopnn.train.trainer import resident_step
+
+        feeds, targets = {self.input: coopnn.to_device(x)}, {self.output: coopnn.to_device(y)}
+        times = []
+        for step in range(steps):
+            started = time.perf_counter()
+            resident_step(self.session, feeds, targets, step, 0)
+            times.append((time.perf_counter() - started) * 1e3)
+        return times
 
     def fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> tuple[float, float | None]:
         """(wall ms, GPU ms) of `steps` steps on batches the device draws from (x, y), uploaded first."""
@@ -209,6 +226,8 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
             bar.advance()
         bar.close()
         phases = runner.phases(x, y, steps) if hasattr(runner, "phases") else None
+        resident = (Stats.of(runner.resident_steps(x, y, steps)) if hasattr(runner, "resident_steps")
+                    else Stats.of(host))
         fit_wall = fit_gpu = None
         if fit_steps:
             data = rng.uniform(-1, 1, (4 * batch, x.shape[1])).astype(np.float32)
@@ -219,4 +238,4 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
     finally:
         runner.close()
     return TrainingTiming(name, model, batch, "measured", "", steps, Stats.of(gpu) if gpu else None, Stats.of(host),
-                          phases, fit_steps if fit_wall else 0, fit_wall, fit_gpu)
+                          phases, resident, fit_steps if fit_wall else 0, fit_wall, fit_gpu)

@@ -68,14 +68,10 @@ class Trainer:
         feeds, targets = self._data(x, y, on_device=not _holds_cuda_arrays(x, y))
         if all(isinstance(value, np.ndarray) for value in (*feeds.values(), *targets.values())):
             return self._step(feeds, targets)
-        data = self.session.upload_data(feeds, targets, streamed=False)
-        try:
-            (loss,) = self.session.run_steps(data, self.steps, 1, _count(targets), self.seed)
-        finally:
-            data.close()
+        loss = resident_step(self.session, feeds, targets, self.steps, self.seed)
         self.steps += 1
         self.model.take_trained(self.session)
-        return float(loss)
+        return loss
 
     def fit(self, x: Any, y: Any, *, steps: int, batch_size: int = 4096, progress: bool = True,
             on_step: Callable[[int, float], str | None] | None = None,
@@ -222,6 +218,17 @@ class Trainer:
                     raise InputError(f"{what} {name!r} holds NaN or infinity (first in sample {row}): one such sample "
                                      f"makes every parameter NaN; drop or replace those samples")
         return feeds, checked
+
+
+def resident_step(session, feeds: Mapping[str, Any], targets: Mapping[str, Any], step: int, seed: int) -> float:
+    """One step of `session` on a batch already where it trains (coopnn device arrays, bound where they are), as
+    `Trainer.step` takes one: a run of one step on the batch as resident data. The batch's loss before the step."""
+    data = session.upload_data(feeds, targets, streamed=False)
+    try:
+        (loss,) = session.run_steps(data, step, 1, _count(targets), seed)
+    finally:
+        data.close()
+    return float(loss)
 
 
 def _first_non_finite(array: np.ndarray) -> int | None:
