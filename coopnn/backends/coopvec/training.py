@@ -103,7 +103,9 @@ class CoopvecTrainingSession(KernelTrainingSession):
         return [coopvec_gradients.coopvec_gradient_shader(self.layout, self.tape), partial_sum_shader()]
 
     @property
-    def chunk(self) -> int:
+    def chunk(self) -> int | None:
+        if self.accumulates:
+            return None
         return coopmat_gradients.CHUNK if self.gradient_method == "coopmat" else coopvec_gradients.CHUNK
 
     def compile_step(self):
@@ -149,7 +151,6 @@ class CoopvecTrainingSession(KernelTrainingSession):
         else:
             self.optimal = self.context.create_buffer(len(self.image.data), HostAccess.NONE, device_address=True)
             self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
-        self.partials = None
         if self.gradient_method == "outer_product":
             # the TrainingOptimal sums converted to row-major float16, in the flat order
             self.sums = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
@@ -178,16 +179,10 @@ class CoopvecTrainingSession(KernelTrainingSession):
                                 self.packed.entries))]
 
     def prepare_tape(self, capacity: int) -> None:
-        from coopnn.runtime.vk.memory import HostAccess
-
+        super().prepare_tape(capacity)
         if self.partials is not None:
-            self.partials.destroy()
-            self.partials = None
-        if capacity == 0 or self.accumulates:
-            return
-        self.partials = self.context.create_buffer(-(-capacity // self.chunk) * self.layout.size * 4, HostAccess.NONE)
-        # Padded delta rows are never written and must read as zero.
-        self.context.run([self.fill_zero(self.tape_buffer, self.partials)])
+            # Padded delta rows are never written and must read as zero.
+            self.context.run([self.fill_zero(self.tape_buffer, self.partials)])
 
     def step_prologue(self) -> list:
         from coopnn.runtime.vk.commands import Recorded

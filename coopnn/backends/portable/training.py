@@ -1,8 +1,9 @@
 """Training on the portable target: plain SPIR-V on any Vulkan 1.3 device, float32 throughout.
 
 The step kernel reads its weights straight from the flat float32 working copy the optimizer writes (the fixed
-constants of the input stage follow the parameters in the same buffer), and the weight-gradient kernel sums each
-parameter's products over the batch in sample order: no atomics, so a step is deterministic.
+constants of the input stage follow the parameters in the same buffer), and the weight-gradient kernels sum each
+parameter's products over chunks of `CHUNK` samples in sample order, then the chunks in order: no atomics, so a step
+is deterministic.
 """
 
 from __future__ import annotations
@@ -14,8 +15,13 @@ import numpy as np
 from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.layouts.pack import MATRIX_ALIGNMENT, WeightImage, align_up, pack
 from coopnn.backends.portable.target import PortableTarget
-from coopnn.shaders.training.gradients import tape_gradient_shader
+from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_shader
 from coopnn.train.gpu.session import KernelTrainingSession
+
+# Samples a weight-gradient invocation sums before the chunks are added: the batch is summed by as many invocations
+# as there are parameters times chunks. One invocation per parameter over the whole batch took 26.5 of a 27.5 ms step
+# of mlp_3_64x2_3 at 2^18 on the H100 (4611 invocations; `bench/results/*-2026-11-27-training-all-methods.md`).
+CHUNK = 1024
 
 def flat_manifest(program, layout) -> WeightImage:
     """The program's constants in one float32 buffer: the trainable parameters at their flat offsets, the fixed
@@ -45,8 +51,10 @@ class PortableTrainingSession(KernelTrainingSession):
     def sync_weights(self) -> None:
         self.weight_buffer.upload(self.master.download(np.float32, self.layout.size))
 
+    chunk = CHUNK
+
     def make_gradient_shaders(self):
-        return [tape_gradient_shader(self.layout, self.tape)]
+        return [tape_gradient_shader(self.layout, self.tape, CHUNK), partial_sum_shader()]
 
     def weights_buffer(self):
         return self.weight_buffer
@@ -54,7 +62,11 @@ class PortableTrainingSession(KernelTrainingSession):
     def gradient_steps(self, batch: int, count: int) -> list:
         from coopnn.runtime.vk.commands import Dispatch
 
-        push = self.gradient_shaders[0].pack_push(count=self.layout.size, batch=batch, capacity=self.capacity)
-        kernel = self.gradient_kernels[0]
-        return [Dispatch(kernel, (self.tape_buffer, self.gradient, self.state), push,
-                         kernel.group_count_for(self.layout.size))]
+        (products, sums), (product_kernel, sum_kernel) = self.gradient_shaders, self.gradient_kernels
+        chunks = -(-batch // CHUNK)
+        push = products.pack_push(count=self.layout.size, batch=batch, capacity=self.capacity)
+        return [Dispatch(product_kernel, (self.tape_buffer, self.partials), push,
+                         (product_kernel.group_count_for(self.layout.size), chunks, 1)),
+                Dispatch(sum_kernel, (self.partials, self.gradient, self.state),
+                         sums.pack_push(count=self.layout.size, chunks=chunks),
+                         sum_kernel.group_count_for(self.layout.size))]

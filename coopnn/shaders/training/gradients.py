@@ -1,9 +1,11 @@
 """Weight gradients from the tape, and the sum of partial gradients, one invocation per flat parameter element.
 
-`tape_gradient_shader`: bindings 0 tape (f32), 1 gradient (f32, written), 2 status (u32); push `count` (elements
-of the flat parameter arrays), `batch` (samples in this step), `capacity` (the tape's). A weight element (layer l,
-row m, column k) gets the sum over b < batch of delta_l[m, b] * input_l[b, k], a bias element (l, m) the sum of
-delta_l[m, b], at the tape addresses layout.py describes.
+`tape_gradient_shader`: bindings 0 tape (f32), 1 partials (f32, written: one flat parameter array per chunk of
+`chunk` samples); push `count` (elements of the flat parameter arrays), `batch` (samples in this step), `capacity`
+(the tape's); dispatched (elements, chunks). For chunk c, a weight element (layer l, row m, column k) gets the sum
+over its samples b of delta_l[m, b] * input_l[b, k], a bias element (l, m) the sum of delta_l[m, b], at the tape
+addresses layout.py describes. `partial_sum_shader` then adds the chunks: the batch's samples are summed by many
+invocations at once rather than each parameter's by one.
 
 `partial_sum_shader`: bindings 0 partials (f32, `chunks` consecutive arrays of `count` elements), 1 gradient,
 2 status; push `count`, `chunks`; gradient[p] = sum over c of partials[c * count + p].
@@ -11,8 +13,8 @@ delta_l[m, b], at the tape addresses layout.py describes.
 `widen_shader`: bindings 0 float16 sums (the outer-product method's accumulators, row-major in the flat order), 1
 gradient, 2 status; push `count`, `first` (where the sums start, in halves); gradient[p] = sums[first + p].
 
-All add in float32, in index order, and set status[0] to 1 (an atomic OR) when a sum is NaN or infinite (a float16
-sum that overflowed is infinite).
+All add in float32, in index order; the last two set status[0] to 1 (an atomic OR) when a sum is NaN or infinite (a
+float16 sum that overflowed is infinite).
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ SOURCE, GRADIENT, STATUS = range(3)
 FEATURES = frozenset({"vulkanMemoryModelDeviceScope"})
 
 
-def _frame(*push: tuple[str, str], source: str, source_width: int = 32) -> ShaderFrame:
+def _frame(*push: tuple[str, str], source: str, source_width: int = 32, target: str = "gradient",
+           status: bool = True) -> ShaderFrame:
     frame = training_frame(push_constant_block(("count", "u32"), *push))
     storage_buffer(frame, SOURCE, frame.module.type_float(source_width), writable=False, name=source)
-    storage_buffer(frame, GRADIENT, frame.f32, writable=True, name="gradient")
-    storage_buffer(frame, STATUS, frame.u32, writable=True, name="status")
-    frame.module.capability("VulkanMemoryModelDeviceScope")
+    storage_buffer(frame, GRADIENT, frame.f32, writable=True, name=target)
+    if status:
+        storage_buffer(frame, STATUS, frame.u32, writable=True, name="status")
+        frame.module.capability("VulkanMemoryModelDeviceScope")
     return frame
 
 
@@ -61,11 +65,16 @@ def _store_and_check(frame: ShaderFrame, total) -> None:
                 m.enum_constant("Scope", "Device"), m.enum_constant("MemorySemantics", "Relaxed"), frame.uint(1))
 
 
-def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout) -> Binary:
-    """The gradient of every weight and bias element from the deltas and inputs the tape holds."""
-    frame = _frame(("batch", "u32"), ("capacity", "u32"), source="tape")
+def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk: int) -> Binary:
+    """Every weight and bias element's partial gradient over each chunk of `chunk` samples, from the deltas and
+    inputs the tape holds."""
+    frame = _frame(("batch", "u32"), ("capacity", "u32"), source="tape", target="partials", status=False)
     fn, u32, p = frame.main, frame.u32, frame.sample
     batch, capacity = frame.push_value("batch"), frame.push_value("capacity")
+    chunk_index = fn.emit("OpCompositeExtract", u32, frame.invocation_id, 1, name="chunk")
+    first = fn.emit("OpIMul", u32, chunk_index, frame.uint(chunk))
+    # the dispatch has a chunk for every `chunk` samples of the batch begun, so first < batch
+    samples = fn.ext_inst(u32, "UMin", fn.emit("OpISub", u32, batch, first), frame.uint(chunk))
     false, true = frame.module.constant(frame.bool, False), frame.module.constant(frame.bool, True)
     # Element p lies in the last segment (a layer's weight or bias) starting at or before it. Each segment gives
     # (row m, column k, delta region, input region, columns, is bias); the selects keep the last one that applies.
@@ -87,15 +96,17 @@ def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout) -> Binar
     delta_row = fn.emit("OpIMul", u32, fn.emit("OpIAdd", u32, delta_region, row), capacity)
     input_column = fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, input_region, capacity), column)
 
-    def term(b):
+    def term(i):
+        b = fn.emit("OpIAdd", u32, first, i)
         delta = load(frame, SOURCE, fn.emit("OpIAdd", u32, delta_row, b))
         # A bias element reads column 0 of the layer's input too (a valid address) and ignores it: one loop serves
         # both kinds of element.
         x = load(frame, SOURCE, fn.emit("OpIAdd", u32, input_column, fn.emit("OpIMul", u32, b, columns)))
         return fn.emit("OpSelect", frame.f32, is_bias, delta, fn.emit("OpFMul", frame.f32, delta, x))
 
-    _store_and_check(frame, _accumulate(frame, batch, term))
-    return finish("tape_gradient", frame, 3, FEATURES)
+    partial = fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, chunk_index, frame.push_value("count")), p)
+    store(frame, GRADIENT, partial, _accumulate(frame, samples, term))
+    return finish("tape_gradient", frame, 2, frozenset())
 
 
 def partial_sum_shader() -> Binary:

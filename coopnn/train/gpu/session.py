@@ -140,8 +140,20 @@ class KernelTrainingSession(StepBuffers):
         """Commands before the step kernel (after the status is reset)."""
         return []
 
+    chunk: int | None = None  # samples per partial gradient, where the weight gradients are summed in chunks
+    partials = None
+
     def prepare_tape(self, capacity: int) -> None:
-        """Called when the tape was (re)made for `capacity` samples (0: there is none)."""
+        """Called when the tape was (re)made for `capacity` samples (0: there is none): (re)makes the chunks' partial
+        gradients (float32, one flat parameter array per `chunk` samples of capacity) where the session has them."""
+        from coopnn.runtime.vk.memory import HostAccess
+
+        if self.partials is not None:
+            self.partials.destroy()
+            self.partials = None
+        if capacity and self.chunk is not None:
+            self.partials = self.context.create_buffer(-(-capacity // self.chunk) * self.layout.size * 4,
+                                                       HostAccess.NONE)
 
     # ----- flat parameter arrays ------------------------------------------------------------------------------------
 

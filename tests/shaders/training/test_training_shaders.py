@@ -48,10 +48,11 @@ def test_optimizer_shaders_are_valid(kind, slots, working_dtype, skip_nonfinite,
 @pytest.mark.parametrize("name", LAYOUTS)
 def test_tape_gradient_shader_is_valid(name, tmp_path):
     layout = LAYOUTS[name]
-    shader = tape_gradient_shader(layout, TapeLayout(layout.layers))
+    shader = tape_gradient_shader(layout, TapeLayout(layout.layers), 1024)
     spirv_val(shader.spirv, tmp_path)
-    assert shader.binding_count == 3 and push_names(shader) == ["count", "batch", "capacity"]
-    assert {"vulkanMemoryModel", "vulkanMemoryModelDeviceScope"} <= shader.features
+    # tape in, partials out; no status: the partial sums check the totals
+    assert shader.binding_count == 2 and push_names(shader) == ["count", "batch", "capacity"]
+    assert "vulkanMemoryModel" in shader.features
 
 
 def test_partial_sum_shader_is_valid(tmp_path):

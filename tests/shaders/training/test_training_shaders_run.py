@@ -68,16 +68,17 @@ class Kernel:
         self.kernel = context.create_kernel(shader.spirv, shader.binding_count, shader.push_constant_size,
                                             shader.workgroup_size, name=shader.name)
         self.buffers = [context.create_buffer(a.nbytes) for a in arrays]
-        self.dispatch = lambda push, count: Dispatch(self.kernel, tuple(self.buffers), push,
-                                                     self.kernel.group_count_for(count))
+        self.dispatch = lambda push, count, rows=1: Dispatch(self.kernel, tuple(self.buffers), push,
+                                                             (self.kernel.group_count_for(count), rows, 1))
         for binding, array in enumerate(arrays):
             self.write(binding, array)
 
     def write(self, binding: int, array: np.ndarray) -> None:
         self.buffers[binding].write(np.ascontiguousarray(array))
 
-    def run(self, push: bytes, count: int) -> list[np.ndarray]:
-        self.context.run([self.dispatch(push, count)])
+    def run(self, push: bytes, count: int, rows: int = 1) -> list[np.ndarray]:
+        """Dispatch `count` invocations along x, `rows` workgroups along y; every buffer read back."""
+        self.context.run([self.dispatch(push, count, rows)])
         return [b.read(d) for b, d in zip(self.buffers, self.dtypes)]
 
 
@@ -148,11 +149,19 @@ LAYOUTS = {
 }
 
 
+CHUNK = 8  # 29 samples: chunks of 8, 8, 8 and 5
+
+
 def run_tape_gradient(context, layout: ParameterLayout, tape: np.ndarray, batch: int, capacity: int):
-    shader = tape_gradient_shader(layout, TapeLayout(layout.layers))
-    kernel = Kernel(context, shader, [tape, np.zeros(layout.size, np.float32), np.zeros(1, np.uint32)])
-    _, gradient, status = kernel.run(shader.pack_push(count=layout.size, batch=batch, capacity=capacity),
-                                     layout.size)
+    """The gradient and status of the tape's chunks' partial gradients, added by `partial_sum_shader`."""
+    chunks = -(-batch // CHUNK)
+    shader = tape_gradient_shader(layout, TapeLayout(layout.layers), CHUNK)
+    products = Kernel(context, shader, [tape, np.zeros(chunks * layout.size, np.float32)])
+    _, partials = products.run(shader.pack_push(count=layout.size, batch=batch, capacity=capacity), layout.size,
+                               chunks)
+    sums = partial_sum_shader()
+    adding = Kernel(context, sums, [partials, np.zeros(layout.size, np.float32), np.zeros(1, np.uint32)])
+    _, gradient, status = adding.run(sums.pack_push(count=layout.size, chunks=chunks), layout.size)
     return gradient, status[0]
 
 
