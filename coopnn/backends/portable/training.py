@@ -23,6 +23,7 @@ from coopnn.train.gpu.session import KernelTrainingSession
 # of mlp_3_64x2_3 at 2^18 on the H100 (4611 invocations; `bench/results/*-2026-11-27-training-all-methods.md`).
 CHUNK = 1024
 
+
 def flat_manifest(program, layout) -> WeightImage:
     """The program's constants in one float32 buffer: the trainable parameters at their flat offsets, the fixed
     constants after them."""
@@ -38,6 +39,8 @@ def flat_manifest(program, layout) -> WeightImage:
 
 
 class PortableTrainingSession(KernelTrainingSession):
+    chunk = CHUNK
+
     def compile_step(self):
         self.manifest = flat_manifest(self.program, self.layout)
         return PortableTarget().compile(self.program, FP32, 64, packed=self.manifest)
@@ -50,8 +53,6 @@ class PortableTrainingSession(KernelTrainingSession):
 
     def sync_weights(self) -> None:
         self.weight_buffer.upload(self.master.download(np.float32, self.layout.size))
-
-    chunk = CHUNK
 
     def make_gradient_shaders(self):
         return [tape_gradient_shader(self.layout, self.tape, CHUNK), partial_sum_shader()]

@@ -56,6 +56,8 @@ class KernelTrainingSession(StepBuffers):
     growth_interval = 0  # with skip_nonfinite: good steps in a row after which the loss scale doubles
     takes_cuda_arrays = True  # `upload_data` copies CUDA arrays on the GPU (`Trainer.fit` hands them over as such)
     accumulates = False  # the step kernel sums weight gradients itself (outer products): no tape
+    chunk: int | None = None  # samples per partial gradient, where the weight gradients are summed in chunks
+    partials = None  # the chunks' partial gradients (`prepare_tape`)
 
     def __init__(self, graph: Graph, loss: Loss, optimizer: Optimizer, device: str | int | None):
         from coopnn.runtime.vk.memory import HostAccess
@@ -139,9 +141,6 @@ class KernelTrainingSession(StepBuffers):
     def step_prologue(self) -> list:
         """Commands before the step kernel (after the status is reset)."""
         return []
-
-    chunk: int | None = None  # samples per partial gradient, where the weight gradients are summed in chunks
-    partials = None
 
     def prepare_tape(self, capacity: int) -> None:
         """Called when the tape was (re)made for `capacity` samples (0: there is none): (re)makes the chunks' partial
