@@ -155,4 +155,3 @@ def get_optimizer(optimizer: str | Optimizer | None) -> Optimizer:
     except (KeyError, TypeError):
         raise InputError(f"unknown optimizer {optimizer!r}; optimizers: {', '.join(OPTIMIZERS)}, or an Optimizer "
                          f"such as coopnn.train.optim.Adam(lr=1e-2)") from None
-

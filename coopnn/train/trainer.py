@@ -65,13 +65,7 @@ class Trainer:
         arrays stays on the GPU on the GPU backends: the step binds it where it is, as `fit` does. CUDA arrays
         (PyTorch, CuPy) go through the host here: `fit` shares memory with CUDA once for a whole data set, which a
         step would do for every batch, and that has not been measured against the copy."""
-        feeds, targets = self._data(x, y, on_device=not _holds_cuda_arrays(x, y))
-        if all(isinstance(value, np.ndarray) for value in (*feeds.values(), *targets.values())):
-            return self._step(feeds, targets)
-        loss = resident_step(self.session, feeds, targets, self.steps, self.seed)
-        self.steps += 1
-        self.model.take_trained(self.session)
-        return loss
+        return self._step(*self._data(x, y, on_device=not _holds_cuda_arrays(x, y)))
 
     def fit(self, x: Any, y: Any, *, steps: int, batch_size: int = 4096, progress: bool = True,
             on_step: Callable[[int, float], str | None] | None = None,
@@ -159,8 +153,12 @@ class Trainer:
         self.steps, self.seed = steps, seed
         self.model.take_trained(self.session)
 
-    def _step(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> float:
-        loss = self.session.step(feeds, targets)
+    def _step(self, feeds: Mapping[str, Any], targets: Mapping[str, Any]) -> float:
+        """One step on a batch on the host, or on one (partly) on the device (`resident_step`)."""
+        if all(isinstance(value, np.ndarray) for value in (*feeds.values(), *targets.values())):
+            loss = self.session.step(feeds, targets)
+        else:
+            loss = resident_step(self.session, feeds, targets, self.steps, self.seed)
         self.steps += 1
         self.model.take_trained(self.session)
         return loss

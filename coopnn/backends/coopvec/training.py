@@ -216,7 +216,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
             return self.accumulated_gradient_steps()
 
         chunks = -(-count // self.chunk)
-        (products, sums), (product_kernel, sum_kernel) = self.gradient_shaders, self.gradient_kernels
+        products, product_kernel = self.gradient_shaders[0], self.gradient_kernels[0]
         common = {"batch": count, "capacity": self.capacity, "parameters": self.layout.size}
         if self.gradient_method == "coopmat":
             tasks = coopmat_gradients.task_count(self.layout)
@@ -228,6 +228,4 @@ class CoopvecTrainingSession(KernelTrainingSession):
             reduce = Dispatch(product_kernel, (self.tape_buffer, self.partials, self.ones),
                               products.pack_push(count=rows, **common),
                               (product_kernel.group_count_for(rows), chunks, 1))
-        return [reduce, Dispatch(sum_kernel, (self.partials, self.gradient, self.state),
-                                 sums.pack_push(count=self.layout.size, chunks=chunks),
-                                 sum_kernel.group_count_for(self.layout.size))]
+        return [reduce, self.partial_sum_dispatch(chunks)]

@@ -63,11 +63,9 @@ class PortableTrainingSession(KernelTrainingSession):
     def gradient_steps(self, batch: int, count: int) -> list:
         from coopnn.runtime.vk.commands import Dispatch
 
-        (products, sums), (product_kernel, sum_kernel) = self.gradient_shaders, self.gradient_kernels
+        products, product_kernel = self.gradient_shaders[0], self.gradient_kernels[0]
         chunks = -(-batch // CHUNK)
         push = products.pack_push(count=self.layout.size, batch=batch, capacity=self.capacity)
         return [Dispatch(product_kernel, (self.tape_buffer, self.partials), push,
                          (product_kernel.group_count_for(self.layout.size), chunks, 1)),
-                Dispatch(sum_kernel, (self.partials, self.gradient, self.state),
-                         sums.pack_push(count=self.layout.size, chunks=chunks),
-                         sum_kernel.group_count_for(self.layout.size))]
+                self.partial_sum_dispatch(chunks)]

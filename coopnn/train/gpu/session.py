@@ -56,8 +56,6 @@ class KernelTrainingSession(StepBuffers):
     growth_interval = 0  # with skip_nonfinite: good steps in a row after which the loss scale doubles
     takes_cuda_arrays = True  # `upload_data` copies CUDA arrays on the GPU (`Trainer.fit` hands them over as such)
     accumulates = False  # the step kernel sums weight gradients itself (outer products): no tape
-    chunk: int | None = None  # samples per partial gradient, where the weight gradients are summed in chunks
-    partials = None  # the chunks' partial gradients (`prepare_tape`)
 
     def __init__(self, graph: Graph, loss: Loss, optimizer: Optimizer, device: str | int | None):
         from coopnn.runtime.vk.memory import HostAccess
@@ -142,17 +140,13 @@ class KernelTrainingSession(StepBuffers):
         """Commands before the step kernel (after the status is reset)."""
         return []
 
-    def prepare_tape(self, capacity: int) -> None:
-        """Called when the tape was (re)made for `capacity` samples (0: there is none): (re)makes the chunks' partial
-        gradients (float32, one flat parameter array per `chunk` samples of capacity) where the session has them."""
-        from coopnn.runtime.vk.memory import HostAccess
+    def partial_sum_dispatch(self, chunks: int):
+        """The gradient as the sum of the first `chunks` partial gradients (the session's last gradient shader)."""
+        from coopnn.runtime.vk.commands import Dispatch
 
-        if self.partials is not None:
-            self.partials.destroy()
-            self.partials = None
-        if capacity and self.chunk is not None:
-            self.partials = self.context.create_buffer(-(-capacity // self.chunk) * self.layout.size * 4,
-                                                       HostAccess.NONE)
+        shader, kernel = self.gradient_shaders[-1], self.gradient_kernels[-1]
+        return Dispatch(kernel, (self.partials, self.gradient, self.state),
+                        shader.pack_push(count=self.layout.size, chunks=chunks), kernel.group_count_for(self.layout.size))
 
     # ----- flat parameter arrays ------------------------------------------------------------------------------------
 

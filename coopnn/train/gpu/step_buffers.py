@@ -47,8 +47,12 @@ def make_fitting(make: Callable[[int], None], free: Callable[[], None], capacity
 
 
 class StepBuffers:
-    """The per-sample buffers of `KernelTrainingSession`'s step (its `io`, made for `capacity` samples): what a sample
-    takes in them, and making them for a batch within the class's `capacity_bounds`."""
+    """The per-sample buffers of `KernelTrainingSession`'s step (its `io`, made for `capacity` samples, and the chunks'
+    partial gradients): what a sample takes in them, and making them for a batch within the class's
+    `capacity_bounds`."""
+
+    chunk: int | None = None  # samples per partial gradient, where the weight gradients are summed in chunks
+    partials = None  # the chunks' partial gradients (`prepare_tape`)
 
     def sample_bytes(self) -> tuple[int, list[int]]:
         """Device bytes of one sample in a step's buffers: of its tape row, and of its row in each other buffer."""
@@ -98,3 +102,15 @@ class StepBuffers:
             buffer.destroy()
         self.io, self.capacity = {}, 0
         self.prepare_tape(0)
+
+    def prepare_tape(self, capacity: int) -> None:
+        """Called when the tape was (re)made for `capacity` samples (0: there is none): (re)makes the chunks' partial
+        gradients (float32, one flat parameter array per `chunk` samples of capacity) where the session has them."""
+        from coopnn.runtime.vk.memory import HostAccess
+
+        if self.partials is not None:
+            self.partials.destroy()
+            self.partials = None
+        if capacity and self.chunk is not None:
+            self.partials = self.context.create_buffer(-(-capacity // self.chunk) * self.layout.size * 4,
+                                                       HostAccess.NONE)
