@@ -22,7 +22,7 @@ from coopnn.graph.ir import Graph
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.shaders.training.sampler import gather_shader
-from coopnn.shaders.training.step_state import REDUCE_WIDTH, step_end_shader
+from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_tile_shader, step_end_shader
 from coopnn.train.gpu.bookkeeping import MAX_STEPS_PER_RUN, StepBookkeeping
 from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.train.gpu.resident import HEAP_SHARE, ResidentData, largest_heap
@@ -70,6 +70,7 @@ class KernelTrainingSession(StepBuffers):
         self.total_gpu_ms = 0.0  # of every submission of training steps so far
         self.optimizer_kernel_shader = optimizer_shader(optimizer.name, self.working_dtype, self.skip_nonfinite)
         self.step_end_shader = step_end_shader(self.skip_nonfinite, self.growth_interval)
+        self.loss_tile_shader = loss_tile_shader()
         self.gather_shader = gather_shader()
         self.gradient_shaders = self.make_gradient_shaders()
         self.context = open_context(device, features=self.features())
@@ -78,6 +79,7 @@ class KernelTrainingSession(StepBuffers):
             self.step_kernel = load_kernel(self.context, self.binary, f"{graph.name} training step")
             self.optimizer_kernel = load_kernel(self.context, self.optimizer_kernel_shader)
             self.step_end_kernel = load_kernel(self.context, self.step_end_shader)
+            self.loss_tile_kernel = load_kernel(self.context, self.loss_tile_shader)
             self.gather_kernel = load_kernel(self.context, self.gather_shader)
             self.gradient_kernels = [load_kernel(self.context, shader) for shader in self.gradient_shaders]
             size = self.layout.size * 4
@@ -107,6 +109,7 @@ class KernelTrainingSession(StepBuffers):
     def features(self) -> set[str]:
         """What the device must enable for every kernel of a step (the step kernel's are the target's to add)."""
         return set(self.optimizer_kernel_shader.features).union(self.step_end_shader.features,
+                                                                 self.loss_tile_shader.features,
                                                                  *(s.features for s in self.gradient_shaders))
 
     def make_gradient_shaders(self) -> list[Binary]:
@@ -255,9 +258,12 @@ class KernelTrainingSession(StepBuffers):
         from coopnn.runtime.vk.commands import Dispatch
 
         count = -(-batch // self.granularity) * self.granularity
-        end = self.step_end_shader.pack_push(count=REDUCE_WIDTH, batch=batch)
+        tiles = -(-batch // LOSS_TILE)
+        sums = self.loss_tile_shader.pack_push(count=tiles * REDUCE_WIDTH, batch=batch)
+        end = self.step_end_shader.pack_push(count=REDUCE_WIDTH, terms=tiles)
         return [*self.gradient_steps(batch, count), self.optimizer_dispatch(batch), *self.working_steps(),
-                Dispatch(self.step_end_kernel, (self.io[self._binding(LOSS)], self.state, self.books.history), end, 1)]
+                Dispatch(self.loss_tile_kernel, (self.io[self._binding(LOSS)], self.loss_sums), sums, tiles),
+                Dispatch(self.step_end_kernel, (self.loss_sums, self.state, self.books.history), end, 1)]
 
     def _mean_losses(self, steps: int, batch: int) -> np.ndarray:
         self.total_gpu_ms += self.last_gpu_ms or 0.0

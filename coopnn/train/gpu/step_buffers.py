@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from coopnn.errors import DeviceMemoryError, InputError
+from coopnn.shaders.training.step_state import LOSS_TILE
 
 
 def candidates(capacity: int, count: int, granularity: int) -> list[int]:
@@ -47,12 +48,13 @@ def make_fitting(make: Callable[[int], None], free: Callable[[], None], capacity
 
 
 class StepBuffers:
-    """The per-sample buffers of `KernelTrainingSession`'s step (its `io`, made for `capacity` samples, and the chunks'
-    partial gradients): what a sample takes in them, and making them for a batch within the class's
-    `capacity_bounds`."""
+    """The per-sample buffers of `KernelTrainingSession`'s step (its `io`, made for `capacity` samples, the chunks'
+    partial gradients and the loss tiles' sums): what a sample takes in them, and making them for a batch within the
+    class's `capacity_bounds`."""
 
     chunk: int | None = None  # samples per partial gradient, where the weight gradients are summed in chunks
     partials = None  # the chunks' partial gradients (`prepare_tape`)
+    loss_sums = None  # the sums of the losses' tiles (`prepare_tape`)
 
     def sample_bytes(self) -> tuple[int, list[int]]:
         """Device bytes of one sample in a step's buffers: of its tape row, and of its row in each other buffer."""
@@ -104,13 +106,17 @@ class StepBuffers:
         self.prepare_tape(0)
 
     def prepare_tape(self, capacity: int) -> None:
-        """Called when the tape was (re)made for `capacity` samples (0: there is none): (re)makes the chunks' partial
-        gradients (float32, one flat parameter array per `chunk` samples of capacity) where the session has them."""
+        """Called when the tape was (re)made for `capacity` samples (0: there is none): (re)makes the sums of the
+        losses' tiles (float32, one per `LOSS_TILE` samples of capacity) and the chunks' partial gradients (float32,
+        one flat parameter array per `chunk` samples of capacity) where the session has them."""
         from coopnn.runtime.vk.memory import HostAccess
 
-        if self.partials is not None:
-            self.partials.destroy()
-            self.partials = None
+        for buffer in (self.partials, self.loss_sums):
+            if buffer is not None:
+                buffer.destroy()
+        self.partials = self.loss_sums = None
+        if capacity:
+            self.loss_sums = self.context.create_buffer(-(-capacity // LOSS_TILE) * 4, HostAccess.NONE)
         if capacity and self.chunk is not None:
             self.partials = self.context.create_buffer(-(-capacity // self.chunk) * self.layout.size * 4,
                                                        HostAccess.NONE)

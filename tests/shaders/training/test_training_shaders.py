@@ -55,6 +55,26 @@ def test_tape_gradient_shader_is_valid(name, tmp_path):
     assert "vulkanMemoryModel" in shader.features
 
 
+@pytest.mark.parametrize("skip_nonfinite", [False, True])
+def test_step_end_shader_is_valid(skip_nonfinite, tmp_path):
+    from coopnn.shaders.training.step_state import REDUCE_WIDTH, step_end_shader
+
+    shader = step_end_shader(skip_nonfinite, 2000)
+    spirv_val(shader.spirv, tmp_path)
+    # the tiles' sums in, the state words and the history written
+    assert shader.binding_count == 3 and push_names(shader) == ["count", "terms"]
+    assert shader.workgroup_size == (REDUCE_WIDTH, 1, 1)
+
+
+def test_loss_tile_shader_is_valid(tmp_path):
+    from coopnn.shaders.training.step_state import REDUCE_WIDTH, loss_tile_shader
+
+    shader = loss_tile_shader()
+    spirv_val(shader.spirv, tmp_path)
+    assert shader.binding_count == 2 and push_names(shader) == ["count", "batch"]
+    assert shader.workgroup_size == (REDUCE_WIDTH, 1, 1)
+
+
 def test_partial_sum_shader_is_valid(tmp_path):
     shader = partial_sum_shader()
     spirv_val(shader.spirv, tmp_path)

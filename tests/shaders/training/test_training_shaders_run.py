@@ -1,7 +1,7 @@
 """The training kernels on a Vulkan device (lavapipe in CI, validation layer on where installed): the optimizer steps
 match `coopnn.train.optim`, the tape gradient matches numpy's einsum, partial sums add up, non-finite values set (and
-a set status skips) as documented, the step-ending kernel sums losses and keeps the state words, and the gather
-kernel draws the rows the numpy sampler draws."""
+a set status skips) as documented, the loss tiles' sums and the step-ending kernel add up the losses and the latter
+keeps the state words, and the gather kernel draws the rows the numpy sampler draws."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.shaders.training.sampler import gather_shader, sample_rows
-from coopnn.shaders.training.step_state import HISTORY_ROWS, MIN_LOSS_SCALE, REDUCE_WIDTH, step_end_shader
+from coopnn.shaders.training.step_state import (HISTORY_ROWS, LOSS_TILE, MIN_LOSS_SCALE, REDUCE_WIDTH, loss_tile_shader,
+                                                step_end_shader)
 from coopnn.train.gpu.optimizer_values import optimizer_push, optimizer_schedule
 from coopnn.train.optim import SGD, Adam
 from tests.devices import assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
@@ -202,18 +203,31 @@ def test_partial_sums_add_up_and_flag_overflow(context):
     assert status[0] == 1 and np.isinf(gradient[17]) and np.isfinite(np.delete(gradient, 17)).all()
 
 
+@pytest.mark.parametrize("batch", [1, LOSS_TILE, 3 * LOSS_TILE + 17])
+def test_the_loss_tiles_sum_the_batch_losses(context, batch):
+    tiles = -(-batch // LOSS_TILE)
+    losses = np.random.default_rng(3).uniform(0, 1, tiles * LOSS_TILE + 5).astype(np.float32)
+    losses[batch:] = np.nan  # past the batch: a loss left by an earlier, larger batch must not count
+    shader = loss_tile_shader()
+    kernel = Kernel(context, shader, [losses, np.full(tiles + 1, -1, np.float32)])
+    _, sums = kernel.run(shader.pack_push(count=tiles * REDUCE_WIDTH, batch=batch), tiles * REDUCE_WIDTH)
+    expected = [np.sum(losses[t * LOSS_TILE:min(batch, (t + 1) * LOSS_TILE)], dtype=np.float64) for t in range(tiles)]
+    np.testing.assert_allclose(sums[:tiles], expected, rtol=1e-6)
+    assert sums[tiles] == -1  # one sum a tile, nothing written past them
+
+
 @pytest.mark.parametrize("skip_nonfinite", [True, False])
 @pytest.mark.parametrize("status", [0, 1])
 def test_the_step_end_sums_the_losses_and_keeps_the_state(context, skip_nonfinite, status):
-    batch = 3 * REDUCE_WIDTH + 17
-    losses = np.random.default_rng(2).uniform(0, 1, batch).astype(np.float32)
+    terms = 3 * REDUCE_WIDTH + 17
+    sums = np.random.default_rng(2).uniform(0, 1, terms).astype(np.float32)
     growth = 3
     shader = step_end_shader(skip_nonfinite, growth)
     drawn = 2 * HISTORY_ROWS + 2  # the history is a ring: this step's row is 2
-    kernel = Kernel(context, shader, [losses, state_words(status, 8.0, growth - 1, 41, drawn),
+    kernel = Kernel(context, shader, [sums, state_words(status, 8.0, growth - 1, 41, drawn),
                                       np.zeros(2 * HISTORY_ROWS, np.float32)])
-    _, state, history = kernel.run(shader.pack_push(count=REDUCE_WIDTH, batch=batch), REDUCE_WIDTH)
-    assert history[4] == pytest.approx(float(np.sum(losses, dtype=np.float64)), rel=1e-6)
+    _, state, history = kernel.run(shader.pack_push(count=REDUCE_WIDTH, terms=terms), REDUCE_WIDTH)
+    assert history[4] == pytest.approx(float(np.sum(sums, dtype=np.float64)), rel=1e-6)
     assert history[5] == status and not history[:4].any() and not history[6:].any()
     assert state[4] == drawn + 1  # every step draws a batch, skipped or not
     scale = float(state[1:2].view(np.float32)[0])
@@ -229,7 +243,7 @@ def test_the_loss_scale_does_not_fall_below_its_floor(context):
     shader = step_end_shader(True, 1000)
     kernel = Kernel(context, shader, [np.ones(5, np.float32), state_words(1, MIN_LOSS_SCALE),
                                       np.zeros(2 * HISTORY_ROWS, np.float32)])
-    _, state, _ = kernel.run(shader.pack_push(count=REDUCE_WIDTH, batch=5), REDUCE_WIDTH)
+    _, state, _ = kernel.run(shader.pack_push(count=REDUCE_WIDTH, terms=5), REDUCE_WIDTH)
     assert state[1:2].view(np.float32)[0] == np.float32(MIN_LOSS_SCALE)
 
 
