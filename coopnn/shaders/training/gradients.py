@@ -8,12 +8,16 @@ addresses layout.py describes. `partial_sum_shader` then adds the chunks: the ba
 invocations at once rather than each parameter's by one.
 
 `partial_sum_shader`: bindings 0 partials (f32, `chunks` consecutive arrays of `count` elements), 1 gradient,
-2 status; push `count`, `chunks`; gradient[p] = sum over c of partials[c * count + p].
+2 status; push `count`, `chunks`; gradient[p] = sum over c of partials[c * count + p]; dispatched with
+`partial_sum_invocations(count)` invocations. A workgroup takes `SUM_COLUMNS` consecutive elements; each of its
+`SUM_LANES` subgroups adds every `SUM_LANES`-th chunk (from its own) for them, then the first adds the lanes' sums
+in lane order. One invocation adding every chunk of an element took 0.1 ms on the H100 for 128 chunks of a model of
+4,600 parameters: a chain of 128 dependent loads with few invocations to overlap them.
 
 `widen_shader`: bindings 0 float16 sums (the outer-product method's accumulators, row-major in the flat order), 1
 gradient, 2 status; push `count`, `first` (where the sums start, in halves); gradient[p] = sums[first + p].
 
-All add in float32, in index order; the last two set status[0] to 1 (an atomic OR) when a sum is NaN or infinite (a
+All add in float32, in index order (`partial_sum_shader` in the lanes' order); the last two set status[0] to 1 (an atomic OR) when a sum is NaN or infinite (a
 float16 sum that overflowed is infinite).
 """
 
@@ -26,11 +30,17 @@ from coopnn.shaders.training.shader import finish, load, storage_buffer, store, 
 SOURCE, GRADIENT, STATUS = range(3)
 # Device-scope atomics under the Vulkan memory model need this capability, hence this feature.
 FEATURES = frozenset({"vulkanMemoryModelDeviceScope"})
+SUM_COLUMNS = 32  # elements a partial-sum workgroup adds up: one subgroup's contiguous loads
+SUM_LANES = 8  # subgroups of a partial-sum workgroup, each adding every SUM_LANES-th chunk
 
 
 def _frame(*push: tuple[str, str], source: str, source_width: int = 32, target: str = "gradient",
-           status: bool = True) -> ShaderFrame:
-    frame = training_frame(push_constant_block(("count", "u32"), *push))
+           status: bool = True, workgroup: int | None = None) -> ShaderFrame:
+    """The frame of a kernel over flat parameter elements: one invocation per element (bounds-checked), or with
+    `workgroup`, workgroups of that many invocations that cooperate (no bounds check: all reach its barriers)."""
+    block = push_constant_block(("count", "u32"), *push)
+    frame = (training_frame(block) if workgroup is None
+             else ShaderFrame((), 32, workgroup, push_constants=block, bounds_check=False))
     storage_buffer(frame, SOURCE, frame.module.type_float(source_width), writable=False, name=source)
     storage_buffer(frame, GRADIENT, frame.f32, writable=True, name=target)
     if status:
@@ -53,10 +63,11 @@ def _accumulate(frame: ShaderFrame, count, term):
     return total
 
 
-def _store_and_check(frame: ShaderFrame, total) -> None:
-    """gradient[p] = total; status[0] |= 1 unless total is finite."""
+def _store_and_check(frame: ShaderFrame, total, element=None) -> None:
+    """gradient[element] = total (element: the invocation's sample index unless given); status[0] |= 1 unless total
+    is finite."""
     fn, m = frame.main, frame.module
-    store(frame, GRADIENT, frame.sample, total)
+    store(frame, GRADIENT, frame.sample if element is None else element, total)
     not_finite = fn.emit("OpLogicalOr", frame.bool, fn.emit("OpIsNan", frame.bool, total),
                          fn.emit("OpIsInf", frame.bool, total))
     with fn.if_(not_finite):
@@ -109,16 +120,50 @@ def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk: i
     return finish("tape_gradient", frame, 2, frozenset())
 
 
+def partial_sum_invocations(count: int) -> int:
+    """Invocations `partial_sum_shader` is dispatched with for `count` elements."""
+    return -(-count // SUM_COLUMNS) * SUM_COLUMNS * SUM_LANES
+
+
 def partial_sum_shader() -> Binary:
     """The sum of `chunks` partial gradients, element by element."""
-    frame = _frame(("chunks", "u32"), source="partials")
-    fn, u32 = frame.main, frame.u32
-    count = frame.push_value("count")
+    width = SUM_COLUMNS * SUM_LANES
+    frame = _frame(("chunks", "u32"), source="partials", workgroup=width)
+    fn, m, u32, f32 = frame.main, frame.module, frame.u32, frame.f32
+    count, chunks = frame.push_value("count"), frame.push_value("chunks")
+    local = fn.emit("OpUMod", u32, frame.sample, frame.uint(width))
+    lane, column = (fn.emit("OpUDiv", u32, local, frame.uint(SUM_COLUMNS)),
+                    fn.emit("OpUMod", u32, local, frame.uint(SUM_COLUMNS)))
+    element = fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, fn.emit("OpUDiv", u32, frame.sample, frame.uint(width)),
+                                             frame.uint(SUM_COLUMNS)), column)
+    inside = fn.emit("OpULessThan", frame.bool, element, count)
+    # past the last element the invocation still takes part in the barrier; it reads the last element instead
+    read = fn.emit("OpSelect", u32, inside, element, fn.emit("OpISub", u32, count, frame.uint(1)))
+    lane_chunks = fn.emit("OpUDiv", u32, fn.emit("OpIAdd", u32, fn.emit("OpISub", u32, chunks, lane),
+                                                 frame.uint(SUM_LANES - 1)), frame.uint(SUM_LANES))
 
-    def term(c):
-        return load(frame, SOURCE, fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, c, count), frame.sample))
+    def term(i):
+        chunk = fn.emit("OpIAdd", u32, lane, fn.emit("OpIMul", u32, i, frame.uint(SUM_LANES)))
+        return load(frame, SOURCE, fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, chunk, count), read))
 
-    _store_and_check(frame, _accumulate(frame, frame.push_value("chunks"), term))
+    # a lane past the last chunk (chunks < SUM_LANES) adds nothing: chunks - lane wraps, so clamp its count to zero
+    has_chunks = fn.emit("OpULessThan", frame.bool, lane, chunks)
+    lane_total = _accumulate(frame, fn.emit("OpSelect", u32, has_chunks, lane_chunks, frame.zero), term)
+    sums = m.global_variable("Workgroup", m.type_array(f32, frame.uint(width)), name="lane_sums")
+
+    def lane_sum(index):
+        return fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32), sums, index)
+
+    fn.emit("OpStore", lane_sum(local), lane_total)
+    fn.emit("OpControlBarrier", m.enum_constant("Scope", "Workgroup"), m.enum_constant("Scope", "Workgroup"),
+            m.enum_constant("MemorySemantics", "AcquireRelease", "WorkgroupMemory"))
+    first = fn.emit("OpLogicalAnd", frame.bool, inside, fn.emit("OpIEqual", frame.bool, lane, frame.zero))
+    with fn.if_(first):
+        total = m.constant(f32, 0.0)
+        for other in range(SUM_LANES):
+            value = fn.emit("OpLoad", f32, lane_sum(fn.emit("OpIAdd", u32, column, frame.uint(other * SUM_COLUMNS))))
+            total = fn.emit("OpFAdd", f32, total, value)
+        _store_and_check(frame, total, element)
     return finish("partial_sum", frame, 3, FEATURES)
 
 

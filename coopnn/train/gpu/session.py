@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from coopnn.graph.ir import Graph
+from coopnn.shaders.training.gradients import partial_sum_invocations
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.shaders.training.sampler import gather_shader
@@ -149,7 +150,8 @@ class KernelTrainingSession(StepBuffers):
 
         shader, kernel = self.gradient_shaders[-1], self.gradient_kernels[-1]
         return Dispatch(kernel, (self.partials, self.gradient, self.state),
-                        shader.pack_push(count=self.layout.size, chunks=chunks), kernel.group_count_for(self.layout.size))
+                        shader.pack_push(count=self.layout.size, chunks=chunks),
+                        kernel.group_count_for(partial_sum_invocations(self.layout.size)))
 
     # ----- flat parameter arrays ------------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from coopnn.errors import BackendUnavailableError
-from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_shader
+from coopnn.shaders.training.gradients import partial_sum_invocations, partial_sum_shader, tape_gradient_shader
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.shaders.training.sampler import gather_shader, sample_rows
@@ -162,7 +162,8 @@ def run_tape_gradient(context, layout: ParameterLayout, tape: np.ndarray, batch:
                                chunks)
     sums = partial_sum_shader()
     adding = Kernel(context, sums, [partials, np.zeros(layout.size, np.float32), np.zeros(1, np.uint32)])
-    _, gradient, status = adding.run(sums.pack_push(count=layout.size, chunks=chunks), layout.size)
+    _, gradient, status = adding.run(sums.pack_push(count=layout.size, chunks=chunks),
+                                     partial_sum_invocations(layout.size))
     return gradient, status[0]
 
 
@@ -188,18 +189,22 @@ def test_a_nan_in_the_batch_sets_the_status(context, sample, flagged):
     assert np.isnan(gradient).any() == flagged  # samples past the batch are not read
 
 
-def test_partial_sums_add_up_and_flag_overflow(context):
-    count, chunks = 1000, 5
+@pytest.mark.parametrize("chunks", [1, 5, 8, 21])  # fewer chunks than lanes, more, and not a multiple of them
+def test_partial_sums_add_up_and_flag_overflow(context, chunks):
+    count = 1000  # not a multiple of a workgroup's elements
     partials = np.random.default_rng(4).normal(size=(chunks, count)).astype(np.float32)
     shader = partial_sum_shader()
-    kernel = Kernel(context, shader, [partials, np.zeros(count, np.float32), np.zeros(1, np.uint32)])
+    kernel = Kernel(context, shader, [partials, np.zeros(count + 3, np.float32), np.zeros(1, np.uint32)])
     push = shader.pack_push(count=count, chunks=chunks)
-    _, gradient, status = kernel.run(push, count)
+    _, gradient, status = kernel.run(push, partial_sum_invocations(count))
+    assert not gradient[count:].any()  # nothing written past the elements
+    gradient = gradient[:count]
     np.testing.assert_allclose(gradient, partials.sum(axis=0), rtol=1e-5, atol=1e-6)
     assert status[0] == 0
-    partials[:2, 17] = 3e38  # finite parts, infinite sum
+    partials[:2, 17] = 3e38 if chunks > 1 else np.inf  # finite parts, infinite sum (one chunk: infinite itself)
     kernel.write(0, partials)
-    _, gradient, status = kernel.run(push, count)
+    _, gradient, status = kernel.run(push, partial_sum_invocations(count))
+    gradient = gradient[:count]
     assert status[0] == 1 and np.isinf(gradient[17]) and np.isfinite(np.delete(gradient, 17)).all()
 
 
