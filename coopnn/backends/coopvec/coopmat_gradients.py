@@ -14,8 +14,13 @@ The shader holds one copy of the block's code per layer, the block's first row a
 number: a copy per block made the shader grow with the model, and 128-wide layers (80 blocks of one row tile) took
 4.3 ms of gradients per step on the H100 against 1.7 ms with cooperative vectors.
 
+A subgroup's 16-sample steps wait on their loads from device memory, so the kernel needs many subgroups at once:
+`chunk_tiles_for` halves the chunk (from `MAX_CHUNK_TILES` tiles down to `MIN_CHUNK_TILES`) until a batch's chunks
+give at least `TARGET_SUBGROUPS` subgroups; `most_chunks` bounds the partial gradients a capacity needs.
+
 Bindings: 0 tape (f16), 1 partials (f32, written). Push: `count` (32 x tasks), `batch` (samples on the tape, padding
-zero), `capacity`, `parameters` (elements of one chunk's partial gradients). Dispatch (tasks, chunks, 1) workgroups.
+zero), `capacity`, `parameters` (elements of one chunk's partial gradients), `chunk_tiles`. Dispatch (tasks, chunks, 1)
+workgroups.
 The tape needs `TILE` rows of capacity after its last region: a tile of a layer whose rows are not a multiple of 16
 reads (and discards) rows past its region.
 """
@@ -31,10 +36,16 @@ from coopnn.shaders.training.shader import storage_buffer, training_kernel
 
 TILE = 16
 # 128 tiles a chunk: the fastest of 16-128 on the H100 but for a few percent
-# (bench/results/nvidia-h100-80gb-hbm3-2026-11-25-coopmat-gradient-sweep.md). Blocks of 2 x 4 tiles: the fastest of
-# 1x4, 2x4, 2x2, 4x2 and 4x4 on the two larger benchmark MLPs (`...-2026-11-27-coopmat-gradient-blocks.md`).
-CHUNK_TILES = 128
-CHUNK = TILE * CHUNK_TILES
+# (bench/results/nvidia-h100-80gb-hbm3-2026-11-25-coopmat-gradient-sweep.md), while the partial gradients were added
+# by one invocation per element. Blocks of 2 x 4 tiles: the fastest of 1x4, 2x4, 2x2, 4x2 and 4x4 on the two larger
+# benchmark MLPs (`...-2026-11-27-coopmat-gradient-blocks.md`).
+MAX_CHUNK_TILES = 128
+MIN_CHUNK_TILES = 16
+# Halving the chunk while a batch's chunks give fewer subgroups than this, on the H100 with the same session switching
+# between steps (`...-2026-11-27-coopmat-gradient-chunks.md`): from 160 and 288 subgroups (mlp_3_64x2_3 and
+# mlp_32_64x4_16 at 2^16) and 640 (mlp_3_64x2_3 at 2^18) it made the step 1.75, 1.35 and 1.17 times faster; from 960
+# (mlp_64_128x4_16 at 2^16, blocks of 8 tiles) 8% slower.
+TARGET_SUBGROUPS = 768
 SUBGROUP = 32
 MAX_COLUMN_TILES = 4
 ROW_TILES = 2
@@ -77,9 +88,31 @@ def task_count(parameters: ParameterLayout) -> int:
     return sum(blocks.count for blocks in layer_blocks(parameters))
 
 
-def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk_tiles: int = CHUNK_TILES,
-                            row_tiles: int = ROW_TILES, column_tiles: int = MAX_COLUMN_TILES) -> Binary:
-    push = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"), ("parameters", "u32"))
+def chunk_tiles_for(parameters: ParameterLayout, count: int) -> int:
+    """Tiles of 16 samples a chunk of a batch of `count` samples: the most (up to `MAX_CHUNK_TILES`) whose chunks give
+    `TARGET_SUBGROUPS` subgroups, or `MIN_CHUNK_TILES`."""
+    tasks, tiles = task_count(parameters), MAX_CHUNK_TILES
+    while tiles > MIN_CHUNK_TILES and -(-count // (tiles * TILE)) * tasks < TARGET_SUBGROUPS:
+        tiles //= 2
+    return tiles
+
+
+def chunk_count(parameters: ParameterLayout, count: int) -> int:
+    """Chunks of a batch of `count` samples."""
+    return -(-count // (chunk_tiles_for(parameters, count) * TILE))
+
+
+def most_chunks(parameters: ParameterLayout, capacity: int) -> int:
+    """At least `chunk_count` of any batch up to `capacity` samples: a chunk has `MAX_CHUNK_TILES` tiles, or is halved
+    only while the chunks give fewer than `TARGET_SUBGROUPS` subgroups, so less than twice that many once halved."""
+    halved = 2 * -(-TARGET_SUBGROUPS // task_count(parameters)) + 1
+    return min(-(-capacity // (MIN_CHUNK_TILES * TILE)), max(-(-capacity // (MAX_CHUNK_TILES * TILE)), halved))
+
+
+def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_tiles: int = ROW_TILES,
+                            column_tiles: int = MAX_COLUMN_TILES) -> Binary:
+    push = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"), ("parameters", "u32"),
+                               ("chunk_tiles", "u32"))
     frame = ShaderFrame((), 32, SUBGROUP, push_constants=push)
     m, fn, u32, f32 = frame.module, frame.main, frame.u32, frame.f32
     f16 = m.type_float(16)
@@ -108,7 +141,8 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk
     chunk = fn.emit("OpCompositeExtract", u32, frame.invocation_id, 1, name="chunk")
     capacity, batch = frame.push_value("capacity"), frame.push_value("batch")
     chunk_base = op("OpIMul", chunk, frame.push_value("parameters"))
-    first_sample = op("OpIMul", chunk, frame.uint(chunk_tiles * TILE))
+    chunk_tiles = frame.push_value("chunk_tiles")
+    first_sample = op("OpIMul", chunk, op("OpIMul", chunk_tiles, frame.uint(TILE)))
 
     def write_out(accumulator, row0, col0, rows: int, cols: int, target):
         """Tile -> workgroup memory -> partials[target(row, col)] for the tile's elements with row < rows and
@@ -164,7 +198,7 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk
                 previous = fn.emit("OpLoad", c_type, accumulator)
                 fn.emit("OpStore", accumulator, fn.emit("OpCooperativeMatrixMulAddKHR", c_type, a, b, previous))
 
-            with fn.for_range(frame.zero, frame.uint(chunk_tiles)) as t:
+            with fn.for_range(frame.zero, chunk_tiles) as t:
                 b0 = op("OpIAdd", first_sample, op("OpIMul", t, frame.uint(TILE)))
                 with fn.if_(fn.emit("OpULessThan", frame.bool, b0, batch)):
                     block_inputs = op("OpIAdd", inputs, op("OpIMul", b0, frame.uint(layer.cols)))

@@ -102,11 +102,12 @@ class CoopvecTrainingSession(KernelTrainingSession):
             return [coopmat_gradients.coopmat_gradient_shader(self.layout, self.tape), partial_sum_shader()]
         return [coopvec_gradients.coopvec_gradient_shader(self.layout, self.tape), partial_sum_shader()]
 
-    @property
-    def chunk(self) -> int | None:
+    def partial_chunks(self, capacity: int) -> int:
         if self.accumulates:
-            return None
-        return coopmat_gradients.CHUNK if self.gradient_method == "coopmat" else coopvec_gradients.CHUNK
+            return 0
+        if self.gradient_method == "coopmat":
+            return coopmat_gradients.most_chunks(self.layout, capacity)
+        return -(-capacity // coopvec_gradients.CHUNK)
 
     def compile_step(self):
         from coopnn.backends.coopvec.driver import converted_size, matrix_format
@@ -215,15 +216,18 @@ class CoopvecTrainingSession(KernelTrainingSession):
         if self.accumulates:
             return self.accumulated_gradient_steps()
 
-        chunks = -(-count // self.chunk)
         products, product_kernel = self.gradient_shaders[0], self.gradient_kernels[0]
         common = {"batch": count, "capacity": self.capacity, "parameters": self.layout.size}
         if self.gradient_method == "coopmat":
             tasks = coopmat_gradients.task_count(self.layout)
+            chunk_tiles = coopmat_gradients.chunk_tiles_for(self.layout, count)
+            chunks = coopmat_gradients.chunk_count(self.layout, count)
             reduce = Dispatch(product_kernel, (self.tape_buffer, self.partials),
-                              products.pack_push(count=tasks * coopmat_gradients.SUBGROUP, **common),
+                              products.pack_push(count=tasks * coopmat_gradients.SUBGROUP, chunk_tiles=chunk_tiles,
+                                                 **common),
                               (tasks, chunks, 1))
         else:
+            chunks = -(-count // coopvec_gradients.CHUNK)
             rows = coopvec_gradients.row_starts(self.layout)[-1]
             reduce = Dispatch(product_kernel, (self.tape_buffer, self.partials, self.ones),
                               products.pack_push(count=rows, **common),

@@ -39,7 +39,8 @@ def flat_manifest(program, layout) -> WeightImage:
 
 
 class PortableTrainingSession(KernelTrainingSession):
-    chunk = CHUNK
+    def partial_chunks(self, capacity: int) -> int:
+        return -(-capacity // CHUNK)
 
     def compile_step(self):
         self.manifest = flat_manifest(self.program, self.layout)

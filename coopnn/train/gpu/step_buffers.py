@@ -52,7 +52,6 @@ class StepBuffers:
     partial gradients and the loss tiles' sums): what a sample takes in them, and making them for a batch within the
     class's `capacity_bounds`."""
 
-    chunk: int | None = None  # samples per partial gradient, where the weight gradients are summed in chunks
     partials = None  # the chunks' partial gradients (`prepare_tape`)
     loss_sums = None  # the sums of the losses' tiles (`prepare_tape`)
 
@@ -108,7 +107,7 @@ class StepBuffers:
     def prepare_tape(self, capacity: int) -> None:
         """Called when the tape was (re)made for `capacity` samples (0: there is none): (re)makes the sums of the
         losses' tiles (float32, one per `LOSS_TILE` samples of capacity) and the chunks' partial gradients (float32,
-        one flat parameter array per `chunk` samples of capacity) where the session has them."""
+        `partial_chunks(capacity)` flat parameter arrays) where the session has them."""
         from coopnn.runtime.vk.memory import HostAccess
 
         for buffer in (self.partials, self.loss_sums):
@@ -117,6 +116,11 @@ class StepBuffers:
         self.partials = self.loss_sums = None
         if capacity:
             self.loss_sums = self.context.create_buffer(-(-capacity // LOSS_TILE) * 4, HostAccess.NONE)
-        if capacity and self.chunk is not None:
-            self.partials = self.context.create_buffer(-(-capacity // self.chunk) * self.layout.size * 4,
-                                                       HostAccess.NONE)
+        chunks = self.partial_chunks(capacity) if capacity else 0
+        if chunks:
+            self.partials = self.context.create_buffer(chunks * self.layout.size * 4, HostAccess.NONE)
+
+    def partial_chunks(self, capacity: int) -> int:
+        """The most partial gradients a batch of up to `capacity` samples is summed in; 0 where weight gradients are
+        not summed in chunks."""
+        return 0
