@@ -30,7 +30,7 @@ from coopnn.train.gpu.resident import HEAP_SHARE, ResidentData, largest_heap
 from coopnn.runtime.executable import MAX_DEVICE_BYTES_ENV, device_bytes_limit, load_kernel
 from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
-from coopnn.train.gpu.step_buffers import StepBuffers
+from coopnn.train.gpu.step_buffers import StepBuffers, largest
 from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
 from coopnn.train.losses import Loss
 from coopnn.train.optim import Optimizer
@@ -180,20 +180,26 @@ class KernelTrainingSession(StepBuffers):
     # ----- kernels and buffers --------------------------------------------------------------------------------------
 
     def capacity_bounds(self) -> dict[str, int]:
-        """The most samples one step may hold under each bound on it, keyed by how a message names the bound."""
+        """The most samples one step may hold under each bound on it, keyed by how a message names the bound. The
+        buffers made per capacity rather than per sample (the partial gradients) count where they grow with it."""
         info = self.context.info
         tape, rows = self.sample_bytes()
         sample = max(tape + sum(rows), 1)
         buffer = min(info.limits.max_storage_buffer_range, info.limits.max_buffer_size)
         share = int(largest_heap(info) * (1 - HEAP_SHARE))
-        bounds = {f"the device's largest buffer ({buffer} bytes)": buffer // max([tape, *rows, 1]),
+
+        def total(capacity: int) -> int:
+            return capacity * sample + sum(self.capacity_buffer_bytes(capacity))
+
+        bounds = {f"the device's largest buffer ({buffer} bytes)": largest(
+                      lambda c: max(self.capacity_buffer_bytes(c)) <= buffer, buffer // max([tape, *rows, 1])),
                   f"the tape's bound ({MAX_TAPE_BYTES} bytes)": MAX_TAPE_BYTES // max(tape, 1),
                   "the device's workgroup count": (info.limits.max_compute_work_group_count[0]
                                                    * self.binary.workgroup_size[0]),
                   f"the share of its largest memory heap left beside the training data ({share} bytes)":
-                      share // sample}
+                      largest(lambda c: total(c) <= share, share // sample)}
         if (limit := device_bytes_limit()) is not None:
-            bounds[f"{MAX_DEVICE_BYTES_ENV}={limit}"] = limit // sample
+            bounds[f"{MAX_DEVICE_BYTES_ENV}={limit}"] = largest(lambda c: total(c) <= limit, limit // sample)
         return bounds
 
     def fill_zero(self, *buffers, size: int | None = None):

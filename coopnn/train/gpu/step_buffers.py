@@ -17,6 +17,19 @@ from coopnn.errors import DeviceMemoryError, InputError
 from coopnn.shaders.training.step_state import LOSS_TILE
 
 
+def largest(fits: Callable[[int], bool], most: int) -> int:
+    """The largest capacity up to `most` for which `fits(capacity)` holds (0 if none); `fits` must hold for every
+    capacity below one it holds for."""
+    low, high = 0, most
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
 def candidates(capacity: int, count: int, granularity: int) -> list[int]:
     """Capacities tried in turn: the one wanted, the batch's own `count`, then halves of it down to `granularity`
     (each a multiple of it)."""
@@ -115,10 +128,15 @@ class StepBuffers:
                 buffer.destroy()
         self.partials = self.loss_sums = None
         if capacity:
-            self.loss_sums = self.context.create_buffer(-(-capacity // LOSS_TILE) * 4, HostAccess.NONE)
-        chunks = self.partial_chunks(capacity) if capacity else 0
-        if chunks:
-            self.partials = self.context.create_buffer(chunks * self.layout.size * 4, HostAccess.NONE)
+            sums, partials = self.capacity_buffer_bytes(capacity)
+            self.loss_sums = self.context.create_buffer(sums, HostAccess.NONE)
+            if partials:
+                self.partials = self.context.create_buffer(partials, HostAccess.NONE)
+
+    def capacity_buffer_bytes(self, capacity: int) -> tuple[int, int]:
+        """Bytes of the loss tiles' sums and of the partial gradients (0: none) that `prepare_tape` makes for
+        `capacity` samples."""
+        return -(-capacity // LOSS_TILE) * 4, self.partial_chunks(capacity) * self.layout.size * 4
 
     def partial_chunks(self, capacity: int) -> int:
         """The most partial gradients a batch of up to `capacity` samples is summed in; 0 where weight gradients are

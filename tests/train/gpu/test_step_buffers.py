@@ -13,7 +13,7 @@ import pytest
 
 import coopnn
 from coopnn.errors import DeviceMemoryError
-from coopnn.train.gpu.step_buffers import candidates, make_fitting
+from coopnn.train.gpu.step_buffers import candidates, largest, make_fitting
 from tests.runtime.vk.faults import RESULTS, Faults, inject
 
 X = np.random.default_rng(0).uniform(-1, 1, (256, 2)).astype(np.float32)
@@ -26,6 +26,15 @@ def test_candidates_are_the_capacity_the_batch_then_its_halves():
     assert candidates(128, 100, 1) == [128, 100, 50, 25, 12, 6, 3, 1]
     assert candidates(64, 64, 16) == [64, 32, 16]
     assert candidates(16, 16, 16) == [16]
+
+
+@pytest.mark.parametrize("room", [0, 1, 999, 1000, 4097])
+def test_largest_is_the_largest_capacity_that_fits(room):
+    def fits(capacity):
+        return capacity * 3 + -(-capacity // 1024) * 100 <= room * 3  # per sample, and per chunk of them
+
+    expected = max((c for c in range(1001) if fits(c)), default=0)
+    assert largest(fits, 1000) == expected
 
 
 class _Device:
