@@ -98,13 +98,12 @@ class CoopnnTrainingRunner:
     def resident_steps(self, x: np.ndarray, y: np.ndarray, steps: int) -> list[float]:
         """Host ms of `steps` steps on (x, y) as coopnn device arrays, taken as `Trainer.step` takes them."""
         import coopnn
-        from coopnn.train.trainer import resident_step
 
         feeds, targets = {self.input: coopnn.to_device(x)}, {self.output: coopnn.to_device(y)}
         times = []
-        for step in range(steps):
+        for _ in range(steps):
             started = time.perf_counter()
-            resident_step(self.session, feeds, targets, step, 0)
+            self.session.step(feeds, targets)
             times.append((time.perf_counter() - started) * 1e3)
         return times
 

@@ -154,11 +154,9 @@ class Trainer:
         self.model.take_trained(self.session)
 
     def _step(self, feeds: Mapping[str, Any], targets: Mapping[str, Any]) -> float:
-        """One step on a batch on the host, or on one (partly) on the device (`resident_step`)."""
-        if all(isinstance(value, np.ndarray) for value in (*feeds.values(), *targets.values())):
-            loss = self.session.step(feeds, targets)
-        else:
-            loss = resident_step(self.session, feeds, targets, self.steps, self.seed)
+        """One step on a batch on the host, or (GPU sessions) one partly or wholly in coopnn device arrays, which the
+        session copies on the device."""
+        loss = self.session.step(feeds, targets)
         self.steps += 1
         self.model.take_trained(self.session)
         return loss
@@ -216,17 +214,6 @@ class Trainer:
                     raise InputError(f"{what} {name!r} holds NaN or infinity (first in sample {row}): one such sample "
                                      f"makes every parameter NaN; drop or replace those samples")
         return feeds, checked
-
-
-def resident_step(session, feeds: Mapping[str, Any], targets: Mapping[str, Any], step: int, seed: int) -> float:
-    """One step of `session` on a batch already where it trains (coopnn device arrays, bound where they are), as
-    `Trainer.step` takes one: a run of one step on the batch as resident data. The batch's loss before the step."""
-    data = session.upload_data(feeds, targets, streamed=False)
-    try:
-        (loss,) = session.run_steps(data, step, 1, _count(targets), seed)
-    finally:
-        data.close()
-    return float(loss)
 
 
 def _first_non_finite(array: np.ndarray) -> int | None:

@@ -41,9 +41,9 @@ def data_budget(context) -> tuple[int, int]:
 
 class ResidentData:
     """`sources` (name -> float32 array of rows, a `CudaInput` of float32 rows, or a `DeviceArray`) on `context`'s
-    device, whole or one shard at a time (or, unless `streamed`, whole: InputError where it would take shards)."""
+    device, whole or one shard at a time."""
 
-    def __init__(self, context, sources: Mapping[str, np.ndarray | CudaInput | DeviceArray], streamed: bool = True):
+    def __init__(self, context, sources: Mapping[str, np.ndarray | CudaInput | DeviceArray]):
         from coopnn.runtime.vk.memory import HostAccess
 
         self.context = context
@@ -59,9 +59,6 @@ class ResidentData:
                              f"{context.info.name}")
         shard_rows = min(self.count, fit)
         self.shards = [(start, min(start + shard_rows, self.count)) for start in range(0, self.count, shard_rows)]
-        if len(self.shards) > 1 and not streamed:
-            raise InputError(f"a batch of {self.count} samples is more than {context.info.name} holds at once (at "
-                             f"most {shard_rows}); give smaller batches, or hand the data to `fit`, which streams it")
         if len(self.shards) > 1:
             size = self.count * sum(row_bytes.values())
             warnings.warn(f"the training data ({size / 2**30:.2f} GiB) does not fit on {context.info.name} "

@@ -239,20 +239,31 @@ class KernelTrainingSession(StepBuffers):
         return (self.weights_buffer(),) + tuple(self.state if b.role == "state" else self.io[b.index]
                                                 for b in self.binary.bindings[1:])
 
-    def _write_batch(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray], batch: int) -> int:
-        """Upload one batch into the step kernel's inputs; the invocation count (padding samples read zeros and
-        their losses and gradients are masked out)."""
+    def _write_batch(self, feeds: Mapping[str, Any], targets: Mapping[str, Any], batch: int) -> tuple[int, list]:
+        """Put one batch into the step kernel's inputs: host arrays written now, coopnn device arrays copied on the
+        GPU by the commands returned (to run first in the step's submission). The invocation count (padding samples
+        read zeros and their losses and gradients are masked out), and those commands."""
+        from coopnn.interop.device_arrays import DeviceArray
+        from coopnn.runtime.vk.commands import Recorded
+        from coopnn.runtime.vk.lane import copy_buffer
+
         self._ensure_capacity(batch)
         count = -(-batch // self.granularity) * self.granularity
+        copies = []
         for b in self.binary.bindings[1:]:
             if b.role != "input":
                 continue
-            source = targets[self.plan.output] if b.name == TARGET else feeds[b.name]
-            self.io[b.index].write_rows(np.asarray(source).reshape(batch, -1), b.numpy_dtype)
+            source, target = targets[self.plan.output] if b.name == TARGET else feeds[b.name], self.io[b.index]
+            if isinstance(source, DeviceArray):
+                # A batch already on the device is copied where the kernel reads it: binding it where it is would
+                # mean a recording per batch (descriptor sets name buffers), 1.4 ms of host time a step on lavapipe.
+                copies.append(Recorded(lambda cmd, buffer=source.bound_in(self.context), target=target,
+                                       size=source.nbytes: copy_buffer(cmd, buffer.handle, target.handle, 0, 0, size)))
+            else:
+                target.write_rows(np.asarray(source).reshape(batch, -1), b.numpy_dtype)
             if count > batch:
-                self.io[b.index].write(np.zeros((count - batch) * b.features, b.numpy_dtype),
-                                       batch * b.features * b.itemsize)
-        return count
+                target.write(np.zeros((count - batch) * b.features, b.numpy_dtype), batch * b.features * b.itemsize)
+        return count, copies
 
     def _forward_backward(self, batch: int, count: int) -> list:
         from coopnn.runtime.vk.commands import Dispatch
@@ -279,12 +290,11 @@ class KernelTrainingSession(StepBuffers):
         self.total_gpu_ms += self.last_gpu_ms or 0.0
         return self.books.after(steps) / (batch * self.plan.out_features)
 
-    def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray],
-                    streamed: bool = True) -> ResidentData:
-        """A data set on the device for `run_steps` (whole, or in shards where it does not fit and `streamed`)."""
+    def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> ResidentData:
+        """A data set on the device for `run_steps` (whole, or in shards where it does not fit)."""
         sources = {b.name: targets[self.plan.output] if b.name == TARGET else feeds[b.name]
                    for b in self.binary.bindings[1:] if b.role == "input"}
-        return ResidentData(self.context, sources, streamed)
+        return ResidentData(self.context, sources)
 
     def run_steps(self, data: ResidentData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
         """`steps` training steps (at most MAX_STEPS_PER_RUN) on batches the device draws from `data`: batch
@@ -383,27 +393,27 @@ class KernelTrainingSession(StepBuffers):
 
     def step(self, feeds, targets) -> float:
         batch = targets[self.plan.output].shape[0]
-        count = self._write_batch(feeds, targets, batch)
+        count, copies = self._write_batch(feeds, targets, batch)
         self.books.before(1)
-        self.last_gpu_ms = self.context.run(self._forward_backward(batch, count) + self._update(batch),
+        self.last_gpu_ms = self.context.run(copies + self._forward_backward(batch, count) + self._update(batch),
                                             self.books.downloads())
         return float(self._mean_losses(1, batch)[0])
 
     def loss(self, feeds, targets) -> float:
         batch = targets[self.plan.output].shape[0]
         self.books.sync()
-        count = self._write_batch(feeds, targets, batch)
+        count, copies = self._write_batch(feeds, targets, batch)
         loss_buffer, downloads = self._losses(batch)
-        self.last_gpu_ms = self.context.run(self._forward_backward(batch, count), downloads)
+        self.last_gpu_ms = self.context.run(copies + self._forward_backward(batch, count), downloads)
         return float(np.sum(loss_buffer.read(np.float32, batch), dtype=np.float64) / (batch * self.plan.out_features))
 
     def gradients(self, feeds, targets) -> dict[str, np.ndarray]:
         """The gradient of the batch's mean loss in every parameter (no update; for tests and tools)."""
         batch = targets[self.plan.output].shape[0]
         self.books.sync()
-        count = self._write_batch(feeds, targets, batch)
-        self.last_gpu_ms = self.context.run(self._forward_backward(batch, count) + self.gradient_steps(batch, count),
-                                            self._losses(batch)[1])
+        count, copies = self._write_batch(feeds, targets, batch)
+        self.last_gpu_ms = self.context.run(copies + self._forward_backward(batch, count)
+                                            + self.gradient_steps(batch, count), self._losses(batch)[1])
         raw = self.gradient.download(np.float32, self.layout.size)
         return self.unflatten(raw / np.float32(self.loss_scale * batch * self.plan.out_features))
 
