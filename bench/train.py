@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--batch", type=int, default=1 << 18)
     p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--warmup", type=float, default=2.0, help="seconds of untimed steps per runner")
+    p.add_argument("--warmup", type=float, default=2.0,
+                   help="seconds of untimed steps per runner at least, then on until the step time settles")
     p.add_argument("--runners", help="only runners whose names contain one of these (comma-separated)")
     p.add_argument("--fit-steps", type=int, default=0,
                    help="also time a device-resident fit of this many steps (coopvec and PyTorch runners)")

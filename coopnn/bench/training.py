@@ -5,7 +5,9 @@ batch and random data, and reports the GPU time of a step (from its own clock: V
 submission, CUDA events around PyTorch's step) and the host time of the call: coopnn's from numpy arrays and from
 coopnn device arrays (as `Trainer.step` takes them), PyTorch's from CUDA tensors. The PyTorch baseline is what a PyTorch
 user would train with on that GPU: automatic mixed precision (fp16 autocast with a gradient scaler) and the fused
-Adam. Before timing, every runner steps for `warmup_seconds`: this H100 runs work several times slower after idling.
+Adam. Before timing, every runner steps for `warmup_seconds` and then on until its step time settles (`warm_up`):
+the H100 ran work several times slower after idling, and a machine just started ran the same steps up to 2x slower
+for a while after 2 s of warm-up. The warm-up taken is in each result's note.
 
 With `fit_steps`, a runner that can also trains as a user's loop would: `fit_steps` steps on batches drawn from a
 data set already on the device (four batches' worth of random samples), timed by the wall clock from the call to
@@ -199,6 +201,32 @@ def torch_cuda_unavailable_reason() -> str | None:
     return None if torch.cuda.is_available() else f"PyTorch {torch.__version__} sees no CUDA device"
 
 
+WARMUP_WINDOW = 10  # steps whose median time is compared with the window before
+SETTLED = 0.03  # the step time has settled when two windows in a row agree within this fraction
+WARMUP_LIMIT = 5  # warm-up stops after this many times warmup_seconds, settled or not
+
+
+def warm_up(step: Callable[[], float | None], min_seconds: float) -> tuple[float, bool]:
+    """Run `step` (GPU ms of one step, or None where the runner has no GPU clock: then host ms count) for at least
+    `min_seconds` and until two windows of `WARMUP_WINDOW` steps in a row have medians within `SETTLED` of each
+    other, or `WARMUP_LIMIT` times `min_seconds` have passed; the seconds taken and whether the time settled. No
+    warm-up when `min_seconds` is 0."""
+    if min_seconds <= 0:
+        return 0.0, False
+    started, previous = time.perf_counter(), None
+    while True:
+        times = []
+        for _ in range(WARMUP_WINDOW):
+            t0 = time.perf_counter()
+            ms = step()
+            times.append(ms if ms is not None else (time.perf_counter() - t0) * 1e3)
+        elapsed, current = time.perf_counter() - started, float(np.median(times))
+        settled = previous is not None and abs(current - previous) <= SETTLED * previous
+        if (settled and elapsed >= min_seconds) or elapsed >= WARMUP_LIMIT * min_seconds:
+            return elapsed, settled
+        previous = current
+
+
 def measure_training(name: str, make: Callable[[], object], model: str, graph: Graph, batch: int, steps: int,
                      warmup_seconds: float, seed: int = 0, fit_steps: int = 0) -> TrainingTiming:
     """Time `steps` steps of the runner `make()` builds (after warming up), and with `fit_steps` a device-resident
@@ -211,9 +239,8 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
     except (CoopnnError, RuntimeError, KeyError) as e:
         return TrainingTiming(name, model, batch, "unavailable", f"{type(e).__name__}: {e}")
     try:
-        started = time.perf_counter()
-        while time.perf_counter() - started < warmup_seconds:
-            runner.step(x, y)
+        warmed, settled = warm_up(lambda: runner.step(x, y), warmup_seconds)
+        note = "" if not warmup_seconds else f"warm-up {warmed:.1f} s" + ("" if settled else ", not settled")
         gpu, host = [], []
         bar = Progress(steps, label=f"{name} {model}")
         for _ in range(steps):
@@ -236,5 +263,5 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
         return TrainingTiming(name, model, batch, "unavailable", f"{type(e).__name__}: {e}")
     finally:
         runner.close()
-    return TrainingTiming(name, model, batch, "measured", "", steps, Stats.of(gpu) if gpu else None, Stats.of(host),
+    return TrainingTiming(name, model, batch, "measured", note, steps, Stats.of(gpu) if gpu else None, Stats.of(host),
                           phases, resident, fit_steps if fit_wall else 0, fit_wall, fit_gpu)

@@ -51,3 +51,35 @@ def test_the_device_resident_fit_measurement_reports_wall_and_gpu_time():
     finally:
         runner.close()
     assert 0 < gpu <= wall
+
+
+def test_the_warm_up_runs_until_the_step_time_settles(monkeypatch):
+    from coopnn.bench import training
+
+    tick = 1 / 64  # seconds a step takes on the fake clock (exact in binary)
+    clock = [0.0]
+    monkeypatch.setattr(training.time, "perf_counter", lambda: clock[0])
+
+    def stepper(times):
+        calls = []
+
+        def step():
+            clock[0] += tick
+            calls.append(1)
+            return times(len(calls) - 1)
+        return step, calls
+
+    # each window 10% slower than the last for 100 steps, then steady: settled at the second steady window
+    step, calls = stepper(lambda n: 1.0 + 0.1 * (n // 10) if n < 100 else 1.0)
+    assert training.warm_up(step, 0.5) == (120 * tick, True) and len(calls) == 120
+    # steady from the start: stops at the first window boundary past the minimum
+    step, calls = stepper(lambda n: 1.0)
+    assert training.warm_up(step, 0.5) == (40 * tick, True) and len(calls) == 40
+    # never steady: gives up at the limit
+    step, calls = stepper(lambda n: 1.0 + n)
+    assert training.warm_up(step, 0.5) == (training.WARMUP_LIMIT * 0.5, False)
+    # no GPU clock: the host time counts; no warm-up asked: none done
+    step, calls = stepper(lambda n: None)
+    assert training.warm_up(step, 0.5) == (40 * tick, True)
+    step, calls = stepper(lambda n: 1.0)
+    assert training.warm_up(step, 0) == (0.0, False) and calls == []
