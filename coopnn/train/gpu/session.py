@@ -26,18 +26,15 @@ from coopnn.shaders.training.sampler import gather_shader
 from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_tile_shader, step_end_shader
 from coopnn.train.gpu.bookkeeping import MAX_STEPS_PER_RUN, StepBookkeeping
 from coopnn.train.gpu.optimizer_values import optimizer_push
-from coopnn.train.gpu.resident import HEAP_SHARE, ResidentData, largest_heap
-from coopnn.runtime.executable import MAX_DEVICE_BYTES_ENV, device_bytes_limit, load_kernel
+from coopnn.train.gpu.resident import ResidentData
+from coopnn.runtime.executable import load_kernel
 from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
-from coopnn.train.gpu.step_buffers import StepBuffers, largest
+from coopnn.train.gpu.step_buffers import StepBuffers
 from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
 from coopnn.train.losses import Loss
 from coopnn.train.optim import Optimizer
 
-# One step's tape stays below this, whatever the device allows, so a mistaken batch size fails with a clear error
-# rather than exhausting device memory.
-MAX_TAPE_BYTES = 2 << 30
 # A run of steps is submitted as blocks of these many steps, each block recorded once and submitted again: recording
 # costs the host about 0.15 ms a step in Python, so a 1,000-step fit recording all its runs anew spent 0.29 ms a step
 # beside 0.50 ms of GPU work (mlp_3_64x2_3 at 2^18 on the H100, 2026-11-25); blocks keep that to a few recordings.
@@ -180,29 +177,6 @@ class KernelTrainingSession(StepBuffers):
         return out
 
     # ----- kernels and buffers --------------------------------------------------------------------------------------
-
-    def capacity_bounds(self) -> dict[str, int]:
-        """The most samples one step may hold under each bound on it, keyed by how a message names the bound. The
-        buffers made per capacity rather than per sample (the partial gradients) count where they grow with it."""
-        info = self.context.info
-        tape, rows = self.sample_bytes()
-        sample = max(tape + sum(rows), 1)
-        buffer = min(info.limits.max_storage_buffer_range, info.limits.max_buffer_size)
-        share = int(largest_heap(info) * (1 - HEAP_SHARE))
-
-        def total(capacity: int) -> int:
-            return capacity * sample + sum(self.capacity_buffer_bytes(capacity))
-
-        bounds = {f"the device's largest buffer ({buffer} bytes)": largest(
-                      lambda c: max(self.capacity_buffer_bytes(c)) <= buffer, buffer // max([tape, *rows, 1])),
-                  f"the tape's bound ({MAX_TAPE_BYTES} bytes)": MAX_TAPE_BYTES // max(tape, 1),
-                  "the device's workgroup count": (info.limits.max_compute_work_group_count[0]
-                                                   * self.binary.workgroup_size[0]),
-                  f"the share of its largest memory heap left beside the training data ({share} bytes)":
-                      largest(lambda c: total(c) <= share, share // sample)}
-        if (limit := device_bytes_limit()) is not None:
-            bounds[f"{MAX_DEVICE_BYTES_ENV}={limit}"] = largest(lambda c: total(c) <= limit, limit // sample)
-        return bounds
 
     def fill_zero(self, *buffers, size: int | None = None):
         """Zero `buffers` (their first `size` bytes when given)."""

@@ -1,5 +1,5 @@
-"""A training step's per-sample buffers (`StepBuffers`), and how many samples they are made for when the device runs
-out of memory making them.
+"""A training step's per-sample buffers (`StepBuffers`): the most samples a step may hold (`capacity_bounds`), and
+how many samples they are made for when the device runs out of memory making them.
 
 A step's per-sample buffers (tape, inputs, targets, losses) are made for a capacity of samples, rounded up from the
 batch so that nearby batch sizes reuse them. When the driver reports out of memory while they are made (other work
@@ -14,7 +14,13 @@ from __future__ import annotations
 from typing import Callable
 
 from coopnn.errors import DeviceMemoryError, InputError
+from coopnn.runtime.executable import MAX_DEVICE_BYTES_ENV, device_bytes_limit
 from coopnn.shaders.training.step_state import LOSS_TILE
+from coopnn.train.gpu.resident import HEAP_SHARE, largest_heap
+
+# One step's tape stays below this, whatever the device allows, so a mistaken batch size fails with a clear error
+# rather than exhausting device memory.
+MAX_TAPE_BYTES = 2 << 30
 
 
 def largest(fits: Callable[[int], bool], most: int) -> int:
@@ -72,6 +78,29 @@ class StepBuffers:
         """Device bytes of one sample in a step's buffers: of its tape row, and of its row in each other buffer."""
         tape = (self.tape.width + self.tape_slack) * self.tape_itemsize
         return tape, [b.features * b.itemsize for b in self.binary.bindings[1:] if b.role not in ("tape", "state")]
+
+    def capacity_bounds(self) -> dict[str, int]:
+        """The most samples one step may hold under each bound on it, keyed by how a message names the bound. The
+        buffers made per capacity rather than per sample (the partial gradients) count where they grow with it."""
+        info = self.context.info
+        tape, rows = self.sample_bytes()
+        sample = max(tape + sum(rows), 1)
+        buffer = min(info.limits.max_storage_buffer_range, info.limits.max_buffer_size)
+        share = int(largest_heap(info) * (1 - HEAP_SHARE))
+
+        def total(capacity: int) -> int:
+            return capacity * sample + sum(self.capacity_buffer_bytes(capacity))
+
+        bounds = {f"the device's largest buffer ({buffer} bytes)": largest(
+                      lambda c: max(self.capacity_buffer_bytes(c)) <= buffer, buffer // max([tape, *rows, 1])),
+                  f"the tape's bound ({MAX_TAPE_BYTES} bytes)": MAX_TAPE_BYTES // max(tape, 1),
+                  "the device's workgroup count": (info.limits.max_compute_work_group_count[0]
+                                                   * self.binary.workgroup_size[0]),
+                  f"the share of its largest memory heap left beside the training data ({share} bytes)":
+                      largest(lambda c: total(c) <= share, share // sample)}
+        if (limit := device_bytes_limit()) is not None:
+            bounds[f"{MAX_DEVICE_BYTES_ENV}={limit}"] = largest(lambda c: total(c) <= limit, limit // sample)
+        return bounds
 
     def max_capacity(self) -> tuple[int, str]:
         """The largest batch one step holds (whole multiples of `granularity`), and the bound that sets it."""

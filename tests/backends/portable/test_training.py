@@ -14,7 +14,7 @@ from coopnn.errors import CompileError, InputError
 from coopnn.backends.numpy.inference import run_graph
 from coopnn.nets.builders import mlp_graph
 from coopnn.runtime.executable import MAX_DEVICE_BYTES_ENV
-from coopnn.train.gpu import session as session_module
+from coopnn.train.gpu import step_buffers
 from coopnn.backends.portable.training import PortableTrainingSession
 from coopnn.train.losses import get_loss
 from coopnn.backends.numpy.training import NumpyTrainingSession
@@ -150,7 +150,7 @@ def test_graph_outside_the_kernels_reach_names_the_node_and_the_numpy_way():
 
 
 def test_a_batch_beyond_the_tape_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(session_module, "MAX_TAPE_BYTES", 64 * 1024)
+    monkeypatch.setattr(step_buffers, "MAX_TAPE_BYTES", 64 * 1024)
     with coopnn.mlp(2, [16], 3, backend="portable") as model:
         trainer = coopnn.Trainer(model)
         x, y = _data(4096, 2, 3)
