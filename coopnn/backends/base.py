@@ -38,11 +38,9 @@ class TrainingSession(Protocol):
     def step(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> float:
         """Forward, loss, backward and one optimizer update on one batch; returns the batch's loss before it."""
 
-    def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray],
-                    streamed: bool = True) -> Any:
+    def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> Any:
         """A whole data set where the session trains (`coopnn.train.gpu.resident.ResidentData` on a device,
-        `coopnn.train.host_data.HostData` on the host): `rows` and `shards`, `select(shard)` and `close()`. Unless
-        `streamed`, data that would take more than one shard is an InputError."""
+        `coopnn.train.host_data.HostData` on the host): `rows` and `shards`, `select(shard)` and `close()`."""
 
     def run_steps(self, data: Any, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
         """`steps` steps on the batches the sampler of `coopnn.shaders.training.sampler` draws from `data` for

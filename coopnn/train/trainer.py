@@ -62,7 +62,7 @@ class Trainer:
 
     def step(self, x: Any, y: Any) -> float:
         """One optimizer step on the batch (x, y); returns the batch's loss before the step. A batch of coopnn device
-        arrays stays on the GPU on the GPU backends: the step binds it where it is, as `fit` does. CUDA arrays
+        arrays stays on the GPU on the GPU backends: the step copies it there into its own inputs. CUDA arrays
         (PyTorch, CuPy) go through the host here: `fit` shares memory with CUDA once for a whole data set, which a
         step would do for every batch, and that has not been measured against the copy."""
         return self._step(*self._data(x, y, on_device=not _holds_cuda_arrays(x, y)))

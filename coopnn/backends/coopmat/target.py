@@ -142,11 +142,6 @@ class CoopmatEmitter:
         first = self.packed.entry(param).offset // 2
         return self.frame.element_pointer(0, self.op("OpIAdd", element, first), self.f16)
 
-    def barrier(self) -> None:
-        m = self.m
-        self.fn.emit("OpControlBarrier", m.enum_constant("Scope", "Workgroup"), m.enum_constant("Scope", "Workgroup"),
-                     m.enum_constant("MemorySemantics", "AcquireRelease", "WorkgroupMemory"))
-
     @contextmanager
     def elements(self, columns: int) -> Iterator[tuple[Id, Id, Id]]:
         """A loop over the `tile` x `columns` elements of a row-major block, consecutive invocations on consecutive
@@ -214,7 +209,7 @@ class CoopmatEmitter:
                     acc = self.epilogue(stage, acc, accumulator)
                 fn.emit("OpCooperativeMatrixStoreKHR", self.shared(target, self.op("OpIAdd", column, row)),
                         fn.emit("OpFConvert", halves, acc), self.row_major, stride, SHARED)
-        self.barrier()
+        self.fn.barrier()
 
     def epilogue(self, stage: Stage, acc: Id, accumulator: Id) -> Id:
         """The stage on every component this invocation holds of `acc` (float32)."""
@@ -242,7 +237,7 @@ class CoopmatEmitter:
 
     def compile(self) -> bytes:
         self.inputs()
-        self.barrier()
+        self.fn.barrier()
         for index, stage in enumerate(self.plan.products, start=1):
             self.layer(stage, (index - 1) % 2, index % 2)
         self.outputs(len(self.plan.products) % 2)

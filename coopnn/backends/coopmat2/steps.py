@@ -191,7 +191,7 @@ def tile_kernel(plan: TilePlan, tile: int, granularity: int, weights: WeightForm
                               Layout(("n", features), ("i", first), (tile, span)))
                          for value, (first, span) in zip(values, pieces)]
     for index, stage in enumerate(stages):
-        columns, width = width, align_up(stage.width, granularity)
+        width = align_up(stage.width, granularity)
         inputs, pieces = pieces, _blocks(width, block)
         single = len(inputs) == 1 and len(pieces) == 1
         last = index == len(stages) - 1

@@ -75,11 +75,6 @@ class WorkgroupSums:
             e.workgroup_sums = cls(e)
         return e.workgroup_sums
 
-    def barrier(self) -> None:
-        m = self.e.m
-        self.e.fn.emit("OpControlBarrier", m.enum_constant("Scope", "Workgroup"), m.enum_constant("Scope", "Workgroup"),
-                       m.enum_constant("MemorySemantics", "AcquireRelease", "WorkgroupMemory"))
-
     def pointer(self, array, scalar, index):
         return self.e.fn.emit("OpAccessChain", self.e.m.type_pointer("Workgroup", scalar), array, index)
 
@@ -90,7 +85,7 @@ class WorkgroupSums:
         weights = e.array_pointer(0)  # made here, where it dominates the branches below
         sizes = [size for _, size in vectors]
         stride = sum(sizes)  # halves per sample in workgroup memory: the delta, then the input
-        self.barrier()  # the previous accumulation's reads are done
+        self.e.fn.barrier()  # the previous accumulation's reads are done
         base = fn.emit("OpIMul", u32, self.local, e.uint(stride))
         offset = 0
         for held, size in vectors:
@@ -100,7 +95,7 @@ class WorkgroupSums:
                 index = fn.emit("OpIAdd", u32, base, e.uint(offset + i))
                 fn.emit("OpStore", self.pointer(self.memory, e.f16, index), value)
             offset += size
-        self.barrier()
+        self.e.fn.barrier()
         rows = sizes[0]
         outer = len(vectors) == 2
         for first in range(0, rows, self.width):
@@ -116,7 +111,7 @@ class WorkgroupSums:
                     fn.emit("OpStore", self.pointer(self.row_sums, f32, row), total)
         if outer:
             return
-        self.barrier()
+        self.e.fn.barrier()
         with fn.if_(fn.emit("OpIEqual", e.boolean, self.local, e.frame.zero)):
             sums = [fn.emit("OpFConvert", e.f16, fn.emit("OpLoad", f32, self.pointer(self.row_sums, f32, e.uint(i))))
                     for i in range(rows)]

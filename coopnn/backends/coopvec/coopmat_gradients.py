@@ -15,7 +15,7 @@ number: a copy per block made the shader grow with the model, and 128-wide layer
 4.3 ms of gradients per step on the H100 against 1.7 ms with cooperative vectors.
 
 A subgroup's 16-sample steps wait on their loads from device memory, so the kernel needs many subgroups at once:
-`chunk_tiles_for` halves the chunk (from `MAX_CHUNK_TILES` tiles down to `MIN_CHUNK_TILES`) until a batch's chunks
+`chunking` halves the chunk (from `MAX_CHUNK_TILES` tiles down to `MIN_CHUNK_TILES`) until a batch's chunks
 give at least `TARGET_SUBGROUPS` subgroups; `most_chunks` bounds the partial gradients a capacity needs.
 
 Bindings: 0 tape (f16), 1 partials (f32, written). Push: `count` (32 x tasks), `batch` (samples on the tape, padding
@@ -88,22 +88,17 @@ def task_count(parameters: ParameterLayout) -> int:
     return sum(blocks.count for blocks in layer_blocks(parameters))
 
 
-def chunk_tiles_for(parameters: ParameterLayout, count: int) -> int:
-    """Tiles of 16 samples a chunk of a batch of `count` samples: the most (up to `MAX_CHUNK_TILES`) whose chunks give
-    `TARGET_SUBGROUPS` subgroups, or `MIN_CHUNK_TILES`."""
+def chunking(parameters: ParameterLayout, count: int) -> tuple[int, int]:
+    """(tiles of 16 samples a chunk, chunks) of a batch of `count` samples: the most tiles (up to `MAX_CHUNK_TILES`)
+    whose chunks give `TARGET_SUBGROUPS` subgroups, or `MIN_CHUNK_TILES`."""
     tasks, tiles = task_count(parameters), MAX_CHUNK_TILES
     while tiles > MIN_CHUNK_TILES and -(-count // (tiles * TILE)) * tasks < TARGET_SUBGROUPS:
         tiles //= 2
-    return tiles
-
-
-def chunk_count(parameters: ParameterLayout, count: int) -> int:
-    """Chunks of a batch of `count` samples."""
-    return -(-count // (chunk_tiles_for(parameters, count) * TILE))
+    return tiles, -(-count // (tiles * TILE))
 
 
 def most_chunks(parameters: ParameterLayout, capacity: int) -> int:
-    """At least `chunk_count` of any batch up to `capacity` samples: a chunk has `MAX_CHUNK_TILES` tiles, or is halved
+    """At least the chunks (`chunking`) of any batch up to `capacity` samples: a chunk has `MAX_CHUNK_TILES` tiles, or is halved
     only while the chunks give fewer than `TARGET_SUBGROUPS` subgroups, so less than twice that many once halved."""
     halved = 2 * -(-TARGET_SUBGROUPS // task_count(parameters)) + 1
     return min(-(-capacity // (MIN_CHUNK_TILES * TILE)), max(-(-capacity // (MAX_CHUNK_TILES * TILE)), halved))
@@ -132,10 +127,6 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
     def op(name, *operands):
         return fn.emit(name, u32, *operands)
 
-    def barrier():
-        fn.emit("OpControlBarrier", m.enum_constant("Scope", "Workgroup"), m.enum_constant("Scope", "Workgroup"),
-                m.enum_constant("MemorySemantics", "AcquireRelease", "WorkgroupMemory"))
-
     task = op("OpUDiv", frame.sample, frame.uint(SUBGROUP))
     lane = op("OpUMod", frame.sample, frame.uint(SUBGROUP))
     chunk = fn.emit("OpCompositeExtract", u32, frame.invocation_id, 1, name="chunk")
@@ -149,7 +140,7 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
         col < cols (row0, col0: the tile's first row and column)."""
         pointer = fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32), tile_memory, frame.zero)
         fn.emit("OpCooperativeMatrixStoreKHR", pointer, accumulator, row_major, frame.uint(TILE))
-        barrier()
+        fn.barrier()
         for step in range(TILE * TILE // SUBGROUP):
             element = op("OpIAdd", lane, frame.uint(step * SUBGROUP))
             row = op("OpIAdd", row0, op("OpUDiv", element, frame.uint(TILE)))
@@ -161,7 +152,7 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
                                                          tile_memory, element))
                 fn.emit("OpStore", frame.element_pointer(PARTIALS, op("OpIAdd", chunk_base, target(row, col)), f32),
                         value)
-        barrier()
+        fn.barrier()
 
     def inside(first, tile: int, limit: int, whole: bool):
         """Whether the block's tile `tile` (from `first`) starts inside `limit`; None where every block's does."""
@@ -203,7 +194,7 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
                 with fn.if_(fn.emit("OpULessThan", frame.bool, b0, batch)):
                     block_inputs = op("OpIAdd", inputs, op("OpIMul", b0, frame.uint(layer.cols)))
                     b_tiles = []
-                    for c, valid in enumerate(col_inside):
+                    for c in range(len(col_inside)):
                         pointer = frame.element_pointer(TAPE, op("OpIAdd", block_inputs, frame.uint(c * TILE)), f16)
                         b_tiles.append(fn.emit("OpCooperativeMatrixLoadKHR", b_type, pointer, row_major,
                                                frame.uint(layer.cols)))

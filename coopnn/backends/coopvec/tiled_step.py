@@ -134,11 +134,6 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
     def d_at(row, column):
         return at(d_mem, d_base, op("OpIAdd", op("OpIMul", row, uint(d_stride)), column), f16)
 
-    def barrier():
-        scope = m.enum_constant("Scope", "Subgroup")
-        fn.emit("OpControlBarrier", scope, scope,
-                m.enum_constant("MemorySemantics", "AcquireRelease", "WorkgroupMemory"))
-
     def matrix(component, use):
         return m.type_cooperative_matrix_khr(component, "Subgroup", TILE, TILE, use)
 
@@ -173,11 +168,11 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
         column `lane_column` (so what depends on the feature only is computed once, outside). Unrolled: the
         elements' loads and math overlap."""
         fn.emit("OpCooperativeMatrixStoreKHR", at(s_mem, s_base, frame.zero, f32), accumulator, row_major, uint(TILE))
-        barrier()
+        fn.barrier("Subgroup")
         for t in range(TILE * TILE // SUBGROUP):
             element = op("OpIAdd", lane, uint(t * SUBGROUP))
             body(op("OpIAdd", lane_row, uint(2 * t)), fn.emit("OpLoad", f32, at(s_mem, s_base, element, f32)))
-        barrier()
+        fn.barrier("Subgroup")
 
     copy_type = matrix(f16, "MatrixAccumulatorKHR")
 
@@ -204,7 +199,7 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
     # the prefix's output is the first layer's input, zero-padded to whole tiles
     for k in range(TILE * _tiles(layers[0].cols)):
         fn.emit("OpStore", h_at(lane, uint(k)), x[k] if k < len(x) else zero16)
-    barrier()
+    fn.barrier("Subgroup")
     loss_sums = [fn.variable(f32, initializer=zero32) for _ in range(SUBGROUP // TILE)]
 
     for index, layer in enumerate(layers):
@@ -258,7 +253,7 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
                             total = fn.emit("OpFAdd", f32, total, fn.emit("OpLoad", f32, at(
                                 s_mem, s_base, op("OpIAdd", op("OpIMul", lane, uint(TILE)), uint(j)), f32)))
                         fn.emit("OpStore", loss_sums[r], total)
-                    barrier()
+                    fn.barrier("Subgroup")
 
     with fn.if_(fn.emit("OpULessThan", boolean, lane, uint(TILE))):
         for r, variable in enumerate(loss_sums):

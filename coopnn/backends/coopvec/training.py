@@ -220,8 +220,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         common = {"batch": count, "capacity": self.capacity, "parameters": self.layout.size}
         if self.gradient_method == "coopmat":
             tasks = coopmat_gradients.task_count(self.layout)
-            chunk_tiles = coopmat_gradients.chunk_tiles_for(self.layout, count)
-            chunks = coopmat_gradients.chunk_count(self.layout, count)
+            chunk_tiles, chunks = coopmat_gradients.chunking(self.layout, count)
             reduce = Dispatch(product_kernel, (self.tape_buffer, self.partials),
                               products.pack_push(count=tasks * coopmat_gradients.SUBGROUP, chunk_tiles=chunk_tiles,
                                                  **common),

@@ -46,8 +46,8 @@ class NumpyTrainingSession:
         self.optimizer.update(self.master, gradients)
         return loss
 
-    def upload_data(self, feeds, targets, streamed: bool = True) -> HostData:
-        return HostData(feeds, targets)  # one shard: the data is where the session trains
+    def upload_data(self, feeds, targets) -> HostData:
+        return HostData(feeds, targets)
 
     def run_steps(self, data: HostData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
         return host_steps(self, data, first_step, steps, batch_size, seed)

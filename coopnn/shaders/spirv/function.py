@@ -143,6 +143,14 @@ class Function:
         else:
             self.emit("OpReturnValue", value)
 
+    def barrier(self, scope: str = "Workgroup") -> None:
+        """A control barrier of `scope` (execution and memory) that also makes workgroup-memory writes before it
+        visible after it (AcquireRelease | WorkgroupMemory)."""
+        m = self.module
+        scope_id = m.enum_constant("Scope", scope)
+        self.emit("OpControlBarrier", scope_id, scope_id,
+                  m.enum_constant("MemorySemantics", "AcquireRelease", "WorkgroupMemory"))
+
     def if_(self, condition: Id, control: str | tuple = "None") -> Selection:
         """`with fn.if_(c) as branch: ...; branch.else_(); ...` — a structured selection."""
         return Selection(self, condition, control)

@@ -17,8 +17,8 @@ in lane order. One invocation adding every chunk of an element took 0.1 ms on th
 `widen_shader`: bindings 0 float16 sums (the outer-product method's accumulators, row-major in the flat order), 1
 gradient, 2 status; push `count`, `first` (where the sums start, in halves); gradient[p] = sums[first + p].
 
-All add in float32, in index order (`partial_sum_shader` in the lanes' order); the last two set status[0] to 1 (an atomic OR) when a sum is NaN or infinite (a
-float16 sum that overflowed is infinite).
+All add in float32, in index order (`partial_sum_shader` in the lanes' order); the last two set status[0] to 1 (an
+atomic OR) when a sum is NaN or infinite (a float16 sum that overflowed is infinite).
 """
 
 from __future__ import annotations
@@ -155,8 +155,7 @@ def partial_sum_shader() -> Binary:
         return fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32), sums, index)
 
     fn.emit("OpStore", lane_sum(local), lane_total)
-    fn.emit("OpControlBarrier", m.enum_constant("Scope", "Workgroup"), m.enum_constant("Scope", "Workgroup"),
-            m.enum_constant("MemorySemantics", "AcquireRelease", "WorkgroupMemory"))
+    fn.barrier()
     first = fn.emit("OpLogicalAnd", frame.bool, inside, fn.emit("OpIEqual", frame.bool, lane, frame.zero))
     with fn.if_(first):
         total = m.constant(f32, 0.0)

@@ -49,19 +49,15 @@ def _reduce_frame(push_names: tuple[str, ...], terms: str):
     def partial(index):
         return fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32), partials, index)
 
-    def barrier():
-        fn.emit("OpControlBarrier", m.enum_constant("Scope", "Workgroup"), m.enum_constant("Scope", "Workgroup"),
-                m.enum_constant("MemorySemantics", "AcquireRelease", "WorkgroupMemory"))
-
     def workgroup_total(value):
         fn.emit("OpStore", partial(lane), value)
-        barrier()
+        fn.barrier()
         half = REDUCE_WIDTH // 2
         while half:
             with fn.if_(fn.emit("OpULessThan", frame.bool, lane, frame.uint(half))):
                 other = fn.emit("OpLoad", f32, partial(fn.emit("OpIAdd", frame.u32, lane, frame.uint(half))))
                 fn.emit("OpStore", partial(lane), fn.emit("OpFAdd", f32, fn.emit("OpLoad", f32, partial(lane)), other))
-            barrier()
+            fn.barrier()
             half //= 2
         return fn.emit("OpLoad", f32, partial(frame.zero))
 

@@ -168,9 +168,8 @@ def test_coopmat_gradient_chunks_fill_the_device_and_fit_their_partials(name):
     for capacity in (32, 4096, 1 << 16, 1 << 18, 1 << 21):
         counts = {32, capacity, capacity // 3 // 32 * 32 or 32, capacity // 2 + 32}
         for count in (c for c in counts if c <= capacity):
-            tiles = cg.chunk_tiles_for(layout, count)
+            tiles, chunks = cg.chunking(layout, count)
             assert cg.MIN_CHUNK_TILES <= tiles <= cg.MAX_CHUNK_TILES
-            chunks = cg.chunk_count(layout, count)
             assert (chunks - 1) * tiles * cg.TILE < count <= chunks * tiles * cg.TILE
             # halved only while too few subgroups: twice the tiles would have given fewer than the target
             if tiles < cg.MAX_CHUNK_TILES:
