@@ -3,15 +3,15 @@ as wanted, for work repeated on the same buffers (runs of training steps): no pe
 
 Each (kernel, buffers) pair gets a descriptor set of its own (the kernels' shared cache recycles sets, which a kept
 recording must not see), and push constants are fixed when recorded. Staging copies are part of the recording: the
-given STAGED buffers are uploaded whole before the dispatches (the host writes their staging memory between
-submissions; with DIRECT buffers it writes them in place) and downloaded whole after. One submission of a
+given byte ranges of STAGED buffers are uploaded before the dispatches (the host writes their staging memory between
+submissions; with DIRECT buffers it writes them in place), and the given STAGED buffers downloaded whole after. One submission of a
 recording is in flight at a time: `submit` then `finish`, or `run` for both; submissions of different recordings
 may be in flight together (the queue runs them in order, each after the work before it).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from coopnn.runtime.vk.commands import Dispatch, Recorded, checked_group_count, push_bytes, record_commands
 from coopnn.runtime.vk.lane import Lane
@@ -23,18 +23,18 @@ if TYPE_CHECKING:
 
 
 class Recording:
-    """`steps` on `context`'s queue, recorded now; `uploads` and `downloads` name the buffers the host writes before
-    and reads after each submission."""
+    """`steps` on `context`'s queue, recorded now; `uploads` maps the buffers the host writes before each submission
+    to the (start, stop) bytes it writes, `downloads` names those it reads after."""
 
     def __init__(self, context: VulkanContext, steps: Sequence[Dispatch | Recorded],
-                 uploads: Sequence[Buffer] = (), downloads: Sequence[Buffer] = ()):
+                 uploads: Mapping[Buffer, tuple[int, int]] | None = None, downloads: Sequence[Buffer] = ()):
         self._lane = Lane(context.device, context.tracker, context.queue_lock)
         self._sets: dict = {}
         try:
             commands = [step if isinstance(step, Recorded) else
                         (step.kernel, self._descriptor_set(step), push_bytes(step), checked_group_count(context.info, step))
                         for step in steps]
-            staged = [(b, (0, b.size)) for b in uploads if b.placement is Placement.STAGED]
+            staged = [(b, r) for b, r in (uploads or {}).items() if b.placement is Placement.STAGED]
             fetched = [(b, (0, b.size)) for b in downloads if b.placement is Placement.STAGED]
             self._lane.use("recording", lambda cmd: record_commands(cmd, self._lane, commands, staged, fetched))
         except BaseException:
@@ -56,7 +56,7 @@ class Recording:
         """Submit (waiting first for this recording's previous submission)."""
         self._lane.wait()
         for buffer in self._staged_uploads:
-            buffer.take_pending_upload()  # the recording copies the whole staging buffer anyway
+            buffer.take_pending_upload()  # the recording copies the ranges the host writes
         self._lane.submit()
 
     def finish(self) -> float | None:

@@ -70,9 +70,12 @@ class StepBookkeeping:
         self.loss_scale = float(words[LOSS_SCALE:LOSS_SCALE + 1].view(np.float32)[0])
         self.good_steps, self.optimizer.step_count, self.drawn = (int(words[GOOD_STEPS]), int(words[STEPS]),
                                                                   int(words[DRAWN]))
+        start = first % HISTORY_ROWS
+        if start + steps <= HISTORY_ROWS:  # only the rows wanted: a step reads one, not the whole ring
+            rows = self.history.read(np.float32, HISTORY_WORDS * steps, 4 * HISTORY_WORDS * start)
+            return rows.reshape(steps, HISTORY_WORDS)[:, 0].astype(np.float64)
         history = self.history.read(np.float32, HISTORY_WORDS * HISTORY_ROWS).reshape(HISTORY_ROWS, HISTORY_WORDS)
-        rows = (first + np.arange(steps)) % HISTORY_ROWS
-        return history[rows, 0].astype(np.float64)
+        return history[(first + np.arange(steps)) % HISTORY_ROWS, 0].astype(np.float64)
 
     def downloads(self) -> dict:
         """What a submission of steps brings back (STAGED buffers only), as `context.run` takes it."""

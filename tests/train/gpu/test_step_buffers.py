@@ -92,11 +92,11 @@ def _stepped(batch: int) -> dict[str, np.ndarray]:
 
 
 def _step_buffer_calls(batch: int) -> list[tuple[str, int]]:
-    """The failable calls a first step makes before its first descriptor set: those making its buffers, as (function,
-    n-th call of it)."""
+    """The failable calls a first step makes before it records the step (its command pool first): those making its
+    buffers, as (function, n-th call of it)."""
     with _trainer() as trainer, inject(Faults()) as recorded:
         trainer.step(X[:batch], Y[:batch])
-    calls = recorded.calls[:recorded.calls.index("vkAllocateDescriptorSets")]
+    calls = recorded.calls[:recorded.calls.index("vkCreateCommandPool")]
     return [(name, calls[:i].count(name)) for i, name in enumerate(calls)]
 
 

@@ -1,0 +1,37 @@
+"""`QueuedCopies`: buffer copies submitted on a lane of their own, ahead of the next submission on the queue.
+
+Every submission this runtime records begins with a full barrier after earlier work on the queue (`record_commands`),
+so whatever it submits next reads what these copies wrote. That lets a kept recording (a training step) take its
+inputs from buffers that change with every call (a batch in new device arrays) without being recorded again: only the
+few copy commands are recorded per call.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from coopnn.runtime.vk.lane import Lane, copy_buffer
+
+if TYPE_CHECKING:
+    from coopnn.runtime.vk.context import VulkanContext
+
+
+class QueuedCopies:
+    """A lane of `context` submitting whole-range copies (source handle, destination handle, bytes) at offset 0."""
+
+    def __init__(self, context: VulkanContext):
+        self._lane = Lane(context.device, context.tracker, context.queue_lock)
+
+    def submit(self, copies: Sequence[tuple[object, object, int]]) -> None:
+        """Submit `copies` without waiting for them (waiting first for the previous ones, whose command buffer this
+        records again)."""
+        self._lane.wait()
+        cmd = self._lane.begin()
+        for source, destination, size in copies:
+            copy_buffer(cmd, source, destination, 0, 0, size)
+        self._lane.end()
+        self._lane.submit()
+
+    def destroy(self) -> None:
+        self._lane.wait()
+        self._lane.destroy()
