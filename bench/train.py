@@ -79,13 +79,14 @@ def main(argv: list[str] | None = None) -> int:
     rows = [[r.model, r.runner, str(r.batch),
              f"{r.gpu_ms.median:.3f}" if r.gpu_ms else "-", f"{r.host_ms.median:.2f}" if r.host_ms else "-",
              f"{r.resident_host_ms.median:.2f}" if r.resident_host_ms else "-",
+             f"{r.cuda_host_ms.median:.2f}" if r.cuda_host_ms else "-",
              f"{r.samples_per_s / 1e6:.3g} M" if r.samples_per_s else "-", phase(r, "step_kernel_ms"),
              phase(r, "weight_gradients_ms"),
              f"{r.fit_wall_ms / r.fit_steps:.3f}" if r.fit_wall_ms else "-",
              f"{r.fit_gpu_ms / r.fit_steps:.3f}" if r.fit_gpu_ms else "-",
              f"{r.fit_samples_per_s / 1e6:.3g} M" if r.fit_samples_per_s else "-", r.note[:60]] for r in results]
     table = format_table(["model", "runner", "batch", "GPU ms/step", "host ms/step", "host ms/step (data on GPU)",
-                          "samples/s (GPU)",
+                          "host ms/step (CUDA tensors)", "samples/s (GPU)",
                           "step kernel ms", "weight grads ms", "fit wall ms/step", "fit GPU ms/step",
                           "fit samples/s (wall)", "note"], rows)
     print(table)
@@ -97,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     stem.with_suffix(".md").write_text(
         f"# Training step, {device_name(environment)} (driver {driver(environment)}), {environment['date'][:10]}\n\n"
         "L2 loss, Adam; GPU time of one whole step (median); samples/s = batch / GPU time. Host time of a step "
-        "call: coopnn's from numpy arrays, and with the data on the GPU from coopnn device arrays (as `Trainer.step` "
-        "takes them); PyTorch's from CUDA tensors in both columns. For coopnn, the step "
+        "call: coopnn's from numpy arrays, and with the data on the GPU from coopnn device arrays and from PyTorch "
+        "CUDA tensors (as `Trainer.step` takes them); PyTorch's from CUDA tensors in all three columns. For coopnn, the step "
         "kernel (forward, loss, backward onto the tape) and the weight-gradient kernels timed apart; the rest of a "
         "step is the optimizer and the conversion of the working copy. fit: a device-resident fit of "
         f"{args.fit_steps} steps on a data set of 4 batches, wall clock per step and samples/s by the wall clock "

@@ -2,8 +2,8 @@
 
 Each runner takes whole steps (forward, loss, backward, optimizer update) of the L2 loss with Adam on the same model,
 batch and random data, and reports the GPU time of a step (from its own clock: Vulkan timestamps around the step's
-submission, CUDA events around PyTorch's step) and the host time of the call: coopnn's from numpy arrays and from
-coopnn device arrays (as `Trainer.step` takes them), PyTorch's from CUDA tensors. The PyTorch baseline is what a PyTorch
+submission, CUDA events around PyTorch's step) and the host time of the call: coopnn's from numpy arrays, from
+coopnn device arrays and from PyTorch CUDA tensors (as `Trainer.step` takes them), PyTorch's from CUDA tensors. The PyTorch baseline is what a PyTorch
 user would train with on that GPU: automatic mixed precision (fp16 autocast with a gradient scaler) and the fused
 Adam. Before timing, every runner steps for `warmup_seconds` and then on until its step time settles (`warm_up`):
 the H100 ran work several times slower after idling, and a machine just started ran the same steps up to 2x slower
@@ -45,6 +45,9 @@ class TrainingTiming:
     # host ms of a step on a batch already on the GPU (coopnn: coopnn device arrays; PyTorch: host_ms, its data
     # being on the GPU already)
     resident_host_ms: Stats | None = None
+    # host ms of a step on a batch in PyTorch CUDA tensors (coopnn: as `Trainer.step` takes them, where PyTorch has
+    # a CUDA device; PyTorch: host_ms)
+    cuda_host_ms: Stats | None = None
     fit_steps: int = 0
     fit_wall_ms: float | None = None  # wall clock of the whole device-resident fit
     fit_gpu_ms: float | None = None  # GPU time of its submissions, where the runner reports it
@@ -106,6 +109,24 @@ class CoopnnTrainingRunner:
         for _ in range(steps):
             started = time.perf_counter()
             self.session.step(feeds, targets)
+            times.append((time.perf_counter() - started) * 1e3)
+        return times
+
+    def cuda_steps(self, x: np.ndarray, y: np.ndarray, steps: int) -> list[float] | None:
+        """Host ms of `steps` steps on (x, y) as PyTorch CUDA tensors, converted as `Trainer.step` converts them;
+        None where PyTorch has no CUDA device or the session cannot share memory with CUDA."""
+        if torch_cuda_unavailable_reason() or not getattr(self.session, "steps_take_cuda_arrays", False):
+            return None
+        import torch
+
+        from coopnn.interop.tensors import as_cuda_input
+
+        inputs, targets = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+        times = []
+        for _ in range(steps):
+            started = time.perf_counter()
+            self.session.step({self.input: as_cuda_input(self.input, inputs, x.shape[1:], "f32")},
+                              {self.output: as_cuda_input(self.output, targets, y.shape[1:], "f32")})
             times.append((time.perf_counter() - started) * 1e3)
         return times
 
@@ -254,6 +275,7 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
         phases = runner.phases(x, y, steps) if hasattr(runner, "phases") else None
         resident = (Stats.of(runner.resident_steps(x, y, steps)) if hasattr(runner, "resident_steps")
                     else Stats.of(host))
+        cuda = runner.cuda_steps(x, y, steps) if hasattr(runner, "cuda_steps") else host
         fit_wall = fit_gpu = None
         if fit_steps:
             data = rng.uniform(-1, 1, (4 * batch, x.shape[1])).astype(np.float32)
@@ -264,4 +286,5 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
     finally:
         runner.close()
     return TrainingTiming(name, model, batch, "measured", note, steps, Stats.of(gpu) if gpu else None, Stats.of(host),
-                          phases, resident, fit_steps if fit_wall else 0, fit_wall, fit_gpu)
+                          phases, resident, Stats.of(cuda) if cuda else None, fit_steps if fit_wall else 0, fit_wall,
+                          fit_gpu)

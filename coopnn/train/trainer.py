@@ -62,10 +62,11 @@ class Trainer:
 
     def step(self, x: Any, y: Any) -> float:
         """One optimizer step on the batch (x, y); returns the batch's loss before the step. A batch of coopnn device
-        arrays stays on the GPU on the GPU backends: the step copies it there into its own inputs. CUDA arrays
-        (PyTorch, CuPy) go through the host here: `fit` shares memory with CUDA once for a whole data set, which a
-        step would do for every batch, and that has not been measured against the copy."""
-        return self._step(*self._data(x, y, on_device=not _holds_cuda_arrays(x, y)))
+        arrays stays on the GPU on the GPU backends: the step copies it there into its own inputs. So does a batch
+        of CUDA arrays (PyTorch, CuPy) where the training device shares memory with CUDA (CUDA copies it into that
+        memory first); elsewhere it goes through the host."""
+        on_device = not _holds_cuda_arrays(x, y) or getattr(self.session, "steps_take_cuda_arrays", False)
+        return self._step(*self._data(x, y, on_device=on_device))
 
     def fit(self, x: Any, y: Any, *, steps: int, batch_size: int = 4096, progress: bool = True,
             on_step: Callable[[int, float], str | None] | None = None,

@@ -24,6 +24,7 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.shaders.training.sampler import gather_shader
 from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_tile_shader, step_end_shader
+from coopnn.train.gpu.batch_inputs import BatchInputs
 from coopnn.train.gpu.bookkeeping import MAX_STEPS_PER_RUN, StepBookkeeping
 from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.train.gpu.resident import ResidentData
@@ -89,7 +90,7 @@ class KernelTrainingSession(StepBuffers):
             self.books = StepBookkeeping(self.context, optimizer)
             self.state = self.books.state
             self.recordings: dict = {}  # run key -> Recording, least recently used first
-            self.batch_copies = None  # a QueuedCopies once a step takes device arrays
+            self.batch_inputs = BatchInputs(self.context)
             self.master.upload(self.flatten({p.weight: self._constant(p.weight_constant) for p in self.plan.layers}
                                             | {p.bias: self._constant(p.bias_constant) for p in self.plan.layers}))
             self.load_optimizer_state(optimizer.state_dict())
@@ -215,32 +216,18 @@ class KernelTrainingSession(StepBuffers):
                                                 for b in self.binary.bindings[1:])
 
     def _write_batch(self, feeds: Mapping[str, Any], targets: Mapping[str, Any], batch: int) -> tuple[int, tuple]:
-        """Put one batch into the step kernel's inputs: host arrays written now, coopnn device arrays copied on the
-        GPU by copies submitted now (`QueuedCopies`: the step's submission, next on the queue, runs after them). The
-        invocation count (padding samples read zeros and their losses and gradients are masked out), and the
-        bindings filled by GPU copies."""
-        from coopnn.interop.device_arrays import DeviceArray
-        from coopnn.runtime.vk.queued_copies import QueuedCopies
-
+        """Put one batch into the step kernel's inputs (`BatchInputs.write`): the invocation count (padding samples
+        read zeros and their losses and gradients are masked out), and the bindings filled on the GPU."""
         self._ensure_capacity(batch)
         count = -(-batch // self.granularity) * self.granularity
-        copies, copied = [], []
-        for b in self.binary.bindings[1:]:
-            if b.role != "input":
-                continue
-            source, target = targets[self.plan.output] if b.name == TARGET else feeds[b.name], self.io[b.index]
-            if isinstance(source, DeviceArray):
-                copies.append((source.bound_in(self.context).handle, target.handle, source.nbytes))
-                copied.append(b.index)
-            else:
-                target.write_rows(np.asarray(source).reshape(batch, -1), b.numpy_dtype)
-            if count > batch:
-                target.write(np.zeros((count - batch) * b.features, b.numpy_dtype), batch * b.features * b.itemsize)
-        if copies:
-            if self.batch_copies is None:
-                self.batch_copies = QueuedCopies(self.context)
-            self.batch_copies.submit(copies)
-        return count, tuple(copied)
+        inputs = [b for b in self.binary.bindings[1:] if b.role == "input"]
+        sources = {b.index: targets[self.plan.output] if b.name == TARGET else feeds[b.name] for b in inputs}
+        return count, self.batch_inputs.write(inputs, self.io, sources, batch, count)
+
+    @property
+    def steps_take_cuda_arrays(self) -> bool:
+        """Whether `step` takes CUDA arrays on the GPU (memory shared with CUDA), rather than through the host."""
+        return self.batch_inputs.takes_cuda_arrays
 
     def _forward_backward(self, batch: int, count: int) -> list:
         from coopnn.runtime.vk.commands import Dispatch
@@ -444,7 +431,5 @@ class KernelTrainingSession(StepBuffers):
         for recording in self.recordings.values():
             recording.destroy()
         self.recordings = {}
-        if self.batch_copies is not None:
-            self.batch_copies.destroy()
-            self.batch_copies = None
+        self.batch_inputs.close()
         self.context.close()

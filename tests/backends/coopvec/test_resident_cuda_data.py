@@ -1,6 +1,6 @@
 """Training data given as PyTorch CUDA tensors (H100): `fit` copies them into the training device's memory on the GPU
 (no trip through the host) and trains exactly as it does on the same data given as numpy arrays; `step` on a batch
-of them trains as on the same batch from numpy."""
+of them copies it on the GPU too (through memory shared with CUDA) and trains as on the same batch from numpy."""
 
 from __future__ import annotations
 
@@ -36,19 +36,26 @@ def test_fit_on_cuda_tensors_equals_fit_on_numpy_arrays(coopvec_device, monkeypa
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
 
 
-def test_step_on_cuda_tensors_equals_step_on_numpy_arrays(coopvec_device):
+def test_step_on_cuda_tensors_equals_step_on_numpy_arrays_without_a_host_copy(coopvec_device, monkeypatch):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("PyTorch sees no CUDA device")
+    from coopnn.interop import tensors
+
     rng = np.random.default_rng(7)
-    batches = [(rng.uniform(0, 1, (700, 2)).astype(np.float32), rng.uniform(0, 1, (700, 3)).astype(np.float32))
-               for _ in range(4)]
+    # sizes that grow (the shared buffers are made anew), shrink, and are not multiples of the kernel's granularity
+    batches = [(rng.uniform(0, 1, (n, 2)).astype(np.float32), rng.uniform(0, 1, (n, 3)).astype(np.float32))
+               for n in (700, 700, 1500, 33, 1500)]
     runs = []
     for on_gpu in (False, True):
         with coopnn.mlp(2, [32, 32], 3, backend="coopvec", weights="fp16", seed=1) as model:
             trainer = coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=1e-2), seed=SEED)
-            losses = [trainer.step(*((torch.from_numpy(bx).cuda(), torch.from_numpy(by).cuda()) if on_gpu
+            to_host = []
+            monkeypatch.setattr(tensors, "to_host", lambda name, value: to_host.append(name))
+            losses = [trainer.step(*((torch.from_numpy(bx).cuda(), torch.from_numpy(by).double().cuda()) if on_gpu
                                      else (bx, by))) for bx, by in batches]
+            monkeypatch.undo()
+            assert to_host == [], "the CUDA batch went through the host"
             runs.append((losses, model.run(batches[0][0])))
     assert runs[0][0] == runs[1][0]
     np.testing.assert_array_equal(runs[0][1], runs[1][1])

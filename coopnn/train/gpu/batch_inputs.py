@@ -1,0 +1,84 @@
+"""`BatchInputs`: one batch put into a training step's input buffers, from wherever the caller holds it.
+
+Host arrays are written into the buffers (mapped or staged); coopnn device arrays are copied on the GPU; CUDA arrays
+(`CudaInput`s: PyTorch, CuPy, ...) are first copied by CUDA into a buffer shared with it (`CudaRows`, kept per input
+and grown with the batch), then on the GPU like device arrays. The GPU copies go in a small submission of their own
+(`QueuedCopies`), which the step's submission, next on the queue, runs after: the step itself is recorded once per
+batch size and never names the caller's buffers, so new arrays every step cost no recording.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from coopnn.interop.device_arrays import DeviceArray
+from coopnn.interop.tensors import CudaInput
+
+
+class BatchInputs:
+    """The batch writer of a session on `context`; `close` frees what it made."""
+
+    def __init__(self, context):
+        self.context = context
+        self._copies = None  # a QueuedCopies, once a batch is on the GPU
+        self._shared: dict[int, Any] = {}  # input binding -> CudaRows, once a batch is in CUDA arrays
+        self._cuda_reason: str | None = ""  # why CUDA cannot share memory with the context ("" until asked)
+
+    @property
+    def takes_cuda_arrays(self) -> bool:
+        """Whether CUDA arrays go to the GPU through memory shared with CUDA (else the caller copies them through
+        the host)."""
+        from coopnn.interop.vk_export import interop_unavailable_reason
+
+        if self._cuda_reason == "":
+            self._cuda_reason = interop_unavailable_reason(self.context)
+        return self._cuda_reason is None
+
+    def write(self, inputs: Sequence, buffers: Mapping[int, Any], sources: Mapping[int, Any], batch: int,
+              count: int) -> tuple[int, ...]:
+        """Fill each binding of `inputs` (bindings of role "input") in `buffers` (by binding index) with rows 0 to
+        `batch` of `sources[index]`, and zeros up to `count`; the GPU copies are submitted before this returns. The
+        bindings filled on the GPU."""
+        from coopnn.runtime.vk.queued_copies import QueuedCopies
+
+        copies, copied = [], []
+        for b in inputs:
+            source, target = sources[b.index], buffers[b.index]
+            if isinstance(source, DeviceArray):
+                copies.append((source.bound_in(self.context).handle, target.handle, source.nbytes))
+                copied.append(b.index)
+            elif isinstance(source, CudaInput):
+                shared = self._shared_rows(b.index, count * source.row_bytes)
+                shared.fill(source, 0, batch)
+                copies.append((shared.handle, target.handle, batch * source.row_bytes))
+                copied.append(b.index)
+            else:
+                target.write_rows(np.asarray(source).reshape(batch, -1), b.numpy_dtype)
+            if count > batch:
+                target.write(np.zeros((count - batch) * b.features, b.numpy_dtype), batch * b.features * b.itemsize)
+        if copies:
+            if self._copies is None:
+                self._copies = QueuedCopies(self.context)
+            self._copies.submit(copies)
+        return tuple(copied)
+
+    def _shared_rows(self, index: int, size: int):
+        from coopnn.interop.cuda_rows import CudaRows
+
+        rows = self._shared.get(index)
+        if rows is None or rows.size < size:
+            if rows is not None:
+                del self._shared[index]
+                rows.destroy()
+            self._shared[index] = rows = CudaRows(self.context, size)
+        return rows
+
+    def close(self) -> None:
+        if self._copies is not None:
+            self._copies.destroy()
+            self._copies = None
+        for rows in self._shared.values():
+            rows.destroy()
+        self._shared = {}
