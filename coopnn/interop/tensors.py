@@ -53,6 +53,11 @@ class CudaInput:
     keep: Any
 
 
+def rows_of(value: Any) -> int:
+    """Samples (rows) in `value`: a `CudaInput`, or an array of samples on the host or a device."""
+    return value.rows if isinstance(value, CudaInput) else len(value)
+
+
 def _torch_tensor_class():
     torch = sys.modules.get("torch")
     return getattr(torch, "Tensor", None) if torch is not None else None

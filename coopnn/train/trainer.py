@@ -196,8 +196,9 @@ class Trainer:
         for name, target in targets.items():
             if keep_cuda and _on_gpu(target):
                 checked[name] = _kept_on_gpu(name, target, features[name])
-                if _rows(checked[name]) != batch:
-                    raise InputError(f"targets for {name!r} hold {_rows(checked[name])} samples, the inputs {batch}")
+                rows = tensors.rows_of(checked[name])
+                if rows != batch:
+                    raise InputError(f"targets for {name!r} hold {rows} samples, the inputs {batch}")
                 continue
             array = _to_host(name, target) if _on_gpu(target) else np.asarray(target)
             if array.dtype.kind not in "fiu":
@@ -241,10 +242,6 @@ def _holds_cuda_arrays(*data: Any) -> bool:
     return any(tensors.is_cuda_array(v) for v in values)
 
 
-def _rows(value: Any) -> int:
-    return value.rows if isinstance(value, tensors.CudaInput) else value.shape[0]
-
-
 def _on_gpu(value: Any) -> bool:
     return isinstance(value, DeviceArray) or tensors.is_cuda_array(value)
 
@@ -265,4 +262,4 @@ def _to_host(name: str, value: Any) -> Any:
 
 
 def _count(arrays: Mapping[str, Any]) -> int:
-    return _rows(next(iter(arrays.values())))
+    return tensors.rows_of(next(iter(arrays.values())))

@@ -18,7 +18,7 @@ import numpy as np
 from coopnn.errors import InputError
 from coopnn.interop.cuda_rows import CudaRows
 from coopnn.interop.device_arrays import DeviceArray
-from coopnn.interop.tensors import CudaInput
+from coopnn.interop.tensors import CudaInput, rows_of
 
 # The share of the largest device-local heap a data set may take; the rest is left to weights, tapes and others.
 HEAP_SHARE = 0.5
@@ -50,7 +50,7 @@ class ResidentData:
         self.sources = {name: source if isinstance(source, (CudaInput, DeviceArray))
                         else np.ascontiguousarray(source, np.float32).reshape(len(source), -1)
                         for name, source in sources.items()}
-        self.count = _rows(next(iter(self.sources.values())))
+        self.count = rows_of(next(iter(self.sources.values())))
         row_bytes = {name: _row_bytes(source) for name, source in self.sources.items()}
         per_buffer, total = data_budget(context)
         fit = min(min(per_buffer // b for b in row_bytes.values()), total // sum(row_bytes.values()), MAX_ROWS - 1)
@@ -115,10 +115,6 @@ class ResidentData:
             if name not in self._borrowed:
                 buffer.destroy()
         self.buffers = {}
-
-
-def _rows(source) -> int:
-    return source.rows if isinstance(source, CudaInput) else len(source)
 
 
 def _row_bytes(source) -> int:

@@ -24,6 +24,7 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
 from coopnn.shaders.training.sampler import gather_shader
 from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_tile_shader, step_end_shader
+from coopnn.interop.tensors import rows_of
 from coopnn.train.gpu.batch_inputs import BatchInputs
 from coopnn.train.gpu.bookkeeping import MAX_STEPS_PER_RUN, StepBookkeeping
 from coopnn.train.gpu.optimizer_values import optimizer_push
@@ -384,14 +385,14 @@ class KernelTrainingSession(StepBuffers):
     # ----- the TrainingSession interface ----------------------------------------------------------------------------
 
     def step(self, feeds, targets) -> float:
-        batch = targets[self.plan.output].shape[0]
+        batch = rows_of(targets[self.plan.output])
         count, copied = self._write_batch(feeds, targets, batch)
         self.books.before(1)
         self.last_gpu_ms = self._step_recording(batch, count, copied).run()
         return float(self._mean_losses(1, batch)[0])
 
     def loss(self, feeds, targets) -> float:
-        batch = targets[self.plan.output].shape[0]
+        batch = rows_of(targets[self.plan.output])
         self.books.sync()
         count, _ = self._write_batch(feeds, targets, batch)
         loss_buffer, downloads = self._losses(batch)
@@ -400,7 +401,7 @@ class KernelTrainingSession(StepBuffers):
 
     def gradients(self, feeds, targets) -> dict[str, np.ndarray]:
         """The gradient of the batch's mean loss in every parameter (no update; for tests and tools)."""
-        batch = targets[self.plan.output].shape[0]
+        batch = rows_of(targets[self.plan.output])
         self.books.sync()
         count, _ = self._write_batch(feeds, targets, batch)
         self.last_gpu_ms = self.context.run(self._forward_backward(batch, count) + self.gradient_steps(batch, count),
