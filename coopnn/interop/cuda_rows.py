@@ -8,6 +8,8 @@ VK_QUEUE_FAMILY_EXTERNAL) before any dispatch reads it. It binds like `coopnn.ru
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from coopnn.errors import InputError
 from coopnn.interop.cuda_driver import cuda_driver
 from coopnn.interop.shared_objects import SharedBuffer
@@ -52,20 +54,27 @@ class CudaRows:
 
     def fill(self, source: CudaInput, start: int, stop: int) -> None:
         """Rows `start` to `stop` of `source`, packed from byte 0; done when this returns."""
+        if self._vulkan_owns:  # handed back to CUDA once earlier dispatches are done with it
+            self._ownership(released([self], vk.VK_ACCESS_SHADER_READ_BIT))
+        self.copy_in(source, start, stop)
+        self.wait()
+        self._ownership(acquired([self], vk.VK_ACCESS_SHADER_READ_BIT))
+        self._vulkan_owns = True
+
+    def copy_in(self, source: CudaInput, start: int, stop: int) -> None:
+        """Queue the copy of rows `start` to `stop` of `source`, packed from byte 0, on its stream; the buffer must
+        be CUDA's (released by Vulkan, or never acquired), and is written once `wait` returns."""
         if source.device is not None and source.device != self.device:
             raise InputError(f"the training data is on cuda:{source.device}; the model trains on "
                              f"{self._context.info.name}, which is cuda:{self.device}")
-        family = self._context.device.queue_family
-        if self._vulkan_owns:  # handed back to CUDA once earlier dispatches are done with it
-            self._ownership(ownership_barriers([self._shared], family, QUEUE_FAMILY_EXTERNAL,
-                                               vk.VK_ACCESS_SHADER_READ_BIT, 0))
         with self._driver.current(self._cuda_context):
             self._driver.copy_rows(self._shared.pointer, source.pointer + start * source.pitch, source.row_bytes,
                                    stop - start, source.pitch, source.stream)
+
+    def wait(self) -> None:
+        """Until the copies queued by `copy_in` are done."""
+        with self._driver.current(self._cuda_context):
             self._driver.synchronize()
-        self._ownership(ownership_barriers([self._shared], QUEUE_FAMILY_EXTERNAL, family, 0,
-                                           vk.VK_ACCESS_SHADER_READ_BIT))
-        self._vulkan_owns = True
 
     def _ownership(self, barriers) -> None:
         self._context.submit(lambda cmd: lib.vkCmdPipelineBarrier(
@@ -76,3 +85,15 @@ class CudaRows:
         with self._driver.current(self._cuda_context):
             self._shared.release_cuda()
         self._shared.release_vulkan()
+
+
+def acquired(buffers: Sequence[CudaRows], access: int):
+    """The barrier array that hands `buffers` (of one context) from CUDA to its Vulkan queue, for accesses `access`."""
+    family = buffers[0]._context.device.queue_family
+    return ownership_barriers([b._shared for b in buffers], QUEUE_FAMILY_EXTERNAL, family, 0, access)
+
+
+def released(buffers: Sequence[CudaRows], access: int):
+    """The barrier array that hands `buffers` back to CUDA once Vulkan's accesses `access` are done."""
+    family = buffers[0]._context.device.queue_family
+    return ownership_barriers([b._shared for b in buffers], family, QUEUE_FAMILY_EXTERNAL, access, 0)

@@ -3,8 +3,9 @@
 Host arrays are written into the buffers (mapped or staged); coopnn device arrays are copied on the GPU; CUDA arrays
 (`CudaInput`s: PyTorch, CuPy, ...) are first copied by CUDA into a buffer shared with it (`CudaRows`, kept per input
 and grown with the batch), then on the GPU like device arrays. The GPU copies go in a small submission of their own
-(`QueuedCopies`), which the step's submission, next on the queue, runs after: the step itself is recorded once per
-batch size and never names the caller's buffers, so new arrays every step cost no recording.
+(`QueuedCopies`, which also takes the shared buffers from CUDA and hands them back), which the step's submission,
+next on the queue, runs after: the step itself is recorded once per batch size and never names the caller's
+buffers, so new arrays every step cost no recording.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from coopnn.interop.device_arrays import DeviceArray
+from coopnn.interop.cuda_rows import acquired, released
 from coopnn.interop.tensors import CudaInput
+from coopnn.runtime.vk.loader import load_vulkan
+
+TRANSFER_READ = load_vulkan().VK_ACCESS_TRANSFER_READ_BIT
 
 
 class BatchInputs:
@@ -43,7 +48,7 @@ class BatchInputs:
         bindings filled on the GPU."""
         from coopnn.runtime.vk.queued_copies import QueuedCopies
 
-        copies, copied = [], []
+        copies, copied, filled = [], [], []
         for b in inputs:
             source, target = sources[b.index], buffers[b.index]
             if isinstance(source, DeviceArray):
@@ -51,17 +56,23 @@ class BatchInputs:
                 copied.append(b.index)
             elif isinstance(source, CudaInput):
                 shared = self._shared_rows(b.index, count * source.row_bytes)
-                shared.fill(source, 0, batch)
+                shared.copy_in(source, 0, batch)
+                filled.append(shared)
                 copies.append((shared.handle, target.handle, batch * source.row_bytes))
                 copied.append(b.index)
             else:
                 target.write_rows(np.asarray(source).reshape(batch, -1), b.numpy_dtype)
             if count > batch:
                 target.write(np.zeros((count - batch) * b.features, b.numpy_dtype), batch * b.features * b.itemsize)
+        for shared in filled:
+            shared.wait()
         if copies:
             if self._copies is None:
                 self._copies = QueuedCopies(self.context)
-            self._copies.submit(copies)
+            # Buffers shared with CUDA are taken from it for the copies and handed back after them, so that the next
+            # batch's CUDA copies need no Vulkan submission of their own.
+            self._copies.submit(copies, before=acquired(filled, TRANSFER_READ) if filled else None,
+                                after=released(filled, TRANSFER_READ) if filled else None)
         return tuple(copied)
 
     def _shared_rows(self, index: int, size: int):
@@ -82,3 +93,4 @@ class BatchInputs:
         for rows in self._shared.values():
             rows.destroy()
         self._shared = {}
+
