@@ -27,6 +27,7 @@ from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_til
 from coopnn.interop.tensors import rows_of
 from coopnn.train.gpu.batch_inputs import BatchInputs
 from coopnn.train.gpu.bookkeeping import MAX_STEPS_PER_RUN, StepBookkeeping
+from coopnn.train.gpu.flat_parameters import flatten, unflatten
 from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.train.gpu.resident import ResidentData
 from coopnn.runtime.executable import load_kernel
@@ -92,8 +93,9 @@ class KernelTrainingSession(StepBuffers):
             self.state = self.books.state
             self.recordings: dict = {}  # run key -> Recording, least recently used first
             self.batch_inputs = BatchInputs(self.context)
-            self.master.upload(self.flatten({p.weight: self._constant(p.weight_constant) for p in self.plan.layers}
-                                            | {p.bias: self._constant(p.bias_constant) for p in self.plan.layers}))
+            initial = {name: self._constant(constant) for p in self.plan.layers
+                       for name, constant in ((p.weight, p.weight_constant), (p.bias, p.bias_constant))}
+            self.master.upload(flatten(self.layout, initial))
             self.load_optimizer_state(optimizer.state_dict())
             self.create_weights()
             self.sync_weights()
@@ -159,25 +161,6 @@ class KernelTrainingSession(StepBuffers):
 
     def _constant(self, name: str) -> np.ndarray:
         return np.asarray(self.plan.graph.constants[name], np.float32)
-
-    def flatten(self, arrays: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Arrays by parameter name in the flat layout (zero where a target pads)."""
-        flat = np.zeros(self.layout.size, np.float32)
-        for name, (where, shape) in self.layout.slices().items():
-            if name in arrays:
-                block = np.zeros(shape, np.float32)
-                array = np.asarray(arrays[name], np.float32)
-                block[tuple(slice(0, n) for n in array.shape)] = array
-                flat[where] = block.reshape(-1)
-        return flat
-
-    def unflatten(self, flat: np.ndarray) -> dict[str, np.ndarray]:
-        sizes = {p.weight: (p.rows, p.cols) for p in self.plan.layers} | {p.bias: (p.rows,) for p in self.plan.layers}
-        out = {}
-        for name, (where, shape) in self.layout.slices().items():
-            block = flat[where].reshape(shape)
-            out[name] = np.ascontiguousarray(block[tuple(slice(0, n) for n in sizes[name])])
-        return out
 
     # ----- kernels and buffers --------------------------------------------------------------------------------------
 
@@ -407,26 +390,27 @@ class KernelTrainingSession(StepBuffers):
         self.last_gpu_ms = self.context.run(self._forward_backward(batch, count) + self.gradient_steps(batch, count),
                                             self._losses(batch)[1])
         raw = self.gradient.download(np.float32, self.layout.size)
-        return self.unflatten(raw / np.float32(self.loss_scale * batch * self.plan.out_features))
+        return unflatten(self.layout, self.plan, raw / np.float32(self.loss_scale * batch * self.plan.out_features))
 
     def parameters(self) -> dict[str, np.ndarray]:
-        return self.unflatten(self.master.download(np.float32, self.layout.size))
+        return unflatten(self.layout, self.plan, self.master.download(np.float32, self.layout.size))
 
     def load_parameters(self, values: Mapping[str, np.ndarray]) -> None:
         current = self.parameters()
         current.update({k: np.asarray(v, np.float32) for k, v in values.items()})
-        self.master.upload(self.flatten(current))
+        self.master.upload(flatten(self.layout, current))
         self.sync_weights()
 
     def optimizer_state(self) -> dict[str, Any]:
         for slot, buffer in self.slots.items():
-            self.optimizer.state[slot] = self.unflatten(buffer.download(np.float32, self.layout.size))
+            values = buffer.download(np.float32, self.layout.size)
+            self.optimizer.state[slot] = unflatten(self.layout, self.plan, values)
         return self.optimizer.state_dict()
 
     def load_optimizer_state(self, state: Mapping[str, Any]) -> None:
         self.optimizer.load_state_dict(state)
         for slot, buffer in self.slots.items():
-            buffer.upload(self.flatten(self.optimizer.state.get(slot, {})))
+            buffer.upload(flatten(self.layout, self.optimizer.state.get(slot, {})))
 
     def close(self) -> None:
         for recording in self.recordings.values():
