@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
-
-import onnx
+from typing import TYPE_CHECKING, Any
 
 from coopnn.graph.ir import Graph
-from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.kernel.printer import print_program
@@ -20,6 +17,9 @@ from coopnn.errors import CompileError
 from coopnn.layouts.formats.calibration import calibrated
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.shaders.targets.base import Binary
+
+if TYPE_CHECKING:
+    import onnx
 
 
 @dataclass(frozen=True)
@@ -81,5 +81,7 @@ def compile(model: str | os.PathLike | bytes | onnx.ModelProto, *, target: str =
     (by default the target's own: float32 on portable, float16 on coopvec); `calibration` as `coopnn.load` takes it,
     for a format that quantizes inputs (int8); `decode_vector`: a block format's loads name a DecodeVectorFunc as
     well (coopmat2, for inspection: the backend emits it where the device offers it)."""
+    from coopnn.graph.onnx.importer import import_model  # onnx is imported only when a model is
+
     return compile_graph(optimize(import_model(model)), target_name=target, weights=weights,
                          workgroup_size=workgroup_size, calibration=calibration, decode_vector=decode_vector)

@@ -12,18 +12,15 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
-import onnx
 
 from coopnn.disk_cache import write_atomic
 from coopnn.dtypes import ACCEPTED_INPUT_NUMPY
 from coopnn.errors import CompileError, InputError, ModelClosedError, ModelFormatError
 from coopnn.graph import parameter_file
 from coopnn.graph.ir import Graph, Value
-from coopnn.graph.onnx.export import export_onnx
-from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.calibration import calibrated
@@ -34,6 +31,9 @@ from coopnn import backends
 from coopnn.runtime.executable import KernelExecutable
 from coopnn.backends.auto_weights import choose_weights
 from coopnn.graph.parameters import parameters, with_parameters
+
+if TYPE_CHECKING:
+    import onnx
 
 log = logging.getLogger("coopnn")
 
@@ -109,6 +109,8 @@ class Model:
     def save(self, path: str | os.PathLike) -> None:
         """Write the model as an ONNX file (opset and operators in `coopnn.graph.onnx.export`), through a temporary
         file and a rename, so that a crash mid-write leaves any previous file whole."""
+        from coopnn.graph.onnx.export import export_onnx
+
         try:
             write_atomic(Path(path), export_onnx(self.graph).SerializeToString(), make_folder=False)
         except OSError as e:
@@ -337,6 +339,10 @@ def load(
     `parameters_file` (a safetensors file from `Model.save_parameters`) replaces every parameter by the tensor of the
     same stable name; ModelFormatError when it is unreadable or does not hold exactly the model's parameters.
     """
+    # onnx (a fifth of a second to import) is imported when a model is loaded, not with coopnn: a model built in
+    # Python (`coopnn.mlp`) never needs it.
+    from coopnn.graph.onnx.importer import import_model
+
     graph = optimize(import_model(model))
     if parameters_file is not None:
         graph = parameter_file.load_parameters(graph, parameters_file)
