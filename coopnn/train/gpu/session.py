@@ -204,9 +204,13 @@ class KernelTrainingSession(StepBuffers):
         read zeros and their losses and gradients are masked out), and the bindings filled on the GPU."""
         self._ensure_capacity(batch)
         count = -(-batch // self.granularity) * self.granularity
-        inputs = [b for b in self.binary.bindings[1:] if b.role == "input"]
+        inputs = self._input_bindings()
         sources = {b.index: targets[self.plan.output] if b.name == TARGET else feeds[b.name] for b in inputs}
         return count, self.batch_inputs.write(inputs, self.io, sources, batch, count)
+
+    def _input_bindings(self) -> list:
+        """The step kernel's bindings of role "input": the model's inputs and the targets."""
+        return [b for b in self.binary.bindings[1:] if b.role == "input"]
 
     @property
     def steps_take_cuda_arrays(self) -> bool:
@@ -241,7 +245,7 @@ class KernelTrainingSession(StepBuffers):
     def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> ResidentData:
         """A data set on the device for `run_steps` (whole, or in shards where it does not fit)."""
         sources = {b.name: targets[self.plan.output] if b.name == TARGET else feeds[b.name]
-                   for b in self.binary.bindings[1:] if b.role == "input"}
+                   for b in self._input_bindings()}
         return ResidentData(self.context, sources)
 
     def run_steps(self, data: ResidentData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
@@ -300,7 +304,7 @@ class KernelTrainingSession(StepBuffers):
         from coopnn.runtime.vk.recording import Recording
 
         count = -(-batch // self.granularity) * self.granularity
-        inputs = [b for b in self.binary.bindings[1:] if b.role == "input"]
+        inputs = self._input_bindings()
         gathers = [Dispatch(self.gather_kernel, (data.buffers[b.name], self.io[b.index], self.state),
                             self.gather_shader.pack_push(count=batch * b.features, features=b.features,
                                                          rows=data.rows, seed=seed & 0xFFFFFFFF, whole=whole),
@@ -318,9 +322,7 @@ class KernelTrainingSession(StepBuffers):
 
         def record():
             uploads = self._schedule_upload()
-            for b in self.binary.bindings[1:]:
-                if b.role != "input":
-                    continue
+            for b in self._input_bindings():
                 row = b.features * b.itemsize
                 start = batch * row if b.index in copied else 0  # copied inputs take only their zero padding
                 if count * row > start:
