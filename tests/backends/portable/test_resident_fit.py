@@ -174,6 +174,19 @@ def test_step_on_device_arrays_equals_step_on_numpy_arrays_without_a_host_copy(m
     np.testing.assert_array_equal(runs[0][2], runs[1][2])
 
 
+def test_loss_and_gradients_on_device_arrays_equal_those_on_numpy_arrays():
+    x, y = _data(45)
+    with _model() as model:
+        session = coopnn.Trainer(model, seed=SEED).session
+        name, output = model.inputs[0].name, model.outputs[0].name
+        on_host = session.loss({name: x}, {output: y}), session.gradients({name: x}, {output: y})
+        on_device = (session.loss({name: coopnn.to_device(x)}, {output: coopnn.to_device(y)}),
+                     session.gradients({name: coopnn.to_device(x)}, {output: coopnn.to_device(y)}))
+    assert on_host[0] == on_device[0]
+    for parameter, value in on_host[1].items():
+        np.testing.assert_array_equal(value, on_device[1][parameter], err_msg=parameter)
+
+
 def test_a_step_on_device_arrays_larger_than_a_step_holds_is_refused_before_any_copy(monkeypatch):
     x, y = _data(300)
     limit = 60_000
