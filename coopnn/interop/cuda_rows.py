@@ -1,9 +1,12 @@
 """`CudaRows`: a Vulkan buffer that CUDA fills with rows of a CUDA array (PyTorch, CuPy, ...) on the GPU, for data
-uploaded once and then used by Vulkan alone (a training data set: `coopnn.train.gpu.resident`).
+then used by Vulkan alone: a training data set uploaded once (`coopnn.train.gpu.resident`), or each batch of
+`Trainer.step` (`coopnn.train.gpu.batch_inputs`).
 
-The buffer is exported to CUDA (`shared_objects.SharedBuffer`); `fill` copies rows on the array's stream, waits for
+The buffer is exported to CUDA (`shared_objects.SharedBuffer`). `fill` copies rows on the array's stream, waits for
 CUDA, and hands the buffer to the Vulkan queue's family (a queue-family ownership transfer from
-VK_QUEUE_FAMILY_EXTERNAL) before any dispatch reads it. It binds like `coopnn.runtime.vk.memory.Buffer`.
+VK_QUEUE_FAMILY_EXTERNAL) before any dispatch reads it. A caller that records the transfers itself takes the parts:
+`copy_in`, `wait`, and the barrier arrays of `acquired` and `released` for its own submission. It binds like
+`coopnn.runtime.vk.memory.Buffer`.
 """
 
 from __future__ import annotations
