@@ -99,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         f"# Training step, {device_name(environment)} (driver {driver(environment)}), {environment['date'][:10]}\n\n"
         "L2 loss, Adam; GPU time of one whole step (median); samples/s = batch / GPU time. Host time of a step "
         "call: coopnn's from numpy arrays, and with the data on the GPU from coopnn device arrays and from PyTorch "
-        "CUDA tensors (as `Trainer.step` takes them); PyTorch's from CUDA tensors in all three columns. For coopnn, the step "
-        "kernel (forward, loss, backward onto the tape) and the weight-gradient kernels timed apart; the rest of a "
-        "step is the optimizer and the conversion of the working copy. fit: a device-resident fit of "
+        "CUDA tensors (as `Trainer.step` takes them); PyTorch's from CUDA tensors in all three columns. For coopnn, "
+        "the step kernel (forward, loss, backward onto the tape) and the weight-gradient kernels timed apart; the "
+        "rest of a step is the optimizer and the conversion of the working copy. fit: a device-resident fit of "
         f"{args.fit_steps} steps on a data set of 4 batches, wall clock per step and samples/s by the wall clock "
         "(coopnn: `Trainer.fit`'s loop; PyTorch: `torch.randint` indices, no synchronisation until the end).\n\n"
         f"```\n{table}\n```\n")

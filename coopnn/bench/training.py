@@ -2,12 +2,12 @@
 
 Each runner takes whole steps (forward, loss, backward, optimizer update) of the L2 loss with Adam on the same model,
 batch and random data, and reports the GPU time of a step (from its own clock: Vulkan timestamps around the step's
-submission, CUDA events around PyTorch's step) and the host time of the call: coopnn's from numpy arrays, from
-coopnn device arrays and from PyTorch CUDA tensors (as `Trainer.step` takes them), PyTorch's from CUDA tensors. The PyTorch baseline is what a PyTorch
-user would train with on that GPU: automatic mixed precision (fp16 autocast with a gradient scaler) and the fused
-Adam. Before timing, every runner steps for `warmup_seconds` and then on until its step time settles (`warm_up`):
-the H100 ran work several times slower after idling, and a machine just started ran the same steps up to 2x slower
-for a while after 2 s of warm-up. The warm-up taken is in each result's note.
+submission, CUDA events around PyTorch's step) and the host time of the call: coopnn's from numpy arrays, from coopnn
+device arrays and from PyTorch CUDA tensors (as `Trainer.step` takes them), PyTorch's from CUDA tensors. The PyTorch
+baseline is what a PyTorch user would train with on that GPU: automatic mixed precision (fp16 autocast with a gradient
+scaler) and the fused Adam. Before timing, every runner steps for `warmup_seconds` and then on until its step time
+settles (`warm_up`): the H100 ran work several times slower after idling, and a machine just started ran the same steps
+up to 2x slower for a while after 2 s of warm-up. The warm-up taken is in each result's note.
 
 With `fit_steps`, a runner that can also trains as a user's loop would: `fit_steps` steps on batches drawn from a
 data set already on the device (four batches' worth of random samples), timed by the wall clock from the call to
@@ -105,12 +105,7 @@ class CoopnnTrainingRunner:
         import coopnn
 
         feeds, targets = {self.input: coopnn.to_device(x)}, {self.output: coopnn.to_device(y)}
-        times = []
-        for _ in range(steps):
-            started = time.perf_counter()
-            self.session.step(feeds, targets)
-            times.append((time.perf_counter() - started) * 1e3)
-        return times
+        return self._timed_steps(lambda: (feeds, targets), steps)
 
     def cuda_steps(self, x: np.ndarray, y: np.ndarray, steps: int) -> list[float] | None:
         """Host ms of `steps` steps on (x, y) as PyTorch CUDA tensors, converted as `Trainer.step` converts them;
@@ -122,11 +117,16 @@ class CoopnnTrainingRunner:
         from coopnn.interop.tensors import as_cuda_input
 
         inputs, targets = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+        return self._timed_steps(lambda: ({self.input: as_cuda_input(self.input, inputs, x.shape[1:], "f32")},
+                                          {self.output: as_cuda_input(self.output, targets, y.shape[1:], "f32")}),
+                                 steps)
+
+    def _timed_steps(self, batch: Callable[[], tuple[dict, dict]], steps: int) -> list[float]:
+        """Host ms of each of `steps` steps on the (feeds, targets) `batch()` gives, its call included."""
         times = []
         for _ in range(steps):
             started = time.perf_counter()
-            self.session.step({self.input: as_cuda_input(self.input, inputs, x.shape[1:], "f32")},
-                              {self.output: as_cuda_input(self.output, targets, y.shape[1:], "f32")})
+            self.session.step(*batch())
             times.append((time.perf_counter() - started) * 1e3)
         return times
 

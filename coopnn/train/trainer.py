@@ -155,8 +155,8 @@ class Trainer:
         self.model.take_trained(self.session)
 
     def _step(self, feeds: Mapping[str, Any], targets: Mapping[str, Any]) -> float:
-        """One step on a batch on the host, or (GPU sessions) one partly or wholly in coopnn device arrays, which the
-        session copies on the device."""
+        """One step on a batch on the host, or (GPU sessions) one partly or wholly in coopnn device arrays or CUDA
+        arrays (`CudaInput`s), which the session copies on the device."""
         loss = self.session.step(feeds, targets)
         self.steps += 1
         self.model.take_trained(self.session)

@@ -98,8 +98,9 @@ def chunking(parameters: ParameterLayout, count: int) -> tuple[int, int]:
 
 
 def most_chunks(parameters: ParameterLayout, capacity: int) -> int:
-    """At least the chunks (`chunking`) of any batch up to `capacity` samples: a chunk has `MAX_CHUNK_TILES` tiles, or is halved
-    only while the chunks give fewer than `TARGET_SUBGROUPS` subgroups, so less than twice that many once halved."""
+    """At least the chunks (`chunking`) of any batch up to `capacity` samples: a chunk has `MAX_CHUNK_TILES` tiles,
+    or is halved only while the chunks give fewer than `TARGET_SUBGROUPS` subgroups, so less than twice that many
+    once halved."""
     halved = 2 * -(-TARGET_SUBGROUPS // task_count(parameters)) + 1
     return min(-(-capacity // (MIN_CHUNK_TILES * TILE)), max(-(-capacity // (MAX_CHUNK_TILES * TILE)), halved))
 

@@ -4,9 +4,9 @@ as wanted, for work repeated on the same buffers (runs of training steps): no pe
 Each (kernel, buffers) pair gets a descriptor set of its own (the kernels' shared cache recycles sets, which a kept
 recording must not see), and push constants are fixed when recorded. Staging copies are part of the recording: the
 given byte ranges of STAGED buffers are uploaded before the dispatches (the host writes their staging memory between
-submissions; with DIRECT buffers it writes them in place), and the given STAGED buffers downloaded whole after. One submission of a
-recording is in flight at a time: `submit` then `finish`, or `run` for both; submissions of different recordings
-may be in flight together (the queue runs them in order, each after the work before it).
+submissions; with DIRECT buffers it writes them in place), and the given STAGED buffers downloaded whole after. One
+submission of a recording is in flight at a time: `submit` then `finish`, or `run` for both; submissions of
+different recordings may be in flight together (the queue runs them in order, each after the work before it).
 """
 
 from __future__ import annotations

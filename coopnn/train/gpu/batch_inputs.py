@@ -10,12 +10,13 @@ buffers, so new arrays every step cost no recording.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from coopnn.interop.device_arrays import DeviceArray
-from coopnn.interop.cuda_rows import acquired, released
+from coopnn.interop.cuda_rows import CudaRows, acquired, released
 from coopnn.interop.tensors import CudaInput
 from coopnn.runtime.vk.loader import load_vulkan
 
@@ -28,18 +29,15 @@ class BatchInputs:
     def __init__(self, context):
         self.context = context
         self._copies = None  # a QueuedCopies, once a batch is on the GPU
-        self._shared: dict[int, Any] = {}  # input binding -> CudaRows, once a batch is in CUDA arrays
-        self._cuda_reason: str | None = ""  # why CUDA cannot share memory with the context ("" until asked)
+        self._shared: dict[int, CudaRows] = {}  # input binding -> its shared buffer, once a batch is in CUDA arrays
 
-    @property
+    @functools.cached_property
     def takes_cuda_arrays(self) -> bool:
         """Whether CUDA arrays go to the GPU through memory shared with CUDA (else the caller copies them through
         the host)."""
         from coopnn.interop.vk_export import interop_unavailable_reason
 
-        if self._cuda_reason == "":
-            self._cuda_reason = interop_unavailable_reason(self.context)
-        return self._cuda_reason is None
+        return interop_unavailable_reason(self.context) is None
 
     def write(self, inputs: Sequence, buffers: Mapping[int, Any], sources: Mapping[int, Any], batch: int,
               count: int) -> tuple[int, ...]:
@@ -75,9 +73,7 @@ class BatchInputs:
                                 after=released(filled, TRANSFER_READ) if filled else None)
         return tuple(copied)
 
-    def _shared_rows(self, index: int, size: int):
-        from coopnn.interop.cuda_rows import CudaRows
-
+    def _shared_rows(self, index: int, size: int) -> CudaRows:
         rows = self._shared.get(index)
         if rows is None or rows.size < size:
             if rows is not None:
