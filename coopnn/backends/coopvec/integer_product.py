@@ -17,6 +17,11 @@
    the time by -2 to +8%; a float16 product of each component's NaN flag with rows of zeros from memory (which does
    not take the vector apart) took 1.3 to 1.65 times as long.
 
+The packed input (`u32/s8packed/s8/s32/s32`: the shader rounds and narrows the vector, and four bytes travel per
+32-bit word) measured 14 to 39% slower than this float32 input on the H100. The vector went through workgroup memory
+to be repacked, since cooperative vectors cannot be bitcast to fewer components
+(`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-int8-packed-input.md`).
+
 Bit for bit the numpy backend's arithmetic; the operators around it are the target's float32 ones.
 """
 
