@@ -312,6 +312,16 @@ class CoopvecEmitter:
         vector_type = self.forms.vector_type(x.dtype, x.size)
         return self.vector_result(instr, x.dtype, self.fn.emit("OpFNegate", vector_type, self.forms.vector(x, x.dtype)))
 
+    @lowers("positive")
+    def positive(self, instr: Instr) -> Held:
+        """1 - Step(x, 0) on the whole vector (Step(edge, v) is 0 where v < edge, else 1), exact in float16; on NaN
+        it follows the driver's Step."""
+        x = self.held[instr.args[0]]
+        vector_type = self.forms.vector_type(x.dtype, x.size)
+        zeros, ones = (self.forms.vector(self.forms.known(np.full(x.size, v)), x.dtype) for v in (0.0, 1.0))
+        step = self.glsl(vector_type, "Step", self.forms.vector(x, x.dtype), zeros)
+        return self.vector_result(instr, x.dtype, self.fn.emit("OpFSub", vector_type, ones, step))
+
     @lowers("abs")
     def abs(self, instr: Instr) -> Held:
         # FAbs is not among the instructions allowed on cooperative vectors; max(x, -x) is, and is exact.

@@ -210,6 +210,11 @@ class PortableEmitter:
     def power(self, instr: Instr, xs: list):
         return numpy_pow(self.fn, self.frame.f32, self.frame.bool, self.glsl, self.f32, *xs)
 
+    @componentwise("positive")
+    def positive(self, instr: Instr, xs: list):
+        above = self.fn.emit("OpFOrdGreaterThan", self.frame.bool, xs[0], self.f32(0.0))
+        return self.select(above, self.f32(1.0), self.f32(0.0))
+
     @componentwise("neg")
     def negate(self, instr: Instr, xs: list):
         return self.fn.emit("OpFNegate", self.frame.f32, xs[0])

@@ -62,7 +62,7 @@ def _positive(k: KernelWriter, x: str) -> str:
 
 @_rule(Op.RELU)
 def relu(k, x, y):
-    return _where(k, _positive(k, x), 1.0, 0.0, x)
+    return k.unary("positive", x)
 
 
 @_rule(Op.LEAKY_RELU)

@@ -318,6 +318,9 @@ _UNARY: dict[str, tuple[Callable, Rule | None]] = {
     "floor": (np.floor, None),
     "ceil": (np.ceil, None),
     "sign": (np.sign, None),
+    # 1 where x > 0, else 0 (NaN: 0): ReLU's derivative as one instruction, which the coopvec target runs on whole
+    # vectors, where a comparison and a select go component by component
+    "positive": (lambda x: np.greater(x, 0).astype(x.dtype), None),
 }
 for _name, (_fn, _derivative) in _UNARY.items():
     _declare(_name, (VALUE,), _same("f32"), _fn, derivative=_derivative)

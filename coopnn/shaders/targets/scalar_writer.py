@@ -54,6 +54,9 @@ class ScalarWriter:
             return self.fn.emit("OpFNegate", self.f32, x)
         if op == "not":
             return self._bool(self.fn.emit("OpLogicalNot", self.boolean, x))
+        if op == "positive":
+            return self.select(self.fn.emit("OpFOrdGreaterThan", self.boolean, x, self.constant(0.0)),
+                               self.constant(1.0), self.constant(0.0))
         if op == "tanh":
             # clamped first, as every target does (TANH_LIMIT)
             return self.glsl("Tanh", self.glsl("FClamp", x, self.constant(-TANH_LIMIT), self.constant(TANH_LIMIT)))

@@ -28,7 +28,8 @@ def every_epilogue():
                               k.own_param("b", rng.normal(size=5), "vector")), transpose=False)
     half = k.splat(0.5, 5)
     floats = [k.binary(op, h, half) for op in ("add", "sub", "mul", "div", "max", "min", "pow")]
-    floats += [k.unary(op, h) for op in ("abs", "neg", "exp", "sin", "cos", "tanh", "floor", "ceil", "sign")]
+    floats += [k.unary(op, h) for op in ("abs", "neg", "exp", "sin", "cos", "tanh", "floor", "ceil", "sign",
+                                                "positive")]
     positive = k.binary("add", k.unary("abs", h), half)  # finite logarithms at 0: the coopmat target needs them
     floats += [k.unary(op, positive) for op in ("log", "sqrt")]
     below, above = k.compare("cmp.lt", h, half), k.compare("cmp.ge", h, half)
