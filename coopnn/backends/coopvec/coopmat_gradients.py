@@ -3,8 +3,8 @@
 Layer l's weight gradient is Delta_l^T (rows x samples) times Input_l (samples x cols), a matrix product whose long
 dimension is the batch. One subgroup of 32 invocations takes one block of one layer's gradient, up to `ROW_TILES`
 16-row tiles by `MAX_COLUMN_TILES` 16-column tiles, over one chunk of `chunk_tiles` x 16 samples: per 16 samples it
-loads the 16 x 16 delta tile of each row tile (the tape keeps deltas feature-major, so rows of Delta^T are
-contiguous) and the 16 x 16 input tile of each column tile, and multiplies-and-adds every pair in float32 accumulators
+loads the 16 x 16 delta tile of each row tile (a row-major load where the tape keeps deltas feature-major, a
+column-major one where it keeps them sample-major: `TapeLayout.deltas`) and the 16 x 16 input tile of each column tile, and multiplies-and-adds every pair in float32 accumulators
 (16x16x16, float16 operands, the combination the H100 lists). The product with a constant matrix of ones gives the
 bias gradients in every column, made by the blocks of a layer's first column tiles. Tiles go through workgroup memory
 to the chunk's partial gradients, keeping only rows and columns inside the layer (padded shapes are whole 8s, not
@@ -22,7 +22,7 @@ Bindings: 0 tape (f16), 1 partials (f32, written). Push: `count` (32 x tasks), `
 zero), `capacity`, `parameters` (elements of one chunk's partial gradients), `chunk_tiles`. Dispatch (tasks, chunks, 1)
 workgroups.
 The tape needs `TILE` rows of capacity after its last region: a tile of a layer whose rows are not a multiple of 16
-reads (and discards) rows past its region.
+reads (and discards) rows past its region, or features past its sample's.
 """
 
 from __future__ import annotations
@@ -122,6 +122,7 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
     a_type, b_type, c_type = (matrix(f16, "MatrixAKHR"), matrix(f16, "MatrixBKHR"),
                               matrix(f32, "MatrixAccumulatorKHR"))
     row_major = m.enum_constant("CooperativeMatrixLayout", "RowMajorKHR")
+    column_major = m.enum_constant("CooperativeMatrixLayout", "ColumnMajorKHR")
     ones = m.constant_composite(b_type, [m.constant(f16, 1.0)])
     zero = m.constant_composite(c_type, [m.constant(f32, 0.0)])
 
@@ -183,7 +184,17 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
             products = [[fn.variable(c_type, initializer=zero) for _ in range(blocks.column_tiles)]
                         for _ in range(blocks.row_tiles)]
             sums = [fn.variable(c_type, initializer=zero) for _ in range(blocks.row_tiles)]
-            delta_rows = op("OpIMul", op("OpIAdd", frame.uint(tape.delta_start(blocks.index)), m0), capacity)
+            start = frame.uint(tape.delta_start(blocks.index))
+            if tape.deltas == "samples":  # element (b, m) at start capacity + b rows + m
+                delta_layout, delta_stride = column_major, frame.uint(layer.rows)
+
+                def delta_tile(b0, r, deltas=op("OpIAdd", op("OpIMul", start, capacity), m0), rows=layer.rows):
+                    return op("OpIAdd", deltas, op("OpIAdd", op("OpIMul", b0, frame.uint(rows)), frame.uint(r * TILE)))
+            else:  # element (b, m) at (start + m) capacity + b
+                delta_layout, delta_stride = row_major, capacity
+
+                def delta_tile(b0, r, delta_rows=op("OpIMul", op("OpIAdd", start, m0), capacity)):
+                    return op("OpIAdd", op("OpIAdd", delta_rows, op("OpIMul", frame.uint(r * TILE), capacity)), b0)
             inputs = op("OpIAdd", op("OpIMul", frame.uint(tape.input_start(blocks.index)), capacity), k0)
 
             def multiply_add(a, b, accumulator):
@@ -201,10 +212,8 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
                                                frame.uint(layer.cols)))
                     for r, row_valid in enumerate(row_inside):
                         with guarded(row_valid):
-                            delta = op("OpIAdd", op("OpIAdd", delta_rows, op("OpIMul", frame.uint(r * TILE),
-                                                                                capacity)), b0)
-                            a = fn.emit("OpCooperativeMatrixLoadKHR", a_type, frame.element_pointer(TAPE, delta, f16),
-                                        row_major, capacity)
+                            a = fn.emit("OpCooperativeMatrixLoadKHR", a_type,
+                                        frame.element_pointer(TAPE, delta_tile(b0, r), f16), delta_layout, delta_stride)
                             for b, col_valid, accumulator in zip(b_tiles, col_inside, products[r]):
                                 with guarded(col_valid):
                                     multiply_add(a, b, accumulator)

@@ -48,6 +48,7 @@ def ones_matrix(sub: int = SUB) -> np.ndarray:
 def coopvec_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, sub: int = SUB,
                             subs_per_chunk: int = SUBS_PER_CHUNK) -> Binary:
     """The kernel for products of `sub` samples, `subs_per_chunk` of them per chunk (a chunk per invocation)."""
+    tape.require_deltas("features", "the cooperative-vector gradients")
     frame = training_frame(push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"),
                                                ("parameters", "u32")))
     m, fn, u32 = frame.module, frame.main, frame.u32

@@ -7,7 +7,8 @@ with subgroup barriers only):
 - H, the current layer's input (samples x features, float16), overwritten by the layer's output tile row by tile row
   once all of that row's products are done. Each layer first copies its input to the tape.
 - D, per layer the activation's derivative at the pre-activation (float16), which the backward pass overwrites with
-  the layer's delta; each delta is copied to the tape (feature-major), where the weight-gradient kernels read it.
+  the layer's delta; each delta is copied to the tape (in the layout of `TapeLayout.deltas`), where the
+  weight-gradient kernels read it.
 - a 16x16 float32 tile through which every accumulator goes (KHR has no accumulator -> operand conversion, and its
   element order is the implementation's): each invocation then takes 8 of its elements, whose sample and feature it
   knows, to add the bias, apply the activation, its derivative and the loss (`ScalarWriter`: the kernel rules of
@@ -262,11 +263,21 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
 
     for index in reversed(range(len(layers))):
         layer = layers[index]
-        # the delta onto the tape, feature-major: element (b, m) at region + m capacity + b (tiles column-major)
-        region = op("OpIAdd", op("OpIMul", capacity, uint(tape.delta_start(index))), base)
-        to_tape(d_mem, d_base, d_stride, d_starts[index], layer.rows,
-                lambda row, column, region=region: op("OpIAdd", region, op("OpIAdd", op("OpIMul", column, capacity),
-                                                                            row)), column_major, capacity)
+        # the delta onto the tape in its layout (`TapeLayout.deltas`)
+        region = op("OpIMul", capacity, uint(tape.delta_start(index)))
+        if tape.deltas == "samples":  # element (b, m) at region + b rows + m: tiles row-major
+            region, layout, tape_stride = op("OpIAdd", region, op("OpIMul", base, uint(layer.rows))), row_major, uint(
+                layer.rows)
+
+            def delta_at(row, column, region=region, stride=tape_stride):
+                return op("OpIAdd", region, op("OpIAdd", op("OpIMul", row, stride), column))
+        else:  # element (b, m) at region + m capacity + b: tiles column-major
+            region, layout, tape_stride = op("OpIAdd", region, base), column_major, capacity
+
+            def delta_at(row, column, region=region):
+                return op("OpIAdd", region, op("OpIAdd", op("OpIMul", column, capacity), row))
+
+        to_tape(d_mem, d_base, d_stride, d_starts[index], layer.rows, delta_at, layout, tape_stride)
         if index == 0:
             break
         before = plan.layers[index - 1]

@@ -36,6 +36,12 @@ LAYOUT = "training_optimal"
 # gradients 0.33 / 0.65 / 1.72 ms; at 2^16 0.15 / 0.16 / 0.19 against 0.08 / 0.17 / 0.43 ms, the one loss (mlp_3_64x2_3
 # at 2^16) smaller than the wins, and the session does not know the batch when it compiles.
 AUTO_GRADIENTS = "coopmat"
+# The step kernel stores sample-major deltas as whole vectors, feature-major ones a component at a time; the
+# cooperative-matrix gradients read either. On the H100 at batch 2^18 (bench/results/
+# nvidia-h100-80gb-hbm3-2026-11-27-sample-major-deltas.md), sample-major made whole steps of the two 5-layer benchmark
+# MLPs 13% (mlp_32_64x4_16) and 5% (mlp_64_128x4_16) faster, and of the 3-layer mlp_3_64x2_3 12% slower (its step
+# kernel 0.128 -> 0.175 ms). Models of 4 layers were not measured.
+SAMPLE_MAJOR_DELTAS_FROM_LAYERS = 4
 # "auto" takes the per-sample cooperative-vector step kernel: the tiled one (`tiled_step`) was slower on the H100 at
 # batch 2^18 (bench/results/nvidia-h100-tiled-step.md): whole steps of 0.76 / 1.81 / 7.67 ms against 0.43 / 1.00 /
 # 3.35 ms for mlp_3_64x2_3 / mlp_32_64x4_16 / mlp_64_128x4_16. It won only mlp_32_64x4_16 at 2^16 (0.47 against
@@ -76,7 +82,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         self.accumulates = gradients in outer_product.ACCUMULATOR_LAYOUTS
         if self.accumulates and step == "tiled":
             raise ValueError(f"gradients={gradients!r} accumulates in the coopvec step kernel, not the tiled one")
-        self.requested_gradients = gradients
+        self.gradient_method = AUTO_GRADIENTS if gradients == "auto" else gradients
         self.requested_step = "coopvec" if self.accumulates else step
         super().__init__(*args, **kwargs)
 
@@ -87,10 +93,12 @@ class CoopvecTrainingSession(KernelTrainingSession):
         return (super().features() | set(FEATURES) | {"bufferDeviceAddress"}
                 | (outer_product.FEATURES if self.accumulates else set()))
 
+    def delta_layout(self) -> str:
+        if self.gradient_method == "coopmat" and len(self.plan.layers) >= SAMPLE_MAJOR_DELTAS_FROM_LAYERS:
+            return "samples"
+        return "features"
+
     def make_gradient_shaders(self):
-        self.gradient_method = self.requested_gradients
-        if self.gradient_method == "auto":
-            self.gradient_method = AUTO_GRADIENTS
         if self.accumulates:
             widest = max(max(layer.rows, layer.cols) for layer in self.layout.layers)
             if widest > OUTER_PRODUCT_WIDEST:

@@ -79,6 +79,7 @@ def _store_and_check(frame: ShaderFrame, total, element=None) -> None:
 def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk: int) -> Binary:
     """Every weight and bias element's partial gradient over each chunk of `chunk` samples, from the deltas and
     inputs the tape holds."""
+    tape.require_deltas("features", "the tape gradients")
     frame = _frame(("batch", "u32"), ("capacity", "u32"), source="tape", target="partials", status=False)
     fn, u32, p = frame.main, frame.u32, frame.sample
     batch, capacity = frame.push_value("batch"), frame.push_value("capacity")

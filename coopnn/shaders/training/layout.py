@@ -5,10 +5,11 @@ flat arrays in one order: for every layer its weight (rows x cols, row-major) an
 
 The tape holds, for every layer, what its weight gradient needs from every sample of the batch: the layer's input
 (`cols` features, sample-major: element [b, k] at b * cols + k) and the gradient of the loss with respect to its
-output before the activation, the delta (`rows` features, feature-major: element [m, b] at m * capacity + b). Regions
-follow each other in layer order, input first; a region of `width` features spans width * capacity elements, so a
-region starts at (sum of the widths before it) * capacity. Feature-major deltas let the weight-gradient kernels read
-one delta row of many samples as one contiguous vector.
+output before the activation, the delta (`rows` features), in the layout the weight-gradient kernels read
+(`TapeLayout.deltas`): feature-major (element [m, b] at m * capacity + b), where one delta row of many samples is one
+contiguous vector, or sample-major like the inputs (element [b, m] at b * rows + m), which the cooperative-vector
+step kernel stores as whole vectors. Regions follow each other in layer order, input first; a region of `width`
+features spans width * capacity elements, so a region starts at (sum of the widths before it) * capacity.
 """
 
 from __future__ import annotations
@@ -69,9 +70,22 @@ class ParameterLayout:
         return out
 
 
+DELTA_LAYOUTS = ("features", "samples")
+
+
 @dataclass(frozen=True)
 class TapeLayout:
     layers: tuple[LayerShape, ...]
+    deltas: str = "features"  # the deltas' layout: "features" (feature-major) or "samples" (sample-major)
+
+    def __post_init__(self):
+        if self.deltas not in DELTA_LAYOUTS:
+            raise ValueError(f"deltas must be one of {', '.join(DELTA_LAYOUTS)}, not {self.deltas!r}")
+
+    def require_deltas(self, layout: str, reader: str) -> None:
+        """A ValueError unless the deltas are kept in `layout`, the one `reader` (a kernel) reads."""
+        if self.deltas != layout:
+            raise ValueError(f"{reader} read {layout}-major deltas, not {self.deltas}-major ones")
 
     @property
     def width(self) -> int:

@@ -67,7 +67,7 @@ class KernelTrainingSession(StepBuffers):
         self.plan: TrainingPlan = plan_training(graph)
         self.loss_function, self.optimizer = loss, optimizer
         self.layout = ParameterLayout.of(self.layer_shapes())
-        self.tape = TapeLayout(() if self.accumulates else self.layout.layers)
+        self.tape = TapeLayout(() if self.accumulates else self.layout.layers, self.delta_layout())
         self.program = step_program(self.plan, loss, self.tape, accumulate=self.accumulates)
         self.last_gpu_ms: float | None = None  # of the last submission
         self.total_gpu_ms = 0.0  # of every submission of training steps so far
@@ -110,6 +110,10 @@ class KernelTrainingSession(StepBuffers):
 
     def layer_shapes(self) -> list[tuple[str, str, int, int]]:
         return [(p.weight, p.bias, p.rows, p.cols) for p in self.plan.layers]
+
+    def delta_layout(self) -> str:
+        """How the tape keeps deltas (`coopnn.shaders.training.layout`): as the weight-gradient kernels read them."""
+        return "features"
 
     def features(self) -> set[str]:
         """What the device must enable for every kernel of a step (the step kernel's are the target's to add)."""

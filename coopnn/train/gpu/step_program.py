@@ -76,7 +76,7 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: b
                                                                (layer.rows,)).name))
         else:
             k.emit("store", None, (delta, TAPE), start=tape.delta_start(index), width=tape.layers[index].rows,
-                   layout="features")
+                   layout=tape.deltas)
         if index:
             gradient = k.emit("gemv", VecType("f32", layer.cols), (w, delta), transpose=True)
     return k.build()

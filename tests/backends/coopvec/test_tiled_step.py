@@ -18,7 +18,7 @@ from coopnn.graph.activations import ACTIVATIONS
 from coopnn.layouts.formats.fp16 import round_fp16
 from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.kernel.derivatives import DERIVATIVES
-from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
+from coopnn.shaders.training.layout import DELTA_LAYOUTS, ParameterLayout, TapeLayout
 from coopnn.train.gpu.loss_kernels import LOSS_KERNELS
 from coopnn.train.gpu.plan import plan_training
 from coopnn.train.gpu.step_program import step_program
@@ -33,10 +33,10 @@ TRAINABLE = sorted(op.value for op in DERIVATIVES if op in ACTIVATIONS)
 REAL_DOMAIN = [name for name in TRAINABLE if name not in ("log", "sqrt", "reciprocal")]
 
 
-def _compile(graph, loss="l2", shared_memory=49152):
+def _compile(graph, loss="l2", shared_memory=49152, deltas="samples"):
     plan = plan_training(graph)
     layout = ParameterLayout.of([(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in plan.layers])
-    tape = TapeLayout(layout.layers)
+    tape = TapeLayout(layout.layers, deltas)
     return tiled_step_shader(step_program(plan, get_loss(loss), tape), plan, get_loss(loss), layout, tape,
                              shared_memory)
 
@@ -45,6 +45,15 @@ def _compile(graph, loss="l2", shared_memory=49152):
 def test_every_trainable_activation_passes_spirv_val(activation, tmp_path):
     binary = _compile(mlp_graph(3, [24, 40], 5, activation=activation))
     spirv_val(binary.spirv, tmp_path)
+
+
+def test_deltas_go_to_the_tape_in_either_layout(tmp_path):
+    """Sample-major (for cooperative-matrix gradients) as row-major tiles, feature-major as column-major ones."""
+    graph = mlp_graph(3, [24, 40], 5, activation="relu")
+    for deltas in DELTA_LAYOUTS:
+        binary = _compile(graph, deltas=deltas)
+        spirv_val(binary.spirv, tmp_path)
+        assert binary.spirv != _compile(graph, deltas="samples" if deltas == "features" else "features").spirv
 
 
 @pytest.mark.parametrize("loss", sorted(LOSS_KERNELS))

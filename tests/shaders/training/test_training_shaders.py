@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_shader
-from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
+from coopnn.shaders.training.layout import DELTA_LAYOUTS, ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import SCHEDULE_ROWS, optimizer_shader
 from coopnn.train.gpu.optimizer_values import optimizer_push, optimizer_schedule
 from coopnn.train.optim import SGD, Adam
@@ -146,8 +146,9 @@ def test_coopmat_gradient_shaders_are_valid(name, tmp_path):
     from coopnn.backends.coopvec.coopmat_gradients import TILE, coopmat_gradient_shader, layer_blocks, task_count
 
     layout = PADDED_LAYOUTS[name]
-    shader = coopmat_gradient_shader(layout, TapeLayout(layout.layers))
-    spirv_val(shader.spirv, tmp_path)
+    for deltas in DELTA_LAYOUTS:
+        shader = coopmat_gradient_shader(layout, TapeLayout(layout.layers, deltas))
+        spirv_val(shader.spirv, tmp_path)
     assert shader.binding_count == 2 and shader.workgroup_size == (32, 1, 1)
     assert "cooperativeMatrix" in shader.features
     blocks = layer_blocks(layout)

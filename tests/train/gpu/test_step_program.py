@@ -14,7 +14,7 @@ from coopnn.backends import target
 from coopnn.backends.coopvec.products import weight_plan
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.fp32 import FORMAT as FP32
-from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
+from coopnn.shaders.training.layout import DELTA_LAYOUTS, ParameterLayout, TapeLayout
 from coopnn.graph.builder import GraphBuilder
 from coopnn.nets.builders import mlp_graph
 from coopnn.train.gpu.plan import plan_training
@@ -25,11 +25,11 @@ from tests.conftest import ROOT
 from tests.backends.portable.test_target import spirv_val
 
 
-def _program(graph, loss="l2", pad=False):
+def _program(graph, loss="l2", pad=False, deltas="features"):
     plan = plan_training(graph)
     size = padded if pad else (lambda n: n)
     layout = ParameterLayout.of([(p.weight, p.bias, size(p.rows), size(p.cols)) for p in plan.layers])
-    return plan, layout, step_program(plan, get_loss(loss), TapeLayout(layout.layers))
+    return plan, layout, step_program(plan, get_loss(loss), TapeLayout(layout.layers, deltas))
 
 
 def test_plan_of_an_mlp_with_encoding():
@@ -60,12 +60,14 @@ def test_graphs_outside_the_chain_are_refused_with_the_node():
         plan_training(b.graph([y]))
 
 
-def test_program_stores_every_layer_input_and_delta():
-    _, layout, program = _program(mlp_graph(3, [16, 8], 2, activation="tanh"))
-    tape = TapeLayout(layout.layers)
+@pytest.mark.parametrize("deltas", DELTA_LAYOUTS)
+def test_program_stores_every_layer_input_and_delta(deltas):
+    """Inputs sample-major, deltas in the tape's layout for them."""
+    _, layout, program = _program(mlp_graph(3, [16, 8], 2, activation="tanh"), deltas=deltas)
+    tape = TapeLayout(layout.layers, deltas)
     stores = [(i.attrs["start"], i.attrs["layout"]) for i in program.body if i.op == "store" and "layout" in i.attrs]
     assert sorted(stores) == sorted([(tape.input_start(l), "samples") for l in range(3)]
-                                    + [(tape.delta_start(l), "features") for l in range(3)])
+                                    + [(tape.delta_start(l), deltas) for l in range(3)])
     assert sum(1 for i in program.body if i.op == "gemv" and i.attrs["transpose"]) == 2
 
 
@@ -77,9 +79,10 @@ def test_step_kernels_are_valid_spirv(loss, activation, tmp_path):
     _, layout, program = _program(graph, loss)
     portable = target("portable").compile(program, FP32, 64, packed=flat_manifest(program, layout))
     spirv_val(portable.spirv, tmp_path)
-    _, _, padded_program = _program(graph, loss, pad=True)
-    packed = pack_plan(weight_plan(padded_program, FP16), "training_optimal", lambda m: bytes(2 * m.nbytes))
-    coopvec = target("coopvec").compile(padded_program, FP16, 64, packed=packed)
-    spirv_val(coopvec.spirv, tmp_path)
+    for deltas in DELTA_LAYOUTS:
+        _, _, padded_program = _program(graph, loss, pad=True, deltas=deltas)
+        packed = pack_plan(weight_plan(padded_program, FP16), "training_optimal", lambda m: bytes(2 * m.nbytes))
+        coopvec = target("coopvec").compile(padded_program, FP16, 64, packed=packed)
+        spirv_val(coopvec.spirv, tmp_path)
     assert [b.role for b in coopvec.bindings] == ["weights", "input", "input", "tape", "loss", "state"]
     assert [p.name for p in coopvec.push_constants] == ["count", "batch", "capacity"]
