@@ -47,6 +47,7 @@ METHODS = ["coopmat", "coopvec", "outer_product", "outer_product_reduced"]
 @pytest.mark.parametrize("inputs, hidden, outputs, activation, loss", [
     (3, [64, 64], 4, "relu", "l2"), (5, [32, 24], 3, "tanh", "huber"), (3, [64, 64], 3, "relu", "relative_l2"),
     (2, [40], 3, "silu", "l1"), (4, [16, 16], 2, "sigmoid", "bce_with_logits"),
+    (3, [64, 48, 64], 5, "relu", "l2"),  # 4 layers: sample-major deltas with cooperative-matrix gradients
 ])
 def test_step_matches_the_numpy_step(gradients, inputs, hidden, outputs, activation, loss):
     graph = _rounded(mlp_graph(inputs, hidden, outputs, activation=activation, encoding="frequency", octaves=3))
