@@ -266,8 +266,8 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
         # the delta onto the tape in its layout (`TapeLayout.deltas`)
         region = op("OpIMul", capacity, uint(tape.delta_start(index)))
         if tape.deltas == "samples":  # element (b, m) at region + b rows + m: tiles row-major
-            region, layout, tape_stride = op("OpIAdd", region, op("OpIMul", base, uint(layer.rows))), row_major, uint(
-                layer.rows)
+            region = op("OpIAdd", region, op("OpIMul", base, uint(layer.rows)))
+            layout, tape_stride = row_major, uint(layer.rows)
 
             def delta_at(row, column, region=region, stride=tape_stride):
                 return op("OpIAdd", region, op("OpIAdd", op("OpIMul", row, stride), column))

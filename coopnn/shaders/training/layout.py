@@ -85,7 +85,7 @@ class TapeLayout:
     def require_deltas(self, layout: str, reader: str) -> None:
         """A ValueError unless the deltas are kept in `layout`, the one `reader` (a kernel) reads."""
         if self.deltas != layout:
-            raise ValueError(f"{reader} read {layout}-major deltas, not {self.deltas}-major ones")
+            raise ValueError(f"{reader} read deltas laid out by {layout}, not by {self.deltas}")
 
     @property
     def width(self) -> int:

@@ -34,5 +34,5 @@ def test_the_cooperative_matrix_gradients_read_either_delta_layout():
 ])
 def test_the_other_gradient_kernels_take_only_feature_major_deltas(make, reads):
     make(TapeLayout(LAYOUT.layers, reads))
-    with pytest.raises(ValueError, match="read features-major deltas, not samples-major ones"):
+    with pytest.raises(ValueError, match="read deltas laid out by features, not by samples"):
         make(TapeLayout(LAYOUT.layers, "samples"))
