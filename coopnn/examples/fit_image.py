@@ -5,8 +5,8 @@ cropped and box-filtered to 128 x 128, and shows loss and PSNR as it trains. It 
 target as PNG, a plot of PSNR against step, and the PSNR values as CSV: `python -m coopnn.examples.fit_image [IMAGE]
 [--steps N] [--output-dir DIR]`. The defaults (2000 steps of 4096 samples) take about two minutes on two CPU cores
 with the numpy backend (107 s, longer when the cores are busy with other work), about ten minutes with
-`--backend portable` on lavapipe on those cores (575 s), and 2.5 to 2.7 s for the whole command with `--backend coopvec
---weights fp16` on an H100 (measured 2026-11-27).
+`--backend portable` on lavapipe on those cores (575 s), and 2.1 s for the whole command with `--backend coopvec
+--weights fp16` on an H100, caches warm (measured 2026-11-27).
 """
 
 from __future__ import annotations

@@ -209,12 +209,16 @@ class KernelTrainingSession(StepBuffers):
         self._ensure_capacity(batch)
         count = -(-batch // self.granularity) * self.granularity
         inputs = self._input_bindings()
-        sources = {b.index: targets[self.plan.output] if b.name == TARGET else feeds[b.name] for b in inputs}
+        sources = {b.index: self._source(b, feeds, targets) for b in inputs}
         return count, self.batch_inputs.write(inputs, self.io, sources, batch, count)
 
     def _input_bindings(self) -> list:
         """The step kernel's bindings of role "input": the model's inputs and the targets."""
         return [b for b in self.binary.bindings[1:] if b.role == "input"]
+
+    def _source(self, binding, feeds: Mapping[str, Any], targets: Mapping[str, Any]) -> Any:
+        """What the input `binding` reads: the targets, or the model's input of its name."""
+        return targets[self.plan.output] if binding.name == TARGET else feeds[binding.name]
 
     @property
     def steps_take_cuda_arrays(self) -> bool:
@@ -248,8 +252,7 @@ class KernelTrainingSession(StepBuffers):
 
     def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> ResidentData:
         """A data set on the device for `run_steps` (whole, or in shards where it does not fit)."""
-        sources = {b.name: targets[self.plan.output] if b.name == TARGET else feeds[b.name]
-                   for b in self._input_bindings()}
+        sources = {b.name: self._source(b, feeds, targets) for b in self._input_bindings()}
         return ResidentData(self.context, sources)
 
     def run_steps(self, data: ResidentData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
