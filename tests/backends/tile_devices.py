@@ -38,7 +38,8 @@ FLEXIBLE_SHAPES = tuple(shape(*granularity, types, scope, invocations)
 
 
 def h100(*, features=FEATURES, khr_shapes=KHR_SHAPES, flexible_shapes=FLEXIBLE_SHAPES, shared_memory=49152,
-         matrix2: bool = True, device_type: str = "discrete", **matrix2_limits) -> SimpleNamespace:
+         matrix2: bool = True, device_type: str = "discrete", invocations: int = 1024,
+         group_size: tuple[int, int, int] = (1024, 1024, 64), **matrix2_limits) -> SimpleNamespace:
     """What the tile backends read of a device: the H100's unless told otherwise (`features` may name more than
     it reports, cooperativeMatrixDecodeVector say)."""
     flags = {name: name in features for name in (*FEATURES, *features)}
@@ -48,4 +49,6 @@ def h100(*, features=FEATURES, khr_shapes=KHR_SHAPES, flexible_shapes=FLEXIBLE_S
     return SimpleNamespace(name="H100", device_type=device_type, features=flags, cooperative_matrix=matrix,
                            cooperative_matrix2=replace(support2, **matrix2_limits) if matrix2 else None,
                            subgroup=SubgroupInfo(32, 32, 32, 0x3FFF, 0xFF),
-                           limits=SimpleNamespace(max_compute_shared_memory_size=shared_memory))
+                           limits=SimpleNamespace(max_compute_shared_memory_size=shared_memory,
+                                                  max_compute_work_group_invocations=invocations,
+                                                  max_compute_work_group_size=group_size))

@@ -13,7 +13,8 @@ from __future__ import annotations
 from coopnn.backends.tile_backend import (COMPUTE_STAGE_BIT, TileBackend, float16_shapes, missing_features,
                                           with_float16_accumulators)
 from coopnn.backends.coopmat.packing import pack_tiles
-from coopnn.backends.coopmat.target import FEATURES, TILE, CoopmatTarget, Shape, shared_halves
+from coopnn.backends.coopmat.target import (FEATURES, TILE, WORKGROUP_INVOCATIONS, CoopmatTarget, Shape,
+                                            shared_halves)
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.pack import WeightImage
 from coopnn.shaders.kernel.program import KernelProgram
@@ -33,6 +34,14 @@ def matrix_shape(info) -> Shape | None:
     if Shape() in fitting:
         return Shape()
     return fitting[0] if fitting else None
+
+
+def workgroup_invocations(info) -> int:
+    """The kernel's invocations per work-group on this device: WORKGROUP_INVOCATIONS where its limits allow (a
+    work-group of TILE x rows), else as many as they do (Vulkan guarantees 128)."""
+    limits = info.limits
+    return min(WORKGROUP_INVOCATIONS, limits.max_compute_work_group_invocations,
+               TILE * limits.max_compute_work_group_size[1])
 
 
 def _device_needs(info) -> str | None:
@@ -77,4 +86,5 @@ class CoopmatBackend(TileBackend):
         return pack_tiles(plan_tiles(program, self.name), weights, shape.granularity, shape.m)
 
     def compile_for(self, info, program: KernelProgram, weights: WeightFormat, packed: WeightImage) -> Binary:
-        return self.target.compile(program, weights, TILE, shape=matrix_shape(info), packed=packed)
+        return self.target.compile(program, weights, TILE, shape=matrix_shape(info), packed=packed,
+                                   invocations=workgroup_invocations(info))

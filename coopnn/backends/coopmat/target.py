@@ -59,7 +59,11 @@ from coopnn.backends.coopmat.text import kernel_text
 NAME = "coopmat"
 FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
 TILE = 64  # samples per work-group: a whole number of the matrices' M rows
-WORKGROUP_INVOCATIONS = 128  # four subgroups of 32 on the H100: more warps per SM for the same workgroup memory
+# Eight subgroups of 32 on the H100: more warps per SM for the same workgroup memory. Against 128 invocations, 256
+# took 11 to 16% less GPU time on mlp_32_64x4_16 and mlp_64_128x4_16 at 2^18 and 2^21 samples and on the latter at
+# 2^14, the same on the former at 2^14 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tile-limits.md). The backend
+# takes fewer where the device's work-group limits are lower (`backend.workgroup_invocations`).
+WORKGROUP_INVOCATIONS = 256
 ROW_PAD = 8  # halves (16 bytes) past the widest layer in every activation row: rows start on different banks
 # Workgroup-memory accesses carry other invocations' values, so under the Vulkan memory model they are non-private:
 # the barriers between layers make them available and visible.
@@ -84,10 +88,10 @@ class Shape:
             raise CompileError(f"the {NAME} target takes shapes whose N and K divide each other, not {self}")
 
 
-def local_size(tile: int) -> tuple[int, int, int]:
+def local_size(tile: int, invocations: int = WORKGROUP_INVOCATIONS) -> tuple[int, int, int]:
     """The work-group of a tile: `tile` along x (the samples a work-group takes, as the runtime dispatches) by as many
-    rows as bring it to WORKGROUP_INVOCATIONS invocations (at least one)."""
-    return tile, max(1, WORKGROUP_INVOCATIONS // tile), 1
+    rows as bring it to `invocations` (at least one)."""
+    return tile, max(1, invocations // tile), 1
 
 
 def shared_halves(plan: TilePlan, tile: int, shape: Shape) -> int:
@@ -101,11 +105,11 @@ def row_stride(plan: TilePlan, shape: Shape) -> int:
 
 
 class CoopmatEmitter:
-    def __init__(self, plan: TilePlan, tile: int, shape: Shape, packed: WeightImage):
+    def __init__(self, plan: TilePlan, tile: int, shape: Shape, packed: WeightImage, invocations: int):
         self.plan, self.tile, self.shape, self.packed = plan, tile, shape, packed
         self.bindings = bindings_of(plan.program)
         self.binding_of = {b.name: b.index for b in self.bindings}
-        size = local_size(tile)
+        size = local_size(tile, invocations)
         self.invocations = size[0] * size[1]
         self.frame = frame = ShaderFrame(self.bindings, 16, tile, PUSH_CONSTANTS, bounds_check=False)
         frame.workgroup_size = size  # the frame would give one invocation per sample: (tile, 1, 1)
@@ -262,13 +266,15 @@ class CoopmatTarget:
     name = NAME
 
     def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int = TILE, *,
-                shape: Shape = Shape(), packed: WeightImage | None = None) -> Binary:
-        """SPIR-V for `program` in tiles of `workgroup_size` samples (a work-group of `local_size`) on M x N x K =
-        `shape` matrices; CompileError when the program is not a chain of layers (`plan_tiles`) the shape can take."""
+                shape: Shape = Shape(), packed: WeightImage | None = None,
+                invocations: int = WORKGROUP_INVOCATIONS) -> Binary:
+        """SPIR-V for `program` in tiles of `workgroup_size` samples (a work-group of `local_size(workgroup_size,
+        invocations)`) on M x N x K = `shape` matrices; CompileError when the program is not a chain of layers
+        (`plan_tiles`) the shape can take."""
         plan = plan_tiles(program, NAME)
         check_plan(plan, workgroup_size, shape)
         packed = packed if packed is not None else pack_tiles(plan, weights, shape.granularity, shape.m)
-        emitter = CoopmatEmitter(plan, workgroup_size, shape, packed)
+        emitter = CoopmatEmitter(plan, workgroup_size, shape, packed, invocations)
         spirv = emitter.compile()
         size = emitter.frame.workgroup_size
         text = kernel_text(emitter.plan, emitter.packed, emitter.shape, emitter.tile, size, emitter.stride)

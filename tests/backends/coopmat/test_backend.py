@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from coopnn.backends.coopmat.backend import CoopmatBackend, matrix_shape
+from coopnn.backends.coopmat.backend import CoopmatBackend, matrix_shape, workgroup_invocations
 from coopnn.backends.coopmat.target import Shape
 from coopnn.backends.coopmat2.backend import Coopmat2Backend
 from coopnn.runtime.vk.device_info import SubgroupInfo
@@ -69,3 +69,9 @@ def test_the_widest_layer_must_fit_workgroup_memory():
     assert BACKEND.program_needs(small, wide) == (
         "the model's widest layer needs 34816 bytes of workgroup memory for tiles of 64 samples; H100 has 20480")
     assert BACKEND.program_needs(h100(), wide) is None
+
+
+def test_work_groups_of_256_invocations_where_the_device_allows_them():
+    assert workgroup_invocations(h100()) == 256
+    assert workgroup_invocations(h100(invocations=128)) == 128  # the least Vulkan guarantees
+    assert workgroup_invocations(h100(group_size=(1024, 2, 64))) == 128  # 64 samples x 2 rows

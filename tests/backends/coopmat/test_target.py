@@ -74,14 +74,16 @@ def test_matrices_are_padded_to_whole_tiles_and_biases_are_tiles_of_identical_ro
     assert all(e.offset % 64 == 0 for e in packed.entries.values())  # 16-byte alignment of every tile load
 
 
-def test_a_work_group_of_128_invocations_takes_a_tile_of_64_samples():
+def test_a_work_group_of_256_invocations_takes_a_tile_of_64_samples():
     """The runtime dispatches a work-group per `workgroup_size[0]` samples: the tile is x, the other invocations y."""
-    assert (TILE, WORKGROUP_INVOCATIONS) == (64, 128)
-    assert local_size(TILE) == (64, 2, 1)
-    assert local_size(16) == (16, 8, 1) and local_size(128) == (128, 1, 1) and local_size(256) == (256, 1, 1)
+    assert (TILE, WORKGROUP_INVOCATIONS) == (64, 256)
+    assert local_size(TILE) == (64, 4, 1) and local_size(TILE, 128) == (64, 2, 1)
+    assert local_size(16) == (16, 16, 1) and local_size(256) == (256, 1, 1) and local_size(512) == (512, 1, 1)
     binary = CoopmatTarget().compile(zoo_program("mlp_3_64x2_3"), FP16)
-    assert binary.workgroup_size == (64, 2, 1)
-    assert "OpExecutionMode %main LocalSize 64 2 1" in _text(binary.spirv)
+    assert binary.workgroup_size == (64, 4, 1)
+    assert "OpExecutionMode %main LocalSize 64 4 1" in _text(binary.spirv)
+    fewer = CoopmatTarget().compile(zoo_program("mlp_3_64x2_3"), FP16, invocations=128)
+    assert "OpExecutionMode %main LocalSize 64 2 1" in _text(fewer.spirv)
 
 
 def test_workgroup_memory_holds_two_buffers_of_padded_rows_of_the_widest_layer():

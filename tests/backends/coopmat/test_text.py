@@ -44,13 +44,13 @@ def _contains(text: str, lines: list[str]) -> None:
 def test_the_tile_buffers_and_copies_of_mlp_3_64x2_3():
     text = _binary("mlp_3_64x2_3").text
     assert text.startswith("; kernel mlp_3_64x2_3 on the coopmat target (VK_KHR_cooperative_matrix): a work-group of "
-                           "128 work-items\n; (64 x 2) carries a tile of 64 samples")
+                           "256 work-items\n; (64 x 4) carries a tile of 64 samples")
     assert "M x N x K =\n; 16 x 16 x 16, feature dimensions padded to multiples of 16" in text
     _contains(text, [
         "%w0: memref<f16x16x64>,  ; byte 0: matrix 64 x 3 (padded to 64 x 16), row-major",
         "%b1: memref<f16x64x16>,  ; byte 2048: biases 64 as a tile of 16 identical rows",
         "%b5: memref<f16x16x16>,  ; byte 16384: biases 3 (padded to 16) as a tile of 16 identical rows",
-        "%n: index) {work_group_size=[64,2]} {",
+        "%n: index) {work_group_size=[64,4]} {",
         "foreach_tile (%i) = (%c0), (%n) as (%ti) <= (64) {",
         "%subgroup = cast %sg : index",
         "; workgroup memory: two buffers of 64 rows (samples) of 72 halves, the widest layer's 64 and 8 of padding",
@@ -62,12 +62,12 @@ def test_the_tile_buffers_and_copies_of_mlp_3_64x2_3():
         "%0 = load %in0[%f, %sample] : f32",
         "%rounded = cast %0 : f16",
         "store %y, %act0[%f, %s]",
-        "; padding: columns 3 to 15 of every row of %act0 are 0, element e by work-item e mod 128",
+        "; padding: columns 3 to 15 of every row of %act0 are 0, element e by work-item e mod 256",
         "foreach (%e) = (0), (832) {",
         "store %zero, %act0[%f, %s]",
         "barrier.local",
         # three layers, %act0 -> %act1 -> %act0 -> %act1, then the guarded output copy from %act1
-        "; output: the tile's 64 x 3 floats of %act1 into %out7, element e by work-item e mod 128,",
+        "; output: the tile's 64 x 3 floats of %act1 into %out7, element e by work-item e mod 256,",
         "foreach (%e) = (0), (192) {",
         "if %inside {",
         "%h = load %act1[%f, %s] : f16",
@@ -134,7 +134,7 @@ def test_the_sizes_of_mlp_64_128x4_16():
         "%act0 = alloca : memref<f16x128x64,strided<1,136>,local>",
         "foreach (%e) = (0), (4096) {",
         "%f = rem %e, 64 : index",
-        "; output: the tile's 64 x 16 floats of %act1 into %out11, element e by work-item e mod 128,",
+        "; output: the tile's 64 x 16 floats of %act1 into %out11, element e by work-item e mod 256,",
         "foreach (%e) = (0), (1024) {",
     ])
     assert "; padding" not in text  # 64 input features: whole K steps
@@ -165,7 +165,7 @@ def test_other_shapes_tiles_and_a_stage_zero_epilogue():
     y = b.node(Op.LINEAR, "out", [h, b.constant("w2", np.ones((3, 40)))], output="y")
     text = CoopmatTarget().compile(lower(b.graph([y])), FP16, 32, shape=Shape(16, 8, 16)).text
     _contains(text, [
-        "; (32 x 4) carries a tile of 32 samples through every layer as subgroup-scope cooperative matrices of M x N x "
+        "; (32 x 8) carries a tile of 32 samples through every layer as subgroup-scope cooperative matrices of M x N x "
         "K =",
         "%act0 = alloca : memref<f16x48x32,strided<1,56>,local>",
         "%0 = load %in0[%f, %sample] : f32",
@@ -173,7 +173,7 @@ def test_other_shapes_tiles_and_a_stage_zero_epilogue():
         "%x = cast %h : f32",
         "%1 = tanh %x : f32",
         "%rounded = cast %1 : f16",
-        "; padding: columns 5 to 15 of every row of %act0 are 0, element e by work-item e mod 128",
+        "; padding: columns 5 to 15 of every row of %act0 are 0, element e by work-item e mod 256",
         "for %col1 = %subgroup, 6, %subgroups {",
         "%B1_0 = cooperative_matrix_load %w0[0, %j1] : coopmatrix<f16x16x8,matrix_b>",
         "for %row1 = 0, 32, 16 {",
