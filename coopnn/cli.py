@@ -116,14 +116,21 @@ def _calibration(args: argparse.Namespace):
 
 
 def _run_setup(p: argparse.ArgumentParser) -> None:
-    from coopnn import backends
-
     _model_arg(p)
     p.add_argument("--input", "-i", required=True,
                    help=".npy (one input), .npz keyed by input name, or FILE.npz:NAME (its array NAME, one input)")
     p.add_argument("--output", "-o", required=True,
                    help=f"{', '.join(OUTPUT_SUFFIXES)}: .npz keyed by output name, the others for one output "
                         "(.txt and .csv for one row per sample); written exactly there")
+    _placement_args(p)
+    _calibration_arg(p, "from which --weights int8 measures each Linear's input scale, and on which --weights auto "
+                        "compares float16 with float32")
+
+
+def _placement_args(p: argparse.ArgumentParser) -> None:
+    """--backend, --weights and --device, as `coopnn.load` takes them."""
+    from coopnn import backends
+
     p.add_argument("--backend", "-b", default="auto", choices=["auto", *backends.names()],
                    help="backend (see `coopnn info`); auto takes the first that can run the model")
     p.add_argument("--weights", default="auto", choices=["auto", *format_names()],
@@ -131,8 +138,6 @@ def _run_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None,
                    help="Vulkan device index or name substring (default: COOPNN_DEVICE, else the preferred device); "
                         "one that matches no device is an error")
-    _calibration_arg(p, "from which --weights int8 measures each Linear's input scale, and on which --weights auto "
-                        "compares float16 with float32")
 
 
 @command("run", "run a model on inputs from .npy/.npz and write the outputs; an .npy input of any size is streamed "
@@ -149,6 +154,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         feeds = model.named_inputs(match_inputs(arrays, [t.name for t in model.inputs], args.input))
         run_in_chunks(model, feeds, args.output)
         print(f"wrote {args.output} ({model.backend})")
+    return 0
+
+
+def _kernels_setup(p: argparse.ArgumentParser) -> None:
+    _model_arg(p)
+    _placement_args(p)
+    p.add_argument("--train", action="store_true",
+                   help="the kernels of a training step (L2 loss, Adam) instead of the inference kernel")
+
+
+@command("kernels", "what the device's driver made of a model's kernels, for inference or a training step: registers, "
+                    "spilled bytes, workgroup memory... as the driver reports them (VK_KHR_pipeline_executable_properties)",
+         _kernels_setup)
+def cmd_kernels(args: argparse.Namespace) -> int:
+    import coopnn
+    from coopnn.runtime.kernel_statistics import statistics_table
+
+    with coopnn.load(args.model, backend=args.backend, weights=args.weights, device=args.device) as model:
+        statistics = coopnn.Trainer(model).kernel_statistics() if args.train else model.kernel_statistics()
+        what = "training step" if args.train else "inference"
+        print(f"{model.graph.name}, {what} on {model.backend} ({model.weight_format.name} weights):")
+    print(statistics_table(statistics), end="")
     return 0
 
 

@@ -235,6 +235,15 @@ class Model:
         """What the Vulkan validation layer reported for this model (it runs when COOPNN_VALIDATION=1)."""
         return list(getattr(self._executable, "debug_messages", []))
 
+    def kernel_statistics(self) -> list:
+        """What the device's driver made of this model's kernel: registers, spilled bytes, workgroup memory and so on,
+        in the driver's own words (`coopnn.runtime.kernel_statistics`). InputError on the numpy backend (it runs no
+        kernel); BackendUnavailableError where the driver reports no statistics."""
+        from coopnn.runtime.kernel_statistics import kernel_statistics
+
+        return kernel_statistics({self.graph.name: self._kernel_executable("kernel statistics", None).binary},
+                                 self.device)
+
     def close(self) -> None:
         """Release the backend's resources once the runs in flight are done; later calls raise ModelClosedError."""
         with self._lock:

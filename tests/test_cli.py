@@ -245,3 +245,10 @@ def test_calibration_errors_on_the_command_line_are_one_line(tmp_path, capsys, a
     assert main([str(paths.get(a, a)) for a in argv]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("coopnn: error: ") and message in err
+
+
+def test_kernels_says_in_one_line_why_there_are_no_statistics(capsys):
+    for argv in (["kernels", str(MLP), "-b", "numpy"], ["kernels", str(MLP), "-b", "numpy", "--train"]):
+        assert main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("coopnn: error: kernel statistics need a Vulkan backend") and err.count("\n") == 1

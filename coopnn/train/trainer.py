@@ -125,6 +125,17 @@ class Trainer:
             total += self.session.loss({k: v[part] for k, v in feeds.items()}, batch) * _count(batch)
         return total / count
 
+    def kernel_statistics(self) -> list:
+        """What the device's driver made of each kernel of a training step (the step kernel, the weight-gradient
+        kernels, the optimizer and the bookkeeping), as `Model.kernel_statistics` says; InputError where the session
+        runs no Vulkan kernels (the numpy backend)."""
+        from coopnn.runtime.kernel_statistics import kernel_statistics
+
+        binaries = getattr(self.session, "binaries", None)
+        if binaries is None:
+            raise InputError(f"kernel statistics need a Vulkan backend; this trainer trains on {self.backend}")
+        return kernel_statistics(binaries(), self.model.device)
+
     def save_checkpoint(self, path: str | os.PathLike) -> None:
         """Write the parameters, the optimizer state, the trainer's step count and sampler seed, and the session's
         loss scaling where it scales the loss (so that a resumed run continues as an uninterrupted one)."""

@@ -16,6 +16,7 @@ from coopnn.runtime.vk.loader import load_vulkan
 vk = load_vulkan()
 
 KHR_COOPERATIVE_MATRIX_EXTENSION = "VK_KHR_cooperative_matrix"
+PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION = "VK_KHR_pipeline_executable_properties"
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,9 @@ FEATURE_STRUCTS = (
     ChainStruct("VkPhysicalDeviceCooperativeMatrix2FeaturesNV",
                 nv_ffi.StructureType.PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV, nv_ffi.ffi,
                 extension=nv_ffi.COOPERATIVE_MATRIX_2_EXTENSION),
+    ChainStruct("VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR",
+                vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR, vk.ffi,
+                extension=PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION),
     ChainStruct("VkPhysicalDeviceCooperativeMatrixDecodeVectorFeaturesNV",
                 nv_ffi.StructureType.PHYSICAL_DEVICE_COOPERATIVE_MATRIX_DECODE_VECTOR_FEATURES_NV, nv_ffi.ffi,
                 extension=nv_ffi.COOPERATIVE_MATRIX_DECODE_VECTOR_EXTENSION),

@@ -74,10 +74,10 @@ class ObjectOwner:
     def create_kernel(self, spirv: bytes, binding_count: int, push_constant_size: int = 0,
                       workgroup_size: tuple[int, int, int] = (64, 1, 1),
                       specialization: Mapping[int, SpecializationValue] | None = None, entry_point: str = "main",
-                      name: str = "") -> ComputeKernel:
+                      name: str = "", capture_statistics: bool = False) -> ComputeKernel:
         self._check_open()
         return ComputeKernel(self, spirv, binding_count, push_constant_size, workgroup_size, specialization,
-                             entry_point, name)
+                             entry_point, name, capture_statistics)
 
     def close(self) -> None:
         """Wait for the device and destroy every Vulkan object made through this owner."""

@@ -76,8 +76,12 @@ class ComputeKernel:
     def __init__(self, context: KernelOwner, spirv: bytes, binding_count: int, push_constant_size: int = 0,
                  workgroup_size: tuple[int, int, int] = (64, 1, 1),
                  specialization: Mapping[int, SpecializationValue] | None = None, entry_point: str = "main",
-                 name: str = ""):
+                 name: str = "", capture_statistics: bool = False):
+        """`capture_statistics`: make the pipeline with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR, so that
+        `pipeline_statistics.read_statistics` can ask the driver about it (the device must have enabled the feature
+        `pipeline_statistics.FEATURE`)."""
         self.context = context
+        self.flags = vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR if capture_statistics else 0
         self.name = name or f"kernel_{id(self):x}"
         self.binding_count = binding_count
         self.push_constant_size = push_constant_size
@@ -142,7 +146,8 @@ class ComputeKernel:
                               b"".join(struct.pack("<III", *entry) for entry in entries) + data,
                               self.binding_count, self.push_constant_size)
             return self.context.pipeline_cache.create_pipeline(
-                self.context.tracker, device, key, vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout))
+                self.context.tracker, device, key,
+                vk.VkComputePipelineCreateInfo(flags=self.flags, stage=stage, layout=self.layout))
         finally:
             # The pipeline keeps what it needs; the module can go as soon as it is built.
             self.context.tracker.release(token)

@@ -106,6 +106,12 @@ class KernelTrainingSession(StepBuffers):
             self.context.close()
             raise
 
+    def binaries(self) -> dict[str, Binary]:
+        """Every kernel a step dispatches, by name (`Trainer.kernel_statistics`)."""
+        return {"step": self.binary, **{f"gradients {i}": s for i, s in enumerate(self.gradient_shaders)},
+                "optimizer": self.optimizer_kernel_shader, "step end": self.step_end_shader,
+                "loss tile": self.loss_tile_shader, "gather": self.gather_shader}
+
     # ----- what targets define --------------------------------------------------------------------------------------
 
     def layer_shapes(self) -> list[tuple[str, str, int, int]]:
