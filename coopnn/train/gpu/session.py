@@ -6,7 +6,7 @@ steps, optimizer steps: `TRAINING_STATE_FIELDS`). A step runs the step kernel (f
 tape), the target's weight-gradient kernels, the optimizer kernel, whatever turns the working copy into what the step
 kernel reads, and the step-ending kernel (`coopnn.shaders.training.step_state`: the batch's loss into a history row,
 the skip and loss-scale bookkeeping). Nothing in a step waits for the host, so `run_steps` records a whole run of
-steps on a data set already on the device (`upload_data`; each batch gathered there by the seeded sampler of
+steps on a data set already on the device (`upload_data`, `recorded_runs`; each batch gathered there by the sampler of
 `coopnn.shaders.training.sampler`) into one submission and reads the losses once at its end; `step` is the same with
 one batch uploaded from the host. Targets differ in how they lay out parameters and reduce gradients; subclasses say
 how (`coopnn.backends.portable.training`, `coopnn.backends.coopvec.training`).
@@ -26,10 +26,10 @@ from coopnn.shaders.training.sampler import gather_shader
 from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_tile_shader, step_end_shader
 from coopnn.interop.tensors import rows_of
 from coopnn.train.gpu.batch_inputs import BatchInputs
-from coopnn.train.gpu.bookkeeping import MAX_STEPS_PER_RUN, StepBookkeeping
+from coopnn.train.gpu.bookkeeping import StepBookkeeping
 from coopnn.train.gpu.flat_parameters import flatten, unflatten
 from coopnn.train.gpu.optimizer_values import optimizer_push
-from coopnn.train.gpu.resident import ResidentData
+from coopnn.train.gpu.recorded_runs import RecordedRuns
 from coopnn.runtime.executable import load_kernel
 from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
@@ -38,19 +38,7 @@ from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
 from coopnn.train.losses import Loss
 from coopnn.train.optim import Optimizer
 
-# A run of steps is submitted as blocks of these many steps, each block recorded once and submitted again: recording
-# costs the host about 0.15 ms a step in Python, so a 1,000-step fit recording all its runs anew spent 0.29 ms a step
-# beside 0.50 ms of GPU work (mlp_3_64x2_3 at 2^18 on the H100, 2026-11-25); blocks keep that to a few recordings.
-# Each size is recorded twice and the copies alternate, so the next block is queued while one runs.
-BLOCKS = (16, 4, 1)
-COPIES = 2
-# Recorded blocks a session keeps: every copy of every size for two data sets or batch sizes. A run records its blocks
-# as it submits them, so it may evict while its own are in flight; it uses at most COPIES * len(BLOCKS) keys, half of
-# this, so the least recently used keys evicted are never its own.
-RECORDINGS = 2 * COPIES * len(BLOCKS)
-
-
-class KernelTrainingSession(StepBuffers):
+class KernelTrainingSession(RecordedRuns, StepBuffers):
     granularity = 1  # the step kernel runs a multiple of this many invocations (padding masked out)
     working_dtype = "f32"
     tape_itemsize = 4
@@ -255,96 +243,6 @@ class KernelTrainingSession(StepBuffers):
     def _mean_losses(self, steps: int, batch: int) -> np.ndarray:
         self.total_gpu_ms += self.last_gpu_ms or 0.0
         return self.books.after(steps) / (batch * self.plan.out_features)
-
-    def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> ResidentData:
-        """A data set on the device for `run_steps` (whole, or in shards where it does not fit)."""
-        sources = {b.name: self._source(b, feeds, targets) for b in self._input_bindings()}
-        return ResidentData(self.context, sources)
-
-    def run_steps(self, data: ResidentData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
-        """`steps` training steps (at most MAX_STEPS_PER_RUN) on batches the device draws from `data`: batch
-        `first_step + j` of `seed` for step j (`coopnn.shaders.training.sampler`), or the whole data every step
-        when `batch_size` is no smaller. Submitted as recorded blocks (`BLOCKS`), read back once; the steps' losses."""
-        if not 0 < steps <= MAX_STEPS_PER_RUN:
-            raise ValueError(f"run_steps takes 1 to {MAX_STEPS_PER_RUN} steps, not {steps}")
-        whole = batch_size >= data.rows
-        batch = data.rows if whole else batch_size
-        self._ensure_capacity(batch)
-        blocks, left = [], steps
-        for size in BLOCKS:
-            blocks += [(size, copy % COPIES) for copy in range(left // size)]
-            left %= size
-        self.books.before(steps, first_step)
-        gpu_ms, recordings = [], []
-        try:
-            for size, copy in blocks:
-                # Recorded on first use, while the blocks submitted before it run: a fit's first runs record every
-                # block, 7.5 ms each on the H200 machine's host (45 ms of a 330 ms fit of 1,000 steps, 2026-11-27).
-                recording = self._block(data, size, copy, batch, whole, seed)
-                recordings.append(recording)
-                if recording.in_flight:
-                    gpu_ms.append(recording.finish())
-                recording.submit()
-        except BaseException:
-            # An interrupt (Ctrl-C) or a failure: the steps that ran changed the weights, but the host's counters
-            # (and the trainer's) stay where the run began, so the next submission puts them back on the device.
-            self.books.forget_device_state()
-            raise
-        finally:
-            # Nothing the caller frees next may still be in use on the GPU.
-            gpu_ms += [recording.finish() for recording in dict.fromkeys(recordings) if recording.in_flight]
-        self.last_gpu_ms = None if None in gpu_ms else sum(gpu_ms)
-        return self._mean_losses(steps, batch)
-
-    def _block(self, data: ResidentData, steps: int, copy: int, batch: int, whole: bool, seed: int):
-        """Copy `copy` of the recording of `steps` steps, made on first use. The optimizer's push constants are part
-        of the key: settings changed between runs (a schedule set from `fit`'s `on_step`) are recorded anew."""
-        key = (steps, copy, batch, whole, seed & 0xFFFFFFFF, data.rows,
-               tuple(b.serial for b in data.buffers.values()), tuple(b.serial for b in self.io.values()),
-               self._optimizer_push(batch))
-        return self._kept(key, lambda: self._record_block(data, steps, batch, whole, seed))
-
-    def _kept(self, key, record):
-        """The recording kept under `key`, made by `record()` when there is none; the least recently used go."""
-        recording = self.recordings.pop(key, None) or record()
-        self.recordings[key] = recording
-        while len(self.recordings) > RECORDINGS:
-            self.recordings.pop(next(iter(self.recordings))).destroy()
-        return recording
-
-    def _record_block(self, data: ResidentData, steps: int, batch: int, whole: bool, seed: int):
-        from coopnn.runtime.vk.commands import Dispatch
-        from coopnn.runtime.vk.recording import Recording
-
-        count = -(-batch // self.granularity) * self.granularity
-        inputs = self._input_bindings()
-        gathers = [Dispatch(self.gather_kernel, (data.buffers[b.name], self.io[b.index], self.state),
-                            self.gather_shader.pack_push(count=batch * b.features, features=b.features,
-                                                         rows=data.rows, seed=seed & 0xFFFFFFFF, whole=whole),
-                            self.gather_kernel.group_count_for(batch * b.features)) for b in inputs]
-        padding = [self.fill_zero(*(self.io[b.index] for b in inputs))] if count > batch else []
-        one_step = gathers + self._forward_backward(batch, count) + self._update(batch)
-        return Recording(self.context, padding + one_step * steps, uploads=self._schedule_upload(),
-                         downloads=tuple(self.books.downloads()))
-
-    def _step_recording(self, batch: int, count: int, copied: tuple[int, ...]):
-        """The recording of one step on the batch in the step's inputs (`_write_batch`), kept for the next steps
-        of its size: recording a step anew cost the host about 0.4 ms of a 1.0 ms `Trainer.step` on the H100
-        (mlp_3_64x2_3, 2^16 samples, 0.14 ms of GPU work; 2026-11-27). `copied` names the inputs the GPU fills."""
-        from coopnn.runtime.vk.recording import Recording
-
-        def record():
-            uploads = self._schedule_upload()
-            for b in self._input_bindings():
-                row = b.features * b.itemsize
-                start = batch * row if b.index in copied else 0  # copied inputs take only their zero padding
-                if count * row > start:
-                    uploads[self.io[b.index]] = (start, count * row)
-            return Recording(self.context, self._forward_backward(batch, count) + self._update(batch),
-                             uploads=uploads, downloads=tuple(self.books.downloads()))
-
-        key = ("step", batch, copied, tuple(b.serial for b in self.io.values()), self._optimizer_push(batch))
-        return self._kept(key, record)
 
     def _schedule_upload(self) -> dict:
         return {self.books.schedule: (0, self.books.schedule.size)}
