@@ -39,6 +39,18 @@ def test_info_names_the_targets_each_device_takes(capsys, monkeypatch):
     assert "COOPNN_DEVICE" not in os.environ  # asked per device, then put back
 
 
+def test_info_says_whether_each_device_reports_kernel_statistics(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    if "vulkan devices:" not in out:
+        pytest.skip("no Vulkan device here")
+    devices = len(re.findall(r"^  \d+: ", out, re.MULTILINE))
+    lines = [line for line in out.splitlines() if line.startswith("    kernel statistics: ")]
+    assert len(lines) == devices
+    assert all(line.endswith(("yes (`coopnn kernels`)", "no (VK_KHR_pipeline_executable_properties absent)"))
+               for line in lines)
+
+
 def test_inspect_prints_a_layer_table(capsys):
     assert main(["inspect", str(MLP)]) == 0
     out = capsys.readouterr().out

@@ -1,4 +1,5 @@
-"""The Vulkan part of `coopnn info`: every device, and what it offers for cooperative vectors and matrices."""
+"""The Vulkan part of `coopnn info`: every device, what it offers for cooperative vectors and matrices, and whether
+its driver reports kernel statistics."""
 
 from __future__ import annotations
 
@@ -52,10 +53,14 @@ def device_report(targets: Callable[[object], list[str]] | None = None) -> str:
         return f"vulkan: unavailable: {e}"
     if not devices:
         return "vulkan: no devices"
+    from coopnn.runtime.vk.pipeline_statistics import EXTENSION, FEATURE
+
     lines = ["vulkan devices:"]
     for info in devices:
         lines.append("  " + info.describe())
         lines += _coopvec_lines(info) + _coopmat_lines(info)
+        reports = "yes (`coopnn kernels`)" if info.features.get(FEATURE) else f"no ({EXTENSION} absent)"
+        lines.append(f"    kernel statistics: {reports}")
         if targets is not None:
             lines.append(f"    targets: {', '.join(targets(info)) or 'none'}")
     return "\n".join(lines)
