@@ -1,10 +1,11 @@
-"""`backend="coopvec"`: cooperative vectors (VK_NV_cooperative_vector): the target (`target`, `values`), the
-driver's weight layouts (`layouts`, `driver`), the record (`backend`), and training (`training`, with the weight
-gradients of `coopvec_gradients` and `coopmat_gradients`, or accumulated by the step kernel: `accumulate`, whose
-lowerings are registered here, and `outer_product`)."""
+"""`backend="coopvec"`: cooperative vectors (VK_NV_cooperative_vector): the target (`target`, with the lowerings of
+`elementwise`, registered here, and `values`), the driver's weight layouts (`layouts`, `driver`), the record
+(`backend`), and training (`training`, with the weight gradients of `coopvec_gradients` and `coopmat_gradients`, or
+accumulated by the step kernel: `accumulate`, whose lowerings are registered here, and `outer_product`)."""
 
 from coopnn.backends import register
 from coopnn.backends.coopvec import accumulate  # noqa: F401  (registers the target's accumulation lowerings)
+from coopnn.backends.coopvec import elementwise  # noqa: F401  (registers its arithmetic and elementwise lowerings)
 from coopnn.backends.coopvec.backend import CoopvecBackend
 
 register(CoopvecBackend())

@@ -11,11 +11,10 @@ a whole number of 16-byte groups, component by component otherwise.
 
 Numerics, which `coopnn.layouts.formats.emulation.run_fp16_emulation` reproduces: inputs (rounded as they are
 loaded), matrix-vector operands and results, and outputs (rounded, then widened exactly) are float16; everything else
-is float32. Instructions whose result is exact in float16 when their operands
-are (max, min, neg, abs, comparisons, selects, gathers) stay in float16, so ReLU layers never leave it. Whole-vector
-instructions are used where the extension allows them on cooperative vectors (arithmetic, FMax, FMin, FClamp, Exp,
-Log, Tanh); the rest (Sin, Cos, Sqrt, Floor, Ceil, FSign, Pow, comparisons, selects, gathers, reductions) go component
-by component. FMax/FMin follow the driver on NaN operands. Control flow is uniform but for the bounds check.
+is float32. Instructions whose result is exact in float16 when their operands are (max, min, neg, abs, comparisons,
+selects, gathers) stay in float16, so ReLU layers never leave it; `elementwise.py` lowers them, on whole vectors where
+the extension allows it. FMax/FMin follow the driver on NaN operands. Control flow is uniform but for the bounds
+check.
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_c
 from coopnn.backends.coopvec.integer_product import integer_gemv
 from coopnn.backends.quantized_layers import nan_inherited
 from coopnn.backends.coopvec.values import Forms, Held
-from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNARY, LOGICAL, TANH_LIMIT, numpy_pow
 
 # SPIR-V ComponentType (`MatrixInterpretation`) of each weight format's elements, by its VkComponentTypeKHR name
 INTERPRETATIONS = {"FLOAT16": "Float16NV", "FLOAT8_E4M3": "FloatE4M3NV", "FLOAT8_E5M2": "FloatE5M2NV",
@@ -47,11 +45,6 @@ FEATURES = frozenset({"cooperativeVector", "shaderFloat16", "storageBuffer16BitA
 IO_BYTES_PER_COMPONENT = 2
 IO_VECTOR_ALIGNMENT = COMPONENT_ALIGNMENT * IO_BYTES_PER_COMPONENT  # bytes: OpCooperativeVectorLoadNV/StoreNV offsets
 FLOAT32_BYTES = 4
-
-# GLSL.std.450 instructions (`GLSL_UNARY`) allowed on whole cooperative vectors; the others go component by component
-_VECTOR_GLSL = ("exp", "log")
-_SCALAR_GLSL = ("sin", "cos", "sqrt", "floor", "ceil", "sign")
-_EXACT_MINMAX = {"max": "FMax", "min": "FMin"}
 
 # kernel instruction -> its lowering, an emitter method taking the instruction and giving the result's Held value;
 # every instruction of the table (`coopnn.shaders.kernel.ops`) has one
@@ -276,132 +269,6 @@ class CoopvecEmitter:
     def weight_vector(self, vector_type, offset: int):
         """The float16 vector at byte `offset` of the weight buffer (a bias or row scales)."""
         return self.fn.emit("OpCooperativeVectorLoadNV", vector_type, self.array_pointer(0), self.uint(offset))
-
-    @lowers(*ARITHMETIC)
-    def arithmetic(self, instr: Instr) -> Held:
-        a, b = (self.forms.vector(h, "f32") for h in self.operands(instr))
-        vector_type = self.forms.vector_type("f32", instr.type.size)
-        return self.vector_result(instr, "f32", self.fn.emit(ARITHMETIC[instr.op], vector_type, a, b))
-
-    @lowers(*_VECTOR_GLSL)
-    def vector_glsl(self, instr: Instr) -> Held:
-        x = self.forms.vector(self.held[instr.args[0]], "f32")
-        vector_type = self.forms.vector_type("f32", instr.type.size)
-        return self.vector_result(instr, "f32", self.glsl(vector_type, GLSL_UNARY[instr.op], x))
-
-    @lowers("tanh")
-    def tanh(self, instr: Instr) -> Held:
-        x = self.forms.vector(self.held[instr.args[0]], "f32")
-        vector_type = self.forms.vector_type("f32", instr.type.size)
-        limit = self.forms.known(np.full(instr.type.size, TANH_LIMIT))
-        clamped = self.glsl(vector_type, "FClamp", x, self.forms.vector(self.forms.known(-limit.constant), "f32"),
-                            self.forms.vector(limit, "f32"))
-        return self.vector_result(instr, "f32", self.glsl(vector_type, "Tanh", clamped))
-
-    @lowers(*_EXACT_MINMAX)
-    def minmax(self, instr: Instr) -> Held:
-        held = self.operands(instr)
-        dtype = self.exact_dtype(held)
-        vectors = [self.forms.vector(h, dtype) for h in held]
-        result = self.glsl(self.forms.vector_type(dtype, instr.type.size), _EXACT_MINMAX[instr.op], *vectors)
-        return self.vector_result(instr, dtype, result)
-
-    @lowers("neg")
-    def neg(self, instr: Instr) -> Held:
-        x = self.held[instr.args[0]]
-        vector_type = self.forms.vector_type(x.dtype, x.size)
-        return self.vector_result(instr, x.dtype, self.fn.emit("OpFNegate", vector_type, self.forms.vector(x, x.dtype)))
-
-    @lowers("positive")
-    def positive(self, instr: Instr) -> Held:
-        """1 - Step(x, 0) on the whole vector (Step(edge, v) is 0 where v < edge, else 1), exact in float16; on NaN
-        it follows the driver's Step."""
-        x = self.held[instr.args[0]]
-        vector_type = self.forms.vector_type(x.dtype, x.size)
-        zeros, ones = (self.forms.vector(self.forms.known(np.full(x.size, v)), x.dtype) for v in (0.0, 1.0))
-        step = self.glsl(vector_type, "Step", self.forms.vector(x, x.dtype), zeros)
-        return self.vector_result(instr, x.dtype, self.fn.emit("OpFSub", vector_type, ones, step))
-
-    @lowers("abs")
-    def abs(self, instr: Instr) -> Held:
-        # FAbs is not among the instructions allowed on cooperative vectors; max(x, -x) is, and is exact.
-        x = self.held[instr.args[0]]
-        vector_type = self.forms.vector_type(x.dtype, x.size)
-        v = self.forms.vector(x, x.dtype)
-        return self.vector_result(instr, x.dtype,
-                                  self.glsl(vector_type, "FMax", v, self.fn.emit("OpFNegate", vector_type, v)))
-
-    @lowers(*_SCALAR_GLSL)
-    def scalar_glsl(self, instr: Instr) -> Held:
-        return self.per_component("f32", "f32", self.operands(instr),
-                                  lambda x: self.glsl(self.f32, GLSL_UNARY[instr.op], x))
-
-    @lowers("pow")
-    def pow(self, instr: Instr) -> Held:
-        return self.per_component("f32", "f32", self.operands(instr), self.scalar_pow)
-
-    def scalar_pow(self, a, b):
-        return numpy_pow(self.fn, self.f32, self.boolean, lambda name, *args: self.glsl(self.f32, name, *args),
-                         lambda x: self.forms.constant("f32", x), a, b)
-
-    @lowers(*COMPARISONS)
-    def compare(self, instr: Instr) -> Held:
-        held = self.operands(instr)
-        return self.per_component(self.exact_dtype(held), "bool", held,
-                                  lambda a, b: self.fn.emit(COMPARISONS[instr.op], self.boolean, a, b))
-
-    @lowers("not", *LOGICAL)
-    def logical(self, instr: Instr) -> Held:
-        if instr.op == "not":
-            return self.per_component("bool", "bool", self.operands(instr),
-                                      lambda x: self.fn.emit("OpLogicalNot", self.boolean, x))
-        return self.per_component("bool", "bool", self.operands(instr),
-                                  lambda a, b: self.fn.emit(LOGICAL[instr.op], self.boolean, a, b))
-
-    @lowers("select")
-    def select(self, instr: Instr) -> Held:
-        cond, a, b = self.operands(instr)
-        dtype = "bool" if instr.type.dtype == "bool" else self.exact_dtype([a, b])
-        conditions = self.forms.components(cond, "bool")
-        choices = zip(conditions, self.forms.components(a, dtype), self.forms.components(b, dtype))
-        return self.forms.from_scalars(dtype, [self.fn.emit("OpSelect", self.forms.scalar_types[dtype], c, x, y)
-                                               for c, x, y in choices])
-
-    @lowers("gather")
-    def gather(self, instr: Instr) -> Held:
-        sources = self.operands(instr)
-        dtype = "bool" if instr.type.dtype == "bool" else self.exact_dtype(sources)
-        if all(s.constant is not None for s in sources):
-            return self.forms.known(np.array([sources[s].constant[c] for s, c in instr.attrs["index"]]), dtype)
-        return self.forms.from_scalars(dtype, [self.forms.components(sources[s], dtype)[c]
-                                               for s, c in instr.attrs["index"]])
-
-    @lowers("cast")
-    def cast(self, instr: Instr) -> Held:
-        x = self.held[instr.args[0]]
-        if instr.type.dtype == "bool":
-            zero = self.forms.constant("f32", 0.0)
-            # numpy's bool(x): NaN is true, hence unordered
-            return self.per_component("f32", "bool", [x],
-                                      lambda v: self.fn.emit("OpFUnordNotEqual", self.boolean, v, zero))
-        one, zero = self.forms.constant("f16", 1.0), self.forms.constant("f16", 0.0)
-        return self.per_component("bool", "f16", [x], lambda c: self.fn.emit("OpSelect", self.f16, c, one, zero))
-
-    @lowers("reduce_sum", "reduce_max")
-    def reduce(self, instr: Instr) -> Held:
-        x = self.held[instr.args[0]]
-        group = instr.attrs["group"]
-        is_sum = instr.op == "reduce_sum"
-        dtype = "f32" if is_sum else x.dtype
-        scalars = self.forms.components(x, dtype)
-        totals = []
-        for g in range(instr.type.size):
-            total = scalars[g * group]
-            for s in scalars[g * group + 1:(g + 1) * group]:
-                total = (self.fn.emit("OpFAdd", self.f32, total, s) if is_sum
-                         else self.glsl(self.forms.scalar_types[dtype], "FMax", total, s))
-            totals.append(total)
-        return self.forms.from_scalars(dtype, totals)
 
     def compile(self) -> bytes:
         for instr in self.program.body:
