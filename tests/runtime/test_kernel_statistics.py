@@ -60,3 +60,15 @@ def test_a_driver_without_the_extension_is_named(validated_device):
         with pytest.raises(BackendUnavailableError, match=f"does not report kernel statistics: its driver lacks "
                                                           f"{EXTENSION}"):
             model.kernel_statistics()
+
+
+@pytest.mark.vulkan
+def test_a_training_session_names_every_kernel_of_a_step(validated_device):
+    from coopnn.shaders.targets.base import Binary
+
+    with coopnn.load(MLP, backend="portable") as model:
+        binaries = coopnn.Trainer(model).session.binaries()
+    names = list(binaries)
+    assert names[0] == "step" and {"optimizer", "step end", "loss tile", "gather"} <= set(names)
+    assert any(n.startswith("gradients ") for n in names)
+    assert all(isinstance(b, Binary) and b.spirv for b in binaries.values())
