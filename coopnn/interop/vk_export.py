@@ -18,6 +18,7 @@ import weakref
 from typing import TYPE_CHECKING
 
 from coopnn.errors import BackendUnavailableError
+from coopnn.runtime.vk.device import extension_command
 from coopnn.runtime.vk.loader import check, load_vulkan
 from coopnn.runtime.vk.memory import HostAccess, Placement, buffer_serials
 
@@ -66,14 +67,6 @@ def interop_unavailable_reason(context: VulkanContext) -> str | None:
     if not semaphore_properties.externalSemaphoreFeatures & vk.VK_EXTERNAL_SEMAPHORE_FEATURE_EXPORTABLE_BIT:
         return f"{name} cannot export timeline semaphores as opaque fds"
     return None
-
-
-def _device_function(context: VulkanContext, name: str):
-    """A device-level entry point of an enabled extension, cast to its PFN type."""
-    pointer = lib.vkGetDeviceProcAddr(context.device.handle, name.encode())
-    if pointer == ffi.NULL:
-        raise BackendUnavailableError(f"{context.info.name}'s driver does not provide {name}")
-    return ffi.cast(f"PFN_{name}", pointer)
 
 
 def _device_local_type(context: VulkanContext, allowed_bits: int) -> int:
@@ -125,7 +118,7 @@ class ExportedBuffer:
             memory = allocated[0]
             self.tokens.append(tracker.add("VkDeviceMemory", lambda: lib.vkFreeMemory(device, memory, ffi.NULL)))
             check(vk, lib.vkBindBufferMemory(device, handle, memory, 0), "vkBindBufferMemory")
-            self._get_fd = _device_function(context, "vkGetMemoryFdKHR")
+            self._get_fd = extension_command(context.device, "vkGetMemoryFdKHR")
         except BaseException:
             tracker.release_many(reversed(self.tokens))
             raise
@@ -173,7 +166,7 @@ class ExportedTimeline:
         handle = created[0]
         self.token = tracker.add("VkSemaphore", lambda: lib.vkDestroySemaphore(device, handle, ffi.NULL))
         try:
-            self._get_fd = _device_function(context, "vkGetSemaphoreFdKHR")
+            self._get_fd = extension_command(context.device, "vkGetSemaphoreFdKHR")
         except BaseException:
             tracker.release(self.token)
             raise

@@ -38,10 +38,12 @@ def chosen_device(device: str | int | None):
     return chosen_device(device)
 
 
-def load_kernel(context, binary: Binary, name: str = ""):
-    """The pipeline of `binary` on `context` (a `VulkanContext` or scope of one), called `name` or the binary's."""
+def load_kernel(context, binary: Binary, name: str = "", capture_statistics: bool = False):
+    """The pipeline of `binary` on `context` (a `VulkanContext` or scope of one), called `name` or the binary's;
+    `capture_statistics` as `ComputeKernel` takes it."""
     return context.create_kernel(binary.spirv, binary.binding_count, binary.push_constant_size, binary.workgroup_size,
-                                 entry_point=binary.entry_point, name=name or binary.name)
+                                 entry_point=binary.entry_point, name=name or binary.name,
+                                 capture_statistics=capture_statistics)
 
 
 class KernelExecutable:

@@ -37,6 +37,7 @@ class KernelStatistics:
 
 def kernel_statistics(binaries: Mapping[str, Binary], device: str | int | None = None) -> list[KernelStatistics]:
     """The driver's statistics of each named Binary on `device` (as `coopnn.load` names devices)."""
+    from coopnn.runtime.executable import load_kernel
     from coopnn.runtime.vk.context import VulkanContext, list_devices
     from coopnn.runtime.vk.selection import select_device
 
@@ -49,9 +50,7 @@ def kernel_statistics(binaries: Mapping[str, Binary], device: str | int | None =
     with VulkanContext(info.index, features=features, extensions=extensions) as context:
         out = []
         for name, binary in binaries.items():
-            kernel = context.create_kernel(binary.spirv, binary.binding_count, binary.push_constant_size,
-                                           binary.workgroup_size, entry_point=binary.entry_point, name=name,
-                                           capture_statistics=True)
+            kernel = load_kernel(context, binary, name, capture_statistics=True)
             out.append(KernelStatistics(name, tuple(binary.workgroup_size),
                                         read_statistics(context.device, kernel.pipeline)))
         return out

@@ -90,3 +90,12 @@ def create_device(tracker: ObjectTracker, physical_device, info: DeviceInfo, fea
                   queue=vk.vkGetDeviceQueue(handle, info.compute_queue_family, 0),
                   queue_family=info.compute_queue_family, features=features, extensions=extensions,
                   health=DeviceHealth(info))
+
+
+def extension_command(device: Device, name: str):
+    """The device-level command `name` of an enabled extension, cast to its PFN type (the loader exports no extension
+    commands: they come from vkGetDeviceProcAddr); BackendUnavailableError where the driver does not provide it."""
+    pointer = vk.lib.vkGetDeviceProcAddr(device.handle, name.encode())
+    if pointer == vk.ffi.NULL:
+        raise BackendUnavailableError(f"{device.info.name}'s driver does not provide {name}")
+    return vk.ffi.cast(f"PFN_{name}", pointer)

@@ -3,8 +3,7 @@ executable its name, description, subgroup size and statistics, named and descri
 (registers per invocation, spilled bytes, shared memory, instruction counts: whatever that driver lists).
 
 The device must have enabled the feature `pipelineExecutableInfo` (FEATURE) and the pipeline must have been made with
-VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR (`ComputeKernel(capture_statistics=True)`). The two commands come
-from vkGetDeviceProcAddr: the loader exports no extension commands.
+VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR (`ComputeKernel(capture_statistics=True)`).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coopnn.runtime.vk.chain import PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION
-from coopnn.runtime.vk.device import Device
+from coopnn.runtime.vk.device import Device, extension_command
 from coopnn.runtime.vk.loader import load_vulkan
 
 vk = load_vulkan()
@@ -20,7 +19,6 @@ ffi = vk.ffi
 
 EXTENSION = PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION
 FEATURE = "pipelineExecutableInfo"
-CAPTURE_STATISTICS = vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
 
 _VALUE_FIELD = {vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: "b32",
                 vk.VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: "i64",
@@ -57,13 +55,6 @@ def _value(statistic) -> int | float | bool:
     return bool(value) if field == "b32" else value
 
 
-def _command(device: Device, name: str):
-    pointer = vk.lib.vkGetDeviceProcAddr(device.handle, name.encode())
-    if pointer == ffi.NULL:
-        raise RuntimeError(f"{device.info.name}'s driver does not provide {name} although {EXTENSION} is enabled")
-    return ffi.cast(f"PFN_{name}", pointer)
-
-
 def _two_calls(device: Device, command, info, type_name: str, structure_type: int, call: str) -> list:
     """The Vulkan enumerate idiom: the count, then that many structs (sType set), then their filled-in values."""
     count = ffi.new("uint32_t*")
@@ -77,8 +68,8 @@ def _two_calls(device: Device, command, info, type_name: str, structure_type: in
 
 def read_statistics(device: Device, pipeline) -> tuple[ExecutableStatistics, ...]:
     """The statistics of every executable of `pipeline` (made with CAPTURE_STATISTICS on `device`)."""
-    properties_command = _command(device, "vkGetPipelineExecutablePropertiesKHR")
-    statistics_command = _command(device, "vkGetPipelineExecutableStatisticsKHR")
+    properties_command = extension_command(device, "vkGetPipelineExecutablePropertiesKHR")
+    statistics_command = extension_command(device, "vkGetPipelineExecutableStatisticsKHR")
     pipeline_info = ffi.new("VkPipelineInfoKHR*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR,
                                                     "pipeline": pipeline})
     executables = _two_calls(device, properties_command, pipeline_info, "VkPipelineExecutablePropertiesKHR",
