@@ -61,7 +61,7 @@ class Program:
 
 
 def compile_graph(graph: Graph, *, target_name: str = "portable", weights: str | WeightFormat | None = None,
-                  workgroup_size: int = 64, calibration: Any = None, decode_vector: bool = False) -> Program:
+                  workgroup_size: int | None = None, calibration: Any = None, decode_vector: bool = False) -> Program:
     fmt = calibrated(target_format(target_name, weights), graph, calibration)
     kernel = lower(graph)
     chosen = target(target_name)
@@ -71,14 +71,17 @@ def compile_graph(graph: Graph, *, target_name: str = "portable", weights: str |
             raise CompileError(f"the {target_name} target has no DecodeVectorFunc variant (decode_vector: the "
                                f"coopmat2 target with weights='q8_0' or 'q4_0')")
         options["decode_vector"] = True
-    binary = chosen.compile(kernel, fmt, workgroup_size, **options)
-    return Program(graph, kernel, binary, binary.text or print_program(kernel, workgroup_size))
+    if workgroup_size is not None:
+        options["workgroup_size"] = workgroup_size
+    binary = chosen.compile(kernel, fmt, **options)
+    return Program(graph, kernel, binary, binary.text or print_program(kernel, binary.workgroup_size[0]))
 
 
 def compile(model: str | os.PathLike | bytes | onnx.ModelProto, *, target: str = "portable", weights: str | None = None,
-            workgroup_size: int = 64, calibration: Any = None, decode_vector: bool = False) -> Program:
+            workgroup_size: int | None = None, calibration: Any = None, decode_vector: bool = False) -> Program:
     """Compile a model (path, bytes or ModelProto) for `target` ("portable", ...) with weights in format `weights`
-    (by default the target's own: float32 on portable, float16 on coopvec); `calibration` as `coopnn.load` takes it,
+    (by default the target's own: float32 on portable, float16 on coopvec) and `workgroup_size` (samples per
+    work-group; by default the target's own: 64, or the coopmat2 target's 128-sample tiles); `calibration` as `coopnn.load` takes it,
     for a format that quantizes inputs (int8); `decode_vector`: a block format's loads name a DecodeVectorFunc as
     well (coopmat2, for inspection: the backend emits it where the device offers it)."""
     from coopnn.graph.onnx.importer import import_model  # onnx is imported only when a model is

@@ -9,11 +9,10 @@ measured, GPU time of the three benchmark MLPs at 2^14, 2^18 and 2^21 samples:
   `...-2026-11-25-coopmat-column-owner.md`);
 - both were faster than portable at every size: coopmat 4.3 to 8.8 times (mlp_64_128x4_16 at 2^21: 4.55 against
   36.3 ms; portable in `...-2026-11-22.md`), coopmat2 2.0 to 16 times;
-- between the two, coopmat2 was faster at 2^18 and 2^21 on the models whose layers are at most 64 wide
-  (mlp_32_64x4_16 at 2^21: 0.61 against 1.19 ms) and within 8% at 2^14, and 1.16 to 1.57 times slower on the
-  128-wide one even with its layers split into blocks of 64 (5.71 against 4.57 ms at 2^21,
-  `...-2026-11-27-coopmat2-blocked.md`; 18.3 ms before the split), so for float16 weights auto passes coopmat2 over
-  for a model with a layer wider than 64 (`Coopmat2Backend.auto_preference`).
+- between the two, coopmat2 (tiles of 128 samples) was faster at 2^18 and 2^21 on all three: 1.1 to 2.4 times
+  (mlp_32_64x4_16 at 2^21: 0.46 against 1.08 ms; mlp_64_128x4_16 at 2^21: 3.48 against 3.87 ms), and at 2^14 on the
+  two smaller, 4% slower on the 128-wide one (`...-2026-11-27-coopmat2-tiles.md`), so auto ranks coopmat2 first. Before its tiles went from 64 to
+  128 samples, coopmat2 was 1.16 to 1.57 times slower on the 128-wide model and auto passed it over there.
 On a CPU Vulkan device auto takes neither: nothing measured them there, and numpy is what it runs on such devices.
 A subclass says what the device needs (`device_needs`), what a weight format needs of it (`format_needs`), what the
 program needs of it (`program_needs`), and how its target packs the weights and compiles for it (`pack_for`, `compile_for`).
@@ -105,17 +104,12 @@ class TileBackend(ABC):
             return Examined(str(e))
         return Examined(self.program_needs(chosen_device(device), plan), program)
 
-    def auto_preference(self, plan: TilePlan, weights: WeightFormat) -> str | None:
-        """None when `backend="auto"` may take this backend for `plan` with `weights` on a GPU; otherwise why the
-        next one ranked is faster there."""
-        return None
-
     def auto_skip_reason(self, device, lowered: KernelProgram, weights: WeightFormat) -> str | None:
         def on(info) -> str | None:
             if info.device_type == "cpu":
                 return (f"{info.name} is a CPU Vulkan device, where auto runs numpy and nothing has measured "
                         f"{self.name} (ask for backend={self.name!r})")
-            return self.auto_preference(plan_tiles(lowered, self.name), weights)
+            return None
 
         return device_unavailable_reason(device, on)
 

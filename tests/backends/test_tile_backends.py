@@ -1,6 +1,5 @@
 """What the cooperative-matrix tile backends (coopmat2, coopmat) share, on any machine: backend='auto' takes them
-where coopvec cannot run the model (coopmat2 for layers up to 64 wide and block formats, coopmat for wider float16
-layers) but not on CPU devices, asked for by name where the device lacks them they say what is missing,
+where coopvec cannot run the model (coopmat2 first, coopmat where the device lacks coopmat2) but not on CPU devices, asked for by name where the device lacks them they say what is missing,
 they take float16 weights (coopmat2 the block formats q8_0 and q4_0 too), and they do not train."""
 
 from __future__ import annotations
@@ -48,18 +47,25 @@ def test_auto_ranks_them_below_coopvec_and_above_portable():
     assert priorities == sorted(priorities, reverse=True)
 
 
-@pytest.mark.parametrize("stem", ["mlp_3_64x2_3", "mlp_32_64x4_16"])
-def test_auto_takes_coopmat2_for_float16_layers_up_to_64_wide(monkeypatch, stem):
+@pytest.mark.parametrize("stem", ["mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16"])
+def test_auto_takes_coopmat2_for_float16_layers_of_any_width(monkeypatch, stem):
     choice = _auto(monkeypatch, stem, FP16)
     assert choice.backend.name == "coopmat2"
     assert choice.reason == "auto: coopvec skipped (no cooperative vectors here)"
 
 
-def test_auto_takes_coopmat_for_a_float16_layer_wider_than_64(monkeypatch):
-    choice = _auto(monkeypatch, "mlp_64_128x4_16", FP16)
+def test_auto_takes_coopmat_where_the_device_lacks_coopmat2(monkeypatch):
+    graph = _graph("mlp_64_128x4_16")
+    info = h100(matrix2=False)
+    monkeypatch.setattr(executable, "chosen_device", lambda device: info)
+    monkeypatch.setattr(type(backends.get("coopvec")), "unavailable_reason", lambda self: "no cooperative vectors here")
+    for name in TILE_BACKENDS:
+        monkeypatch.setattr(type(backends.get(name)), "unavailable_reason", lambda self: None)
+    examined = {"coopmat2": Examined(backends.get("coopmat2").device_needs(info)),
+                "coopmat": Examined(None, lower(graph))}
+    choice = backends.choose("auto", graph, FP16, None, examined)
     assert choice.backend.name == "coopmat"
-    assert ("coopmat2 skipped (a layer 128 wide: coopmat ran the 128-wide benchmark MLP 1.16 to 1.57 times faster on the "
-            "H100 (`coopnn.backends.tile_backend`))") in choice.reason
+    assert "coopmat2 skipped (H100 lacks VK_NV_cooperative_matrix2)" in choice.reason
 
 
 @pytest.mark.parametrize("stem", ["mlp_3_64x2_3", "mlp_64_128x4_16"])

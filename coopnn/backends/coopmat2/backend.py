@@ -3,10 +3,11 @@
 The device must offer workgroup-scope matrices with flexible dimensions, conversions, per-element operations and
 tensor addressing (`FEATURES`), and list a flexible-dimension shape of float16 x float16 + float32 at workgroup scope
 for the tile's invocations (vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV) whose granularity
-divides the tile; feature dimensions are padded to its N and K granularity, and no matrix may exceed the device's
-largest flexible dimension. Weights are float16 or blocks of q8_0 or q4_0 (row-major, in one buffer); the block
-formats need block loads, buffer device addresses and 16-bit integers as well (`decode.FEATURES`), and take the
-DecodeVectorFunc where the device offers VK_NV_cooperative_matrix_decode_vector's feature.
+divides the tile (the first of the target's `TILES` it takes); feature dimensions are padded to its N and K
+granularity, and no matrix may exceed the device's largest flexible dimension. Weights are float16 or blocks of q8_0
+or q4_0 (row-major, in one buffer); the block formats need block loads, buffer device addresses and 16-bit integers as
+well (`decode.FEATURES`), and take the DecodeVectorFunc where the device offers VK_NV_cooperative_matrix_decode_vector's
+feature.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import math
 from coopnn.backends.tile_backend import (COMPUTE_STAGE_BIT, TileBackend, float16_shapes, missing_features,
                                           with_float16_accumulators)
 from coopnn.backends.coopmat2 import decode
-from coopnn.backends.coopmat2.target import FEATURES, TILE, Coopmat2Target, features, pack_program
+from coopnn.backends.coopmat2.target import FEATURES, TILES, Coopmat2Target, features, pack_program
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.q4_0 import FORMAT as Q4_0
@@ -26,19 +27,33 @@ from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.targets.base import Binary
 from coopnn.shaders.targets.tile_plan import TilePlan
 
-# Layers up to this wide ran faster on coopmat2 than on coopmat with float16 weights (H100, `tile_backend`'s docstring);
-# `backend="auto"` passes coopmat2 over for a float16 model with a wider one
-WIDEST_FAST_LAYER = 64
-
 
 def tile_shape(info):
-    """The flexible-dimension shape the tile kernel uses on this device (float16 x float16 + float32, workgroup
-    scope, TILE invocations, its M granularity dividing TILE, float16 accumulators of the same granularity listed
-    too), or None."""
+    """The flexible-dimension shape the tile kernel uses on this device, or None: for the first of `TILES` that the
+    device's work-groups and workgroup-scope matrices take, a float16 x float16 + float32 shape at workgroup scope for
+    that many invocations, its M granularity dividing the tile, with float16 accumulators of the same granularity
+    listed too. Its `workgroup_invocations` is the tile."""
     listed = info.cooperative_matrix2.flexible_shapes
-    fitting = [s for s in float16_shapes(listed, "WORKGROUP") if s.workgroup_invocations == TILE and TILE % s.m == 0]
-    fitting = with_float16_accumulators(fitting, listed, "WORKGROUP")
-    return fitting[0] if fitting else None
+    for tile in _tiles_taken(info):
+        fitting = [s for s in float16_shapes(listed, "WORKGROUP") if s.workgroup_invocations == tile and tile % s.m == 0]
+        fitting = with_float16_accumulators(fitting, listed, "WORKGROUP")
+        if fitting:
+            return fitting[0]
+    return None
+
+
+def _tiles_taken(info) -> list[int]:
+    """The TILES a work-group of this device can hold at workgroup scope (a tile is a matrix's rows too), largest
+    first."""
+    limits, matrices2 = info.limits, info.cooperative_matrix2
+    largest = min(matrices2.workgroup_scope_max_workgroup_size, matrices2.flexible_dimensions_max_dimension,
+                  limits.max_compute_work_group_invocations, limits.max_compute_work_group_size[0])
+    return [tile for tile in TILES if tile <= largest]
+
+
+def tile(info) -> int:
+    """Samples per work-group (one per invocation) on this device."""
+    return tile_shape(info).workgroup_invocations
 
 
 def granularity(info) -> int:
@@ -59,12 +74,13 @@ def _device_needs(info) -> str | None:
     missing = missing_features(info, FEATURES)
     if missing:
         return missing
-    if matrices2.workgroup_scope_max_workgroup_size < TILE:
+    if not _tiles_taken(info):
         return (f"{info.name} takes workgroup-scope matrices in work-groups of at most "
-                f"{matrices2.workgroup_scope_max_workgroup_size} invocations; the tile kernel uses {TILE}")
+                f"{matrices2.workgroup_scope_max_workgroup_size} invocations; the tile kernel needs {TILES[-1]}")
     if tile_shape(info) is None:
+        counts = " or ".join(map(str, _tiles_taken(info)))
         return (f"{info.name} lists no flexible-dimension float16 x float16 + float32 matrices (with float16 "
-                f"accumulators of the same granularity) at workgroup scope for {TILE} invocations")
+                f"accumulators of the same granularity) at workgroup scope for {counts} invocations")
     return None
 
 
@@ -85,18 +101,11 @@ class Coopmat2Backend(TileBackend):
 
     def program_needs(self, info, plan: TilePlan) -> str | None:
         step = granularity(info)
-        largest = max([TILE] + [align_up(s.width, step) for s in plan.stages])
+        largest = max([tile(info)] + [align_up(s.width, step) for s in plan.stages])
         limit = info.cooperative_matrix2.flexible_dimensions_max_dimension
         if largest > limit:
             return (f"the model needs matrices of {largest} rows or columns; {info.name}'s flexible dimensions reach "
                     f"{limit}")
-        return None
-
-    def auto_preference(self, plan: TilePlan, weights: WeightFormat) -> str | None:
-        widest = max(s.width for s in plan.stages)
-        if weights.blocks is None and widest > WIDEST_FAST_LAYER:
-            return (f"a layer {widest} wide: coopmat ran the 128-wide benchmark MLP 1.16 to 1.57 times faster on the "
-                    f"H100 (`coopnn.backends.tile_backend`)")
         return None
 
     def pack_for(self, info, program: KernelProgram, weights: WeightFormat) -> WeightImage:
@@ -104,5 +113,5 @@ class Coopmat2Backend(TileBackend):
 
     def compile_for(self, info, program: KernelProgram, weights: WeightFormat, packed: WeightImage) -> Binary:
         vector = weights.blocks is not None and bool(info.features.get(decode.DECODE_VECTOR_FEATURE))
-        return self.target.compile(program, weights, TILE, granularity=granularity(info), packed=packed,
+        return self.target.compile(program, weights, tile(info), granularity=granularity(info), packed=packed,
                                    decode_vector=vector)

@@ -123,7 +123,9 @@ class Binary:
 class Target(Protocol):
     name: str
 
-    def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int) -> Binary: ...
+    def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int = ...) -> Binary:
+        """SPIR-V for `program` with `weights`; `workgroup_size` (samples per work-group) defaults to the target's
+        own."""
 
 
 def bindings_of(program: KernelProgram) -> tuple[Binding, ...]:
