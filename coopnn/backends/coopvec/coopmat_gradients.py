@@ -2,7 +2,8 @@
 
 Layer l's weight gradient is Delta_l^T (rows x samples) times Input_l (samples x cols), a matrix product whose long
 dimension is the batch. One subgroup of 32 invocations takes one block of one layer's gradient, up to `ROW_TILES`
-16-row tiles by `MAX_COLUMN_TILES` 16-column tiles, over one chunk of `chunk_tiles` x 16 samples: per 16 samples it
+16-row tiles (`WIDE_ROW_TILES` in layers of at least `WIDE_LAYER_ROWS` rows) by `MAX_COLUMN_TILES` 16-column tiles,
+over one chunk of `chunk_tiles` x 16 samples: per 16 samples it
 loads the 16 x 16 delta tile of each row tile (a row-major load where the tape keeps deltas feature-major, a
 column-major one where it keeps them sample-major: `TapeLayout.deltas`) and the 16 x 16 input tile of each column
 tile, and multiplies-and-adds every pair in float32 accumulators (16x16x16, float16 operands, the combination the H100
@@ -38,8 +39,10 @@ from coopnn.shaders.training.shader import storage_buffer, training_kernel
 TILE = 16
 # 128 tiles a chunk: the fastest of 16-128 on the H100 but for a few percent
 # (bench/results/nvidia-h100-80gb-hbm3-2026-11-25-coopmat-gradient-sweep.md), while the partial gradients were added
-# by one invocation per element. Blocks of 2 x 4 tiles: the fastest of 1x4, 2x4, 2x2, 4x2 and 4x4 on the two larger
-# benchmark MLPs (`...-2026-11-27-coopmat-gradient-blocks.md`).
+# by one invocation per element. Blocks of 2 x 4 tiles, or 4 x 4 in layers of 128 rows or more: of 1x4, 2x4, 2x2,
+# 4x2 and 4x4 timed with the GPU's clocks kept up (`...-2026-11-27-coopmat-gradient-blocks.md`, second sweep), 2 x 4
+# was the fastest on mlp_3_64x2_3 and mlp_32_64x4_16 (64-row layers) at 2^16 and 2^18, and 4 x 4 on mlp_64_128x4_16
+# (128-row layers): 0.428 against 0.695 ms at 2^18, 0.134 against 0.173 ms at 2^16.
 MAX_CHUNK_TILES = 128
 MIN_CHUNK_TILES = 16
 # Halving the chunk while a batch's chunks give fewer subgroups than this, on the H100 with the same session switching
@@ -50,6 +53,8 @@ TARGET_SUBGROUPS = 768
 SUBGROUP = 32
 MAX_COLUMN_TILES = 4
 ROW_TILES = 2
+WIDE_ROW_TILES = 4
+WIDE_LAYER_ROWS = 128
 TAPE, PARTIALS = range(2)
 FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
 
@@ -71,14 +76,20 @@ class LayerBlocks:
         return self.row_blocks * self.column_blocks
 
 
-def layer_blocks(parameters: ParameterLayout, row_tiles: int = ROW_TILES,
+def row_tiles_of(layer_rows: int) -> int:
+    """Row tiles of a block of a layer of `layer_rows` rows (before `layer_blocks` caps them at the layer's)."""
+    return WIDE_ROW_TILES if layer_rows >= WIDE_LAYER_ROWS else ROW_TILES
+
+
+def layer_blocks(parameters: ParameterLayout, row_tiles: int | None = None,
                  column_tiles: int = MAX_COLUMN_TILES) -> list[LayerBlocks]:
-    """Every layer's blocks, in dispatch order, each at most `row_tiles` x `column_tiles` tiles (fewer where the
-    layer has fewer)."""
+    """Every layer's blocks, in dispatch order, each at most `row_tiles` (by default `row_tiles_of` the layer) x
+    `column_tiles` tiles (fewer where the layer has fewer)."""
     out, first = [], 0
     for index, layer in enumerate(parameters.layers):
         rows, cols = -(-layer.rows // TILE), -(-layer.cols // TILE)
-        r, c = min(row_tiles, rows), min(column_tiles, cols)
+        r = min(row_tiles or row_tiles_of(layer.rows), rows)
+        c = min(column_tiles, cols)
         out.append(LayerBlocks(index, first, r, c, -(-rows // r), -(-cols // c)))
         first += out[-1].count
     return out
@@ -106,7 +117,7 @@ def most_chunks(parameters: ParameterLayout, capacity: int) -> int:
     return min(-(-capacity // (MIN_CHUNK_TILES * TILE)), max(-(-capacity // (MAX_CHUNK_TILES * TILE)), halved))
 
 
-def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_tiles: int = ROW_TILES,
+def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_tiles: int | None = None,
                             column_tiles: int = MAX_COLUMN_TILES) -> Binary:
     push = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"), ("parameters", "u32"),
                                ("chunk_tiles", "u32"))

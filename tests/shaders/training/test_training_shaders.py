@@ -160,6 +160,16 @@ def test_coopmat_gradient_shaders_are_valid(name, tmp_path):
     assert [b.first for b in blocks] == [sum(x.count for x in blocks[:i]) for i in range(len(blocks))]
 
 
+def test_coopmat_gradient_blocks_take_four_row_tiles_in_layers_of_128_rows_or_more():
+    from coopnn.backends.coopvec.coopmat_gradients import layer_blocks
+
+    layout = ParameterLayout.of([("w0", "b0", 128, 64), ("w1", "b1", 144, 128), ("w2", "b2", 64, 128),
+                                 ("w3", "b3", 16, 64)])
+    assert [(b.row_tiles, b.column_tiles, b.row_blocks, b.column_blocks) for b in layer_blocks(layout)] == [
+        (4, 4, 2, 1), (4, 4, 3, 2), (2, 4, 2, 2), (1, 4, 1, 1)]
+    assert [b.row_tiles for b in layer_blocks(layout, row_tiles=2)] == [2, 2, 2, 1]
+
+
 @pytest.mark.parametrize("name", sorted(PADDED_LAYOUTS))
 def test_coopmat_gradient_chunks_fill_the_device_and_fit_their_partials(name):
     from coopnn.backends.coopvec import coopmat_gradients as cg
