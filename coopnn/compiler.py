@@ -81,9 +81,9 @@ def compile(model: str | os.PathLike | bytes | onnx.ModelProto, *, target: str =
             workgroup_size: int | None = None, calibration: Any = None, decode_vector: bool = False) -> Program:
     """Compile a model (path, bytes or ModelProto) for `target` ("portable", ...) with weights in format `weights`
     (by default the target's own: float32 on portable, float16 on coopvec) and `workgroup_size` (samples per
-    work-group; by default the target's own: 64, or the coopmat2 target's 128-sample tiles); `calibration` as `coopnn.load` takes it,
-    for a format that quantizes inputs (int8); `decode_vector`: a block format's loads name a DecodeVectorFunc as
-    well (coopmat2, for inspection: the backend emits it where the device offers it)."""
+    work-group; by default the target's own: 64, or the coopmat2 target's tiles of 128); `calibration` as
+    `coopnn.load` takes it, for a format that quantizes inputs (int8); `decode_vector`: a block format's loads name a
+    DecodeVectorFunc as well (coopmat2, for inspection: the backend emits it where the device offers it)."""
     from coopnn.graph.onnx.importer import import_model  # onnx is imported only when a model is
 
     return compile_graph(optimize(import_model(model)), target_name=target, weights=weights,

@@ -11,8 +11,8 @@ measured, GPU time of the three benchmark MLPs at 2^14, 2^18 and 2^21 samples:
   36.3 ms; portable in `...-2026-11-22.md`), coopmat2 2.0 to 16 times;
 - between the two, coopmat2 (tiles of 128 samples) was faster at 2^18 and 2^21 on all three: 1.1 to 2.4 times
   (mlp_32_64x4_16 at 2^21: 0.46 against 1.08 ms; mlp_64_128x4_16 at 2^21: 3.48 against 3.87 ms), and at 2^14 on the
-  two smaller, 4% slower on the 128-wide one (`...-2026-11-27-coopmat2-tiles.md`), so auto ranks coopmat2 first. Before its tiles went from 64 to
-  128 samples, coopmat2 was 1.16 to 1.57 times slower on the 128-wide model and auto passed it over there.
+  two smaller, 4% slower on the 128-wide one (`...-2026-11-27-coopmat2-tiles.md`), so auto ranks coopmat2 first.
+  With tiles of 64 samples coopmat2 had been 1.16 to 1.57 times slower on the 128-wide model.
 On a CPU Vulkan device auto takes neither: nothing measured them there, and numpy is what it runs on such devices.
 A subclass says what the device needs (`device_needs`), what a weight format needs of it (`format_needs`), what the
 program needs of it (`program_needs`), and how its target packs the weights and compiles for it (`pack_for`, `compile_for`).
@@ -106,10 +106,10 @@ class TileBackend(ABC):
 
     def auto_skip_reason(self, device, lowered: KernelProgram, weights: WeightFormat) -> str | None:
         def on(info) -> str | None:
-            if info.device_type == "cpu":
-                return (f"{info.name} is a CPU Vulkan device, where auto runs numpy and nothing has measured "
-                        f"{self.name} (ask for backend={self.name!r})")
-            return None
+            if info.device_type != "cpu":
+                return None
+            return (f"{info.name} is a CPU Vulkan device, where auto runs numpy and nothing has measured {self.name} "
+                    f"(ask for backend={self.name!r})")
 
         return device_unavailable_reason(device, on)
 

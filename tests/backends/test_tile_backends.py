@@ -1,6 +1,7 @@
 """What the cooperative-matrix tile backends (coopmat2, coopmat) share, on any machine: backend='auto' takes them
-where coopvec cannot run the model (coopmat2 first, coopmat where the device lacks coopmat2) but not on CPU devices, asked for by name where the device lacks them they say what is missing,
-they take float16 weights (coopmat2 the block formats q8_0 and q4_0 too), and they do not train."""
+where coopvec cannot run the model (coopmat2 first, coopmat where the device lacks coopmat2) but not on CPU devices,
+asked for by name where the device lacks them they say what is missing, they take float16 weights (coopmat2 the
+block formats q8_0 and q4_0 too), and they do not train."""
 
 from __future__ import annotations
 

@@ -35,7 +35,8 @@ def tile_shape(info):
     listed too. Its `workgroup_invocations` is the tile."""
     listed = info.cooperative_matrix2.flexible_shapes
     for tile in _tiles_taken(info):
-        fitting = [s for s in float16_shapes(listed, "WORKGROUP") if s.workgroup_invocations == tile and tile % s.m == 0]
+        fitting = [s for s in float16_shapes(listed, "WORKGROUP")
+                   if s.workgroup_invocations == tile and tile % s.m == 0]
         fitting = with_float16_accumulators(fitting, listed, "WORKGROUP")
         if fitting:
             return fitting[0]

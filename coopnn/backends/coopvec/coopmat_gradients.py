@@ -3,14 +3,13 @@
 Layer l's weight gradient is Delta_l^T (rows x samples) times Input_l (samples x cols), a matrix product whose long
 dimension is the batch. One subgroup of 32 invocations takes one block of one layer's gradient, up to `ROW_TILES`
 16-row tiles (`WIDE_ROW_TILES` in layers of at least `WIDE_LAYER_ROWS` rows) by `MAX_COLUMN_TILES` 16-column tiles,
-over one chunk of `chunk_tiles` x 16 samples: per 16 samples it
-loads the 16 x 16 delta tile of each row tile (a row-major load where the tape keeps deltas feature-major, a
-column-major one where it keeps them sample-major: `TapeLayout.deltas`) and the 16 x 16 input tile of each column
-tile, and multiplies-and-adds every pair in float32 accumulators (16x16x16, float16 operands, the combination the H100
-lists). The product with a constant matrix of ones gives the
-bias gradients in every column, made by the blocks of a layer's first column tiles. Tiles go through workgroup memory
-to the chunk's partial gradients, keeping only rows and columns inside the layer (padded shapes are whole 8s, not
-16s); `partial_sum_shader` adds the chunks.
+over one chunk of `chunk_tiles` x 16 samples: per 16 samples it loads the 16 x 16 delta tile of each row tile (a
+row-major load where the tape keeps deltas feature-major, a column-major one where it keeps them sample-major:
+`TapeLayout.deltas`) and the 16 x 16 input tile of each column tile, and multiplies-and-adds every pair in float32
+accumulators (16x16x16, float16 operands, the combination the H100 lists). The product with a constant matrix of
+ones gives the bias gradients in every column, made by the blocks of a layer's first column tiles. Tiles go through
+workgroup memory to the chunk's partial gradients, keeping only rows and columns inside the layer (padded shapes are
+whole 8s, not 16s); `partial_sum_shader` adds the chunks.
 
 The shader holds one copy of the block's code per layer, the block's first row and column computed from the task
 number: a copy per block made the shader grow with the model, and 128-wide layers (80 blocks of one row tile) took
@@ -88,7 +87,7 @@ def layer_blocks(parameters: ParameterLayout, row_tiles: int | None = None,
     out, first = [], 0
     for index, layer in enumerate(parameters.layers):
         rows, cols = -(-layer.rows // TILE), -(-layer.cols // TILE)
-        r = min(row_tiles or row_tiles_of(layer.rows), rows)
+        r = min(row_tiles_of(layer.rows) if row_tiles is None else row_tiles, rows)
         c = min(column_tiles, cols)
         out.append(LayerBlocks(index, first, r, c, -(-rows // r), -(-cols // c)))
         first += out[-1].count
