@@ -17,6 +17,9 @@ from coopnn.layouts.formats.calibration import quantizing_format_names
 from coopnn.tables import format_table
 
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Callable[[argparse.Namespace], int]]] = {}
+# `coopnn compile --workgroup-size` at most: the most invocations a work-group holds on the GPUs coopnn targets
+# (maxComputeWorkGroupInvocations, 1024 on the H100); a kernel past a device's own limit is refused when it loads
+MAX_WORKGROUP_SIZE = 1024
 
 
 def command(name: str, help: str, setup: Callable[[argparse.ArgumentParser], None]):
@@ -192,7 +195,21 @@ def _compile_setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--decode-vector", action="store_true",
                    help="coopmat2 with --weights q8_0/q4_0: name a DecodeVectorFunc on each weight load as well "
                         "(SPV_NV_cooperative_matrix_decode_vector), for inspection where the device lacks it")
+    p.add_argument("--workgroup-size", type=_workgroup_size, default=None, metavar="N",
+                   help="samples per work-group (default: the target's own: 128 on coopmat2, 64 on the others); "
+                        "a device runs the kernel only within its work-group limits (`coopnn info`)")
     p.add_argument("--output", "-o", required=True, help="file to write")
+
+
+def _workgroup_size(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_WORKGROUP_SIZE:
+        raise argparse.ArgumentTypeError(f"expected a whole number of samples from 1 to {MAX_WORKGROUP_SIZE}, "
+                                         f"not {text!r}")
+    return value
 
 
 @command("compile", "compile a model to SPIR-V (or its assembly, or the kernel program text)", _compile_setup)
@@ -200,7 +217,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     import coopnn
 
     program = coopnn.compile(args.model, target=args.target, weights=args.weights, calibration=_calibration(args),
-                             decode_vector=args.decode_vector)
+                             decode_vector=args.decode_vector, workgroup_size=args.workgroup_size)
     emitted = {"spirv": lambda: program.spirv, "spvasm": lambda: program.spvasm().encode(),
                "tl": lambda: program.text.encode()}[args.emit]()
     with open(args.output, "wb") as f:

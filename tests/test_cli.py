@@ -125,6 +125,30 @@ def test_compile_shows_the_decode_vector_variant_of_a_block_format(tmp_path):
     assert "decode(@decode_q4_0, @decode_q4_0_x8)" in text and "; @decode_q4_0_x8: " in text
 
 
+def test_compile_takes_the_targets_own_tile_or_the_workgroup_size_given(tmp_path):
+    out = tmp_path / "out.tl"
+    model = str(ROOT / "models" / "mlp_3_64x2_3.onnx")
+    assert main(["compile", model, "--target", "coopmat2", "--emit", "tl", "-o", str(out)]) == 0
+    assert "work_group_size=[128,1]" in out.read_text()
+    assert main(["compile", model, "--target", "coopmat2", "--workgroup-size", "64", "--emit", "tl", "-o",
+                 str(out)]) == 0
+    assert "work_group_size=[64,1]" in out.read_text()
+    assert main(["compile", model, "--emit", "tl", "-o", str(out)]) == 0  # portable
+    assert "work_group_size=[64,1]" in out.read_text()
+    assert main(["compile", model, "--workgroup-size", "32", "--emit", "tl", "-o", str(out)]) == 0
+    assert "work_group_size=[32,1]" in out.read_text()
+
+
+def test_compile_refuses_a_workgroup_size_the_target_cannot_take(tmp_path, capsys):
+    model = str(ROOT / "models" / "mlp_3_64x2_3.onnx")
+    assert main(["compile", model, "--target", "coopmat2", "--workgroup-size", "40", "-o", str(tmp_path / "o")]) == 1
+    assert "tiles of a whole number of 16 samples" in capsys.readouterr().err
+    for bad in ("0", "2048", "many"):
+        with pytest.raises(SystemExit):
+            main(["compile", model, "--workgroup-size", bad, "-o", str(tmp_path / "o")])
+        assert "expected a whole number of samples from 1 to 1024" in capsys.readouterr().err
+
+
 def _listed(names) -> str:
     return ", ".join(map(repr, names))
 
