@@ -105,13 +105,9 @@ class TileBackend(ABC):
         return Examined(self.program_needs(chosen_device(device), plan), program)
 
     def auto_skip_reason(self, device, lowered: KernelProgram, weights: WeightFormat) -> str | None:
-        def on(info) -> str | None:
-            if info.device_type != "cpu":
-                return None
-            return (f"{info.name} is a CPU Vulkan device, where auto runs numpy and nothing has measured {self.name} "
-                    f"(ask for backend={self.name!r})")
-
-        return device_unavailable_reason(device, on)
+        return device_unavailable_reason(device, lambda info: (
+            f"{info.name} is a CPU Vulkan device, where auto runs numpy and nothing has measured {self.name} "
+            f"(ask for backend={self.name!r})") if info.device_type == "cpu" else None)
 
     def prepare(self, graph: Graph, lowered: KernelProgram, *, weights: WeightFormat, device) -> KernelExecutable:
         info = chosen_device(device)
