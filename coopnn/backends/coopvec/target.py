@@ -53,7 +53,8 @@ lowers = registrar(LOWERINGS)  # @lowers(kernel instruction, ...)
 
 
 class CoopvecEmitter:
-    def __init__(self, program: KernelProgram, packed: WeightImage, workgroup_size: int, weights: WeightFormat = FP16):
+    def __init__(self, program: KernelProgram, packed: WeightImage, workgroup_size: int, weights: WeightFormat = FP16,
+                 *, bounds_check: bool = True):
         self.program = program
         self.packed = packed
         self.weights = weights
@@ -71,7 +72,8 @@ class CoopvecEmitter:
         self.push_constants = push_constants_of(program)
         # Weight gradients accumulate into the weight buffer (`accumulate.py`), declared writable here then.
         accumulates = bool(program.params_of("gradient"))
-        self.frame = ShaderFrame(() if accumulates else self.bindings[:1], 16, workgroup_size, self.push_constants)
+        self.frame = ShaderFrame(() if accumulates else self.bindings[:1], 16, workgroup_size, self.push_constants,
+                                 bounds_check=bounds_check)
         self.m, self.fn = self.frame.module, self.frame.main
         self.forms = Forms(self.m, self.fn)
         self.f16, self.f32, self.boolean = (self.forms.scalar_types[t] for t in ("f16", "f32", "bool"))

@@ -1,305 +1,417 @@
-"""The tiled training-step kernel: forward, loss and backward of 32 samples per subgroup on cooperative matrices.
+"""The tiled training-step kernel: a work-group carries a tile of TILE samples forward, through the loss and back
+through every layer on VK_KHR_cooperative_matrix 16x16x16 float16 products with float32 accumulators.
 
-A subgroup of 32 invocations carries its 32 samples (two 16-row tiles) through every layer as VK_KHR_cooperative_matrix
-16x16x16 float16 x float16 -> float32 products, keeping them in its own part of workgroup memory (so it synchronizes
-with subgroup barriers only):
+The scheme is the coopmat inference kernel's (`coopnn.backends.coopmat.target`): WORKGROUP_INVOCATIONS invocations
+(a local size of TILE x 4, so that global x is the sample), activations as float16 rows in two workgroup-memory
+buffers a layer reads one of and writes the other, a layer's 16-wide column tiles shared out over the subgroups, each
+loading its B tiles once and running the tile's four row tiles on them with independent accumulators.
 
-- H, the current layer's input (samples x features, float16), overwritten by the layer's output tile row by tile row
-  once all of that row's products are done. Each layer first copies its input to the tape.
-- D, per layer the activation's derivative at the pre-activation (float16), which the backward pass overwrites with
-  the layer's delta; each delta is copied to the tape (in the layout of `TapeLayout.deltas`), where the
-  weight-gradient kernels read it.
-- a 16x16 float32 tile through which every accumulator goes (KHR has no accumulator -> operand conversion, and its
-  element order is the implementation's): each invocation then takes 8 of its elements, whose sample and feature it
-  knows, to add the bias, apply the activation, its derivative and the loss (`ScalarWriter`: the kernel rules of
-  `coopnn.shaders.kernel` and `coopnn.train.gpu.loss_kernels`, the one definition of each).
+- Forward: the parameter-free prefix is lowered by the cooperative-vector target, one invocation per sample (the first
+  TILE), into buffer 0. Every layer's input goes on the tape as whole tiles (`TapeLayout`); the product's epilogue
+  runs on the components an invocation holds. KHR leaves which element a component is to the implementation, but
+  gives components of matrices of one type the same elements, so the kernel loads, once, an accumulator-typed matrix
+  whose elements are their own index (row * 16 + column): the epilogue reads each component's feature and sample
+  from it, to add the bias, mask padding features and samples past the batch, and read targets.
+- A hidden layer's epilogue applies the activation (`coopnn.shaders.kernel.activations`, float32) and, unless its
+  derivative can be read from the output (ReLU: `OUTPUT_DERIVATIVES`), stores the derivative at the pre-activation
+  (float16) into the tape region of the layer's delta, which the backward pass overwrites with the delta itself.
+- The last layer's epilogue computes the loss terms and the scaled gradient (`coopnn.train.gpu.loss_kernels`), times
+  the activation's derivative: that delta goes on the tape and into workgroup memory, and the terms into a float32
+  block whose rows the first TILE invocations sum into the per-sample losses.
+- Backward, layer by layer: the delta tile times W (row-major B tiles) gives the gradient at the layer before's
+  output, times that layer's derivative read back from the tape; stored as its delta on the tape and into workgroup
+  memory. The subgroup that stores a tape tile in the forward pass is the one that reads it back (both passes deal
+  a layer's column tiles out the same way), and a barrier over storage memory separates the passes.
 
-Weights are read from the float16 row-major working copy (binding 0; the forward product loads W as a column-major
-B to get W^T). Widths are the session's (whole 8s); tiles of 16 read up to 8 rows and columns past a matrix, which
-meet zero inputs or fall in masked features, so the buffer keeps `WEIGHT_SLACK` zeroed elements after its end. The
-parameter-free prefix and the loss scale are lowered by the cooperative-vector target, one invocation per sample.
-Bindings and push constants are the step program's (`CoopvecEmitter`).
+Weights are the session's float16 row-major working copy (binding 0), every width padded to whole 16s (`padded`),
+padding parameters zero. Bindings and push constants are the step program's (`CoopvecEmitter`); the session runs
+whole work-groups (the batch padded to TILE, padding samples masked).
+
+Why (H100, 2026-11-28, `bench/results/nvidia-h100-80gb-hbm3-2026-11-28-tiled-step.md`): the cooperative-vector step
+kernel spends most of its time storing the tape from per-invocation vectors, which KHR matrix stores write at close
+to the memory's bandwidth; the per-subgroup tiled kernel this replaces kept 32 samples' activations and derivatives
+per subgroup in workgroup memory, so few warps fit an SM, and it took 6.3 ms a step on mlp_64_128x4_16 at 2^18.
 """
 
 from __future__ import annotations
 
-from coopnn.shaders.targets.scalar_writer import ScalarWriter
+from contextlib import contextmanager
+from typing import Iterator
+
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
 from coopnn.errors import CompileError
+from coopnn.graph.ir import Op
+from coopnn.layouts.pack import align_up
 from coopnn.shaders.kernel.activations import apply as apply_activation
 from coopnn.shaders.kernel.derivatives import DERIVATIVES, derivative
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.targets.base import Binary
+from coopnn.shaders.targets.scalar_writer import ScalarWriter
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.train.gpu.loss_kernels import LOSS_KERNELS, loss_terms
 from coopnn.train.gpu.plan import TrainingPlan
-from coopnn.train.gpu.step_program import TAPE
+from coopnn.train.gpu.step_program import LOSS_SCALE, TAPE
 from coopnn.train.losses import Loss
 
-TILE = 16
-SUBGROUP = 32  # samples per subgroup, one per invocation: two tiles of rows
-MAX_SUBGROUPS = 4
-ROW_PAD = 8  # halves added to each workgroup-memory row: 16-byte aligned rows that fall on different banks
-FEATURES = COOPVEC_FEATURES | {"cooperativeMatrix"}
+TILE = 64  # samples per work-group
+WORKGROUP_INVOCATIONS = 256
+MATRIX = 16  # M = N = K of every product
+ROW_PAD = 8  # halves past the widest layer in every activation row: rows start on different banks
+FEATURES = COOPVEC_FEATURES | {"cooperativeMatrix", "vulkanMemoryModel"}
+# Activations whose derivative at the pre-activation is their derivative rule evaluated at the output (relu: the
+# output is positive where the input is), so the backward pass reads the layer's output from the tape and the forward
+# pass stores no derivative.
+OUTPUT_DERIVATIVES = frozenset({Op.RELU})
+SHARED = "NonPrivatePointer"  # workgroup memory and the tape are read by other invocations than wrote them
+STORAGE_BARRIER = ("WorkgroupMemory", "UniformMemory")
 
 
-def _tiles(n: int) -> int:
-    return -(-n // TILE)
+def padded(n: int) -> int:
+    """A width as the session lays out parameters and the tape for this kernel: whole matrices."""
+    return align_up(n, MATRIX)
 
 
-def weight_slack(parameters: ParameterLayout) -> int:
-    """Zeroed float16 elements the working copy needs after its end: 8 rows (and 8 more) past the last matrix."""
-    return 8 * max(layer.cols for layer in parameters.layers) + 2 * TILE
+def workgroup_memory(plan: TrainingPlan) -> int:
+    """Bytes of workgroup memory the kernel takes for `plan`: two activation buffers, the index matrix, the loss
+    terms of the last layer."""
+    widest = max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols))
+    return 2 * TILE * (widest + ROW_PAD) * 2 + MATRIX * MATRIX * 4 + TILE * padded(plan.out_features) * 4
 
 
-def _strides(parameters: ParameterLayout) -> tuple[int, int, list[int]]:
-    """H's and D's row strides (halves) and where each layer's D columns start."""
-    widths = [TILE * _tiles(n) for layer in parameters.layers for n in (layer.rows, layer.cols)]
-    starts, total = [], 0
-    for layer in parameters.layers:
-        starts.append(total)
-        total += TILE * _tiles(layer.rows)
-    return max(widths) + ROW_PAD, total + ROW_PAD, starts
-
-
-def subgroups_for(parameters: ParameterLayout, shared_memory: int) -> int:
-    """Subgroups per workgroup that fit in `shared_memory` bytes (0: not even one)."""
-    h, d, _ = _strides(parameters)
-    per_subgroup = SUBGROUP * (h + d) * 2 + TILE * TILE * 4
-    return min(MAX_SUBGROUPS, shared_memory // per_subgroup)
-
-
-def unsupported_reason(plan: TrainingPlan, loss: Loss, parameters: ParameterLayout, shared_memory: int) -> str | None:
-    """Why the tiled kernel cannot train this model, or None."""
+def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int) -> str | None:
+    """Why the tiled kernel cannot train this model on a device with `shared_memory` bytes of workgroup memory, or
+    None."""
     if loss.name not in LOSS_KERNELS:
         return f"it has no kernel for the loss {loss.name!r}"
     for layer in plan.layers:
         if layer.activation is not None and layer.activation.op not in DERIVATIVES:
             return f"the activation {layer.activation.op.value} of {layer.node} has no derivative"
-    if subgroups_for(parameters, shared_memory) == 0:
-        h, d, _ = _strides(parameters)
-        return (f"32 samples of its layers need {SUBGROUP * (h + d) * 2 + TILE * TILE * 4} bytes of workgroup memory, "
-                f"the device offers {shared_memory}")
+    needed = workgroup_memory(plan)
+    if needed > shared_memory:
+        return (f"a tile of {TILE} samples of its layers needs {needed} bytes of workgroup memory, the device offers "
+                f"{shared_memory}")
     return None
 
 
 def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
                       tape: TapeLayout, shared_memory: int = 49152) -> Binary:
-    reason = unsupported_reason(plan, loss, parameters, shared_memory)
+    reason = unsupported_reason(plan, loss, shared_memory)
     if reason is not None:
         raise CompileError(f"the tiled training step cannot train {plan.graph.name!r}: {reason}")
-    subgroups = subgroups_for(parameters, shared_memory)
-    emitter = CoopvecEmitter(program, None, SUBGROUP * subgroups)
-    frame, m, fn = emitter.frame, emitter.m, emitter.fn
-    u32, f32, f16, boolean = frame.u32, frame.f32, emitter.f16, frame.bool
-    h_stride, d_stride, d_starts = _strides(parameters)
-    layers, last = parameters.layers, len(parameters.layers) - 1
+    uneven = [n for layer in parameters.layers for n in (layer.rows, layer.cols) if n % MATRIX]
+    if uneven:
+        raise ValueError(f"the tiled step takes layouts padded to whole {MATRIX}s (`padded`), not a width of {uneven[0]}")
+    emitter = TiledStepEmitter(program, plan, loss, parameters, tape)
+    spirv = emitter.compile()
+    step = emitter.step
+    return Binary("coopvec", spirv, "main", step.frame.workgroup_size, step.bindings, step.push_constants, None,
+                  FEATURES, frozenset(), f"{plan.graph.name} tiled training step")
 
-    # the prefix (every instruction before the first tape store) and the loss scale, one invocation per sample
-    first_store = next(i for i, instr in enumerate(program.body) if instr.op == "store" and instr.args[1] == TAPE)
-    for instr in program.body[:first_store] + tuple(i for i in program.body if i.op == "uniform"):
-        emitter.held[instr.result] = LOWERINGS[instr.op](emitter, instr)
-    x = emitter.forms.components(emitter.held[program.body[first_store].args[0]], "f16")
-    scale = emitter.forms.components(next(emitter.held[i.result] for i in program.body if i.op == "uniform"), "f32")[0]
-    capacity, batch = frame.push_value("capacity"), frame.push_value("batch")
-    tape_binding = emitter.binding_of[TAPE]
-    target_binding = next(b.index for b in emitter.bindings if b.role == "input" and b.features == plan.out_features
-                          and b.name == program.param("t").graph_name)
-    loss_binding = next(b.index for b in emitter.bindings if b.role == "loss")
 
-    def op(name, *operands, type_=u32):
-        return fn.emit(name, type_, *operands)
+class TiledStepEmitter:
+    def __init__(self, program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
+                 tape: TapeLayout):
+        self.program, self.plan, self.loss, self.tape = program, plan, loss, tape
+        self.layers = parameters.layers
+        self.step = CoopvecEmitter(program, None, TILE, bounds_check=False)
+        frame = self.frame = self.step.frame
+        frame.workgroup_size = (TILE, WORKGROUP_INVOCATIONS // TILE, 1)
+        m, fn = self.m, self.fn = frame.module, frame.main
+        self.u32, self.f32, self.f16, self.bool = frame.u32, frame.f32, self.step.f16, frame.bool
+        self.writer = ScalarWriter(m, fn)
+        self.stride = max(n for layer in self.layers for n in (layer.rows, layer.cols)) + ROW_PAD
+        rows = m.type_array(self.f16, m.constant(self.u32, TILE * self.stride))
+        self.activations = tuple(m.global_variable("Workgroup", rows, name=f"activations_{i}") for i in range(2))
+        self.out_width = padded(plan.out_features)
+        self.terms = m.global_variable("Workgroup", m.type_array(self.f32, m.constant(self.u32, TILE * self.out_width)),
+                                       name="loss_terms")
+        self.indices = m.global_variable("Workgroup", m.type_array(self.f32, m.constant(self.u32, MATRIX * MATRIX)),
+                                         name="element_indices")
+        self.a_type = self.matrix(self.f16, "MatrixAKHR")
+        self.b_type = self.matrix(self.f16, "MatrixBKHR")
+        self.accumulator = self.matrix(self.f32, "MatrixAccumulatorKHR")
+        self.halves = self.matrix(self.f16, "MatrixAccumulatorKHR")
+        self.row_major = m.enum_constant("CooperativeMatrixLayout", "RowMajorKHR")
+        self.column_major = m.enum_constant("CooperativeMatrixLayout", "ColumnMajorKHR")
+        self.tape_binding = self.step.binding_of[TAPE]
+        self.loss_binding = next(b.index for b in self.step.bindings if b.role == "loss")
+        self.target_binding = self.step.binding_of[program.param("t").graph_name]
 
-    def uint(value: int):
-        return frame.uint(value)
+    # ----- helpers --------------------------------------------------------------------------------------------------
 
-    local = fn.emit("OpLoad", u32, m.builtin_input("LocalInvocationIndex", u32))
-    lane, subgroup = op("OpUMod", local, uint(SUBGROUP)), op("OpUDiv", local, uint(SUBGROUP))
-    base = op("OpISub", frame.sample, lane)  # the subgroup's first sample
+    def op(self, name: str, *operands) -> object:
+        """A u32 instruction; ints become constants."""
+        return self.fn.emit(name, self.u32, *(self.frame.uint(o) if isinstance(o, int) else o for o in operands))
 
-    def shared(scalar, per_subgroup: int, name: str):
-        array = m.global_variable("Workgroup", m.type_array(scalar, m.constant(u32, per_subgroup * subgroups)),
-                                  name=name)
-        return array, op("OpIMul", subgroup, uint(per_subgroup))
+    def matrix(self, component, use: str):
+        return self.m.type_cooperative_matrix_khr(component, "Subgroup", MATRIX, MATRIX, use)
 
-    h_mem, h_base = shared(f16, SUBGROUP * h_stride, "h")
-    d_mem, d_base = shared(f16, SUBGROUP * d_stride, "d")
-    s_mem, s_base = shared(f32, TILE * TILE, "scratch")
+    def builtin(self, name: str):
+        return self.fn.emit("OpLoad", self.u32, self.m.builtin_input(name, self.u32))
 
-    def at(memory, first, index, scalar):
-        return fn.emit("OpAccessChain", m.type_pointer("Workgroup", scalar), memory, op("OpIAdd", first, index))
+    def shared(self, buffer: int, index) -> object:
+        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f16), self.activations[buffer],
+                            self.frame.uint(index) if isinstance(index, int) else index)
 
-    def h_at(row, column):
-        return at(h_mem, h_base, op("OpIAdd", op("OpIMul", row, uint(h_stride)), column), f16)
+    def shared_f32(self, variable, index) -> object:
+        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f32), variable, index)
 
-    def d_at(row, column):
-        return at(d_mem, d_base, op("OpIAdd", op("OpIMul", row, uint(d_stride)), column), f16)
+    def activation_tile(self, buffer: int, row: int, column) -> object:
+        """The workgroup-memory element at the corner of a tile: row `row` of the tile of samples, feature `column`."""
+        return self.shared(buffer, self.op("OpIAdd", column, row * self.stride))
 
-    def matrix(component, use):
-        return m.type_cooperative_matrix_khr(component, "Subgroup", TILE, TILE, use)
+    def load(self, type_, pointer, layout, stride, *memory):
+        return self.fn.emit("OpCooperativeMatrixLoadKHR", type_, pointer, layout, stride, *memory)
 
-    a_type, b_type, c_type = matrix(f16, "MatrixAKHR"), matrix(f16, "MatrixBKHR"), matrix(f32, "MatrixAccumulatorKHR")
-    row_major = m.enum_constant("CooperativeMatrixLayout", "RowMajorKHR")
-    column_major = m.enum_constant("CooperativeMatrixLayout", "ColumnMajorKHR")
-    zero_c = m.constant_composite(c_type, [m.constant(f32, 0.0)])
-    zero16, zero32 = m.constant(f16, 0.0), m.constant(f32, 0.0)
+    def store(self, pointer, value, layout, stride, *memory) -> None:
+        self.fn.emit("OpCooperativeMatrixStoreKHR", pointer, value, layout, stride, *memory)
 
-    def load(type_, pointer, layout, stride: int):
-        return fn.emit("OpCooperativeMatrixLoadKHR", type_, pointer, layout, uint(stride))
+    def tape_tile(self, region: int, width: int, layout: str, row: int, column):
+        """(pointer, matrix layout, stride) of the tile of the tape region starting at `region` (in widths of
+        capacity) whose corner is sample `first + row`, feature `column`: sample-major regions (element (b, k) at
+        b width + k) as row-major tiles, feature-major ones (element (b, k) at k capacity + b) as column-major."""
+        start = self.op("OpIMul", self.capacity, region)
+        sample = self.op("OpIAdd", self.first, row)
+        if layout == "samples":
+            index = self.op("OpIAdd", start, self.op("OpIAdd", self.op("OpIMul", sample, width), column))
+            return self.tape_pointer(index), self.row_major, self.frame.uint(width)
+        index = self.op("OpIAdd", start, self.op("OpIAdd", self.op("OpIMul", column, self.capacity), sample))
+        return self.tape_pointer(index), self.column_major, self.capacity
 
-    def weight(index: int):
-        return frame.element_pointer(0, uint(index), f16)
+    def tape_pointer(self, index):
+        return self.frame.element_pointer(self.tape_binding, index, self.f16)
 
-    def weight_at(offset: int, feature):
-        return frame.element_pointer(0, op("OpIAdd", uint(offset), feature), f16)
+    def weight_pointer(self, index):
+        return self.frame.element_pointer(0, index, self.f16)
 
-    def products(a_tiles, a_stride: int, b_tile, count: int):
-        """count accumulators: sum over k of A(k) x B(k, n) for n < count."""
-        accumulators = [zero_c] * count
-        for k, a_pointer in enumerate(a_tiles):
-            a = load(a_type, a_pointer, row_major, a_stride)
-            for n in range(count):
-                accumulators[n] = fn.emit("OpCooperativeMatrixMulAddKHR", c_type, a, b_tile(k, n), accumulators[n])
+    def components(self):
+        """A loop over the components of an accumulator this invocation holds; yields the component's index."""
+        length = self.fn.emit("OpCooperativeMatrixLengthKHR", self.u32, self.accumulator)
+        return self.fn.for_range(self.frame.zero, length)
+
+    def component(self, variable, index, scalar=None):
+        scalar = scalar if scalar is not None else self.f32
+        return self.fn.emit("OpAccessChain", self.m.type_pointer("Function", scalar), variable, index)
+
+    @contextmanager
+    def column_tiles(self, width: int) -> Iterator:
+        """The layer's column tiles this subgroup takes (tile c to subgroup c mod NumSubgroups); yields the first
+        feature of each."""
+        with self.fn.for_range(self.subgroup, self.frame.uint(width // MATRIX), self.subgroups) as tile:
+            yield self.op("OpIMul", tile, MATRIX)
+
+    def products(self, source: int, depth: int, b_tiles: list) -> list:
+        """The tile's row-tile accumulators: sum over k of A (buffer `source`, columns k..k+16) times b_tiles[k/16],
+        K outermost so that the row tiles' chains interleave."""
+        fn = self.fn
+        accumulators = [self.m.constant_null(self.accumulator)] * (TILE // MATRIX)
+        for step, k0 in enumerate(range(0, depth, MATRIX)):
+            for r in range(len(accumulators)):
+                a = self.load(self.a_type, self.shared(source, r * MATRIX * self.stride + k0), self.row_major,
+                              self.frame.uint(self.stride), SHARED)
+                accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", self.accumulator, a, b_tiles[step],
+                                          accumulators[r])
         return accumulators
 
-    lane_row, lane_column = op("OpShiftRightLogical", lane, uint(4)), op("OpBitwiseAnd", lane, uint(TILE - 1))
+    # ----- the kernel -----------------------------------------------------------------------------------------------
 
-    def elementwise(accumulator, body):
-        """The tile through scratch; body(row in the tile, value) for the 8 elements of each invocation, all in
-        column `lane_column` (so what depends on the feature only is computed once, outside). Unrolled: the
-        elements' loads and math overlap."""
-        fn.emit("OpCooperativeMatrixStoreKHR", at(s_mem, s_base, frame.zero, f32), accumulator, row_major, uint(TILE))
-        fn.barrier("Subgroup")
-        for t in range(TILE * TILE // SUBGROUP):
-            element = op("OpIAdd", lane, uint(t * SUBGROUP))
-            body(op("OpIAdd", lane_row, uint(2 * t)), fn.emit("OpLoad", f32, at(s_mem, s_base, element, f32)))
-        fn.barrier("Subgroup")
+    def compile(self) -> bytes:
+        fn, frame = self.fn, self.frame
+        self.local = self.builtin("LocalInvocationIndex")
+        self.subgroup, self.subgroups = self.builtin("SubgroupId"), self.builtin("NumSubgroups")
+        group = fn.emit("OpLoad", self.m.type_vector(self.u32, 3),
+                        self.m.builtin_input("WorkgroupId", self.m.type_vector(self.u32, 3)))
+        self.first = self.op("OpIMul", fn.emit("OpCompositeExtract", self.u32, group, 0), TILE)
+        self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
+        self.scale = frame.uniform_value(LOSS_SCALE)
+        self.prefix()
+        fn.emit("OpStore", self.shared_f32(self.indices, self.op("OpUMod", self.local, MATRIX * MATRIX)),
+                fn.emit("OpConvertUToF", self.f32, self.op("OpUMod", self.local, MATRIX * MATRIX)), SHARED)
+        fn.barrier()
+        self.index_matrix = fn.variable(self.accumulator, name="element_index")
+        fn.emit("OpStore", self.index_matrix, self.load(self.accumulator, self.shared_f32(self.indices, frame.zero),
+                                                        self.row_major, frame.uint(MATRIX), SHARED))
+        self.input_to_tape()
+        last = len(self.layers) - 1
+        for index in range(len(self.layers)):
+            self.forward(index, index % 2, (index + 1) % 2)
+            fn.barrier(memory=STORAGE_BARRIER if index == last else ("WorkgroupMemory",))
+        self.losses()
+        for index in reversed(range(1, len(self.layers))):
+            self.backward(index, (last - index + 1) % 2, (last - index) % 2)
+            fn.barrier()
+        return frame.finish()
 
-    copy_type = matrix(f16, "MatrixAccumulatorKHR")
+    def prefix(self) -> None:
+        """Buffer 0: the first layer's input, the parameter-free prefix of one sample per invocation of the first
+        TILE (global x is the sample), zero-padded to the layer's width."""
+        step, fn, program = self.step, self.fn, self.program
+        first_store = next(i for i, instr in enumerate(program.body) if instr.op == "store" and instr.args[1] == TAPE)
+        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(TILE))):
+            for instr in program.body[:first_store]:
+                step.held[instr.result] = LOWERINGS[instr.op](step, instr)
+            x = step.forms.components(step.held[program.body[first_store].args[0]], "f16")
+            zero = self.m.constant(self.f16, 0.0)
+            row = self.op("OpIMul", self.local, self.stride)
+            for k in range(self.layers[0].cols):
+                fn.emit("OpStore", self.shared(0, self.op("OpIAdd", row, k)), x[k] if k < len(x) else zero, SHARED)
 
-    def to_tape(memory, first, stride: int, column0: int, width: int, tape_at, layout, tape_stride):
-        """Columns column0 .. column0 + width of the subgroup's 32 rows of `memory` onto the tape: whole tiles as
-        cooperative matrices (tape_at(row, column) is the tape element of that tile corner), the 8 columns past the
-        last whole tile one element per invocation (a tile would overwrite the next row or region)."""
-        for r in range(SUBGROUP // TILE):
-            for k in range(width // TILE):
-                tile = load(copy_type, at(memory, first, uint(r * TILE * stride + column0 + k * TILE), f16), row_major,
-                            stride)
-                fn.emit("OpCooperativeMatrixStoreKHR", frame.element_pointer(tape_binding, tape_at(
-                    uint(r * TILE), uint(k * TILE)), f16), tile, layout, tape_stride)
-        for column in range(width // TILE * TILE, width):
-            value = fn.emit("OpLoad", f16, at(memory, first, op("OpIAdd", op("OpIMul", lane, uint(stride)),
-                                                                 uint(column0 + column)), f16))
-            fn.emit("OpStore", frame.element_pointer(tape_binding, tape_at(lane, uint(column)), f16), value)
+    def input_to_tape(self) -> None:
+        """The first layer's input from buffer 0 onto the tape, tile by tile (the other layers' inputs go on as their
+        products come out)."""
+        width = self.layers[0].cols
+        with self.column_tiles(width) as column:
+            for r in range(TILE // MATRIX):
+                tile = self.load(self.halves, self.activation_tile(0, r * MATRIX, column), self.row_major,
+                                 self.frame.uint(self.stride), SHARED)
+                self.to_tape(tile, self.tape.input_start(0), width, "samples", r * MATRIX, column)
 
-    w = ScalarWriter(m, fn)
+    def forward(self, index: int, source: int, target: int) -> None:
+        """Layer `index`: buffer `target` = its output (the next layer's input, also onto the tape) or, for the last
+        layer, its delta (onto the tape too) and the loss terms."""
+        fn, layer, last = self.fn, self.layers[index], index == len(self.layers) - 1
+        with self.column_tiles(layer.rows) as column:
+            # B(k, n) = W[column + n][k0 + k]: column-major tiles of the row-major matrix, W transposed
+            b_tiles = [self.load(self.b_type, self.weight_pointer(self.op(
+                "OpIAdd", self.op("OpIMul", column, layer.cols), layer.weight_offset + k0)), self.column_major,
+                self.frame.uint(layer.cols)) for k0 in range(0, layer.cols, MATRIX)]
+            for r, acc in enumerate(self.products(source, layer.cols, b_tiles)):
+                if last:
+                    self.loss_epilogue(index, acc, r * MATRIX, column, target)
+                else:
+                    self.hidden_epilogue(index, acc, r * MATRIX, column, target)
 
-    def f16_or_zero(valid, value):
-        return fn.emit("OpSelect", f16, valid, fn.emit("OpFConvert", f16, value), zero16)
-
-    # the prefix's output is the first layer's input, zero-padded to whole tiles
-    for k in range(TILE * _tiles(layers[0].cols)):
-        fn.emit("OpStore", h_at(lane, uint(k)), x[k] if k < len(x) else zero16)
-    fn.barrier("Subgroup")
-    loss_sums = [fn.variable(f32, initializer=zero32) for _ in range(SUBGROUP // TILE)]
-
-    for index, layer in enumerate(layers):
-        planned = plan.layers[index]
+    def hidden_epilogue(self, index: int, acc, row: int, column, target: int) -> None:
+        """Bias, activation and (where the backward pass cannot read it from the output) the derivative of one
+        accumulator of a hidden layer; its output into buffer `target` and onto the tape."""
+        fn, w, layer, planned = self.fn, self.writer, self.layers[index], self.plan.layers[index]
         act = planned.activation
-        # the layer's input onto the tape, sample-major: element (b, k) at region + b cols + k
-        region = op("OpIAdd", op("OpIMul", capacity, uint(tape.input_start(index))), op("OpIMul", base, uint(layer.cols)))
-        to_tape(h_mem, h_base, h_stride, 0, layer.cols,
-                lambda row, column, region=region, cols=layer.cols: op(
-                    "OpIAdd", region, op("OpIAdd", op("OpIMul", row, uint(cols)), column)), row_major, uint(layer.cols))
-        for r in range(SUBGROUP // TILE):
-            a_tiles = [at(h_mem, h_base, uint(r * TILE * h_stride + k * TILE), f16) for k in range(_tiles(layer.cols))]
-            accumulators = products(
-                a_tiles, h_stride,
-                lambda k, n: load(b_type, weight(layer.weight_offset + n * TILE * layer.cols + k * TILE),
-                                  column_major, layer.cols), _tiles(layer.rows))
-            for n, accumulator in enumerate(accumulators):
-                feature = op("OpIAdd", lane_column, uint(n * TILE))
-                valid = fn.emit("OpULessThan", boolean, feature, uint(planned.rows))
-                bias = fn.emit("OpFConvert", f32, fn.emit("OpLoad", f16, weight_at(layer.bias_offset, feature)))
-                target_column = fn.emit("OpSelect", u32, valid, feature, frame.zero)
+        stores_slope = act is not None and act.op not in OUTPUT_DERIVATIVES
+        held = fn.variable(self.accumulator, name="z")
+        fn.emit("OpStore", held, acc)
+        slopes = fn.variable(self.accumulator, name="slope") if stores_slope else None
+        zero = w.constant(0.0)
+        with self.components() as i:
+            feature = self.feature(i, column)
+            valid = fn.emit("OpULessThan", self.bool, feature, self.frame.uint(planned.rows))
+            bias = fn.emit("OpFConvert", self.f32, fn.emit("OpLoad", self.f16, self.weight_pointer(
+                self.op("OpIAdd", feature, layer.bias_offset))))
+            z = fn.emit("OpFAdd", self.f32, fn.emit("OpLoad", self.f32, self.component(held, i)), bias)
+            y = z if act is None else apply_activation(w, act.op, z, act.attrs)
+            fn.emit("OpStore", self.component(held, i), fn.emit("OpSelect", self.f32, valid, y, zero))
+            if stores_slope:
+                slope = derivative(w, act.op, z, y, act.attrs)
+                fn.emit("OpStore", self.component(slopes, i), fn.emit("OpSelect", self.f32, valid, slope, zero))
+        output = fn.emit("OpFConvert", self.halves, fn.emit("OpLoad", self.accumulator, held))
+        self.store(self.activation_tile(target, row, column), output, self.row_major, self.frame.uint(self.stride),
+                   SHARED)
+        self.to_tape(output, self.tape.input_start(index + 1), layer.rows, "samples", row, column)
+        if stores_slope:
+            slope = fn.emit("OpFConvert", self.halves, fn.emit("OpLoad", self.accumulator, slopes))
+            self.to_tape(slope, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
 
-                def forward(row, value, r=r, feature=feature, valid=valid, bias=bias, target_column=target_column):
-                    z = fn.emit("OpFAdd", f32, value, bias)
-                    y = z if act is None else apply_activation(w, act.op, z, act.attrs)
-                    sample_row = op("OpIAdd", row, uint(r * TILE))
-                    if index < last:
-                        fn.emit("OpStore", h_at(sample_row, feature), f16_or_zero(valid, y))
-                        slope = derivative(w, act.op, z, y, act.attrs) if act is not None else m.constant(f32, 1.0)
-                        fn.emit("OpStore", d_at(sample_row, op("OpIAdd", feature, uint(d_starts[index]))),
-                                f16_or_zero(valid, slope))
-                        return
-                    sample = op("OpIAdd", base, sample_row)
-                    target = fn.emit("OpLoad", f32, frame.element_pointer(target_binding, op(
-                        "OpIAdd", op("OpIMul", sample, uint(planned.rows)), target_column)))
-                    term, slope = loss_terms(w, loss, y, target)
-                    counted = fn.emit("OpLogicalAnd", boolean, valid, fn.emit("OpULessThan", boolean, sample, batch))
-                    element = op("OpIAdd", op("OpIMul", row, uint(TILE)), lane_column)
-                    fn.emit("OpStore", at(s_mem, s_base, element, f32), fn.emit("OpSelect", f32, counted, term, zero32))
-                    gradient = fn.emit("OpFMul", f32, slope, scale)
-                    if act is not None:
-                        gradient = fn.emit("OpFMul", f32, gradient, derivative(w, act.op, z, y, act.attrs))
-                    fn.emit("OpStore", d_at(sample_row, op("OpIAdd", feature, uint(d_starts[index]))),
-                            f16_or_zero(counted, gradient))
+    def loss_epilogue(self, index: int, acc, row: int, column, target: int) -> None:
+        """The last layer's accumulator: the loss terms into the float32 block, the delta (the scaled loss gradient
+        times the activation's derivative, 0 for padding features and samples past the batch) into buffer `target`
+        and onto the tape."""
+        fn, w, layer, planned = self.fn, self.writer, self.layers[index], self.plan.layers[index]
+        act = planned.activation
+        held = fn.variable(self.accumulator, name="z")
+        terms = fn.variable(self.accumulator, name="terms")
+        fn.emit("OpStore", held, acc)
+        zero = w.constant(0.0)
+        with self.components() as i:
+            feature, sample = self.feature(i, column), self.sample(i, row)
+            inside = fn.emit("OpLogicalAnd", self.bool,
+                             fn.emit("OpULessThan", self.bool, feature, self.frame.uint(planned.rows)),
+                             fn.emit("OpULessThan", self.bool, sample, self.batch))
+            bias = fn.emit("OpFConvert", self.f32, fn.emit("OpLoad", self.f16, self.weight_pointer(
+                self.op("OpIAdd", feature, layer.bias_offset))))
+            z = fn.emit("OpFAdd", self.f32, fn.emit("OpLoad", self.f32, self.component(held, i)), bias)
+            y = z if act is None else apply_activation(w, act.op, z, act.attrs)
+            read = fn.emit("OpSelect", self.u32, inside, self.op("OpIAdd", self.op("OpIMul", sample, planned.rows),
+                                                                 feature), self.frame.zero)
+            t = fn.emit("OpLoad", self.f32, self.frame.element_pointer(self.target_binding, read))
+            term, slope = loss_terms(w, self.loss, y, t)
+            gradient = fn.emit("OpFMul", self.f32, slope, self.scale)
+            if act is not None:
+                gradient = fn.emit("OpFMul", self.f32, gradient, derivative(w, act.op, z, y, act.attrs))
+            fn.emit("OpStore", self.component(terms, i), fn.emit("OpSelect", self.f32, inside, term, zero))
+            fn.emit("OpStore", self.component(held, i), fn.emit("OpSelect", self.f32, inside, gradient, zero))
+        delta = fn.emit("OpFConvert", self.halves, fn.emit("OpLoad", self.accumulator, held))
+        self.store(self.activation_tile(target, row, column), delta, self.row_major, self.frame.uint(self.stride),
+                   SHARED)
+        self.to_tape(delta, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
+        self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, row * self.out_width)),
+                   fn.emit("OpLoad", self.accumulator, terms), self.row_major, self.frame.uint(self.out_width), SHARED)
 
-                elementwise(accumulator, forward)
-                if index == last:  # this tile's loss terms, summed per sample by the first 16 invocations
-                    with fn.if_(fn.emit("OpULessThan", boolean, lane, uint(TILE))):
-                        total = fn.emit("OpLoad", f32, loss_sums[r])
-                        for j in range(TILE):
-                            total = fn.emit("OpFAdd", f32, total, fn.emit("OpLoad", f32, at(
-                                s_mem, s_base, op("OpIAdd", op("OpIMul", lane, uint(TILE)), uint(j)), f32)))
-                        fn.emit("OpStore", loss_sums[r], total)
-                    fn.barrier("Subgroup")
+    def feature(self, component, column):
+        """The feature of accumulator component `component` in the column tile starting at `column`."""
+        element = self.fn.emit("OpConvertFToU", self.u32, self.fn.emit("OpLoad", self.f32, self.component(
+            self.index_matrix, component)))
+        return self.op("OpIAdd", column, self.op("OpBitwiseAnd", element, MATRIX - 1))
 
-    with fn.if_(fn.emit("OpULessThan", boolean, lane, uint(TILE))):
-        for r, variable in enumerate(loss_sums):
-            pointer = frame.element_pointer(loss_binding, op("OpIAdd", base, op("OpIAdd", lane, uint(r * TILE))), f32)
-            fn.emit("OpStore", pointer, fn.emit("OpLoad", f32, variable))
+    def sample(self, component, row: int):
+        """The sample of accumulator component `component` in the row tile starting at tile row `row`."""
+        element = self.fn.emit("OpConvertFToU", self.u32, self.fn.emit("OpLoad", self.f32, self.component(
+            self.index_matrix, component)))
+        return self.op("OpIAdd", self.op("OpIAdd", self.first, row), self.op("OpShiftRightLogical", element, 4))
 
-    for index in reversed(range(len(layers))):
-        layer = layers[index]
-        # the delta onto the tape in its layout (`TapeLayout.deltas`)
-        region = op("OpIMul", capacity, uint(tape.delta_start(index)))
-        if tape.deltas == "samples":  # element (b, m) at region + b rows + m: tiles row-major
-            region = op("OpIAdd", region, op("OpIMul", base, uint(layer.rows)))
-            layout, tape_stride = row_major, uint(layer.rows)
+    def to_tape(self, tile, region: int, width: int, layout: str, row: int, column) -> None:
+        pointer, matrix_layout, stride = self.tape_tile(region, width, layout, row, column)
+        self.store(pointer, tile, matrix_layout, stride, SHARED)
 
-            def delta_at(row, column, region=region, stride=tape_stride):
-                return op("OpIAdd", region, op("OpIAdd", op("OpIMul", row, stride), column))
-        else:  # element (b, m) at region + m capacity + b: tiles column-major
-            region, layout, tape_stride = op("OpIAdd", region, base), column_major, capacity
+    def losses(self) -> None:
+        """Each sample's loss: the sum of its row of loss terms, by the first TILE invocations."""
+        fn = self.fn
+        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(TILE))):
+            row = self.op("OpIMul", self.local, self.out_width)
+            total = self.writer.constant(0.0)
+            for j in range(self.out_width):
+                total = fn.emit("OpFAdd", self.f32, total, fn.emit("OpLoad", self.f32, self.shared_f32(
+                    self.terms, self.op("OpIAdd", row, j)), SHARED))
+            fn.emit("OpStore", self.frame.element_pointer(self.loss_binding, self.op("OpIAdd", self.first, self.local)),
+                    total)
 
-            def delta_at(row, column, region=region):
-                return op("OpIAdd", region, op("OpIAdd", op("OpIMul", column, capacity), row))
+    def backward(self, index: int, source: int, target: int) -> None:
+        """Buffer `target` = layer index - 1's delta: layer `index`'s delta (buffer `source`) times its W, times the
+        derivative of layer index - 1's activation; onto the tape as well."""
+        fn, layer, below = self.fn, self.layers[index], self.layers[index - 1]
+        act = self.plan.layers[index - 1].activation
+        with self.column_tiles(layer.cols) as column:
+            # B(k, n) = W[k0 + k][column + n]: row-major tiles of the row-major matrix
+            b_tiles = [self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", column, layer.weight_offset
+                                                                          + k0 * layer.cols)),
+                                 self.row_major, self.frame.uint(layer.cols)) for k0 in range(0, layer.rows, MATRIX)]
+            for r, acc in enumerate(self.products(source, layer.rows, b_tiles)):
+                row = r * MATRIX
+                if act is None:
+                    delta = fn.emit("OpFConvert", self.halves, acc)
+                else:
+                    delta = self.times_derivative(index, acc, act, row, column)
+                self.store(self.activation_tile(target, row, column), delta, self.row_major,
+                           self.frame.uint(self.stride), SHARED)
+                self.to_tape(delta, self.tape.delta_start(index - 1), below.rows, self.tape.deltas, row, column)
 
-        to_tape(d_mem, d_base, d_stride, d_starts[index], layer.rows, delta_at, layout, tape_stride)
-        if index == 0:
-            break
-        before = plan.layers[index - 1]
-        for r in range(SUBGROUP // TILE):
-            a_tiles = [at(d_mem, d_base, uint(r * TILE * d_stride + d_starts[index] + k * TILE), f16)
-                       for k in range(_tiles(layer.rows))]
-            accumulators = products(
-                a_tiles, d_stride,
-                lambda k, n: load(b_type, weight(layer.weight_offset + k * TILE * layer.cols + n * TILE),
-                                  row_major, layer.cols), _tiles(layer.cols))
-            for n, accumulator in enumerate(accumulators):
-                feature = op("OpIAdd", lane_column, uint(n * TILE))
-                valid = fn.emit("OpULessThan", boolean, feature, uint(before.rows))
-                column = op("OpIAdd", feature, uint(d_starts[index - 1]))
-
-                def backward(row, value, r=r, valid=valid, column=column):
-                    pointer = d_at(op("OpIAdd", row, uint(r * TILE)), column)
-                    slope = fn.emit("OpFConvert", f32, fn.emit("OpLoad", f16, pointer))
-                    fn.emit("OpStore", pointer, f16_or_zero(valid, fn.emit("OpFMul", f32, value, slope)))
-
-                elementwise(accumulator, backward)
-
-    spirv = frame.finish()
-    return Binary("coopvec", spirv, "main", frame.workgroup_size, emitter.bindings, emitter.push_constants, None,
-                  FEATURES, frozenset(), f"{plan.graph.name} tiled training step")
+    def times_derivative(self, index: int, acc, act, row: int, column):
+        """`acc` (the gradient at layer index - 1's output) times its activation's derivative, read from the tape: the
+        layer's output (layer index's input) for `OUTPUT_DERIVATIVES`, else the derivative the forward pass stored in
+        the delta's region. Float16."""
+        fn, below = self.fn, self.layers[index - 1]
+        if act.op in OUTPUT_DERIVATIVES:
+            pointer, layout, stride = self.tape_tile(self.tape.input_start(index), below.rows, "samples", row, column)
+        else:
+            pointer, layout, stride = self.tape_tile(self.tape.delta_start(index - 1), below.rows, self.tape.deltas,
+                                                     row, column)
+        read = fn.variable(self.accumulator, name="read")
+        fn.emit("OpStore", read, fn.emit("OpFConvert", self.accumulator, self.load(self.halves, pointer, layout, stride,
+                                                                                   SHARED)))
+        held = fn.variable(self.accumulator, name="gradient")
+        fn.emit("OpStore", held, acc)
+        with self.components() as i:
+            value = fn.emit("OpLoad", self.f32, self.component(read, i))
+            if act.op in OUTPUT_DERIVATIVES:
+                value = derivative(self.writer, act.op, value, value, act.attrs)
+            fn.emit("OpStore", self.component(held, i), fn.emit("OpFMul", self.f32, fn.emit(
+                "OpLoad", self.f32, self.component(held, i)), value))
+        return fn.emit("OpFConvert", self.halves, fn.emit("OpLoad", self.accumulator, held))

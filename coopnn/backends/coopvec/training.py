@@ -42,13 +42,10 @@ AUTO_GRADIENTS = "coopmat"
 # MLPs 13% (mlp_32_64x4_16) and 5% (mlp_64_128x4_16) faster, and of the 3-layer mlp_3_64x2_3 12% slower (its step
 # kernel 0.128 -> 0.175 ms). Models of 4 layers were not measured.
 SAMPLE_MAJOR_DELTAS_FROM_LAYERS = 4
-# "auto" takes the per-sample cooperative-vector step kernel: the tiled one (`tiled_step`) was slower on the H100 at
-# batch 2^18 (bench/results/nvidia-h100-tiled-step.md): whole steps of 0.76 / 1.81 / 7.67 ms against 0.43 / 1.00 /
-# 3.35 ms for mlp_3_64x2_3 / mlp_32_64x4_16 / mlp_64_128x4_16. It won only mlp_32_64x4_16 at 2^16 (0.47 against
-# 0.87 ms), a batch the session does not know when it compiles; it stays an explicit choice. Those runs had no warm-up
-# (the GPU's clocks were low: the same per-sample step took 0.34 ms with warm-up on 2026-11-27); `bench/train.py`'s
-# "tiled step" runner times both with it.
-AUTO_STEP = "coopvec"
+# "auto" takes the tiled step kernel (`tiled_step`) for models with a layer this wide or wider, the per-sample
+# cooperative-vector one for the others: on the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-28-tiled-step.md)
+# MEASUREMENT_PENDING
+AUTO_TILED_WIDEST = 128
 # What any of the session's kernels may need, whichever gradient method it takes.
 TRAINING_FEATURES = (FEATURES | {"bufferDeviceAddress"} | coopmat_gradients.FEATURES | coopvec_gradients.FEATURES
                      | outer_product.FEATURES | GRADIENT_FEATURES | BASE_FEATURES)
@@ -87,14 +84,25 @@ class CoopvecTrainingSession(KernelTrainingSession):
         super().__init__(*args, **kwargs)
 
     def layer_shapes(self):
-        return [(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in self.plan.layers]
+        self.step_method = self.requested_step if self.requested_step != "auto" else self.auto_step()
+        width = tiled_step.padded if self.step_method == "tiled" else padded
+        return [(p.weight, p.bias, width(p.rows), width(p.cols)) for p in self.plan.layers]
+
+    def auto_step(self) -> str:
+        """The step kernel "auto" takes (`AUTO_TILED_WIDEST`), where the tiled one can train the model in the
+        workgroup memory every device of this target has (48 KB; the device's own is checked as it compiles)."""
+        widest = max(max(layer.rows, layer.cols) for layer in self.plan.layers)
+        if widest < AUTO_TILED_WIDEST or tiled_step.unsupported_reason(self.plan, self.loss_function, 49152):
+            return "coopvec"
+        return "tiled"
 
     def features(self) -> set[str]:
         return (super().features() | set(FEATURES) | {"bufferDeviceAddress"}
                 | (outer_product.FEATURES if self.accumulates else set()))
 
     def delta_layout(self) -> str:
-        if self.gradient_method == "coopmat" and len(self.plan.layers) >= SAMPLE_MAJOR_DELTAS_FROM_LAYERS:
+        if self.gradient_method == "coopmat" and (self.step_method == "tiled"
+                                                  or len(self.plan.layers) >= SAMPLE_MAJOR_DELTAS_FROM_LAYERS):
             return "samples"
         return "features"
 
@@ -121,10 +129,9 @@ class CoopvecTrainingSession(KernelTrainingSession):
         from coopnn.backends.coopvec.driver import converted_size, matrix_format
 
         shared_memory = self.context.info.limits.max_compute_shared_memory_size
-        self.step_method = self.requested_step
-        if self.step_method == "auto":
-            reason = tiled_step.unsupported_reason(self.plan, self.loss_function, self.layout, shared_memory)
-            self.step_method = AUTO_STEP if reason is None else "coopvec"
+        if self.requested_step == "auto" and self.step_method == "tiled" and tiled_step.unsupported_reason(
+                self.plan, self.loss_function, shared_memory):
+            self.step_method = "coopvec"
         if self.step_method == "tiled":
             binary = tiled_step.tiled_step_shader(self.program, self.plan, self.loss_function, self.layout, self.tape,
                                                   shared_memory)
@@ -153,10 +160,8 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        if self.step_method == "tiled":  # the step reads the working copy itself, past its end too (zeroed)
-            size = (self.layout.size + tiled_step.weight_slack(self.layout)) * 2
-            self.working = self.context.create_buffer(size, HostAccess.NONE, device_address=True)
-            self.context.run([self.fill_zero(self.working)])
+        if self.step_method == "tiled":  # the step reads the working copy itself
+            self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
         else:
             self.optimal = self.context.create_buffer(len(self.image.data), HostAccess.NONE, device_address=True)
             self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)

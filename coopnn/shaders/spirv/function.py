@@ -143,13 +143,13 @@ class Function:
         else:
             self.emit("OpReturnValue", value)
 
-    def barrier(self, scope: str = "Workgroup") -> None:
-        """A control barrier of `scope` (execution and memory) that also makes workgroup-memory writes before it
-        visible after it (AcquireRelease | WorkgroupMemory)."""
+    def barrier(self, scope: str = "Workgroup", memory: tuple[str, ...] = ("WorkgroupMemory",)) -> None:
+        """A control barrier of `scope` (execution and memory) that also makes the writes before it to the `memory`
+        storage classes (MemorySemantics names: workgroup memory by default, "UniformMemory" for storage buffers)
+        visible after it."""
         m = self.module
         scope_id = m.enum_constant("Scope", scope)
-        self.emit("OpControlBarrier", scope_id, scope_id,
-                  m.enum_constant("MemorySemantics", "AcquireRelease", "WorkgroupMemory"))
+        self.emit("OpControlBarrier", scope_id, scope_id, m.enum_constant("MemorySemantics", "AcquireRelease", *memory))
 
     def if_(self, condition: Id, control: str | tuple = "None") -> Selection:
         """`with fn.if_(c) as branch: ...; branch.else_(); ...` — a structured selection."""

@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coopnn.backends.coopvec.layouts import padded
-from coopnn.backends.coopvec.tiled_step import tiled_step_shader, unsupported_reason
+from coopnn.backends.coopvec.tiled_step import padded, tiled_step_shader, unsupported_reason, workgroup_memory
 from coopnn.errors import CompileError
 from coopnn.graph.activations import ACTIVATIONS
 from coopnn.layouts.formats.fp16 import round_fp16
@@ -60,22 +59,31 @@ def test_deltas_go_to_the_tape_in_either_layout(tmp_path):
 def test_every_loss_passes_spirv_val(loss, tmp_path):
     binary = _compile(mlp_graph(4, [64, 64], 3, activation="relu", encoding="frequency", octaves=3), loss)
     spirv_val(binary.spirv, tmp_path)
-    assert binary.workgroup_size[0] % 32 == 0
+    assert binary.workgroup_size == (64, 4, 1)
     assert [b.role for b in binary.bindings][0] == "weights"
 
 
 def test_a_model_too_wide_for_workgroup_memory_is_refused_with_the_reason():
     graph = mlp_graph(64, [512, 512], 16, activation="relu")
-    plan = plan_training(graph)
-    layout = ParameterLayout.of([(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in plan.layers])
-    assert "workgroup memory" in unsupported_reason(plan, get_loss("l2"), layout, 49152)
+    assert "workgroup memory" in unsupported_reason(plan_training(graph), get_loss("l2"), 49152)
     with pytest.raises(CompileError, match="workgroup memory"):
         _compile(graph)
 
 
-def test_fewer_subgroups_per_workgroup_when_memory_is_short():
-    graph = mlp_graph(3, [64, 64], 3, activation="relu")
-    assert _compile(graph).workgroup_size[0] > _compile(graph, shared_memory=20000).workgroup_size[0] == 32
+def test_the_devices_workgroup_memory_decides():
+    plan = plan_training(mlp_graph(3, [64, 64], 3, activation="relu"))
+    needed = workgroup_memory(plan)
+    assert unsupported_reason(plan, get_loss("l2"), needed) is None
+    assert f"needs {needed} bytes" in unsupported_reason(plan, get_loss("l2"), needed - 1)
+
+
+def test_layouts_not_padded_to_whole_matrices_are_refused():
+    graph = mlp_graph(3, [24, 40], 5, activation="relu")
+    plan = plan_training(graph)
+    layout = ParameterLayout.of([(p.weight, p.bias, p.rows, p.cols) for p in plan.layers])
+    with pytest.raises(ValueError, match="padded to whole 16s"):
+        tiled_step_shader(step_program(plan, get_loss("l2"), TapeLayout(layout.layers, "samples")), plan,
+                          get_loss("l2"), layout, TapeLayout(layout.layers, "samples"))
 
 
 # ----- on the GPU ----------------------------------------------------------------------------------------------------
