@@ -237,8 +237,8 @@ class TiledStepEmitter:
             self.forward(index, index % 2, (index + 1) % 2)
             fn.barrier(memory=STORAGE_BARRIER if index == last else ("WorkgroupMemory",))
         self.losses()
-        for index in reversed(range(1, len(self.layers))):
-            self.backward(index, (last - index + 1) % 2, (last - index) % 2)
+        for index in reversed(range(1, len(self.layers))):  # layer index's delta is where forward(index) put it
+            self.backward(index, (index + 1) % 2, index % 2)
             fn.barrier()
         return frame.finish()
 

@@ -42,10 +42,13 @@ AUTO_GRADIENTS = "coopmat"
 # MLPs 13% (mlp_32_64x4_16) and 5% (mlp_64_128x4_16) faster, and of the 3-layer mlp_3_64x2_3 12% slower (its step
 # kernel 0.128 -> 0.175 ms). Models of 4 layers were not measured.
 SAMPLE_MAJOR_DELTAS_FROM_LAYERS = 4
-# "auto" takes the tiled step kernel (`tiled_step`) for models with a layer this wide or wider, the per-sample
-# cooperative-vector one for the others: on the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-28-tiled-step.md)
-# MEASUREMENT_PENDING
-AUTO_TILED_WIDEST = 128
+# "auto" takes the tiled step kernel (`tiled_step`) for models of this many layers or more, the per-sample
+# cooperative-vector one for the others. On the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-28-tiled-step.md,
+# GPU ms of a whole step with cooperative-matrix gradients, tiled against per-sample): mlp_64_128x4_16 1.45 against
+# 1.91 at batch 2^18 and 0.42 against 0.54 at 2^16, mlp_32_64x4_16 0.58 against 0.61 and 0.19 against 0.22 (both five
+# layers); the three-layer mlp_3_64x2_3 0.29 against 0.27 at 2^18, 0.10 against 0.13 at 2^16, a batch the session
+# does not know when it compiles.
+AUTO_TILED_FROM_LAYERS = 4
 # What any of the session's kernels may need, whichever gradient method it takes.
 TRAINING_FEATURES = (FEATURES | {"bufferDeviceAddress"} | coopmat_gradients.FEATURES | coopvec_gradients.FEATURES
                      | outer_product.FEATURES | GRADIENT_FEATURES | BASE_FEATURES)
@@ -89,10 +92,10 @@ class CoopvecTrainingSession(KernelTrainingSession):
         return [(p.weight, p.bias, width(p.rows), width(p.cols)) for p in self.plan.layers]
 
     def auto_step(self) -> str:
-        """The step kernel "auto" takes (`AUTO_TILED_WIDEST`), where the tiled one can train the model in the
+        """The step kernel "auto" takes (`AUTO_TILED_FROM_LAYERS`), where the tiled one can train the model in the
         workgroup memory every device of this target has (48 KB; the device's own is checked as it compiles)."""
-        widest = max(max(layer.rows, layer.cols) for layer in self.plan.layers)
-        if widest < AUTO_TILED_WIDEST or tiled_step.unsupported_reason(self.plan, self.loss_function, 49152):
+        if (len(self.plan.layers) < AUTO_TILED_FROM_LAYERS
+                or tiled_step.unsupported_reason(self.plan, self.loss_function, 49152)):
             return "coopvec"
         return "tiled"
 
