@@ -4,7 +4,7 @@ PyTorch (AMP fp16 with fused Adam), side by side; writes `<out>/<device>-<date>-
     python3 bench/train.py               # batch 2^18, 30 timed steps after 2 s of warm-up per runner
     python3 bench/train.py --fit-steps 1000   # and a 1,000-step fit on a device-resident data set (GPU runners)
     python3 bench/train.py --quick       # a check that everything runs: batch 2^10, 3 steps
-    python3 bench/train.py --runners "coopmat gradients,tiled"   # only runners whose names contain these
+    python3 bench/train.py --runners "coopmat gradients,per-sample"   # only runners whose names contain these
 """
 
 from __future__ import annotations
@@ -31,15 +31,15 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def runners(graph, only: set[str] | None):
-    """(name, factory) of every runner: the coopvec backend with each weight-gradient method and with the tiled step
-    kernel, portable, PyTorch."""
+    """(name, factory) of every runner: the coopvec backend with each weight-gradient method (and the step kernel
+    "auto" takes) and with each step kernel, portable, PyTorch."""
     available = {s.name: s.available for s in statuses()}
     table = []
     if available.get("coopvec"):
         table += [(f"coopnn coopvec ({method} gradients)", lambda method=method: CoopnnTrainingRunner(
             graph, "coopvec", method)) for method in GRADIENT_METHODS if method != "auto"]
-        table.append(("coopnn coopvec (tiled step, auto gradients)",
-                      lambda: CoopnnTrainingRunner(graph, "coopvec", step="tiled")))
+        table += [(f"coopnn coopvec ({name} step, auto gradients)", lambda step=step: CoopnnTrainingRunner(
+            graph, "coopvec", step=step)) for name, step in (("tiled", "tiled"), ("per-sample", "coopvec"))]
     if available.get("portable"):
         table.append(("coopnn portable", lambda: CoopnnTrainingRunner(graph, "portable")))
     if torch_cuda_unavailable_reason() is None:
