@@ -55,7 +55,6 @@ from coopnn.train.losses import Loss
 
 TILE = 64  # samples per work-group
 WORKGROUP_INVOCATIONS = 256
-SUBGROUPS = WORKGROUP_INVOCATIONS // 32  # what a layer's tasks are split to fill
 MATRIX = 16  # M = N = K of every product
 ROW_PAD = 8  # halves past the widest layer in every activation row: rows start on different banks
 FEATURES = COOPVEC_FEATURES | {"cooperativeMatrix", "vulkanMemoryModel"}
@@ -157,9 +156,9 @@ class TiledStepEmitter:
     def shared_f32(self, variable, index) -> object:
         return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f32), variable, index)
 
-    def activation_tile(self, buffer: int, row, column) -> object:
+    def activation_tile(self, buffer: int, row: int, column) -> object:
         """The workgroup-memory element at the corner of a tile: row `row` of the tile of samples, feature `column`."""
-        return self.shared(buffer, self.op("OpIAdd", column, self.op("OpIMul", row, self.stride)))
+        return self.shared(buffer, self.op("OpIAdd", column, row * self.stride))
 
     def load(self, type_, pointer, layout, stride, *memory):
         return self.fn.emit("OpCooperativeMatrixLoadKHR", type_, pointer, layout, stride, *memory)
@@ -167,7 +166,7 @@ class TiledStepEmitter:
     def store(self, pointer, value, layout, stride, *memory) -> None:
         self.fn.emit("OpCooperativeMatrixStoreKHR", pointer, value, layout, stride, *memory)
 
-    def tape_tile(self, region: int, width: int, layout: str, row, column):
+    def tape_tile(self, region: int, width: int, layout: str, row: int, column):
         """(pointer, matrix layout, stride) of the tile of the tape region starting at `region` (in widths of
         capacity) whose corner is sample `first + row`, feature `column`: sample-major regions (element (b, k) at
         b width + k) as row-major tiles, feature-major ones (element (b, k) at k capacity + b) as column-major."""
@@ -195,29 +194,20 @@ class TiledStepEmitter:
         return self.fn.emit("OpAccessChain", self.m.type_pointer("Function", scalar), variable, index)
 
     @contextmanager
-    def tasks(self, width: int) -> Iterator:
-        """The tasks of a layer `width` features wide this subgroup takes (task t to subgroup t mod NumSubgroups):
-        a column tile and a group of the tile's row tiles, so many groups that the tasks fill the SUBGROUPS a
-        work-group has on 32-wide subgroups; yields the task's first feature and the first sample row of each of its
-        row tiles."""
-        tiles, rows = width // MATRIX, TILE // MATRIX
-        groups = 1
-        while groups < rows and tiles * groups * 2 <= SUBGROUPS:
-            groups *= 2
-        per_group = rows // groups
-        with self.fn.for_range(self.subgroup, self.frame.uint(tiles * groups), self.subgroups) as task:
-            first_row = self.op("OpIMul", self.op("OpUMod", task, groups), per_group * MATRIX)
-            yield (self.op("OpIMul", self.op("OpUDiv", task, groups), MATRIX),
-                   [self.op("OpIAdd", first_row, r * MATRIX) for r in range(per_group)])
+    def column_tiles(self, width: int) -> Iterator:
+        """The layer's column tiles this subgroup takes (tile c to subgroup c mod NumSubgroups); yields the first
+        feature of each."""
+        with self.fn.for_range(self.subgroup, self.frame.uint(width // MATRIX), self.subgroups) as tile:
+            yield self.op("OpIMul", tile, MATRIX)
 
-    def products(self, source: int, depth: int, b_tiles: list, rows: list) -> list:
-        """The accumulators of the row tiles starting at `rows`: sum over k of A (buffer `source`, columns k..k+16)
-        times b_tiles[k/16], K outermost so that the row tiles' chains interleave."""
+    def products(self, source: int, depth: int, b_tiles: list) -> list:
+        """The tile's row-tile accumulators: sum over k of A (buffer `source`, columns k..k+16) times b_tiles[k/16],
+        K outermost so that the row tiles' chains interleave."""
         fn = self.fn
-        accumulators = [self.m.constant_null(self.accumulator)] * len(rows)
+        accumulators = [self.m.constant_null(self.accumulator)] * (TILE // MATRIX)
         for step, k0 in enumerate(range(0, depth, MATRIX)):
-            for r, row in enumerate(rows):
-                a = self.load(self.a_type, self.activation_tile(source, row, self.frame.uint(k0)), self.row_major,
+            for r in range(len(accumulators)):
+                a = self.load(self.a_type, self.shared(source, r * MATRIX * self.stride + k0), self.row_major,
                               self.frame.uint(self.stride), SHARED)
                 accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", self.accumulator, a, b_tiles[step],
                                           accumulators[r])
@@ -270,28 +260,28 @@ class TiledStepEmitter:
         """The first layer's input from buffer 0 onto the tape, tile by tile (the other layers' inputs go on as their
         products come out)."""
         width = self.layers[0].cols
-        with self.tasks(width) as (column, rows):
-            for row in rows:
-                tile = self.load(self.halves, self.activation_tile(0, row, column), self.row_major,
+        with self.column_tiles(width) as column:
+            for r in range(TILE // MATRIX):
+                tile = self.load(self.halves, self.activation_tile(0, r * MATRIX, column), self.row_major,
                                  self.frame.uint(self.stride), SHARED)
-                self.to_tape(tile, self.tape.input_start(0), width, "samples", row, column)
+                self.to_tape(tile, self.tape.input_start(0), width, "samples", r * MATRIX, column)
 
     def forward(self, index: int, source: int, target: int) -> None:
         """Layer `index`: buffer `target` = its output (the next layer's input, also onto the tape) or, for the last
         layer, its delta (onto the tape too) and the loss terms."""
         fn, layer, last = self.fn, self.layers[index], index == len(self.layers) - 1
-        with self.tasks(layer.rows) as (column, rows):
+        with self.column_tiles(layer.rows) as column:
             # B(k, n) = W[column + n][k0 + k]: column-major tiles of the row-major matrix, W transposed
             b_tiles = [self.load(self.b_type, self.weight_pointer(self.op(
                 "OpIAdd", self.op("OpIMul", column, layer.cols), layer.weight_offset + k0)), self.column_major,
                 self.frame.uint(layer.cols)) for k0 in range(0, layer.cols, MATRIX)]
-            for row, acc in zip(rows, self.products(source, layer.cols, b_tiles, rows)):
+            for r, acc in enumerate(self.products(source, layer.cols, b_tiles)):
                 if last:
-                    self.loss_epilogue(index, acc, row, column, target)
+                    self.loss_epilogue(index, acc, r * MATRIX, column, target)
                 else:
-                    self.hidden_epilogue(index, acc, row, column, target)
+                    self.hidden_epilogue(index, acc, r * MATRIX, column, target)
 
-    def hidden_epilogue(self, index: int, acc, row, column, target: int) -> None:
+    def hidden_epilogue(self, index: int, acc, row: int, column, target: int) -> None:
         """Bias, activation and (where the backward pass cannot read it from the output) the derivative of one
         accumulator of a hidden layer; its output into buffer `target` and onto the tape."""
         fn, w, layer, planned = self.fn, self.writer, self.layers[index], self.plan.layers[index]
@@ -320,7 +310,7 @@ class TiledStepEmitter:
             slope = fn.emit("OpFConvert", self.halves, fn.emit("OpLoad", self.accumulator, slopes))
             self.to_tape(slope, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
 
-    def loss_epilogue(self, index: int, acc, row, column, target: int) -> None:
+    def loss_epilogue(self, index: int, acc, row: int, column, target: int) -> None:
         """The last layer's accumulator: the loss terms into the float32 block, the delta (the scaled loss gradient
         times the activation's derivative, 0 for padding features and samples past the batch) into buffer `target`
         and onto the tape."""
@@ -352,7 +342,7 @@ class TiledStepEmitter:
         self.store(self.activation_tile(target, row, column), delta, self.row_major, self.frame.uint(self.stride),
                    SHARED)
         self.to_tape(delta, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
-        self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, self.op("OpIMul", row, self.out_width))),
+        self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, row * self.out_width)),
                    fn.emit("OpLoad", self.accumulator, terms), self.row_major, self.frame.uint(self.out_width), SHARED)
 
     def feature(self, component, column):
@@ -361,13 +351,13 @@ class TiledStepEmitter:
             self.index_matrix, component)))
         return self.op("OpIAdd", column, self.op("OpBitwiseAnd", element, MATRIX - 1))
 
-    def sample(self, component, row):
+    def sample(self, component, row: int):
         """The sample of accumulator component `component` in the row tile starting at tile row `row`."""
         element = self.fn.emit("OpConvertFToU", self.u32, self.fn.emit("OpLoad", self.f32, self.component(
             self.index_matrix, component)))
         return self.op("OpIAdd", self.op("OpIAdd", self.first, row), self.op("OpShiftRightLogical", element, 4))
 
-    def to_tape(self, tile, region: int, width: int, layout: str, row, column) -> None:
+    def to_tape(self, tile, region: int, width: int, layout: str, row: int, column) -> None:
         pointer, matrix_layout, stride = self.tape_tile(region, width, layout, row, column)
         self.store(pointer, tile, matrix_layout, stride, SHARED)
 
@@ -388,12 +378,13 @@ class TiledStepEmitter:
         derivative of layer index - 1's activation; onto the tape as well."""
         fn, layer, below = self.fn, self.layers[index], self.layers[index - 1]
         act = self.plan.layers[index - 1].activation
-        with self.tasks(layer.cols) as (column, rows):
+        with self.column_tiles(layer.cols) as column:
             # B(k, n) = W[k0 + k][column + n]: row-major tiles of the row-major matrix
             b_tiles = [self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", column, layer.weight_offset
                                                                           + k0 * layer.cols)),
                                  self.row_major, self.frame.uint(layer.cols)) for k0 in range(0, layer.rows, MATRIX)]
-            for row, acc in zip(rows, self.products(source, layer.rows, b_tiles, rows)):
+            for r, acc in enumerate(self.products(source, layer.rows, b_tiles)):
+                row = r * MATRIX
                 if act is None:
                     delta = fn.emit("OpFConvert", self.halves, acc)
                 else:
@@ -402,7 +393,7 @@ class TiledStepEmitter:
                            self.frame.uint(self.stride), SHARED)
                 self.to_tape(delta, self.tape.delta_start(index - 1), below.rows, self.tape.deltas, row, column)
 
-    def times_derivative(self, index: int, acc, act, row, column):
+    def times_derivative(self, index: int, acc, act, row: int, column):
         """`acc` (the gradient at layer index - 1's output) times its activation's derivative, read from the tape: the
         layer's output (layer index's input) for `OUTPUT_DERIVATIVES`, else the derivative the forward pass stored in
         the delta's region. Float16."""
