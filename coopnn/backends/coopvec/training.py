@@ -1,7 +1,8 @@
 """Training on the cooperative-vector target: float16 products on tensor cores, float32 master weights.
 
-The step kernel multiplies with the weights in the driver's TrainingOptimal layout, forward and transposed
-(OpCooperativeVectorMatrixMulAddNV / MatrixMulNV with Transpose). Weight gradients come from
+The per-sample step kernel multiplies with the weights in the driver's TrainingOptimal layout, forward and transposed
+(OpCooperativeVectorMatrixMulAddNV / MatrixMulNV with Transpose); the tiled one (`tiled_step`, which "auto" takes for
+models of `AUTO_TILED_FROM_LAYERS` layers or more) reads the float16 row-major working copy itself. Weight gradients come from
 `coopnn.backends.coopvec.coopvec_gradients` (tape products per chunk of samples) and `partial_sum_shader`, or the
 outer-product methods (`coopnn.backends.coopvec.outer_product`) accumulate them in the step kernel. The
 optimizer updates the float32 master weights and writes a float16 row-major working copy, which
@@ -43,11 +44,11 @@ AUTO_GRADIENTS = "coopmat"
 # kernel 0.128 -> 0.175 ms). Models of 4 layers were not measured.
 SAMPLE_MAJOR_DELTAS_FROM_LAYERS = 4
 # "auto" takes the tiled step kernel (`tiled_step`) for models of this many layers or more, the per-sample
-# cooperative-vector one for the others. On the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-28-tiled-step.md,
-# GPU ms of a whole step with cooperative-matrix gradients, tiled against per-sample): mlp_64_128x4_16 1.45 against
-# 1.91 at batch 2^18 and 0.42 against 0.54 at 2^16, mlp_32_64x4_16 0.58 against 0.61 and 0.19 against 0.22 (both five
-# layers); the three-layer mlp_3_64x2_3 0.29 against 0.27 at 2^18, 0.10 against 0.13 at 2^16, a batch the session
-# does not know when it compiles.
+# cooperative-vector one for the others. On the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-training-tiled-step-
+# b*.md, GPU ms of a whole step with cooperative-matrix gradients, tiled against per-sample): mlp_64_128x4_16 1.39
+# against 1.87 at batch 2^18 and 0.40 against 0.52 at 2^16, mlp_32_64x4_16 0.54 against 0.61 and 0.18 against 0.22
+# (both five layers); the three-layer mlp_3_64x2_3 0.29 against 0.27 at 2^18 and 0.10 against 0.13 at 2^16
+# (`...-2026-11-27-tiled-step.md`), a batch the session does not know when it compiles.
 AUTO_TILED_FROM_LAYERS = 4
 # What any of the session's kernels may need, whichever gradient method it takes.
 TRAINING_FEATURES = (FEATURES | {"bufferDeviceAddress"} | coopmat_gradients.FEATURES | coopvec_gradients.FEATURES
