@@ -1,13 +1,13 @@
-"""The tiled training-step kernel: a work-group carries a tile of samples (`TILES`) forward, through the loss and back
+"""The tiled training-step kernel: a work-group carries a tile of TILE samples forward, through the loss and back
 through every layer on VK_KHR_cooperative_matrix 16x16x16 float16 products with float32 accumulators.
 
 The scheme is the coopmat inference kernel's (`coopnn.backends.coopmat.target`): WORKGROUP_INVOCATIONS invocations
-(a local size of the tile by as many rows as make them up, so that global x is the sample), activations as float16 rows in two workgroup-memory
+(a local size of TILE x 4, so that global x is the sample), activations as float16 rows in two workgroup-memory
 buffers a layer reads one of and writes the other, a layer's 16-wide column tiles shared out over the subgroups, each
 loading its B tiles once and running the tile's four row tiles on them with independent accumulators.
 
 - Forward: the parameter-free prefix is lowered by the cooperative-vector target, one invocation per sample (the first
-  of the tile's), into buffer 0. Every layer's input goes on the tape as whole tiles (`TapeLayout`); the product's epilogue
+  TILE), into buffer 0. Every layer's input goes on the tape as whole tiles (`TapeLayout`); the product's epilogue
   runs on the components an invocation holds. KHR leaves which element a component is to the implementation, but
   gives components of matrices of one type the same elements, so the kernel loads, once, an accumulator-typed matrix
   whose elements are their own index (row * 16 + column): the epilogue reads each component's feature and sample
@@ -17,7 +17,7 @@ loading its B tiles once and running the tile's four row tiles on them with inde
   (float16) into the tape region of the layer's delta, which the backward pass overwrites with the delta itself.
 - The last layer's epilogue computes the loss terms and the scaled gradient (`coopnn.train.gpu.loss_kernels`), times
   the activation's derivative: that delta goes on the tape and into workgroup memory, and the terms into a float32
-  block whose rows the tile's first invocations sum into the per-sample losses.
+  block whose rows the first TILE invocations sum into the per-sample losses.
 - Backward, layer by layer: the delta tile times W (row-major B tiles) gives the gradient at the layer before's
   output, times that layer's derivative read back from the tape; stored as its delta on the tape and into workgroup
   memory. The subgroup that stores a tape tile in the forward pass is the one that reads it back (both passes deal
@@ -25,7 +25,7 @@ loading its B tiles once and running the tile's four row tiles on them with inde
 
 Weights are the session's float16 row-major working copy (binding 0), every width padded to whole 16s (`padded`),
 padding parameters zero. Bindings and push constants are the step program's (`CoopvecEmitter`); the session runs
-whole work-groups (the batch padded to the tile, padding samples masked).
+whole work-groups (the batch padded to TILE, padding samples masked).
 
 Why (H100, `bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md`): the cooperative-vector step kernel
 spends most of its time storing the tape from per-invocation vectors, which KHR matrix stores write at close to the
@@ -57,7 +57,7 @@ from coopnn.train.gpu.plan import TrainingPlan
 from coopnn.train.gpu.step_program import LOSS_SCALE, TAPE
 from coopnn.train.losses import Loss
 
-TILES = (128, 64)  # samples per work-group: the first whose activations fit the device's workgroup memory
+TILE = 64  # samples per work-group
 WORKGROUP_INVOCATIONS = 256
 MATRIX = 16  # M = N = K of every product
 ROW_PAD = 8  # halves past the widest layer in every activation row: rows start on different banks
@@ -75,17 +75,11 @@ def padded(n: int) -> int:
     return align_up(n, MATRIX)
 
 
-def workgroup_memory(plan: TrainingPlan, tile: int) -> int:
-    """Bytes of workgroup memory the kernel takes for `plan` in tiles of `tile` samples: two activation buffers, the
-    index matrix, the loss terms of the last layer."""
+def workgroup_memory(plan: TrainingPlan) -> int:
+    """Bytes of workgroup memory the kernel takes for `plan`: two activation buffers, the index matrix, the loss
+    terms of the last layer."""
     widest = max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols))
-    return 2 * tile * (widest + ROW_PAD) * 2 + MATRIX * MATRIX * 4 + tile * padded(plan.out_features) * 4
-
-
-def tile_for(plan: TrainingPlan, shared_memory: int) -> int | None:
-    """The samples per work-group for `plan` on a device with `shared_memory` bytes of workgroup memory (None: no
-    tile fits)."""
-    return next((tile for tile in TILES if workgroup_memory(plan, tile) <= shared_memory), None)
+    return 2 * TILE * (widest + ROW_PAD) * 2 + MATRIX * MATRIX * 4 + TILE * padded(plan.out_features) * 4
 
 
 def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int) -> str | None:
@@ -96,9 +90,10 @@ def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int) -> st
     for layer in plan.layers:
         if layer.activation is not None and layer.activation.op not in DERIVATIVES:
             return f"the activation {layer.activation.op.value} of {layer.node} has no derivative"
-    if tile_for(plan, shared_memory) is None:
-        return (f"a tile of {TILES[-1]} samples of its layers needs {workgroup_memory(plan, TILES[-1])} bytes of "
-                f"workgroup memory, the device offers {shared_memory}")
+    needed = workgroup_memory(plan)
+    if needed > shared_memory:
+        return (f"a tile of {TILE} samples of its layers needs {needed} bytes of workgroup memory, the device offers "
+                f"{shared_memory}")
     return None
 
 
@@ -110,7 +105,7 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
     uneven = [n for layer in parameters.layers for n in (layer.rows, layer.cols) if n % MATRIX]
     if uneven:
         raise ValueError(f"the tiled step takes layouts padded to whole {MATRIX}s (`padded`), not a width of {uneven[0]}")
-    emitter = TiledStepEmitter(program, plan, loss, parameters, tape, tile_for(plan, shared_memory))
+    emitter = TiledStepEmitter(program, plan, loss, parameters, tape)
     spirv = emitter.compile()
     step = emitter.step
     return Binary("coopvec", spirv, "main", step.frame.workgroup_size, step.bindings, step.push_constants, None,
@@ -119,20 +114,20 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
 
 class TiledStepEmitter:
     def __init__(self, program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
-                 tape: TapeLayout, tile: int):
-        self.program, self.plan, self.loss, self.tape, self.tile = program, plan, loss, tape, tile
+                 tape: TapeLayout):
+        self.program, self.plan, self.loss, self.tape = program, plan, loss, tape
         self.layers = parameters.layers
-        self.step = CoopvecEmitter(program, None, tile, bounds_check=False)
+        self.step = CoopvecEmitter(program, None, TILE, bounds_check=False)
         frame = self.frame = self.step.frame
-        frame.workgroup_size = (tile, WORKGROUP_INVOCATIONS // tile, 1)
+        frame.workgroup_size = (TILE, WORKGROUP_INVOCATIONS // TILE, 1)
         m, fn = self.m, self.fn = frame.module, frame.main
         self.u32, self.f32, self.f16, self.bool = frame.u32, frame.f32, self.step.f16, frame.bool
         self.writer = ScalarWriter(m, fn)
         self.stride = max(n for layer in self.layers for n in (layer.rows, layer.cols)) + ROW_PAD
-        rows = m.type_array(self.f16, m.constant(self.u32, tile * self.stride))
+        rows = m.type_array(self.f16, m.constant(self.u32, TILE * self.stride))
         self.activations = tuple(m.global_variable("Workgroup", rows, name=f"activations_{i}") for i in range(2))
         self.out_width = padded(plan.out_features)
-        self.terms = m.global_variable("Workgroup", m.type_array(self.f32, m.constant(self.u32, tile * self.out_width)),
+        self.terms = m.global_variable("Workgroup", m.type_array(self.f32, m.constant(self.u32, TILE * self.out_width)),
                                        name="loss_terms")
         self.indices = m.global_variable("Workgroup", m.type_array(self.f32, m.constant(self.u32, MATRIX * MATRIX)),
                                          name="element_indices")
@@ -213,7 +208,7 @@ class TiledStepEmitter:
         """The tile's row-tile accumulators: sum over k of A (buffer `source`, columns k..k+16) times b_tiles[k/16],
         K outermost so that the row tiles' chains interleave."""
         fn = self.fn
-        accumulators = [self.m.constant_null(self.accumulator)] * (self.tile // MATRIX)
+        accumulators = [self.m.constant_null(self.accumulator)] * (TILE // MATRIX)
         for step, k0 in enumerate(range(0, depth, MATRIX)):
             for r in range(len(accumulators)):
                 a = self.load(self.a_type, self.shared(source, r * MATRIX * self.stride + k0), self.row_major,
@@ -230,7 +225,7 @@ class TiledStepEmitter:
         self.subgroup, self.subgroups = self.builtin("SubgroupId"), self.builtin("NumSubgroups")
         group = fn.emit("OpLoad", self.m.type_vector(self.u32, 3),
                         self.m.builtin_input("WorkgroupId", self.m.type_vector(self.u32, 3)))
-        self.first = self.op("OpIMul", fn.emit("OpCompositeExtract", self.u32, group, 0), self.tile)
+        self.first = self.op("OpIMul", fn.emit("OpCompositeExtract", self.u32, group, 0), TILE)
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
         self.scale = frame.uniform_value(LOSS_SCALE)
         self.prefix()
@@ -253,10 +248,10 @@ class TiledStepEmitter:
 
     def prefix(self) -> None:
         """Buffer 0: the first layer's input, the parameter-free prefix of one sample per invocation of the first
-        of the tile (global x is the sample), zero-padded to the layer's width."""
+        TILE (global x is the sample), zero-padded to the layer's width."""
         step, fn, program = self.step, self.fn, self.program
         first_store = next(i for i, instr in enumerate(program.body) if instr.op == "store" and instr.args[1] == TAPE)
-        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(self.tile))):
+        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(TILE))):
             for instr in program.body[:first_store]:
                 step.held[instr.result] = LOWERINGS[instr.op](step, instr)
             x = step.forms.components(step.held[program.body[first_store].args[0]], "f16")
@@ -270,7 +265,7 @@ class TiledStepEmitter:
         products come out)."""
         width = self.layers[0].cols
         with self.column_tiles(width) as column:
-            for r in range(self.tile // MATRIX):
+            for r in range(TILE // MATRIX):
                 tile = self.load(self.halves, self.activation_tile(0, r * MATRIX, column), self.row_major,
                                  self.frame.uint(self.stride), SHARED)
                 self.to_tape(tile, self.tape.input_start(0), width, "samples", r * MATRIX, column)
@@ -371,9 +366,9 @@ class TiledStepEmitter:
         self.store(pointer, tile, matrix_layout, stride, SHARED)
 
     def losses(self) -> None:
-        """Each sample's loss: the sum of its row of loss terms, by the tile's first invocations."""
+        """Each sample's loss: the sum of its row of loss terms, by the first TILE invocations."""
         fn = self.fn
-        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(self.tile))):
+        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(TILE))):
             row = self.op("OpIMul", self.local, self.out_width)
             total = self.writer.constant(0.0)
             for j in range(self.out_width):

@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coopnn.backends.coopvec.tiled_step import (TILES, padded, tile_for, tiled_step_shader, unsupported_reason,
-                                                workgroup_memory)
+from coopnn.backends.coopvec.tiled_step import padded, tiled_step_shader, unsupported_reason, workgroup_memory
 from coopnn.errors import CompileError
 from coopnn.graph.activations import ACTIVATIONS
 from coopnn.layouts.formats.fp16 import round_fp16
@@ -60,7 +59,7 @@ def test_deltas_go_to_the_tape_in_either_layout(tmp_path):
 def test_every_loss_passes_spirv_val(loss, tmp_path):
     binary = _compile(mlp_graph(4, [64, 64], 3, activation="relu", encoding="frequency", octaves=3), loss)
     spirv_val(binary.spirv, tmp_path)
-    assert binary.workgroup_size[0] * binary.workgroup_size[1] == 256
+    assert binary.workgroup_size == (64, 4, 1)
     assert [b.role for b in binary.bindings][0] == "weights"
 
 
@@ -71,15 +70,11 @@ def test_a_model_too_wide_for_workgroup_memory_is_refused_with_the_reason():
         _compile(graph)
 
 
-def test_the_devices_workgroup_memory_decides_the_tile():
+def test_the_devices_workgroup_memory_decides():
     plan = plan_training(mlp_graph(3, [64, 64], 3, activation="relu"))
-    large, small = (workgroup_memory(plan, tile) for tile in TILES)
-    assert tile_for(plan, large) == TILES[0] and tile_for(plan, large - 1) == tile_for(plan, small) == TILES[1]
-    assert unsupported_reason(plan, get_loss("l2"), small) is None
-    assert f"needs {small} bytes" in unsupported_reason(plan, get_loss("l2"), small - 1)
-    graph = mlp_graph(3, [64, 64], 3, activation="relu")
-    assert _compile(graph, shared_memory=large).workgroup_size == (TILES[0], 256 // TILES[0], 1)
-    assert _compile(graph, shared_memory=small).workgroup_size == (TILES[1], 256 // TILES[1], 1)
+    needed = workgroup_memory(plan)
+    assert unsupported_reason(plan, get_loss("l2"), needed) is None
+    assert f"needs {needed} bytes" in unsupported_reason(plan, get_loss("l2"), needed - 1)
 
 
 def test_layouts_not_padded_to_whole_matrices_are_refused():
