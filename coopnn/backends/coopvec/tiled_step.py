@@ -32,9 +32,9 @@ spends most of its time storing the tape from per-invocation vectors, which KHR 
 memory's bandwidth. Against it, this kernel took mlp_64_128x4_16's step kernel at 2^18 from 1.44 to 0.99 ms and
 mlp_32_64x4_16's from 0.41 to 0.36 ms. It is slower on the 3-layer mlp_3_64x2_3 at 2^18 (0.176 against 0.129 ms).
 Splitting narrow layers' column tiles into row groups, to keep all 8 subgroups busy, was 8 to 19% slower on the
-64-wide models, tiles of 128 samples 13 to 20% slower; forward and backward as two kernels were slower than this one. The per-subgroup tiled kernel this
-replaces kept 32 samples' activations and derivatives per subgroup in workgroup memory, so few warps fit an SM, and it
-took 6.3 ms a step on mlp_64_128x4_16.
+64-wide models, tiles of 128 samples 13 to 20% slower; forward and backward as two kernels were slower than this one.
+The per-subgroup tiled kernel this replaces kept 32 samples' activations and derivatives per subgroup in workgroup
+memory, so few warps fit an SM, and it took 6.3 ms a step on mlp_64_128x4_16.
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
         raise CompileError(f"the tiled training step cannot train {plan.graph.name!r}: {reason}")
     uneven = [n for layer in parameters.layers for n in (layer.rows, layer.cols) if n % MATRIX]
     if uneven:
-        raise ValueError(f"the tiled step takes layouts padded to whole {MATRIX}s (`padded`), not a width of {uneven[0]}")
+        raise ValueError(f"the tiled step takes layouts padded to whole {MATRIX}s (`padded`), not a width of "
+                         f"{uneven[0]}")
     emitter = TiledStepEmitter(program, plan, loss, parameters, tape)
     spirv = emitter.compile()
     step = emitter.step

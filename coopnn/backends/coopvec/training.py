@@ -2,9 +2,9 @@
 
 The per-sample step kernel multiplies with the weights in the driver's TrainingOptimal layout, forward and transposed
 (OpCooperativeVectorMatrixMulAddNV / MatrixMulNV with Transpose); the tiled one (`tiled_step`, which "auto" takes for
-models of `AUTO_TILED_FROM_LAYERS` layers or more) reads the float16 row-major working copy itself. Weight gradients come from
-`coopnn.backends.coopvec.coopvec_gradients` (tape products per chunk of samples) and `partial_sum_shader`, or the
-outer-product methods (`coopnn.backends.coopvec.outer_product`) accumulate them in the step kernel. The
+models of `AUTO_TILED_FROM_LAYERS` layers or more) reads the float16 row-major working copy itself. Weight gradients
+come from `coopnn.backends.coopvec.coopvec_gradients` (tape products per chunk of samples) and `partial_sum_shader`,
+or the outer-product methods (`coopnn.backends.coopvec.outer_product`) accumulate them in the step kernel. The
 optimizer updates the float32 master weights and writes a float16 row-major working copy, which
 vkCmdConvertCooperativeVectorMatrixNV turns into TrainingOptimal in the same command buffer (biases are copied).
 
@@ -44,8 +44,8 @@ AUTO_GRADIENTS = "coopmat"
 # kernel 0.128 -> 0.175 ms). Models of 4 layers were not measured.
 SAMPLE_MAJOR_DELTAS_FROM_LAYERS = 4
 # "auto" takes the tiled step kernel (`tiled_step`) for models of this many layers or more, the per-sample
-# cooperative-vector one for the others. On the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-training-tiled-step-
-# b*.md, GPU ms of a whole step with cooperative-matrix gradients, tiled against per-sample): mlp_64_128x4_16 1.39
+# cooperative-vector one for the others. On the H100 (GPU ms of a whole step with cooperative-matrix gradients, tiled
+# against per-sample; bench/results/nvidia-h100-80gb-hbm3-2026-11-27-training-tiled-step-b*.md): mlp_64_128x4_16 1.39
 # against 1.87 at batch 2^18 and 0.40 against 0.52 at 2^16, mlp_32_64x4_16 0.54 against 0.61 and 0.18 against 0.22
 # (both five layers); the three-layer mlp_3_64x2_3 0.29 against 0.27 at 2^18 and 0.10 against 0.13 at 2^16
 # (`...-2026-11-27-tiled-step.md`), a batch the session does not know when it compiles.
