@@ -194,9 +194,9 @@ class TiledStepEmitter:
         length = self.fn.emit("OpCooperativeMatrixLengthKHR", self.u32, self.accumulator)
         return self.fn.for_range(self.frame.zero, length)
 
-    def component(self, variable, index, scalar=None):
-        scalar = scalar if scalar is not None else self.f32
-        return self.fn.emit("OpAccessChain", self.m.type_pointer("Function", scalar), variable, index)
+    def component(self, variable, index):
+        """Component `index` of the float32 accumulator held in the function variable `variable`."""
+        return self.fn.emit("OpAccessChain", self.m.type_pointer("Function", self.f32), variable, index)
 
     @contextmanager
     def column_tiles(self, width: int) -> Iterator:
@@ -350,17 +350,19 @@ class TiledStepEmitter:
         self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, row * self.out_width)),
                    fn.emit("OpLoad", self.accumulator, terms), self.row_major, self.frame.uint(self.out_width), SHARED)
 
+    def element(self, component):
+        """Which element of its 16 x 16 matrix accumulator component `component` is: row * 16 + column."""
+        return self.fn.emit("OpConvertFToU", self.u32, self.fn.emit("OpLoad", self.f32, self.component(
+            self.index_matrix, component)))
+
     def feature(self, component, column):
         """The feature of accumulator component `component` in the column tile starting at `column`."""
-        element = self.fn.emit("OpConvertFToU", self.u32, self.fn.emit("OpLoad", self.f32, self.component(
-            self.index_matrix, component)))
-        return self.op("OpIAdd", column, self.op("OpBitwiseAnd", element, MATRIX - 1))
+        return self.op("OpIAdd", column, self.op("OpBitwiseAnd", self.element(component), MATRIX - 1))
 
     def sample(self, component, row: int):
         """The sample of accumulator component `component` in the row tile starting at tile row `row`."""
-        element = self.fn.emit("OpConvertFToU", self.u32, self.fn.emit("OpLoad", self.f32, self.component(
-            self.index_matrix, component)))
-        return self.op("OpIAdd", self.op("OpIAdd", self.first, row), self.op("OpShiftRightLogical", element, 4))
+        return self.op("OpIAdd", self.op("OpIAdd", self.first, row), self.op("OpShiftRightLogical",
+                                                                             self.element(component), 4))
 
     def to_tape(self, tile, region: int, width: int, layout: str, row: int, column) -> None:
         pointer, matrix_layout, stride = self.tape_tile(region, width, layout, row, column)
