@@ -205,17 +205,17 @@ class TiledStepEmitter:
         with self.fn.for_range(self.subgroup, self.frame.uint(width // MATRIX), self.subgroups) as tile:
             yield self.op("OpIMul", tile, MATRIX)
 
-    def products(self, source: int, depth: int, b_tiles: list) -> list:
-        """The tile's row-tile accumulators: sum over k of A (buffer `source`, columns k..k+16) times b_tiles[k/16],
-        K outermost so that the row tiles' chains interleave."""
+    def products(self, source: int, depth: int, b_tile) -> list:
+        """The tile's row-tile accumulators: sum over k of A (buffer `source`, columns k..k+16) times b_tile(k), K
+        outermost so that the row tiles' chains interleave; each B tile is loaded as its step begins."""
         fn = self.fn
         accumulators = [self.m.constant_null(self.accumulator)] * (TILE // MATRIX)
-        for step, k0 in enumerate(range(0, depth, MATRIX)):
+        for k0 in range(0, depth, MATRIX):
+            b = b_tile(k0)
             for r in range(len(accumulators)):
                 a = self.load(self.a_type, self.shared(source, r * MATRIX * self.stride + k0), self.row_major,
                               self.frame.uint(self.stride), SHARED)
-                accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", self.accumulator, a, b_tiles[step],
-                                          accumulators[r])
+                accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", self.accumulator, a, b, accumulators[r])
         return accumulators
 
     # ----- the kernel -----------------------------------------------------------------------------------------------
@@ -276,11 +276,12 @@ class TiledStepEmitter:
         layer, its delta (onto the tape too) and the loss terms."""
         fn, layer, last = self.fn, self.layers[index], index == len(self.layers) - 1
         with self.column_tiles(layer.rows) as column:
-            # B(k, n) = W[column + n][k0 + k]: column-major tiles of the row-major matrix, W transposed
-            b_tiles = [self.load(self.b_type, self.weight_pointer(self.op(
-                "OpIAdd", self.op("OpIMul", column, layer.cols), layer.weight_offset + k0)), self.column_major,
-                self.frame.uint(layer.cols)) for k0 in range(0, layer.cols, MATRIX)]
-            for r, acc in enumerate(self.products(source, layer.cols, b_tiles)):
+            def b_tile(k0):  # B(k, n) = W[column + n][k0 + k]: column-major tiles of the row-major matrix, W transposed
+                return self.load(self.b_type, self.weight_pointer(self.op(
+                    "OpIAdd", self.op("OpIMul", column, layer.cols), layer.weight_offset + k0)), self.column_major,
+                    self.frame.uint(layer.cols))
+
+            for r, acc in enumerate(self.products(source, layer.cols, b_tile)):
                 if last:
                     self.loss_epilogue(index, acc, r * MATRIX, column, target)
                 else:
@@ -386,11 +387,12 @@ class TiledStepEmitter:
         fn, layer, below = self.fn, self.layers[index], self.layers[index - 1]
         act = self.plan.layers[index - 1].activation
         with self.column_tiles(layer.cols) as column:
-            # B(k, n) = W[k0 + k][column + n]: row-major tiles of the row-major matrix
-            b_tiles = [self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", column, layer.weight_offset
+            def b_tile(k0):  # B(k, n) = W[k0 + k][column + n]: row-major tiles of the row-major matrix
+                return self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", column, layer.weight_offset
                                                                           + k0 * layer.cols)),
-                                 self.row_major, self.frame.uint(layer.cols)) for k0 in range(0, layer.rows, MATRIX)]
-            for r, acc in enumerate(self.products(source, layer.rows, b_tiles)):
+                                 self.row_major, self.frame.uint(layer.cols))
+
+            for r, acc in enumerate(self.products(source, layer.rows, b_tile)):
                 row = r * MATRIX
                 if act is None:
                     delta = fn.emit("OpFConvert", self.halves, acc)
