@@ -230,8 +230,9 @@ class TiledStepEmitter:
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
         self.scale = frame.uniform_value(LOSS_SCALE)
         self.prefix()
-        fn.emit("OpStore", self.shared_f32(self.indices, self.op("OpUMod", self.local, MATRIX * MATRIX)),
-                fn.emit("OpConvertUToF", self.f32, self.op("OpUMod", self.local, MATRIX * MATRIX)), SHARED)
+        with fn.for_range(self.local, frame.uint(MATRIX * MATRIX), frame.uint(WORKGROUP_INVOCATIONS)) as element:
+            fn.emit("OpStore", self.shared_f32(self.indices, element), fn.emit("OpConvertUToF", self.f32, element),
+                    SHARED)
         fn.barrier()
         self.index_matrix = fn.variable(self.accumulator, name="element_index")
         fn.emit("OpStore", self.index_matrix, self.load(self.accumulator, self.shared_f32(self.indices, frame.zero),
