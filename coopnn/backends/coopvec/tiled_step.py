@@ -1,8 +1,8 @@
 """The tiled training-step kernel: a work-group carries a tile of TILE samples forward, through the loss and back
 through every layer on VK_KHR_cooperative_matrix 16x16x16 float16 products with float32 accumulators.
 
-The scheme is the coopmat inference kernel's (`coopnn.backends.coopmat.target`): WORKGROUP_INVOCATIONS invocations
-(a local size of TILE x 4, so that global x is the sample), activations as float16 rows in two workgroup-memory
+The scheme is the coopmat inference kernel's (`coopnn.backends.coopmat.target`): `invocations_for` invocations
+(a local size of TILE by 2 or 4, so that global x is the sample), activations as float16 rows in two workgroup-memory
 buffers a layer reads one of and writes the other, a layer's 16-wide column tiles shared out over the subgroups, each
 loading its B tiles once and running the tile's four row tiles on them with independent accumulators.
 
@@ -58,7 +58,11 @@ from coopnn.train.gpu.step_program import LOSS_SCALE, TAPE
 from coopnn.train.losses import Loss
 
 TILE = 64  # samples per work-group
-WORKGROUP_INVOCATIONS = 256
+# Invocations per work-group: 256 (eight subgroups of 32) for models with a layer wider than NARROW_LAYERS, 128 for the
+# others. On the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md) 128 took 2% off a whole step of
+# the 64-wide mlp_32_64x4_16 (0.5642 against 0.5773 ms at batch 2^18, 0.1863 against 0.1894 at 2^16), and a layer's
+# 16-wide column tiles are fewer there than 8 subgroups; on the 128-wide mlp_64_128x4_16, 256 was faster.
+WIDE_INVOCATIONS, NARROW_INVOCATIONS, NARROW_LAYERS = 256, 128, 64
 MATRIX = 16  # M = N = K of every product
 ROW_PAD = 8  # halves past the widest layer in every activation row: rows start on different banks
 FEATURES = COOPVEC_FEATURES | {"cooperativeMatrix", "vulkanMemoryModel"}
@@ -73,6 +77,12 @@ STORAGE_BARRIER = ("WorkgroupMemory", "UniformMemory")
 def padded(n: int) -> int:
     """A width as the session lays out parameters and the tape for this kernel: whole matrices."""
     return align_up(n, MATRIX)
+
+
+def invocations_for(plan: TrainingPlan) -> int:
+    """Invocations per work-group for `plan`."""
+    widest = max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols))
+    return NARROW_INVOCATIONS if widest <= NARROW_LAYERS else WIDE_INVOCATIONS
 
 
 def workgroup_memory(plan: TrainingPlan) -> int:
@@ -120,7 +130,8 @@ class TiledStepEmitter:
         self.layers = parameters.layers
         self.step = CoopvecEmitter(program, None, TILE, bounds_check=False)
         frame = self.frame = self.step.frame
-        frame.workgroup_size = (TILE, WORKGROUP_INVOCATIONS // TILE, 1)
+        self.invocations = invocations_for(plan)
+        frame.workgroup_size = (TILE, self.invocations // TILE, 1)
         m, fn = self.m, self.fn = frame.module, frame.main
         self.u32, self.f32, self.f16, self.bool = frame.u32, frame.f32, self.step.f16, frame.bool
         self.writer = ScalarWriter(m, fn)
@@ -230,7 +241,7 @@ class TiledStepEmitter:
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
         self.scale = frame.uniform_value(LOSS_SCALE)
         self.prefix()
-        with fn.for_range(self.local, frame.uint(MATRIX * MATRIX), frame.uint(WORKGROUP_INVOCATIONS)) as element:
+        with fn.for_range(self.local, frame.uint(MATRIX * MATRIX), frame.uint(self.invocations)) as element:
             fn.emit("OpStore", self.shared_f32(self.indices, element), fn.emit("OpConvertUToF", self.f32, element),
                     SHARED)
         fn.barrier()

@@ -59,8 +59,13 @@ def test_deltas_go_to_the_tape_in_either_layout(tmp_path):
 def test_every_loss_passes_spirv_val(loss, tmp_path):
     binary = _compile(mlp_graph(4, [64, 64], 3, activation="relu", encoding="frequency", octaves=3), loss)
     spirv_val(binary.spirv, tmp_path)
-    assert binary.workgroup_size == (64, 4, 1)
+    assert binary.workgroup_size == (64, 2, 1)  # 64 wide: 128 invocations
     assert [b.role for b in binary.bindings][0] == "weights"
+
+
+def test_models_wider_than_64_take_256_invocations_a_work_group():
+    assert _compile(mlp_graph(3, [128, 64], 3, activation="relu")).workgroup_size == (64, 4, 1)
+    assert _compile(mlp_graph(3, [64, 64], 3, activation="relu")).workgroup_size == (64, 2, 1)
 
 
 def test_a_model_too_wide_for_workgroup_memory_is_refused_with_the_reason():
