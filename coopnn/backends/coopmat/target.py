@@ -50,6 +50,7 @@ from coopnn.layouts.pack import WeightImage, align_up
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import Id
 from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bindings_of
+from coopnn.shaders.targets.held_matrix import HeldMatrix, components
 from coopnn.shaders.targets.scalar_writer import ScalarWriter
 from coopnn.shaders.targets.tile_epilogue import emit_stage
 from coopnn.shaders.targets.tile_plan import Stage, TilePlan, plan_tiles
@@ -220,13 +221,11 @@ class CoopmatEmitter:
     def epilogue(self, stage: Stage, acc: Id, accumulator: Id) -> Id:
         """The stage on every component this invocation holds of `acc` (float32)."""
         fn, f32 = self.fn, self.frame.f32
-        held = fn.variable(accumulator, name="held")
-        fn.emit("OpStore", held, acc)
-        count = fn.emit("OpCooperativeMatrixLengthKHR", self.u32, accumulator)
-        with fn.for_range(self.frame.zero, count) as i:
-            pointer = fn.emit("OpAccessChain", self.m.type_pointer("Function", f32), held, i)
+        held = HeldMatrix(fn, accumulator, f32, acc)
+        with components(fn, accumulator) as i:
+            pointer = held.pointer(i)
             fn.emit("OpStore", pointer, emit_stage(self.writer, self.plan, stage, fn.emit("OpLoad", f32, pointer)))
-        return fn.emit("OpLoad", accumulator, held)
+        return held.value()
 
     def outputs(self, source: int) -> None:
         """The tile's output block from buffer `source`, the elements of samples in the batch only."""

@@ -50,6 +50,7 @@ from coopnn.shaders.kernel.activations import apply as apply_activation
 from coopnn.shaders.kernel.derivatives import DERIVATIVES, derivative
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.targets.base import Binary
+from coopnn.shaders.targets.held_matrix import HeldMatrix, components
 from coopnn.shaders.targets.scalar_writer import ScalarWriter
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.train.gpu.loss_kernels import LOSS_KERNELS, loss_terms
@@ -70,6 +71,8 @@ FEATURES = COOPVEC_FEATURES | {"cooperativeMatrix", "vulkanMemoryModel"}
 # output is positive where the input is), so the backward pass reads the layer's output from the tape and the forward
 # pass stores no derivative.
 OUTPUT_DERIVATIVES = frozenset({Op.RELU})
+# Bytes of workgroup memory every device with cooperative vectors offers (the H100's maxComputeSharedMemorySize)
+SHARED_MEMORY = 49152
 SHARED = "NonPrivatePointer"  # workgroup memory and the tape are read by other invocations than wrote them
 STORAGE_BARRIER = ("WorkgroupMemory", "UniformMemory")
 
@@ -108,7 +111,7 @@ def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int) -> st
 
 
 def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
-                      tape: TapeLayout, shared_memory: int = 49152) -> Binary:
+                      tape: TapeLayout, shared_memory: int = SHARED_MEMORY) -> Binary:
     reason = unsupported_reason(plan, loss, shared_memory)
     if reason is not None:
         raise CompileError(f"the tiled training step cannot train {plan.graph.name!r}: {reason}")
@@ -200,14 +203,18 @@ class TiledStepEmitter:
     def weight_pointer(self, index):
         return self.frame.element_pointer(0, index, self.f16)
 
-    def components(self):
-        """A loop over the components of an accumulator this invocation holds; yields the component's index."""
-        length = self.fn.emit("OpCooperativeMatrixLengthKHR", self.u32, self.accumulator)
-        return self.fn.for_range(self.frame.zero, length)
+    def held(self, value, name: str) -> HeldMatrix:
+        """A float32 accumulator in a function variable (set to `value` unless None), read component by component."""
+        return HeldMatrix(self.fn, self.accumulator, self.f32, value, name)
 
-    def component(self, variable, index):
-        """Component `index` of the float32 accumulator held in the function variable `variable`."""
-        return self.fn.emit("OpAccessChain", self.m.type_pointer("Function", self.f32), variable, index)
+    def activated(self, held: HeldMatrix, component, feature, index: int):
+        """(z, y) of layer `index` at an accumulator component of feature `feature`: the product plus the bias, in
+        float32, and the layer's activation of it."""
+        fn, layer, act = self.fn, self.layers[index], self.plan.layers[index].activation
+        bias = fn.emit("OpFConvert", self.f32, fn.emit("OpLoad", self.f16, self.weight_pointer(
+            self.op("OpIAdd", feature, layer.bias_offset))))
+        z = fn.emit("OpFAdd", self.f32, held.load(component), bias)
+        return z, (z if act is None else apply_activation(self.writer, act.op, z, act.attrs))
 
     @contextmanager
     def column_tiles(self, width: int) -> Iterator:
@@ -245,9 +252,8 @@ class TiledStepEmitter:
             fn.emit("OpStore", self.shared_f32(self.indices, element), fn.emit("OpConvertUToF", self.f32, element),
                     SHARED)
         fn.barrier()
-        self.index_matrix = fn.variable(self.accumulator, name="element_index")
-        fn.emit("OpStore", self.index_matrix, self.load(self.accumulator, self.shared_f32(self.indices, frame.zero),
-                                                        self.row_major, frame.uint(MATRIX), SHARED))
+        self.index_matrix = self.held(self.load(self.accumulator, self.shared_f32(self.indices, frame.zero),
+                                                self.row_major, frame.uint(MATRIX), SHARED), "element_index")
         self.input_to_tape()
         last = len(self.layers) - 1
         for index in range(len(self.layers)):
@@ -286,7 +292,7 @@ class TiledStepEmitter:
     def forward(self, index: int, source: int, target: int) -> None:
         """Layer `index`: buffer `target` = its output (the next layer's input, also onto the tape) or, for the last
         layer, its delta (onto the tape too) and the loss terms."""
-        fn, layer, last = self.fn, self.layers[index], index == len(self.layers) - 1
+        layer, last = self.layers[index], index == len(self.layers) - 1
         with self.column_tiles(layer.rows) as column:
             def b_tile(k0):  # B(k, n) = W[column + n][k0 + k]: column-major tiles of the row-major matrix, W transposed
                 return self.load(self.b_type, self.weight_pointer(self.op(
@@ -305,27 +311,23 @@ class TiledStepEmitter:
         fn, w, layer, planned = self.fn, self.writer, self.layers[index], self.plan.layers[index]
         act = planned.activation
         stores_slope = act is not None and act.op not in OUTPUT_DERIVATIVES
-        held = fn.variable(self.accumulator, name="z")
-        fn.emit("OpStore", held, acc)
-        slopes = fn.variable(self.accumulator, name="slope") if stores_slope else None
+        held = self.held(acc, "z")
+        slopes = self.held(None, "slope") if stores_slope else None
         zero = w.constant(0.0)
-        with self.components() as i:
+        with components(fn, self.accumulator) as i:
             feature = self.feature(i, column)
             valid = fn.emit("OpULessThan", self.bool, feature, self.frame.uint(planned.rows))
-            bias = fn.emit("OpFConvert", self.f32, fn.emit("OpLoad", self.f16, self.weight_pointer(
-                self.op("OpIAdd", feature, layer.bias_offset))))
-            z = fn.emit("OpFAdd", self.f32, fn.emit("OpLoad", self.f32, self.component(held, i)), bias)
-            y = z if act is None else apply_activation(w, act.op, z, act.attrs)
-            fn.emit("OpStore", self.component(held, i), fn.emit("OpSelect", self.f32, valid, y, zero))
+            z, y = self.activated(held, i, feature, index)
+            fn.emit("OpStore", held.pointer(i), fn.emit("OpSelect", self.f32, valid, y, zero))
             if stores_slope:
                 slope = derivative(w, act.op, z, y, act.attrs)
-                fn.emit("OpStore", self.component(slopes, i), fn.emit("OpSelect", self.f32, valid, slope, zero))
-        output = fn.emit("OpFConvert", self.halves, fn.emit("OpLoad", self.accumulator, held))
+                fn.emit("OpStore", slopes.pointer(i), fn.emit("OpSelect", self.f32, valid, slope, zero))
+        output = fn.emit("OpFConvert", self.halves, held.value())
         self.store(self.activation_tile(target, row, column), output, self.row_major, self.frame.uint(self.stride),
                    SHARED)
         self.to_tape(output, self.tape.input_start(index + 1), layer.rows, "samples", row, column)
         if stores_slope:
-            slope = fn.emit("OpFConvert", self.halves, fn.emit("OpLoad", self.accumulator, slopes))
+            slope = fn.emit("OpFConvert", self.halves, slopes.value())
             self.to_tape(slope, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
 
     def loss_epilogue(self, index: int, acc, row: int, column, target: int) -> None:
@@ -334,19 +336,15 @@ class TiledStepEmitter:
         and onto the tape."""
         fn, w, layer, planned = self.fn, self.writer, self.layers[index], self.plan.layers[index]
         act = planned.activation
-        held = fn.variable(self.accumulator, name="z")
-        terms = fn.variable(self.accumulator, name="terms")
-        fn.emit("OpStore", held, acc)
+        held = self.held(acc, "z")
+        terms = self.held(None, "terms")
         zero = w.constant(0.0)
-        with self.components() as i:
+        with components(fn, self.accumulator) as i:
             feature, sample = self.feature(i, column), self.sample(i, row)
             inside = fn.emit("OpLogicalAnd", self.bool,
                              fn.emit("OpULessThan", self.bool, feature, self.frame.uint(planned.rows)),
                              fn.emit("OpULessThan", self.bool, sample, self.batch))
-            bias = fn.emit("OpFConvert", self.f32, fn.emit("OpLoad", self.f16, self.weight_pointer(
-                self.op("OpIAdd", feature, layer.bias_offset))))
-            z = fn.emit("OpFAdd", self.f32, fn.emit("OpLoad", self.f32, self.component(held, i)), bias)
-            y = z if act is None else apply_activation(w, act.op, z, act.attrs)
+            z, y = self.activated(held, i, feature, index)
             read = fn.emit("OpSelect", self.u32, inside, self.op("OpIAdd", self.op("OpIMul", sample, planned.rows),
                                                                  feature), self.frame.zero)
             t = fn.emit("OpLoad", self.f32, self.frame.element_pointer(self.target_binding, read))
@@ -354,19 +352,18 @@ class TiledStepEmitter:
             gradient = fn.emit("OpFMul", self.f32, slope, self.scale)
             if act is not None:
                 gradient = fn.emit("OpFMul", self.f32, gradient, derivative(w, act.op, z, y, act.attrs))
-            fn.emit("OpStore", self.component(terms, i), fn.emit("OpSelect", self.f32, inside, term, zero))
-            fn.emit("OpStore", self.component(held, i), fn.emit("OpSelect", self.f32, inside, gradient, zero))
-        delta = fn.emit("OpFConvert", self.halves, fn.emit("OpLoad", self.accumulator, held))
+            fn.emit("OpStore", terms.pointer(i), fn.emit("OpSelect", self.f32, inside, term, zero))
+            fn.emit("OpStore", held.pointer(i), fn.emit("OpSelect", self.f32, inside, gradient, zero))
+        delta = fn.emit("OpFConvert", self.halves, held.value())
         self.store(self.activation_tile(target, row, column), delta, self.row_major, self.frame.uint(self.stride),
                    SHARED)
         self.to_tape(delta, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
         self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, row * self.out_width)),
-                   fn.emit("OpLoad", self.accumulator, terms), self.row_major, self.frame.uint(self.out_width), SHARED)
+                   terms.value(), self.row_major, self.frame.uint(self.out_width), SHARED)
 
     def element(self, component):
         """Which element of its 16 x 16 matrix accumulator component `component` is: row * 16 + column."""
-        return self.fn.emit("OpConvertFToU", self.u32, self.fn.emit("OpLoad", self.f32, self.component(
-            self.index_matrix, component)))
+        return self.fn.emit("OpConvertFToU", self.u32, self.index_matrix.load(component))
 
     def feature(self, component, column):
         """The feature of accumulator component `component` in the column tile starting at `column`."""
@@ -424,15 +421,12 @@ class TiledStepEmitter:
         else:
             pointer, layout, stride = self.tape_tile(self.tape.delta_start(index - 1), below.rows, self.tape.deltas,
                                                      row, column)
-        read = fn.variable(self.accumulator, name="read")
-        fn.emit("OpStore", read, fn.emit("OpFConvert", self.accumulator, self.load(self.halves, pointer, layout, stride,
-                                                                                   SHARED)))
-        held = fn.variable(self.accumulator, name="gradient")
-        fn.emit("OpStore", held, acc)
-        with self.components() as i:
-            value = fn.emit("OpLoad", self.f32, self.component(read, i))
+        read = self.held(fn.emit("OpFConvert", self.accumulator, self.load(self.halves, pointer, layout, stride,
+                                                                          SHARED)), "read")
+        held = self.held(acc, "gradient")
+        with components(fn, self.accumulator) as i:
+            value = read.load(i)
             if act.op in OUTPUT_DERIVATIVES:
                 value = derivative(self.writer, act.op, value, value, act.attrs)
-            fn.emit("OpStore", self.component(held, i), fn.emit("OpFMul", self.f32, fn.emit(
-                "OpLoad", self.f32, self.component(held, i)), value))
-        return fn.emit("OpFConvert", self.halves, fn.emit("OpLoad", self.accumulator, held))
+            fn.emit("OpStore", held.pointer(i), fn.emit("OpFMul", self.f32, held.load(i), value))
+        return fn.emit("OpFConvert", self.halves, held.value())

@@ -94,9 +94,10 @@ class CoopvecTrainingSession(KernelTrainingSession):
 
     def auto_step(self) -> str:
         """The step kernel "auto" takes (`AUTO_TILED_FROM_LAYERS`), where the tiled one can train the model in the
-        workgroup memory every device of this target has (48 KB; the device's own is checked as it compiles)."""
+        workgroup memory every device of this target has (`tiled_step.SHARED_MEMORY`; the device's own is checked as
+        it compiles)."""
         if (len(self.plan.layers) < AUTO_TILED_FROM_LAYERS
-                or tiled_step.unsupported_reason(self.plan, self.loss_function, 49152)):
+                or tiled_step.unsupported_reason(self.plan, self.loss_function, tiled_step.SHARED_MEMORY)):
             return "coopvec"
         return "tiled"
 
@@ -164,11 +165,9 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        if self.step_method == "tiled":  # the step reads the working copy itself
-            self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
-        else:
+        if self.step_method != "tiled":  # the tiled step reads the working copy itself
             self.optimal = self.context.create_buffer(len(self.image.data), HostAccess.NONE, device_address=True)
-            self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
+        self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
         if self.gradient_method == "outer_product":
             # the TrainingOptimal sums converted to row-major float16, in the flat order
             self.sums = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
