@@ -1,13 +1,16 @@
-"""The tiled training-step kernel: a work-group carries a tile of TILE samples forward, through the loss and back
-through every layer on VK_KHR_cooperative_matrix 16x16x16 float16 products with float32 accumulators.
+"""The tiled training-step kernel: a work-group carries a tile of samples forward, through the loss and back through
+every layer on VK_KHR_cooperative_matrix 16x16x16 float16 products with float32 accumulators.
 
-The scheme is the coopmat inference kernel's (`coopnn.backends.coopmat.target`): `invocations_for` invocations
-(a local size of TILE by 2 or 4, so that global x is the sample), activations as float16 rows in two workgroup-memory
-buffers a layer reads one of and writes the other, a layer's 16-wide column tiles shared out over the subgroups, each
-loading its B tiles once and running the tile's four row tiles on them with independent accumulators.
+The scheme is the coopmat inference kernel's (`coopnn.backends.coopmat.target`): `invocations_for` invocations (a
+local size of the tile's samples by the rest, so that global x is the sample), activations as float16 rows in
+workgroup memory, a layer's 16-wide column tiles shared out over the subgroups, each loading its B tiles once and
+running all the tile's row tiles on them with independent accumulators. `tiling_for` decides the tile (`Tiling`):
+TILE samples in two buffers, a layer reading one and writing the other, a subgroup taking every NumSubgroups-th
+column tile; or, for models wider than NARROW_LAYERS, WIDE_TILE samples in one buffer updated in place, a column tile
+a subgroup, every subgroup's products read before a barrier that precedes the epilogues' writes.
 
 - Forward: the parameter-free prefix is lowered by the cooperative-vector target, one invocation per sample (the first
-  TILE), into buffer 0. Every layer's input goes on the tape as whole tiles (`TapeLayout`); the product's epilogue
+  of the tile's), into buffer 0. Every layer's input goes on the tape as whole tiles (`TapeLayout`); the product's epilogue
   runs on the components an invocation holds. KHR leaves which element a component is to the implementation, but
   gives components of matrices of one type the same elements, so the kernel loads, once, an accumulator-typed matrix
   whose elements are their own index (row * 16 + column): the epilogue reads each component's feature and sample
@@ -18,7 +21,7 @@ loading its B tiles once and running the tile's four row tiles on them with inde
   (float16) into the tape region of the layer's delta, which the backward pass overwrites with the delta itself.
 - The last layer's epilogue computes the loss terms and the scaled gradient (`coopnn.train.gpu.loss_kernels`), times
   the activation's derivative: that delta goes on the tape and into workgroup memory, and the terms into a float32
-  block whose rows the first TILE invocations sum into the per-sample losses.
+  block whose rows the first invocations, one a sample, sum into the per-sample losses.
 - Backward, layer by layer: the delta tile times W (row-major B tiles) gives the gradient at the layer before's
   output, times that layer's derivative read back from the tape; stored as its delta on the tape and into workgroup
   memory. The subgroup that stores a tape tile in the forward pass is the one that reads it back (both passes deal
@@ -26,7 +29,7 @@ loading its B tiles once and running the tile's four row tiles on them with inde
 
 Weights are the session's float16 row-major working copy (binding 0), every width padded to whole 16s (`padded`),
 padding parameters zero. Bindings and push constants are the step program's (`CoopvecEmitter`); the session runs
-whole work-groups (the batch padded to TILE, padding samples masked).
+whole work-groups (the batch padded to the tile, padding samples masked).
 
 Why (H100, `bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md`): the cooperative-vector step kernel
 spends most of its time storing the tape from per-invocation vectors, which KHR matrix stores write at close to the
@@ -43,6 +46,7 @@ memory, so few warps fit an SM, and it took 6.3 ms a step on mlp_64_128x4_16.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Iterator
 
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
@@ -61,7 +65,12 @@ from coopnn.train.gpu.plan import TrainingPlan
 from coopnn.train.gpu.step_program import LOSS_SCALE, TAPE
 from coopnn.train.losses import Loss
 
-TILE = 64  # samples per work-group
+TILE = 64  # samples per work-group in two activation buffers
+# Samples per work-group of models wider than NARROW_LAYERS, in one activation buffer updated in place, where every
+# layer has no more column tiles than the work-group has subgroups: twice the products per weight tile loaded. On the
+# H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md) it took mlp_64_128x4_16's step kernel
+# from 0.996 to 0.858 ms at 2^18 (0.273 to 0.238 at 2^16); tiles of 32 samples were 37% slower than 64.
+WIDE_TILE = 128
 # Invocations per work-group: 256 (eight subgroups of 32) for models with a layer wider than NARROW_LAYERS, 128 for the
 # others. On the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md) 128 took 2% off a whole step of
 # the 64-wide mlp_32_64x4_16 (0.5642 against 0.5773 ms at batch 2^18, 0.1863 against 0.1894 at 2^16), and a layer's
@@ -91,38 +100,69 @@ def invocations_for(plan: TrainingPlan) -> int:
     return NARROW_INVOCATIONS if widest <= NARROW_LAYERS else WIDE_INVOCATIONS
 
 
-def workgroup_memory(plan: TrainingPlan) -> int:
-    """Bytes of workgroup memory the kernel takes for `plan`: two activation buffers, the index matrix, the loss
+@dataclass(frozen=True)
+class Tiling:
+    """How a work-group holds its samples: `samples` of them, in one activation buffer updated in place (each layer's
+    products all read before a barrier, then its epilogues write; a column tile a subgroup) or in two, one read and
+    the other written (a subgroup takes every NumSubgroups-th column tile)."""
+
+    samples: int
+    in_place: bool
+    invocations: int
+
+
+def workgroup_memory(plan: TrainingPlan, tiling: Tiling) -> int:
+    """Bytes of workgroup memory the kernel takes for `plan`: the activation buffers, the index matrix, the loss
     terms of the last layer."""
     widest = max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols))
-    return 2 * TILE * (widest + ROW_PAD) * 2 + MATRIX * MATRIX * 4 + TILE * padded(plan.out_features) * 4
+    buffers = 1 if tiling.in_place else 2
+    return (buffers * tiling.samples * (widest + ROW_PAD) * 2 + MATRIX * MATRIX * 4
+            + tiling.samples * padded(plan.out_features) * 4)
 
 
-def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int) -> str | None:
-    """Why the tiled kernel cannot train this model on a device with `shared_memory` bytes of workgroup memory, or
-    None."""
+def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY, max_subgroup_size: int = 32) -> Tiling:
+    """`WIDE_TILE` samples in place for models wider than NARROW_LAYERS where every layer's column tiles have a
+    subgroup each (on subgroups of up to `max_subgroup_size`) and it fits `shared_memory`; else TILE in two
+    buffers."""
+    invocations = invocations_for(plan)
+    subgroups = invocations // max_subgroup_size
+    if max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols)) > NARROW_LAYERS:
+        wide = Tiling(WIDE_TILE, True, invocations)
+        if (all(padded(n) // MATRIX <= subgroups for layer in plan.layers for n in (layer.rows, layer.cols))
+                and workgroup_memory(plan, wide) <= shared_memory):
+            return wide
+    return Tiling(TILE, False, invocations)
+
+
+def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int, max_subgroup_size: int = 32) -> str | None:
+    """Why the tiled kernel cannot train this model on a device with `shared_memory` bytes of workgroup memory and
+    subgroups of up to `max_subgroup_size`, or None."""
     if loss.name not in LOSS_KERNELS:
         return f"it has no kernel for the loss {loss.name!r}"
     for layer in plan.layers:
         if layer.activation is not None and layer.activation.op not in DERIVATIVES:
             return f"the activation {layer.activation.op.value} of {layer.node} has no derivative"
-    needed = workgroup_memory(plan)
+    tiling = tiling_for(plan, shared_memory, max_subgroup_size)
+    needed = workgroup_memory(plan, tiling)
     if needed > shared_memory:
-        return (f"a tile of {TILE} samples of its layers needs {needed} bytes of workgroup memory, the device offers "
-                f"{shared_memory}")
+        return (f"a tile of {tiling.samples} samples of its layers needs {needed} bytes of workgroup memory, the "
+                f"device offers {shared_memory}")
     return None
 
 
 def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
-                      tape: TapeLayout, shared_memory: int = SHARED_MEMORY) -> Binary:
-    reason = unsupported_reason(plan, loss, shared_memory)
+                      tape: TapeLayout, shared_memory: int = SHARED_MEMORY, max_subgroup_size: int = 32) -> Binary:
+    """The step kernel for a device with `shared_memory` bytes of workgroup memory and subgroups of up to
+    `max_subgroup_size` invocations."""
+    reason = unsupported_reason(plan, loss, shared_memory, max_subgroup_size)
     if reason is not None:
         raise CompileError(f"the tiled training step cannot train {plan.graph.name!r}: {reason}")
     uneven = [n for layer in parameters.layers for n in (layer.rows, layer.cols) if n % MATRIX]
     if uneven:
         raise ValueError(f"the tiled step takes layouts padded to whole {MATRIX}s (`padded`), not a width of "
                          f"{uneven[0]}")
-    emitter = TiledStepEmitter(program, plan, loss, parameters, tape)
+    emitter = TiledStepEmitter(program, plan, loss, parameters, tape, tiling_for(plan, shared_memory,
+                                                                                 max_subgroup_size))
     spirv = emitter.compile()
     step = emitter.step
     return Binary("coopvec", spirv, "main", step.frame.workgroup_size, step.bindings, step.push_constants, None,
@@ -131,21 +171,24 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
 
 class TiledStepEmitter:
     def __init__(self, program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
-                 tape: TapeLayout):
-        self.program, self.plan, self.loss, self.tape = program, plan, loss, tape
+                 tape: TapeLayout, tiling: Tiling):
+        self.program, self.plan, self.loss, self.tape, self.tiling = program, plan, loss, tape, tiling
         self.layers = parameters.layers
-        self.step = CoopvecEmitter(program, None, TILE, bounds_check=False)
+        self.tile = tiling.samples
+        self.step = CoopvecEmitter(program, None, self.tile, bounds_check=False)
         frame = self.frame = self.step.frame
-        self.invocations = invocations_for(plan)
-        frame.workgroup_size = (TILE, self.invocations // TILE, 1)
+        self.invocations = tiling.invocations
+        frame.workgroup_size = (self.tile, self.invocations // self.tile, 1)
         m, fn = self.m, self.fn = frame.module, frame.main
         self.u32, self.f32, self.f16, self.bool = frame.u32, frame.f32, self.step.f16, frame.bool
         self.writer = ScalarWriter(m, fn)
         self.stride = max(n for layer in self.layers for n in (layer.rows, layer.cols)) + ROW_PAD
-        rows = m.type_array(self.f16, m.constant(self.u32, TILE * self.stride))
-        self.activations = tuple(m.global_variable("Workgroup", rows, name=f"activations_{i}") for i in range(2))
+        rows = m.type_array(self.f16, m.constant(self.u32, self.tile * self.stride))
+        self.activations = tuple(m.global_variable("Workgroup", rows, name=f"activations_{i}")
+                                 for i in range(1 if tiling.in_place else 2))
         self.out_width = padded(plan.out_features)
-        self.terms = m.global_variable("Workgroup", m.type_array(self.f32, m.constant(self.u32, TILE * self.out_width)),
+        self.terms = m.global_variable("Workgroup", m.type_array(self.f32, m.constant(self.u32,
+                                                                                      self.tile * self.out_width)),
                                        name="loss_terms")
         self.indices = m.global_variable("Workgroup", m.type_array(self.f32, m.constant(self.u32, MATRIX * MATRIX)),
                                          name="element_indices")
@@ -239,12 +282,35 @@ class TiledStepEmitter:
         with self.fn.for_range(self.subgroup, self.frame.uint(width // MATRIX), self.subgroups) as tile:
             yield self.op("OpIMul", tile, MATRIX)
 
+    def layer_pass(self, width: int, depth: int, source: int, b_tile_of, initial_of, epilogue) -> None:
+        """One layer's products over buffer `source` (`depth` wide) into `width` output features, a column tile at a
+        time: b_tile_of(column) gives the B tiles, initial_of(column) the accumulators' start, and
+        epilogue(accumulator, row, column) takes each row tile's result. In place, a subgroup's products are all
+        read before the barrier that precedes every epilogue."""
+        if not self.tiling.in_place:
+            with self.column_tiles(width) as column:
+                results = self.products(source, depth, b_tile_of(column), initial_of(column))
+                for r, acc in enumerate(results):
+                    epilogue(acc, r * MATRIX, column)
+            return
+        fn = self.fn
+        active = fn.emit("OpULessThan", self.bool, self.subgroup, self.frame.uint(width // MATRIX))
+        column = self.op("OpIMul", self.subgroup, MATRIX)
+        held = [fn.variable(self.accumulator, name="product") for _ in range(self.tile // MATRIX)]
+        with fn.if_(active):
+            for variable, acc in zip(held, self.products(source, depth, b_tile_of(column), initial_of(column))):
+                fn.emit("OpStore", variable, acc)
+        fn.barrier()
+        with fn.if_(active):
+            for r, variable in enumerate(held):
+                epilogue(fn.emit("OpLoad", self.accumulator, variable), r * MATRIX, column)
+
     def products(self, source: int, depth: int, b_tile, initial) -> list:
         """The tile's row-tile accumulators: `initial` plus the sum over k of A (buffer `source`, columns k..k+16)
         times b_tile(k), K outermost so that the row tiles' chains interleave; each B tile is loaded as its step
         begins."""
         fn = self.fn
-        accumulators = [initial] * (TILE // MATRIX)
+        accumulators = [initial] * (self.tile // MATRIX)
         for k0 in range(0, depth, MATRIX):
             b = b_tile(k0)
             for r in range(len(accumulators)):
@@ -261,7 +327,7 @@ class TiledStepEmitter:
         self.subgroup, self.subgroups = self.builtin("SubgroupId"), self.builtin("NumSubgroups")
         group = fn.emit("OpLoad", self.m.type_vector(self.u32, 3),
                         self.m.builtin_input("WorkgroupId", self.m.type_vector(self.u32, 3)))
-        self.first = self.op("OpIMul", fn.emit("OpCompositeExtract", self.u32, group, 0), TILE)
+        self.first = self.op("OpIMul", fn.emit("OpCompositeExtract", self.u32, group, 0), self.tile)
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
         self.scale = frame.uniform_value(LOSS_SCALE)
         self.prefix()
@@ -272,22 +338,22 @@ class TiledStepEmitter:
         self.index_matrix = self.held(self.load(self.accumulator, self.shared_f32(self.indices, frame.zero),
                                                 self.row_major, frame.uint(MATRIX), SHARED), "element_index")
         self.input_to_tape()
-        last = len(self.layers) - 1
+        last, buffers = len(self.layers) - 1, len(self.activations)
         for index in range(len(self.layers)):
-            self.forward(index, index % 2, (index + 1) % 2)
+            self.forward(index, index % buffers, (index + 1) % buffers)
             fn.barrier(memory=STORAGE_BARRIER if index == last else ("WorkgroupMemory",))
         self.losses()
         for index in reversed(range(1, len(self.layers))):  # layer index's delta is where forward(index) put it
-            self.backward(index, (index + 1) % 2, index % 2)
+            self.backward(index, (index + 1) % buffers, index % buffers)
             fn.barrier()
         return frame.finish()
 
     def prefix(self) -> None:
-        """Buffer 0: the first layer's input, the parameter-free prefix of one sample per invocation of the first
-        TILE (global x is the sample), zero-padded to the layer's width."""
+        """Buffer 0: the first layer's input, the parameter-free prefix of one sample per invocation (as many
+        invocations as the tile has samples; global x is the sample), zero-padded to the layer's width."""
         step, fn, program = self.step, self.fn, self.program
         first_store = next(i for i, instr in enumerate(program.body) if instr.op == "store" and instr.args[1] == TAPE)
-        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(TILE))):
+        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(self.tile))):
             for instr in program.body[:first_store]:
                 step.held[instr.result] = LOWERINGS[instr.op](step, instr)
             x = step.forms.components(step.held[program.body[first_store].args[0]], "f16")
@@ -301,7 +367,7 @@ class TiledStepEmitter:
         products come out)."""
         width = self.layers[0].cols
         with self.column_tiles(width) as column:
-            for r in range(TILE // MATRIX):
+            for r in range(self.tile // MATRIX):
                 tile = self.load(self.halves, self.activation_tile(0, r * MATRIX, column), self.row_major,
                                  self.frame.uint(self.stride), SHARED)
                 self.to_tape(tile, self.tape.input_start(0), width, "samples", r * MATRIX, column)
@@ -309,18 +375,16 @@ class TiledStepEmitter:
     def forward(self, index: int, source: int, target: int) -> None:
         """Layer `index`: buffer `target` = its output (the next layer's input, also onto the tape) or, for the last
         layer, its delta (onto the tape too) and the loss terms."""
-        layer, last = self.layers[index], index == len(self.layers) - 1
-        with self.column_tiles(layer.rows) as column:
-            def b_tile(k0):  # B(k, n) = W[column + n][k0 + k]: column-major tiles of the row-major matrix, W transposed
-                return self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", self.op(
-                    "OpIAdd", self.op("OpIMul", column, layer.cols), layer.weight_offset), k0)), self.column_major,
-                    self.frame.uint(layer.cols))
+        layer = self.layers[index]
+        epilogue = self.loss_epilogue if index == len(self.layers) - 1 else self.hidden_epilogue
 
-            for r, acc in enumerate(self.products(source, layer.cols, b_tile, self.bias_tile(index, column))):
-                if last:
-                    self.loss_epilogue(index, acc, r * MATRIX, column, target)
-                else:
-                    self.hidden_epilogue(index, acc, r * MATRIX, column, target)
+        def b_tile_of(column):  # B(k, n) = W[column + n][k0 + k]: column-major tiles of the row-major matrix, W^T
+            return lambda k0: self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", self.op(
+                "OpIAdd", self.op("OpIMul", column, layer.cols), layer.weight_offset), k0)), self.column_major,
+                self.frame.uint(layer.cols))
+
+        self.layer_pass(layer.rows, layer.cols, source, b_tile_of, lambda column: self.bias_tile(index, column),
+                        lambda acc, row, column: epilogue(index, acc, row, column, target))
 
     def hidden_epilogue(self, index: int, acc, row: int, column, target: int) -> None:
         """Bias, activation and (where the backward pass cannot read it from the output) the derivative of one
@@ -396,9 +460,9 @@ class TiledStepEmitter:
         self.store(pointer, tile, matrix_layout, stride, SHARED)
 
     def losses(self) -> None:
-        """Each sample's loss: the sum of its row of loss terms, by the first TILE invocations."""
+        """Each sample's loss: the sum of its row of loss terms, by the first invocations, one a sample."""
         fn = self.fn
-        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(TILE))):
+        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(self.tile))):
             row = self.op("OpIMul", self.local, self.out_width)
             total = self.writer.constant(0.0)
             for j in range(self.out_width):
@@ -412,22 +476,21 @@ class TiledStepEmitter:
         derivative of layer index - 1's activation; onto the tape as well."""
         fn, layer, below = self.fn, self.layers[index], self.layers[index - 1]
         act = self.plan.layers[index - 1].activation
-        with self.column_tiles(layer.cols) as column:
-            def b_tile(k0):  # B(k, n) = W[k0 + k][column + n]: row-major tiles of the row-major matrix
-                return self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", self.op(
-                    "OpIAdd", column, layer.weight_offset), self.op("OpIMul", k0, layer.cols))), self.row_major,
-                    self.frame.uint(layer.cols))
 
-            for r, acc in enumerate(self.products(source, layer.rows, b_tile,
-                                                  self.m.constant_null(self.accumulator))):
-                row = r * MATRIX
-                if act is None:
-                    delta = fn.emit("OpFConvert", self.halves, acc)
-                else:
-                    delta = self.times_derivative(index, acc, act, row, column)
-                self.store(self.activation_tile(target, row, column), delta, self.row_major,
-                           self.frame.uint(self.stride), SHARED)
-                self.to_tape(delta, self.tape.delta_start(index - 1), below.rows, self.tape.deltas, row, column)
+        def b_tile_of(column):  # B(k, n) = W[k0 + k][column + n]: row-major tiles of the row-major matrix
+            return lambda k0: self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", self.op(
+                "OpIAdd", column, layer.weight_offset), self.op("OpIMul", k0, layer.cols))), self.row_major,
+                self.frame.uint(layer.cols))
+
+        def epilogue(acc, row, column):
+            delta = (fn.emit("OpFConvert", self.halves, acc) if act is None
+                     else self.times_derivative(index, acc, act, row, column))
+            self.store(self.activation_tile(target, row, column), delta, self.row_major, self.frame.uint(self.stride),
+                       SHARED)
+            self.to_tape(delta, self.tape.delta_start(index - 1), below.rows, self.tape.deltas, row, column)
+
+        self.layer_pass(layer.cols, layer.rows, source, b_tile_of, lambda column: self.m.constant_null(
+            self.accumulator), epilogue)
 
     def times_derivative(self, index: int, acc, act, row: int, column):
         """`acc` (the gradient at layer index - 1's output) times its activation's derivative, read from the tape: the

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coopnn.backends.coopvec.tiled_step import padded, tiled_step_shader, unsupported_reason, workgroup_memory
+from coopnn.backends.coopvec.tiled_step import (Tiling, padded, tiled_step_shader, tiling_for, unsupported_reason,
+                                                workgroup_memory)
 from coopnn.errors import CompileError
 from coopnn.graph.activations import ACTIVATIONS
 from coopnn.layouts.formats.fp16 import round_fp16
@@ -63,9 +64,27 @@ def test_every_loss_passes_spirv_val(loss, tmp_path):
     assert [b.role for b in binary.bindings][0] == "weights"
 
 
-def test_models_wider_than_64_take_256_invocations_a_work_group():
-    assert _compile(mlp_graph(3, [128, 64], 3, activation="relu")).workgroup_size == (64, 4, 1)
+def test_models_wider_than_64_take_256_invocations_and_tiles_of_128_in_place():
+    assert _compile(mlp_graph(3, [128, 64], 3, activation="relu")).workgroup_size == (128, 2, 1)
     assert _compile(mlp_graph(3, [64, 64], 3, activation="relu")).workgroup_size == (64, 2, 1)
+    assert tiling_for(plan_training(mlp_graph(64, [128] * 4, 16, activation="relu"))) == Tiling(128, True, 256)
+
+
+def test_tiles_of_64_in_two_buffers_where_in_place_does_not_fit():
+    plan = plan_training(mlp_graph(64, [128] * 4, 16, activation="relu"))
+    # subgroups of 64: four of them, fewer than a 128-wide layer's eight column tiles
+    assert tiling_for(plan, max_subgroup_size=64) == Tiling(64, False, 256)
+    in_place = workgroup_memory(plan, Tiling(128, True, 256))
+    assert tiling_for(plan, shared_memory=in_place) == Tiling(128, True, 256)
+    assert tiling_for(plan, shared_memory=in_place - 1) == Tiling(64, False, 256)
+
+
+def test_the_in_place_kernel_passes_spirv_val_in_either_delta_layout(tmp_path):
+    graph = mlp_graph(6, [72, 40, 24], 17, activation="gelu")
+    for deltas in DELTA_LAYOUTS:
+        binary = _compile(graph, deltas=deltas)
+        assert binary.workgroup_size == (128, 2, 1)
+        spirv_val(binary.spirv, tmp_path)
 
 
 def test_a_model_too_wide_for_workgroup_memory_is_refused_with_the_reason():
@@ -77,7 +96,7 @@ def test_a_model_too_wide_for_workgroup_memory_is_refused_with_the_reason():
 
 def test_the_devices_workgroup_memory_decides():
     plan = plan_training(mlp_graph(3, [64, 64], 3, activation="relu"))
-    needed = workgroup_memory(plan)
+    needed = workgroup_memory(plan, tiling_for(plan))
     assert unsupported_reason(plan, get_loss("l2"), needed) is None
     assert f"needs {needed} bytes" in unsupported_reason(plan, get_loss("l2"), needed - 1)
 
@@ -124,6 +143,7 @@ def _compare(graph, loss, inputs, outputs, samples, steps=20):
     (3, [64, 64], 4, "relu", "l2", 1000), (5, [32, 24], 3, "tanh", "huber", 1000),
     (3, [64, 64], 3, "relu", "relative_l2", 777), (2, [40], 3, "silu", "l1", 1000),
     (4, [16, 16], 2, "sigmoid", "bce_with_logits", 1000), (6, [72, 40, 24], 17, "gelu", "l2", 300),
+    (8, [128, 128], 16, "relu", "l2", 1000),
 ])
 def test_tiled_step_matches_the_numpy_step(coopvec_device, inputs, hidden, outputs, activation, loss, samples):
     graph = _rounded(mlp_graph(inputs, hidden, outputs, activation=activation, encoding="frequency", octaves=3))
