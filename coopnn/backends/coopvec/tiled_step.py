@@ -38,7 +38,8 @@ mlp_32_64x4_16's from 0.41 to 0.36 ms. It is slower on the 3-layer mlp_3_64x2_3 
 Starting the products from the bias, rather than loading it for every component in the epilogue, took 7% off
 mlp_32_64x4_16's step kernel (0.351 against 0.378 ms at 2^18) and 6% off mlp_64_128x4_16's (1.005 against 1.071).
 Splitting narrow layers' column tiles into row groups, to keep all 8 subgroups busy, was 8 to 19% slower on the
-64-wide models, tiles of 128 samples 13 to 20% slower; forward and backward as two kernels were slower than this one.
+64-wide models, tiles of 128 samples in two buffers 13 to 20% slower there; forward and backward as two kernels were
+slower than this one. On the 128-wide model, tiles of 128 in place took the step kernel from 0.996 to 0.858 ms.
 The per-subgroup tiled kernel this replaces kept 32 samples' activations and derivatives per subgroup in workgroup
 memory, so few warps fit an SM, and it took 6.3 ms a step on mlp_64_128x4_16.
 """
@@ -46,108 +47,32 @@ memory, so few warps fit an SM, and it took 6.3 ms a step on mlp_64_128x4_16.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Iterator
 
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
+from coopnn.backends.coopvec.tiled_tiling import (MATRIX, ROW_PAD, SHARED_MEMORY, Tiling, padded, tiling_for,
+                                                  unsupported_reason)
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Op
-from coopnn.layouts.pack import align_up
 from coopnn.shaders.kernel.activations import apply as apply_activation
-from coopnn.shaders.kernel.derivatives import DERIVATIVES, derivative
+from coopnn.shaders.kernel.derivatives import derivative
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.targets.base import Binary
 from coopnn.shaders.targets.held_matrix import HeldMatrix, components
 from coopnn.shaders.targets.scalar_writer import ScalarWriter
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.train.gpu.loss_kernels import LOSS_KERNELS, loss_terms
+from coopnn.train.gpu.loss_kernels import loss_terms
 from coopnn.train.gpu.plan import TrainingPlan
 from coopnn.train.gpu.step_program import LOSS_SCALE, TAPE
 from coopnn.train.losses import Loss
 
-TILE = 64  # samples per work-group in two activation buffers
-# Samples per work-group of models wider than NARROW_LAYERS, in one activation buffer updated in place, where every
-# layer has no more column tiles than the work-group has subgroups: twice the products per weight tile loaded. On the
-# H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md) it took mlp_64_128x4_16's step kernel
-# from 0.996 to 0.858 ms at 2^18 (0.273 to 0.238 at 2^16); tiles of 32 samples were 37% slower than 64.
-WIDE_TILE = 128
-# Invocations per work-group: 256 (eight subgroups of 32) for models with a layer wider than NARROW_LAYERS, 128 for the
-# others. On the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md) 128 took 2% off a whole step of
-# the 64-wide mlp_32_64x4_16 (0.5642 against 0.5773 ms at batch 2^18, 0.1863 against 0.1894 at 2^16), and a layer's
-# 16-wide column tiles are fewer there than 8 subgroups; on the 128-wide mlp_64_128x4_16, 256 was faster.
-WIDE_INVOCATIONS, NARROW_INVOCATIONS, NARROW_LAYERS = 256, 128, 64
-MATRIX = 16  # M = N = K of every product
-ROW_PAD = 8  # halves past the widest layer in every activation row: rows start on different banks
 FEATURES = COOPVEC_FEATURES | {"cooperativeMatrix", "vulkanMemoryModel"}
 # Activations whose derivative at the pre-activation is their derivative rule evaluated at the output (relu: the
 # output is positive where the input is), so the backward pass reads the layer's output from the tape and the forward
 # pass stores no derivative.
 OUTPUT_DERIVATIVES = frozenset({Op.RELU})
-# Bytes of workgroup memory every device with cooperative vectors offers (the H100's maxComputeSharedMemorySize)
-SHARED_MEMORY = 49152
 SHARED = "NonPrivatePointer"  # workgroup memory and the tape are read by other invocations than wrote them
 STORAGE_BARRIER = ("WorkgroupMemory", "UniformMemory")
-
-
-def padded(n: int) -> int:
-    """A width as the session lays out parameters and the tape for this kernel: whole matrices."""
-    return align_up(n, MATRIX)
-
-
-def invocations_for(plan: TrainingPlan) -> int:
-    """Invocations per work-group for `plan`."""
-    widest = max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols))
-    return NARROW_INVOCATIONS if widest <= NARROW_LAYERS else WIDE_INVOCATIONS
-
-
-@dataclass(frozen=True)
-class Tiling:
-    """How a work-group holds its samples: `samples` of them, in one activation buffer updated in place (each layer's
-    products all read before a barrier, then its epilogues write; a column tile a subgroup) or in two, one read and
-    the other written (a subgroup takes every NumSubgroups-th column tile)."""
-
-    samples: int
-    in_place: bool
-    invocations: int
-
-
-def workgroup_memory(plan: TrainingPlan, tiling: Tiling) -> int:
-    """Bytes of workgroup memory the kernel takes for `plan`: the activation buffers, the index matrix, the loss
-    terms of the last layer."""
-    widest = max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols))
-    buffers = 1 if tiling.in_place else 2
-    return (buffers * tiling.samples * (widest + ROW_PAD) * 2 + MATRIX * MATRIX * 4
-            + tiling.samples * padded(plan.out_features) * 4)
-
-
-def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY, max_subgroup_size: int = 32) -> Tiling:
-    """`WIDE_TILE` samples in place for models wider than NARROW_LAYERS where every layer's column tiles have a
-    subgroup each (on subgroups of up to `max_subgroup_size`) and it fits `shared_memory`; else TILE in two
-    buffers."""
-    invocations = invocations_for(plan)
-    subgroups = invocations // max_subgroup_size
-    if max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols)) > NARROW_LAYERS:
-        wide = Tiling(WIDE_TILE, True, invocations)
-        if (all(padded(n) // MATRIX <= subgroups for layer in plan.layers for n in (layer.rows, layer.cols))
-                and workgroup_memory(plan, wide) <= shared_memory):
-            return wide
-    return Tiling(TILE, False, invocations)
-
-
-def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int, max_subgroup_size: int = 32) -> str | None:
-    """Why the tiled kernel cannot train this model on a device with `shared_memory` bytes of workgroup memory and
-    subgroups of up to `max_subgroup_size`, or None."""
-    if loss.name not in LOSS_KERNELS:
-        return f"it has no kernel for the loss {loss.name!r}"
-    for layer in plan.layers:
-        if layer.activation is not None and layer.activation.op not in DERIVATIVES:
-            return f"the activation {layer.activation.op.value} of {layer.node} has no derivative"
-    tiling = tiling_for(plan, shared_memory, max_subgroup_size)
-    needed = workgroup_memory(plan, tiling)
-    if needed > shared_memory:
-        return (f"a tile of {tiling.samples} samples of its layers needs {needed} bytes of workgroup memory, the "
-                f"device offers {shared_memory}")
-    return None
 
 
 def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,

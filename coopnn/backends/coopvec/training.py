@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from coopnn.backends.coopvec.layouts import pack_plan, padded
-from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients, outer_product, tiled_step
+from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients, outer_product, tiled_step, tiled_tiling
 from coopnn.backends.coopvec.products import weight_plan
 from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget
 from coopnn.errors import CompileError
@@ -89,15 +89,15 @@ class CoopvecTrainingSession(KernelTrainingSession):
 
     def layer_shapes(self):
         self.step_method = self.requested_step if self.requested_step != "auto" else self.auto_step()
-        width = tiled_step.padded if self.step_method == "tiled" else padded
+        width = tiled_tiling.padded if self.step_method == "tiled" else padded
         return [(p.weight, p.bias, width(p.rows), width(p.cols)) for p in self.plan.layers]
 
     def auto_step(self) -> str:
         """The step kernel "auto" takes (`AUTO_TILED_FROM_LAYERS`), where the tiled one can train the model in the
-        workgroup memory every device of this target has (`tiled_step.SHARED_MEMORY`; the device's own is checked as
+        workgroup memory every device of this target has (`tiled_tiling.SHARED_MEMORY`; the device's own is checked as
         it compiles)."""
         if (len(self.plan.layers) < AUTO_TILED_FROM_LAYERS
-                or tiled_step.unsupported_reason(self.plan, self.loss_function, tiled_step.SHARED_MEMORY)):
+                or tiled_tiling.unsupported_reason(self.plan, self.loss_function, tiled_tiling.SHARED_MEMORY)):
             return "coopvec"
         return "tiled"
 
@@ -136,7 +136,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         shared_memory = self.context.info.limits.max_compute_shared_memory_size
         subgroups = self.context.info.subgroup
         max_subgroup_size = subgroups.max_size or subgroups.size
-        if self.requested_step == "auto" and self.step_method == "tiled" and tiled_step.unsupported_reason(
+        if self.requested_step == "auto" and self.step_method == "tiled" and tiled_tiling.unsupported_reason(
                 self.plan, self.loss_function, shared_memory, max_subgroup_size):
             self.step_method = "coopvec"
         if self.step_method == "tiled":

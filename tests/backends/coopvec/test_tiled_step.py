@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coopnn.backends.coopvec.tiled_step import (Tiling, padded, tiled_step_shader, tiling_for, unsupported_reason,
-                                                workgroup_memory)
+from coopnn.backends.coopvec.tiled_step import tiled_step_shader
+from coopnn.backends.coopvec.tiled_tiling import Tiling, padded, tiling_for, unsupported_reason
 from coopnn.errors import CompileError
 from coopnn.graph.activations import ACTIVATIONS
 from coopnn.layouts.formats.fp16 import round_fp16
@@ -70,15 +70,6 @@ def test_models_wider_than_64_take_256_invocations_and_tiles_of_128_in_place():
     assert tiling_for(plan_training(mlp_graph(64, [128] * 4, 16, activation="relu"))) == Tiling(128, True, 256)
 
 
-def test_tiles_of_64_in_two_buffers_where_in_place_does_not_fit():
-    plan = plan_training(mlp_graph(64, [128] * 4, 16, activation="relu"))
-    # subgroups of 64: four of them, fewer than a 128-wide layer's eight column tiles
-    assert tiling_for(plan, max_subgroup_size=64) == Tiling(64, False, 256)
-    in_place = workgroup_memory(plan, Tiling(128, True, 256))
-    assert tiling_for(plan, shared_memory=in_place) == Tiling(128, True, 256)
-    assert tiling_for(plan, shared_memory=in_place - 1) == Tiling(64, False, 256)
-
-
 def test_the_in_place_kernel_passes_spirv_val_in_either_delta_layout(tmp_path):
     graph = mlp_graph(6, [72, 40, 24], 17, activation="gelu")
     for deltas in DELTA_LAYOUTS:
@@ -92,13 +83,6 @@ def test_a_model_too_wide_for_workgroup_memory_is_refused_with_the_reason():
     assert "workgroup memory" in unsupported_reason(plan_training(graph), get_loss("l2"), 49152)
     with pytest.raises(CompileError, match="workgroup memory"):
         _compile(graph)
-
-
-def test_the_devices_workgroup_memory_decides():
-    plan = plan_training(mlp_graph(3, [64, 64], 3, activation="relu"))
-    needed = workgroup_memory(plan, tiling_for(plan))
-    assert unsupported_reason(plan, get_loss("l2"), needed) is None
-    assert f"needs {needed} bytes" in unsupported_reason(plan, get_loss("l2"), needed - 1)
 
 
 def test_layouts_not_padded_to_whole_matrices_are_refused():
