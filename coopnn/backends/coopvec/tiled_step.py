@@ -312,7 +312,7 @@ class TiledStepEmitter:
                         lambda acc, row, column: epilogue(index, acc, row, column, target))
 
     def hidden_epilogue(self, index: int, acc, row: int, column, target: int) -> None:
-        """Bias, activation and (where the backward pass cannot read it from the output) the derivative of one
+        """Activation and (where the backward pass cannot read it from the output) the derivative of one
         accumulator of a hidden layer; its output into buffer `target` and onto the tape."""
         fn, w, layer, planned = self.fn, self.writer, self.layers[index], self.plan.layers[index]
         act = planned.activation
