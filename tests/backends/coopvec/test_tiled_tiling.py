@@ -27,3 +27,12 @@ def test_the_devices_workgroup_memory_decides():
     needed = workgroup_memory(plan, tiling_for(plan))
     assert unsupported_reason(plan, get_loss("l2"), needed) is None
     assert f"needs {needed} bytes" in unsupported_reason(plan, get_loss("l2"), needed - 1)
+
+
+def test_layers_with_more_column_tiles_than_subgroups_keep_two_buffers():
+    # 144 wide: nine column tiles, eight subgroups of 32 in 256 invocations
+    assert tiling_for(plan_training(mlp_graph(16, [144, 144], 8, activation="relu"))) == Tiling(64, False, 256)
+    # 128 wide, but 64 outputs: the loss terms of 128 samples take the in-place tile past 48 KB
+    wide_outputs = plan_training(mlp_graph(16, [128, 128], 64, activation="relu"))
+    assert workgroup_memory(wide_outputs, Tiling(128, True, 256)) > 49152
+    assert tiling_for(wide_outputs) == Tiling(64, False, 256)
