@@ -50,8 +50,8 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
-from coopnn.backends.coopvec.tiled_tiling import (MATRIX, ROW_PAD, SHARED_MEMORY, Tiling, padded, tiling_for,
-                                                  unsupported_reason)
+from coopnn.backends.coopvec.tiled_tiling import (MATRIX, MAX_SUBGROUP_SIZE, ROW_PAD, SHARED_MEMORY, Tiling, padded,
+                                                  tiling_for, unsupported_reason, widest)
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Op
 from coopnn.shaders.kernel.activations import apply as apply_activation
@@ -76,7 +76,8 @@ STORAGE_BARRIER = ("WorkgroupMemory", "UniformMemory")
 
 
 def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
-                      tape: TapeLayout, shared_memory: int = SHARED_MEMORY, max_subgroup_size: int = 32) -> Binary:
+                      tape: TapeLayout, shared_memory: int = SHARED_MEMORY,
+                      max_subgroup_size: int = MAX_SUBGROUP_SIZE) -> Binary:
     """The step kernel for a device with `shared_memory` bytes of workgroup memory and subgroups of up to
     `max_subgroup_size` invocations."""
     reason = unsupported_reason(plan, loss, shared_memory, max_subgroup_size)
@@ -99,7 +100,7 @@ class TiledStepEmitter:
                  tape: TapeLayout, tiling: Tiling):
         self.program, self.plan, self.loss, self.tape, self.tiling = program, plan, loss, tape, tiling
         self.layers = parameters.layers
-        self.tile = tiling.samples
+        self.tile, self.row_tiles = tiling.samples, tiling.samples // MATRIX
         self.step = CoopvecEmitter(program, None, self.tile, bounds_check=False)
         frame = self.frame = self.step.frame
         self.invocations = tiling.invocations
@@ -107,7 +108,7 @@ class TiledStepEmitter:
         m, fn = self.m, self.fn = frame.module, frame.main
         self.u32, self.f32, self.f16, self.bool = frame.u32, frame.f32, self.step.f16, frame.bool
         self.writer = ScalarWriter(m, fn)
-        self.stride = max(n for layer in self.layers for n in (layer.rows, layer.cols)) + ROW_PAD
+        self.stride = widest(plan) + ROW_PAD
         rows = m.type_array(self.f16, m.constant(self.u32, self.tile * self.stride))
         self.activations = tuple(m.global_variable("Workgroup", rows, name=f"activations_{i}")
                                  for i in range(1 if tiling.in_place else 2))
@@ -200,6 +201,10 @@ class TiledStepEmitter:
             return None
         return self.fn.emit("OpULessThan", self.bool, self.feature(component, column), self.frame.uint(rows))
 
+    def masked(self, valid, value, zero):
+        """`value`, or `zero` where `valid` (a `feature_mask`) is false."""
+        return value if valid is None else self.fn.emit("OpSelect", self.f32, valid, value, zero)
+
     @contextmanager
     def column_tiles(self, width: int) -> Iterator:
         """The layer's column tiles this subgroup takes (tile c to subgroup c mod NumSubgroups); yields the first
@@ -221,7 +226,7 @@ class TiledStepEmitter:
         fn = self.fn
         active = fn.emit("OpULessThan", self.bool, self.subgroup, self.frame.uint(width // MATRIX))
         column = self.op("OpIMul", self.subgroup, MATRIX)
-        held = [fn.variable(self.accumulator, name="product") for _ in range(self.tile // MATRIX)]
+        held = [fn.variable(self.accumulator, name="product") for _ in range(self.row_tiles)]
         with fn.if_(active):
             for variable, acc in zip(held, self.products(source, depth, b_tile_of(column), initial_of(column))):
                 fn.emit("OpStore", variable, acc)
@@ -235,7 +240,7 @@ class TiledStepEmitter:
         times b_tile(k), K outermost so that the row tiles' chains interleave; each B tile is loaded as its step
         begins."""
         fn = self.fn
-        accumulators = [initial] * (self.tile // MATRIX)
+        accumulators = [initial] * self.row_tiles
         for k0 in range(0, depth, MATRIX):
             b = b_tile(k0)
             for r in range(len(accumulators)):
@@ -292,7 +297,7 @@ class TiledStepEmitter:
         products come out)."""
         width = self.layers[0].cols
         with self.column_tiles(width) as column:
-            for r in range(self.tile // MATRIX):
+            for r in range(self.row_tiles):
                 tile = self.load(self.halves, self.activation_tile(0, r * MATRIX, column), self.row_major,
                                  self.frame.uint(self.stride), SHARED)
                 self.to_tape(tile, self.tape.input_start(0), width, "samples", r * MATRIX, column)
@@ -323,14 +328,12 @@ class TiledStepEmitter:
         with components(fn, self.accumulator) as i:
             valid = self.feature_mask(index, i, column)
             z, y = self.activated(held, i, index)
-            fn.emit("OpStore", held.pointer(i), y if valid is None else fn.emit("OpSelect", self.f32, valid, y, zero))
+            fn.emit("OpStore", held.pointer(i), self.masked(valid, y, zero))
             if stores_slope:
                 slope = derivative(w, act.op, z, y, act.attrs)
-                fn.emit("OpStore", slopes.pointer(i),
-                        slope if valid is None else fn.emit("OpSelect", self.f32, valid, slope, zero))
+                fn.emit("OpStore", slopes.pointer(i), self.masked(valid, slope, zero))
         output = fn.emit("OpFConvert", self.halves, held.value())
-        self.store(self.activation_tile(target, row, column), output, self.row_major, self.frame.uint(self.stride),
-                   SHARED)
+        self.to_buffer(target, output, row, column)
         self.to_tape(output, self.tape.input_start(index + 1), layer.rows, "samples", row, column)
         if stores_slope:
             slope = fn.emit("OpFConvert", self.halves, slopes.value())
@@ -361,8 +364,7 @@ class TiledStepEmitter:
             fn.emit("OpStore", terms.pointer(i), fn.emit("OpSelect", self.f32, inside, term, zero))
             fn.emit("OpStore", held.pointer(i), fn.emit("OpSelect", self.f32, inside, gradient, zero))
         delta = fn.emit("OpFConvert", self.halves, held.value())
-        self.store(self.activation_tile(target, row, column), delta, self.row_major, self.frame.uint(self.stride),
-                   SHARED)
+        self.to_buffer(target, delta, row, column)
         self.to_tape(delta, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
         self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, row * self.out_width)),
                    terms.value(), self.row_major, self.frame.uint(self.out_width), SHARED)
@@ -379,6 +381,11 @@ class TiledStepEmitter:
         """The sample of accumulator component `component` in the row tile starting at tile row `row`."""
         return self.op("OpIAdd", self.op("OpIAdd", self.first, row), self.op("OpShiftRightLogical",
                                                                              self.element(component), 4))
+
+    def to_buffer(self, buffer: int, tile, row: int, column) -> None:
+        """A float16 tile into workgroup-memory buffer `buffer` at tile row `row`, feature `column`."""
+        self.store(self.activation_tile(buffer, row, column), tile, self.row_major, self.frame.uint(self.stride),
+                   SHARED)
 
     def to_tape(self, tile, region: int, width: int, layout: str, row: int, column) -> None:
         pointer, matrix_layout, stride = self.tape_tile(region, width, layout, row, column)
@@ -410,8 +417,7 @@ class TiledStepEmitter:
         def epilogue(acc, row, column):
             delta = (fn.emit("OpFConvert", self.halves, acc) if act is None
                      else self.times_derivative(index, acc, act, row, column))
-            self.store(self.activation_tile(target, row, column), delta, self.row_major, self.frame.uint(self.stride),
-                       SHARED)
+            self.to_buffer(target, delta, row, column)
             self.to_tape(delta, self.tape.delta_start(index - 1), below.rows, self.tape.deltas, row, column)
 
         self.layer_pass(layer.cols, layer.rows, source, b_tile_of, lambda column: self.m.constant_null(

@@ -25,8 +25,9 @@ WIDE_TILE = 128
 WIDE_INVOCATIONS, NARROW_INVOCATIONS, NARROW_LAYERS = 256, 128, 64
 MATRIX = 16  # M = N = K of every product
 ROW_PAD = 8  # halves past the widest layer in every activation row: rows start on different banks
-# Bytes of workgroup memory every device with cooperative vectors offers (the H100's maxComputeSharedMemorySize)
-SHARED_MEMORY = 49152
+# Bytes of workgroup memory every device with cooperative vectors offers (the H100's maxComputeSharedMemorySize), and
+# the subgroup size of those devices (NVIDIA's), where the caller does not give the device's own
+SHARED_MEMORY, MAX_SUBGROUP_SIZE = 49152, 32
 
 
 def padded(n: int) -> int:
@@ -34,10 +35,14 @@ def padded(n: int) -> int:
     return align_up(n, MATRIX)
 
 
+def widest(plan: TrainingPlan) -> int:
+    """The widest input or output of `plan`'s layers, padded."""
+    return max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols))
+
+
 def invocations_for(plan: TrainingPlan) -> int:
     """Invocations per work-group for `plan`."""
-    widest = max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols))
-    return NARROW_INVOCATIONS if widest <= NARROW_LAYERS else WIDE_INVOCATIONS
+    return NARROW_INVOCATIONS if widest(plan) <= NARROW_LAYERS else WIDE_INVOCATIONS
 
 
 @dataclass(frozen=True)
@@ -54,27 +59,26 @@ class Tiling:
 def workgroup_memory(plan: TrainingPlan, tiling: Tiling) -> int:
     """Bytes of workgroup memory the kernel takes for `plan`: the activation buffers, the index matrix, the loss
     terms of the last layer."""
-    widest = max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols))
     buffers = 1 if tiling.in_place else 2
-    return (buffers * tiling.samples * (widest + ROW_PAD) * 2 + MATRIX * MATRIX * 4
+    return (buffers * tiling.samples * (widest(plan) + ROW_PAD) * 2 + MATRIX * MATRIX * 4
             + tiling.samples * padded(plan.out_features) * 4)
 
 
-def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY, max_subgroup_size: int = 32) -> Tiling:
+def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY,
+               max_subgroup_size: int = MAX_SUBGROUP_SIZE) -> Tiling:
     """`WIDE_TILE` samples in place for models wider than NARROW_LAYERS where every layer's column tiles have a
     subgroup each (on subgroups of up to `max_subgroup_size`) and it fits `shared_memory`; else TILE in two
     buffers."""
     invocations = invocations_for(plan)
-    subgroups = invocations // max_subgroup_size
-    if max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols)) > NARROW_LAYERS:
-        wide = Tiling(WIDE_TILE, True, invocations)
-        if (all(padded(n) // MATRIX <= subgroups for layer in plan.layers for n in (layer.rows, layer.cols))
-                and workgroup_memory(plan, wide) <= shared_memory):
-            return wide
+    wide = Tiling(WIDE_TILE, True, invocations)
+    if (NARROW_LAYERS < widest(plan) <= invocations // max_subgroup_size * MATRIX
+            and workgroup_memory(plan, wide) <= shared_memory):
+        return wide
     return Tiling(TILE, False, invocations)
 
 
-def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int, max_subgroup_size: int = 32) -> str | None:
+def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int,
+                       max_subgroup_size: int = MAX_SUBGROUP_SIZE) -> str | None:
     """Why the tiled kernel cannot train this model on a device with `shared_memory` bytes of workgroup memory and
     subgroups of up to `max_subgroup_size`, or None."""
     if loss.name not in LOSS_KERNELS:
