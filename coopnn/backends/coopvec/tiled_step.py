@@ -5,9 +5,10 @@ The scheme is the coopmat inference kernel's (`coopnn.backends.coopmat.target`):
 local size of the tile's samples by the rest, so that global x is the sample), activations as float16 rows in
 workgroup memory, a layer's 16-wide column tiles shared out over the subgroups, each loading its B tiles once and
 running all the tile's row tiles on them with independent accumulators. `tiling_for` decides the tile (`Tiling`):
-TILE samples in two buffers, a layer reading one and writing the other, a subgroup taking every NumSubgroups-th
-column tile; or, for models wider than NARROW_LAYERS, WIDE_TILE samples in one buffer updated in place, a column tile
-a subgroup, every subgroup's products read before a barrier that precedes the epilogues' writes.
+TILE samples (WIDE_TILE for models wider than NARROW_LAYERS) in one buffer updated in place, a column tile a
+subgroup, every subgroup's products read before a barrier that precedes the epilogues' writes; or, where a layer has
+more column tiles than the work-group has subgroups, TILE samples in two buffers, a layer reading one and writing the
+other, a subgroup taking every NumSubgroups-th column tile.
 
 - Forward: the parameter-free prefix is lowered by the cooperative-vector target, one invocation per sample (the first
   of the tile's), into buffer 0. Every layer's input goes on the tape as whole tiles (`TapeLayout`); the product's epilogue

@@ -12,12 +12,13 @@ from coopnn.train.gpu.loss_kernels import LOSS_KERNELS
 from coopnn.train.gpu.plan import TrainingPlan
 from coopnn.train.losses import Loss
 
-TILE = 64  # samples per work-group in two activation buffers
-# Samples per work-group of models wider than NARROW_LAYERS, in one activation buffer updated in place, where every
-# layer has no more column tiles than the work-group has subgroups: twice the products per weight tile loaded. On the
-# H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md) it took mlp_64_128x4_16's step kernel
-# from 0.996 to 0.858 ms at 2^18 (0.273 to 0.238 at 2^16); tiles of 32 samples were 37% slower than 64.
-WIDE_TILE = 128
+# Samples per work-group: TILE on models no wider than NARROW_LAYERS, WIDE_TILE on wider ones, in one activation buffer
+# updated in place where every layer has no more column tiles than the work-group has subgroups, else TILE in two
+# buffers. On the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md), at batch 2^18 (2^16):
+# 128 in place took mlp_64_128x4_16's step kernel from 0.996 to 0.858 ms (0.273 to 0.238), and tiles of 32 were 37%
+# slower than 64; on the 64-wide models 64 in place took whole steps from 0.535 to 0.512 ms (0.180 to 0.175) for
+# mlp_32_64x4_16 and 0.280 to 0.265 (0.105 to 0.100) for mlp_3_64x2_3, where 128 in place made them 6-14% slower.
+TILE, WIDE_TILE = 64, 128
 # Invocations per work-group: 256 (eight subgroups of 32) for models with a layer wider than NARROW_LAYERS, 128 for the
 # others. On the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md) 128 took 2% off a whole step of
 # the 64-wide mlp_32_64x4_16 (0.5642 against 0.5773 ms at batch 2^18, 0.1863 against 0.1894 at 2^16), and a layer's
@@ -66,14 +67,14 @@ def workgroup_memory(plan: TrainingPlan, tiling: Tiling) -> int:
 
 def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY,
                max_subgroup_size: int = MAX_SUBGROUP_SIZE) -> Tiling:
-    """`WIDE_TILE` samples in place for models wider than NARROW_LAYERS where every layer's column tiles have a
+    """TILE samples (WIDE_TILE for models wider than NARROW_LAYERS) in place where every layer's column tiles have a
     subgroup each (on subgroups of up to `max_subgroup_size`) and it fits `shared_memory`; else TILE in two
     buffers."""
     invocations = invocations_for(plan)
-    wide = Tiling(WIDE_TILE, True, invocations)
-    if (NARROW_LAYERS < widest(plan) <= invocations // max_subgroup_size * MATRIX
-            and workgroup_memory(plan, wide) <= shared_memory):
-        return wide
+    in_place = Tiling(TILE if widest(plan) <= NARROW_LAYERS else WIDE_TILE, True, invocations)
+    if (widest(plan) <= invocations // max_subgroup_size * MATRIX
+            and workgroup_memory(plan, in_place) <= shared_memory):
+        return in_place
     return Tiling(TILE, False, invocations)
 
 

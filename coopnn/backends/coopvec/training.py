@@ -47,9 +47,9 @@ SAMPLE_MAJOR_DELTAS_FROM_LAYERS = 4
 # cooperative-vector one for the others. On the H100 (GPU ms of a whole step with cooperative-matrix gradients, tiled
 # against per-sample; bench/results/nvidia-h100-80gb-hbm3-2026-11-27-training-tiled-step-b*.md): mlp_64_128x4_16 1.39
 # against 1.87 at batch 2^18 and 0.40 against 0.52 at 2^16, mlp_32_64x4_16 0.54 against 0.61 and 0.18 against 0.22
-# (both five layers); the three-layer mlp_3_64x2_3 0.29 against 0.27 at 2^18 and 0.10 against 0.13 at 2^16
-# (`...-2026-11-27-tiled-step.md`), a batch the session does not know when it compiles.
-AUTO_TILED_FROM_LAYERS = 4
+# (both five layers); once its tiles of 64 were updated in place, the three-layer mlp_3_64x2_3 0.265 against 0.271 at
+# 2^18 and 0.100 against 0.125 at 2^16 (`...-2026-11-27-tiled-step-ablation.md`). Two-layer models were not measured.
+AUTO_TILED_FROM_LAYERS = 3
 # What any of the session's kernels may need, whichever gradient method it takes.
 TRAINING_FEATURES = (FEATURES | {"bufferDeviceAddress"} | coopmat_gradients.FEATURES | coopvec_gradients.FEATURES
                      | outer_product.FEATURES | GRADIENT_FEATURES | BASE_FEATURES)

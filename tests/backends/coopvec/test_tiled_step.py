@@ -70,11 +70,16 @@ def test_models_wider_than_64_take_256_invocations_and_tiles_of_128_in_place():
     assert tiling_for(plan_training(mlp_graph(64, [128] * 4, 16, activation="relu"))) == Tiling(128, True, 256)
 
 
-def test_the_in_place_kernel_passes_spirv_val_in_either_delta_layout(tmp_path):
-    graph = mlp_graph(6, [72, 40, 24], 17, activation="gelu")
+@pytest.mark.parametrize("hidden, tiling", [
+    ([72, 40, 24], Tiling(128, True, 256)), ([24, 40], Tiling(64, True, 128)),
+    ([144, 40], Tiling(64, False, 256)),  # nine column tiles, eight subgroups
+])
+def test_either_tiling_passes_spirv_val_in_either_delta_layout(hidden, tiling, tmp_path):
+    graph = mlp_graph(6, hidden, 17, activation="gelu")
+    assert tiling_for(plan_training(graph)) == tiling
     for deltas in DELTA_LAYOUTS:
         binary = _compile(graph, deltas=deltas)
-        assert binary.workgroup_size == (128, 2, 1)
+        assert binary.workgroup_size == (tiling.samples, tiling.invocations // tiling.samples, 1)
         spirv_val(binary.spirv, tmp_path)
 
 
@@ -127,7 +132,7 @@ def _compare(graph, loss, inputs, outputs, samples, steps=20):
     (3, [64, 64], 4, "relu", "l2", 1000), (5, [32, 24], 3, "tanh", "huber", 1000),
     (3, [64, 64], 3, "relu", "relative_l2", 777), (2, [40], 3, "silu", "l1", 1000),
     (4, [16, 16], 2, "sigmoid", "bce_with_logits", 1000), (6, [72, 40, 24], 17, "gelu", "l2", 300),
-    (8, [128, 128], 16, "relu", "l2", 1000),
+    (8, [128, 128], 16, "relu", "l2", 1000), (5, [144, 40], 6, "tanh", "l2", 500),
 ])
 def test_tiled_step_matches_the_numpy_step(coopvec_device, inputs, hidden, outputs, activation, loss, samples):
     graph = _rounded(mlp_graph(inputs, hidden, outputs, activation=activation, encoding="frequency", octaves=3))

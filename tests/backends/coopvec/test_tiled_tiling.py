@@ -9,8 +9,13 @@ from coopnn.train.gpu.plan import plan_training
 from coopnn.train.losses import get_loss
 
 
-def test_models_no_wider_than_64_take_tiles_of_64_in_two_buffers():
-    assert tiling_for(plan_training(mlp_graph(32, [64] * 4, 16, activation="relu"))) == Tiling(64, False, 128)
+def test_models_no_wider_than_64_take_tiles_of_64_in_place():
+    plan = plan_training(mlp_graph(32, [64] * 4, 16, activation="relu"))
+    assert tiling_for(plan) == Tiling(64, True, 128)
+    # subgroups of 64: two of them, fewer than a 64-wide layer's four column tiles
+    assert tiling_for(plan, max_subgroup_size=64) == Tiling(64, False, 128)
+    in_place = workgroup_memory(plan, Tiling(64, True, 128))
+    assert tiling_for(plan, shared_memory=in_place - 1) == Tiling(64, False, 128)
 
 
 def test_tiles_of_64_in_two_buffers_where_in_place_does_not_fit():
@@ -26,7 +31,8 @@ def test_the_devices_workgroup_memory_decides():
     plan = plan_training(mlp_graph(3, [64, 64], 3, activation="relu"))
     needed = workgroup_memory(plan, tiling_for(plan))
     assert unsupported_reason(plan, get_loss("l2"), needed) is None
-    assert f"needs {needed} bytes" in unsupported_reason(plan, get_loss("l2"), needed - 1)
+    two_buffers = workgroup_memory(plan, Tiling(64, False, 128))
+    assert f"needs {two_buffers} bytes" in unsupported_reason(plan, get_loss("l2"), needed - 1)
 
 
 def test_layers_with_more_column_tiles_than_subgroups_keep_two_buffers():
