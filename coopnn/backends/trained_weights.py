@@ -4,7 +4,8 @@ weights to the model on the GPU (`Backend.take_trained`) instead of through the 
 Both must live in one shared Vulkan context (`coopnn.runtime.vk.shared`), and the model's kernel must hold every
 trainable parameter in an entry of its own, unchanged (the kernel level shares parameters of identical contents,
 so a freshly initialised model whose biases are all zero holds them once; it is prepared anew on the first step
-and takes later ones in place).
+and takes later ones in place). The session may hold a parameter padded (the tiled step kernel's layout: widths in
+whole 16s): the model's entry is then its leading rows and columns.
 """
 
 from __future__ import annotations
@@ -30,8 +31,14 @@ def trained_entries(executable, session, session_entries: Mapping[str, Entry]) -
         held = executable.sources.get(name, ())
         if not any(source in by_constant for source in held):
             continue
-        if len(held) != 1 or by_constant[held[0]].shape != entry.shape:
+        if len(held) != 1 or not _holds(by_constant[held[0]], entry):
             return None
         pairs[name] = (by_constant[held[0]], entry)
         found.add(held[0])
     return pairs if found == set(by_constant) else None
+
+
+def _holds(session_entry: Entry, entry: Entry) -> bool:
+    """Whether the session's entry holds the model's as its leading rows and columns: the same shape, or padded."""
+    return (len(session_entry.shape) == len(entry.shape)
+            and all(padded >= n for padded, n in zip(session_entry.shape, entry.shape)))
