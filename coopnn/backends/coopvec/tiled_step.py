@@ -51,6 +51,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
+from coopnn.backends.coopvec.tiled_addressing import SHARED, TileAddressing
 from coopnn.backends.coopvec.tiled_tiling import (MATRIX, MAX_SUBGROUP_SIZE, ROW_PAD, SHARED_MEMORY, Tiling, padded,
                                                   tiling_for, unsupported_reason, widest)
 from coopnn.errors import CompileError
@@ -72,7 +73,6 @@ FEATURES = COOPVEC_FEATURES | {"cooperativeMatrix", "vulkanMemoryModel"}
 # output is positive where the input is), so the backward pass reads the layer's output from the tape and the forward
 # pass stores no derivative.
 OUTPUT_DERIVATIVES = frozenset({Op.RELU})
-SHARED = "NonPrivatePointer"  # workgroup memory and the tape are read by other invocations than wrote them
 STORAGE_BARRIER = ("WorkgroupMemory", "UniformMemory")
 
 
@@ -96,7 +96,7 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
                   FEATURES, frozenset(), f"{plan.graph.name} tiled training step")
 
 
-class TiledStepEmitter:
+class TiledStepEmitter(TileAddressing):
     def __init__(self, program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
                  tape: TapeLayout, tiling: Tiling):
         self.program, self.plan, self.loss, self.tape, self.tiling = program, plan, loss, tape, tiling
@@ -130,55 +130,6 @@ class TiledStepEmitter:
         self.target_binding = self.step.binding_of[program.param("t").graph_name]
 
     # ----- helpers --------------------------------------------------------------------------------------------------
-
-    def op(self, name: str, *operands) -> object:
-        """A u32 instruction; ints become constants."""
-        return self.fn.emit(name, self.u32, *(self.frame.uint(o) if isinstance(o, int) else o for o in operands))
-
-    def matrix(self, component, use: str):
-        return self.m.type_cooperative_matrix_khr(component, "Subgroup", MATRIX, MATRIX, use)
-
-    def builtin(self, name: str):
-        return self.fn.emit("OpLoad", self.u32, self.m.builtin_input(name, self.u32))
-
-    def shared(self, buffer: int, index) -> object:
-        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f16), self.activations[buffer],
-                            self.frame.uint(index) if isinstance(index, int) else index)
-
-    def shared_f32(self, variable, index) -> object:
-        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f32), variable, index)
-
-    def activation_tile(self, buffer: int, row: int, column) -> object:
-        """The workgroup-memory element at the corner of a tile: row `row` of the tile of samples, feature `column`."""
-        return self.shared(buffer, self.op("OpIAdd", column, row * self.stride))
-
-    def load(self, type_, pointer, layout, stride, *memory):
-        return self.fn.emit("OpCooperativeMatrixLoadKHR", type_, pointer, layout, stride, *memory)
-
-    def store(self, pointer, value, layout, stride, *memory) -> None:
-        self.fn.emit("OpCooperativeMatrixStoreKHR", pointer, value, layout, stride, *memory)
-
-    def tape_tile(self, region: int, width: int, layout: str, row: int, column):
-        """(pointer, matrix layout, stride) of the tile of the tape region starting at `region` (in widths of
-        capacity) whose corner is sample `first + row`, feature `column`: sample-major regions (element (b, k) at
-        b width + k) as row-major tiles, feature-major ones (element (b, k) at k capacity + b) as column-major."""
-        start = self.op("OpIMul", self.capacity, region)
-        sample = self.op("OpIAdd", self.first, row)
-        if layout == "samples":
-            index = self.op("OpIAdd", start, self.op("OpIAdd", self.op("OpIMul", sample, width), column))
-            return self.tape_pointer(index), self.row_major, self.frame.uint(width)
-        index = self.op("OpIAdd", start, self.op("OpIAdd", self.op("OpIMul", column, self.capacity), sample))
-        return self.tape_pointer(index), self.column_major, self.capacity
-
-    def tape_pointer(self, index):
-        return self.frame.element_pointer(self.tape_binding, index, self.f16)
-
-    def weight_pointer(self, index):
-        return self.frame.element_pointer(0, index, self.f16)
-
-    def held(self, value, name: str) -> HeldMatrix:
-        """A float32 accumulator in a function variable (set to `value` unless None), read component by component."""
-        return HeldMatrix(self.fn, self.accumulator, self.f32, value, name)
 
     def activated(self, held: HeldMatrix, component, index: int):
         """(z, y) of layer `index` at an accumulator component: the pre-activation (the products started from the
@@ -369,28 +320,6 @@ class TiledStepEmitter:
         self.to_tape(delta, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
         self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, row * self.out_width)),
                    terms.value(), self.row_major, self.frame.uint(self.out_width), SHARED)
-
-    def element(self, component):
-        """Which element of its 16 x 16 matrix accumulator component `component` is: row * 16 + column."""
-        return self.fn.emit("OpConvertFToU", self.u32, self.index_matrix.load(component))
-
-    def feature(self, component, column):
-        """The feature of accumulator component `component` in the column tile starting at `column`."""
-        return self.op("OpIAdd", column, self.op("OpBitwiseAnd", self.element(component), MATRIX - 1))
-
-    def sample(self, component, row: int):
-        """The sample of accumulator component `component` in the row tile starting at tile row `row`."""
-        return self.op("OpIAdd", self.op("OpIAdd", self.first, row), self.op("OpShiftRightLogical",
-                                                                             self.element(component), 4))
-
-    def to_buffer(self, buffer: int, tile, row: int, column) -> None:
-        """A float16 tile into workgroup-memory buffer `buffer` at tile row `row`, feature `column`."""
-        self.store(self.activation_tile(buffer, row, column), tile, self.row_major, self.frame.uint(self.stride),
-                   SHARED)
-
-    def to_tape(self, tile, region: int, width: int, layout: str, row: int, column) -> None:
-        pointer, matrix_layout, stride = self.tape_tile(region, width, layout, row, column)
-        self.store(pointer, tile, matrix_layout, stride, SHARED)
 
     def losses(self) -> None:
         """Each sample's loss: the sum of its row of loss terms, by the first invocations, one a sample."""

@@ -1,0 +1,91 @@
+"""Where the tiled training-step kernel's tiles live (`coopnn.backends.coopvec.tiled_step`): its activation rows in
+workgroup memory, the tape's regions and the weights in device memory; the cooperative-matrix loads and stores of
+them, and which sample and feature an accumulator component holds."""
+
+from __future__ import annotations
+
+from coopnn.backends.coopvec.tiled_tiling import MATRIX
+from coopnn.shaders.targets.held_matrix import HeldMatrix
+
+# Memory operands of the kernel's loads and stores: workgroup memory and the tape are read by other invocations than
+# wrote them
+SHARED = "NonPrivatePointer"
+
+
+class TileAddressing:
+    """Addressing helpers of `TiledStepEmitter`, which sets what they read: `m`, `fn` and `frame` (the module, main
+    function and shader frame), the types `u32`, `f16`, `f32` and `accumulator`, the layouts `row_major` and
+    `column_major`, `activations` (workgroup-memory buffers of rows `stride` halves apart), `tape_binding`, and, as
+    the kernel starts, `first` (the work-group's first sample), `capacity` (samples a tape region holds) and
+    `index_matrix` (each accumulator component's element index)."""
+
+    def op(self, name: str, *operands) -> object:
+        """A u32 instruction; ints become constants."""
+        return self.fn.emit(name, self.u32, *(self.frame.uint(o) if isinstance(o, int) else o for o in operands))
+
+    def matrix(self, component, use: str):
+        return self.m.type_cooperative_matrix_khr(component, "Subgroup", MATRIX, MATRIX, use)
+
+    def builtin(self, name: str):
+        return self.fn.emit("OpLoad", self.u32, self.m.builtin_input(name, self.u32))
+
+    def shared(self, buffer: int, index) -> object:
+        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f16), self.activations[buffer],
+                            self.frame.uint(index) if isinstance(index, int) else index)
+
+    def shared_f32(self, variable, index) -> object:
+        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f32), variable, index)
+
+    def activation_tile(self, buffer: int, row: int, column) -> object:
+        """The workgroup-memory element at the corner of a tile: row `row` of the tile of samples, feature `column`."""
+        return self.shared(buffer, self.op("OpIAdd", column, row * self.stride))
+
+    def load(self, type_, pointer, layout, stride, *memory):
+        return self.fn.emit("OpCooperativeMatrixLoadKHR", type_, pointer, layout, stride, *memory)
+
+    def store(self, pointer, value, layout, stride, *memory) -> None:
+        self.fn.emit("OpCooperativeMatrixStoreKHR", pointer, value, layout, stride, *memory)
+
+    def tape_tile(self, region: int, width: int, layout: str, row: int, column):
+        """(pointer, matrix layout, stride) of the tile of the tape region starting at `region` (in widths of
+        capacity) whose corner is sample `first + row`, feature `column`: sample-major regions (element (b, k) at
+        b width + k) as row-major tiles, feature-major ones (element (b, k) at k capacity + b) as column-major."""
+        start = self.op("OpIMul", self.capacity, region)
+        sample = self.op("OpIAdd", self.first, row)
+        if layout == "samples":
+            index = self.op("OpIAdd", start, self.op("OpIAdd", self.op("OpIMul", sample, width), column))
+            return self.tape_pointer(index), self.row_major, self.frame.uint(width)
+        index = self.op("OpIAdd", start, self.op("OpIAdd", self.op("OpIMul", column, self.capacity), sample))
+        return self.tape_pointer(index), self.column_major, self.capacity
+
+    def tape_pointer(self, index):
+        return self.frame.element_pointer(self.tape_binding, index, self.f16)
+
+    def weight_pointer(self, index):
+        return self.frame.element_pointer(0, index, self.f16)
+
+    def held(self, value, name: str) -> HeldMatrix:
+        """A float32 accumulator in a function variable (set to `value` unless None), read component by component."""
+        return HeldMatrix(self.fn, self.accumulator, self.f32, value, name)
+
+    def element(self, component):
+        """Which element of its 16 x 16 matrix accumulator component `component` is: row * 16 + column."""
+        return self.fn.emit("OpConvertFToU", self.u32, self.index_matrix.load(component))
+
+    def feature(self, component, column):
+        """The feature of accumulator component `component` in the column tile starting at `column`."""
+        return self.op("OpIAdd", column, self.op("OpBitwiseAnd", self.element(component), MATRIX - 1))
+
+    def sample(self, component, row: int):
+        """The sample of accumulator component `component` in the row tile starting at tile row `row`."""
+        return self.op("OpIAdd", self.op("OpIAdd", self.first, row), self.op("OpShiftRightLogical",
+                                                                             self.element(component), 4))
+
+    def to_buffer(self, buffer: int, tile, row: int, column) -> None:
+        """A float16 tile into workgroup-memory buffer `buffer` at tile row `row`, feature `column`."""
+        self.store(self.activation_tile(buffer, row, column), tile, self.row_major, self.frame.uint(self.stride),
+                   SHARED)
+
+    def to_tape(self, tile, region: int, width: int, layout: str, row: int, column) -> None:
+        pointer, matrix_layout, stride = self.tape_tile(region, width, layout, row, column)
+        self.store(pointer, tile, matrix_layout, stride, SHARED)
