@@ -52,8 +52,8 @@ from typing import Iterator
 
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
 from coopnn.backends.coopvec.tiled_addressing import SHARED, TileAddressing
-from coopnn.backends.coopvec.tiled_tiling import (MATRIX, MAX_SUBGROUP_SIZE, ROW_PAD, SHARED_MEMORY, Tiling, padded,
-                                                  tiling_for, unsupported_reason, widest)
+from coopnn.backends.coopvec.tiled_tiling import (MATRIX, MAX_SUBGROUP_SIZE, SHARED_MEMORY, Tiling, activation_stride,
+                                                  padded, tiling_for, unsupported_reason)
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Op
 from coopnn.shaders.kernel.activations import apply as apply_activation
@@ -109,7 +109,7 @@ class TiledStepEmitter(TileAddressing):
         m, fn = self.m, self.fn = frame.module, frame.main
         self.u32, self.f32, self.f16, self.bool = frame.u32, frame.f32, self.step.f16, frame.bool
         self.writer = ScalarWriter(m, fn)
-        self.stride = widest(plan) + ROW_PAD
+        self.stride = activation_stride(plan)
         rows = m.type_array(self.f16, m.constant(self.u32, self.tile * self.stride))
         self.activations = tuple(m.global_variable("Workgroup", rows, name=f"activations_{i}")
                                  for i in range(1 if tiling.in_place else 2))

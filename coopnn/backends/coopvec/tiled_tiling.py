@@ -41,6 +41,11 @@ def widest(plan: TrainingPlan) -> int:
     return max(padded(n) for layer in plan.layers for n in (layer.rows, layer.cols))
 
 
+def activation_stride(plan: TrainingPlan) -> int:
+    """Halves from one sample's row of an activation buffer to the next: the widest layer, then ROW_PAD."""
+    return widest(plan) + ROW_PAD
+
+
 def invocations_for(plan: TrainingPlan) -> int:
     """Invocations per work-group for `plan`."""
     return NARROW_INVOCATIONS if widest(plan) <= NARROW_LAYERS else WIDE_INVOCATIONS
@@ -61,7 +66,7 @@ def workgroup_memory(plan: TrainingPlan, tiling: Tiling) -> int:
     """Bytes of workgroup memory the kernel takes for `plan`: the activation buffers, the index matrix, the loss
     terms of the last layer."""
     buffers = 1 if tiling.in_place else 2
-    return (buffers * tiling.samples * (widest(plan) + ROW_PAD) * 2 + MATRIX * MATRIX * 4
+    return (buffers * tiling.samples * activation_stride(plan) * 2 + MATRIX * MATRIX * 4
             + tiling.samples * padded(plan.out_features) * 4)
 
 
