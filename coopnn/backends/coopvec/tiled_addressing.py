@@ -10,14 +10,18 @@ from coopnn.shaders.targets.held_matrix import HeldMatrix
 # Memory operands of the kernel's loads and stores: workgroup memory and the tape are read by other invocations than
 # wrote them
 SHARED = "NonPrivatePointer"
+# float16 values in one element (a vector of four 32-bit words) of the activation buffers and of the tape's view for
+# copies
+HALVES_PER_WORD = 8
 
 
 class TileAddressing:
     """Addressing helpers of `TiledStepEmitter`, which sets what they read: `m`, `fn` and `frame` (the module, main
-    function and shader frame), the types `u32`, `f16`, `f32` and `accumulator`, the layouts `row_major` and
-    `column_major`, `activations` (workgroup-memory buffers of rows `stride` halves apart), `tape_binding`, and, as
-    the kernel starts, `first` (the work-group's first sample), `capacity` (samples a tape region holds) and
-    `index_matrix` (each accumulator component's element index)."""
+    function and shader frame), the types `u32`, `f16`, `f32`, `word` (HALVES_PER_WORD halves) and `accumulator`, the
+    layouts `row_major` and `column_major`, `activations` (workgroup-memory buffers of `word` elements, rows `stride`
+    halves apart), `tape_binding` and `tape_words` (the tape as `word` elements), `tile` and `invocations`, and, as
+    the kernel starts, `local` (the invocation's index in the work-group), `first` (the work-group's first sample),
+    `capacity` (samples a tape region holds) and `index_matrix` (each accumulator component's element index)."""
 
     def op(self, name: str, *operands) -> object:
         """A u32 instruction; ints become constants."""
@@ -30,8 +34,16 @@ class TileAddressing:
         return self.fn.emit("OpLoad", self.u32, self.m.builtin_input(name, self.u32))
 
     def shared(self, buffer: int, index) -> object:
-        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f16), self.activations[buffer],
-                            self.frame.uint(index) if isinstance(index, int) else index)
+        """A pointer to the element of activation buffer `buffer` that starts at half `index` (a multiple of
+        HALVES_PER_WORD)."""
+        element = (self.frame.uint(index // HALVES_PER_WORD) if isinstance(index, int)
+                   else self.op("OpShiftRightLogical", index, HALVES_PER_WORD.bit_length() - 1))
+        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.word), self.activations[buffer],
+                            element)
+
+    def shared_stride(self):
+        """The activation rows' stride in elements, for cooperative-matrix loads and stores."""
+        return self.frame.uint(self.stride // HALVES_PER_WORD)
 
     def shared_f32(self, variable, index) -> object:
         return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f32), variable, index)
@@ -83,9 +95,26 @@ class TileAddressing:
 
     def to_buffer(self, buffer: int, tile, row: int, column) -> None:
         """A float16 tile into workgroup-memory buffer `buffer` at tile row `row`, feature `column`."""
-        self.store(self.activation_tile(buffer, row, column), tile, self.row_major, self.frame.uint(self.stride),
-                   SHARED)
+        self.store(self.activation_tile(buffer, row, column), tile, self.row_major, self.shared_stride(), SHARED)
 
     def to_tape(self, tile, region: int, width: int, layout: str, row: int, column) -> None:
         pointer, matrix_layout, stride = self.tape_tile(region, width, layout, row, column)
         self.store(pointer, tile, matrix_layout, stride, SHARED)
+
+    def copy_to_tape(self, buffer: int, region: int, width: int) -> None:
+        """The tile's rows of activation buffer `buffer` (`width` halves of each) onto the sample-major tape region
+        starting at `region` (in widths of capacity), where they are contiguous: every invocation copies whole
+        elements, consecutive invocations consecutive elements."""
+        fn, per_row = self.fn, width // HALVES_PER_WORD
+        start = self.op("OpShiftRightLogical", self.op("OpIAdd", self.op("OpIMul", self.capacity, region),
+                                                       self.op("OpIMul", self.first, width)),
+                        HALVES_PER_WORD.bit_length() - 1)
+        tape_element = self.m.type_pointer("StorageBuffer", self.word)
+        with fn.for_range(self.local, self.frame.uint(self.tile * per_row), self.frame.uint(self.invocations)) as e:
+            row = self.op("OpIMul", self.op("OpUDiv", e, per_row), self.stride // HALVES_PER_WORD)
+            value = fn.emit("OpLoad", self.word, fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.word),
+                                                         self.activations[buffer],
+                                                         self.op("OpIAdd", row, self.op("OpUMod", e, per_row))),
+                            SHARED)
+            fn.emit("OpStore", fn.emit("OpAccessChain", tape_element, self.tape_words, self.frame.zero,
+                                       self.op("OpIAdd", start, e)), value, SHARED)

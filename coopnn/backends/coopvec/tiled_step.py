@@ -11,8 +11,12 @@ more column tiles than the work-group has subgroups, TILE samples in two buffers
 other, a subgroup taking every NumSubgroups-th column tile.
 
 - Forward: the parameter-free prefix is lowered by the cooperative-vector target, one invocation per sample (the first
-  of the tile's), into buffer 0. Every layer's input goes on the tape as whole tiles (`TapeLayout`); the product's epilogue
-  runs on the components an invocation holds. KHR leaves which element a component is to the implementation, but
+  of the tile's), into buffer 0. Activation buffers are arrays of 16-byte elements (`HALVES_PER_WORD` halves), which
+  the cooperative-matrix loads and stores address with strides in elements. Every layer's input goes on the tape
+  (`TapeLayout`) once the barrier after the layer that wrote it has passed: the tile's rows of the buffer are
+  contiguous in a sample-major region, and the work-group copies them, an element an invocation, consecutive
+  invocations on consecutive addresses (`copy_to_tape`). The product's epilogue runs on the components an invocation
+  holds. KHR leaves which element a component is to the implementation, but
   gives components of matrices of one type the same elements, so the kernel loads, once, an accumulator-typed matrix
   whose elements are their own index (row * 16 + column): the epilogue reads each component's feature and sample
   from it, to mask padding features and samples past the batch, and read targets. The products start from the bias
@@ -21,12 +25,13 @@ other, a subgroup taking every NumSubgroups-th column tile.
   derivative can be read from the output (ReLU: `OUTPUT_DERIVATIVES`), stores the derivative at the pre-activation
   (float16) into the tape region of the layer's delta, which the backward pass overwrites with the delta itself.
 - The last layer's epilogue computes the loss terms and the scaled gradient (`coopnn.train.gpu.loss_kernels`), times
-  the activation's derivative: that delta goes on the tape and into workgroup memory, and the terms into a float32
+  the activation's derivative: that delta goes into workgroup memory, then on the tape, and the terms into a float32
   block whose rows the first invocations, one a sample, sum into the per-sample losses.
 - Backward, layer by layer: the delta tile times W (row-major B tiles) gives the gradient at the layer before's
-  output, times that layer's derivative read back from the tape; stored as its delta on the tape and into workgroup
-  memory. The subgroup that stores a tape tile in the forward pass is the one that reads it back (both passes deal
-  a layer's column tiles out the same way), and a barrier over storage memory separates the passes.
+  output, times that layer's derivative read back from the tape; stored as its delta into workgroup memory, then
+  copied onto the tape. Feature-major deltas (`TapeLayout.deltas`), whose tile rows are not contiguous, go on as
+  tiles from the epilogues. The barrier after the last forward layer covers storage memory, so the backward pass
+  reads the copies and derivatives the forward pass wrote.
 
 Weights are the session's float16 row-major working copy (binding 0), every width padded to whole 16s (`padded`),
 padding parameters zero. Bindings and push constants are the step program's (`CoopvecEmitter`); the session runs
@@ -42,7 +47,11 @@ Splitting narrow layers' column tiles into row groups, to keep all 8 subgroups b
 64-wide models, tiles of 128 samples in two buffers 13 to 20% slower there; forward and backward as two kernels were
 slower than this one. On the 128-wide model, tiles of 128 in place took the step kernel from 0.996 to 0.858 ms.
 The per-subgroup tiled kernel this replaces kept 32 samples' activations and derivatives per subgroup in workgroup
-memory, so few warps fit an SM, and it took 6.3 ms a step on mlp_64_128x4_16.
+memory, so few warps fit an SM, and it took 6.3 ms a step on mlp_64_128x4_16. Copying the tape from workgroup memory
+instead of storing every subgroup's 16x16 tiles (each lane writes parts of rows 128 or 256 bytes apart) took whole
+steps at 2^18 from 0.510 to 0.471 ms (mlp_32_64x4_16), 0.264 to 0.248 (mlp_3_64x2_3) and 1.309 to 1.190
+(mlp_64_128x4_16), and the registers from 168 to 126, 155 to 122 and 255 to 216
+(`...-2026-11-27-tiled-step-ablation.md`).
 """
 
 from __future__ import annotations
@@ -51,7 +60,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
-from coopnn.backends.coopvec.tiled_addressing import SHARED, TileAddressing
+from coopnn.backends.coopvec.tiled_addressing import HALVES_PER_WORD, SHARED, TileAddressing
 from coopnn.backends.coopvec.tiled_tiling import (MATRIX, MAX_SUBGROUP_SIZE, SHARED_MEMORY, Tiling, activation_stride,
                                                   padded, tiling_for, unsupported_reason)
 from coopnn.errors import CompileError
@@ -110,7 +119,8 @@ class TiledStepEmitter(TileAddressing):
         self.u32, self.f32, self.f16, self.bool = frame.u32, frame.f32, self.step.f16, frame.bool
         self.writer = ScalarWriter(m, fn)
         self.stride = activation_stride(plan)
-        rows = m.type_array(self.f16, m.constant(self.u32, self.tile * self.stride))
+        self.word = m.type_vector(self.u32, 4)
+        rows = m.type_array(self.word, m.constant(self.u32, self.tile * self.stride // HALVES_PER_WORD))
         self.activations = tuple(m.global_variable("Workgroup", rows, name=f"activations_{i}")
                                  for i in range(1 if tiling.in_place else 2))
         self.out_width = padded(plan.out_features)
@@ -128,6 +138,10 @@ class TiledStepEmitter(TileAddressing):
         self.tape_binding = self.step.binding_of[TAPE]
         self.loss_binding = next(b.index for b in self.step.bindings if b.role == "loss")
         self.target_binding = self.step.binding_of[program.param("t").graph_name]
+        words = m.type_struct([m.type_runtime_array(self.word, stride=16)], offsets=[0], decorations=["Block"],
+                              name="TapeWords")
+        self.tape_words = m.global_variable("StorageBuffer", words, name="tape_words",
+                                            decorations=[("DescriptorSet", 0), ("Binding", self.tape_binding)])
 
     # ----- helpers --------------------------------------------------------------------------------------------------
 
@@ -197,7 +211,7 @@ class TiledStepEmitter(TileAddressing):
             b = b_tile(k0)
             for r in range(len(accumulators)):
                 a = self.load(self.a_type, self.shared(source, r * MATRIX * self.stride + k0), self.row_major,
-                              self.frame.uint(self.stride), SHARED)
+                              self.shared_stride(), SHARED)
                 accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", self.accumulator, a, b, accumulators[r])
         return accumulators
 
@@ -219,15 +233,21 @@ class TiledStepEmitter(TileAddressing):
         fn.barrier()
         self.index_matrix = self.held(self.load(self.accumulator, self.shared_f32(self.indices, frame.zero),
                                                 self.row_major, frame.uint(MATRIX), SHARED), "element_index")
-        self.input_to_tape()
+        self.copy_to_tape(0, self.tape.input_start(0), self.layers[0].cols)
         last, buffers = len(self.layers) - 1, len(self.activations)
         for index in range(len(self.layers)):
             self.forward(index, index % buffers, (index + 1) % buffers)
             fn.barrier(memory=STORAGE_BARRIER if index == last else ("WorkgroupMemory",))
+            if index < last:
+                self.copy_to_tape((index + 1) % buffers, self.tape.input_start(index + 1), self.layers[index].rows)
+            elif self.tape.deltas == "samples":
+                self.copy_to_tape((index + 1) % buffers, self.tape.delta_start(index), self.layers[index].rows)
         self.losses()
         for index in reversed(range(1, len(self.layers))):  # layer index's delta is where forward(index) put it
             self.backward(index, (index + 1) % buffers, index % buffers)
             fn.barrier()
+            if self.tape.deltas == "samples":
+                self.copy_to_tape(index % buffers, self.tape.delta_start(index - 1), self.layers[index - 1].rows)
         return frame.finish()
 
     def prefix(self) -> None:
@@ -241,18 +261,13 @@ class TiledStepEmitter(TileAddressing):
             x = step.forms.components(step.held[program.body[first_store].args[0]], "f16")
             zero = self.m.constant(self.f16, 0.0)
             row = self.op("OpIMul", self.local, self.stride)
-            for k in range(self.layers[0].cols):
-                fn.emit("OpStore", self.shared(0, self.op("OpIAdd", row, k)), x[k] if k < len(x) else zero, SHARED)
-
-    def input_to_tape(self) -> None:
-        """The first layer's input from buffer 0 onto the tape, tile by tile (the other layers' inputs go on as their
-        products come out)."""
-        width = self.layers[0].cols
-        with self.column_tiles(width) as column:
-            for r in range(self.row_tiles):
-                tile = self.load(self.halves, self.activation_tile(0, r * MATRIX, column), self.row_major,
-                                 self.frame.uint(self.stride), SHARED)
-                self.to_tape(tile, self.tape.input_start(0), width, "samples", r * MATRIX, column)
+            halves = [x[k] if k < len(x) else zero for k in range(self.layers[0].cols)]
+            pair = self.m.type_vector(self.f16, 2)
+            for k in range(0, len(halves), HALVES_PER_WORD):
+                words = [fn.emit("OpBitcast", self.u32, fn.emit("OpCompositeConstruct", pair, *halves[j:j + 2]))
+                         for j in range(k, k + HALVES_PER_WORD, 2)]
+                fn.emit("OpStore", self.shared(0, self.op("OpIAdd", row, k)),
+                        fn.emit("OpCompositeConstruct", self.word, *words), SHARED)
 
     def forward(self, index: int, source: int, target: int) -> None:
         """Layer `index`: buffer `target` = its output (the next layer's input, also onto the tape) or, for the last
@@ -286,7 +301,6 @@ class TiledStepEmitter(TileAddressing):
                 fn.emit("OpStore", slopes.pointer(i), self.masked(valid, slope, zero))
         output = fn.emit("OpFConvert", self.halves, held.value())
         self.to_buffer(target, output, row, column)
-        self.to_tape(output, self.tape.input_start(index + 1), layer.rows, "samples", row, column)
         if stores_slope:
             slope = fn.emit("OpFConvert", self.halves, slopes.value())
             self.to_tape(slope, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
@@ -317,7 +331,8 @@ class TiledStepEmitter(TileAddressing):
             fn.emit("OpStore", held.pointer(i), fn.emit("OpSelect", self.f32, inside, gradient, zero))
         delta = fn.emit("OpFConvert", self.halves, held.value())
         self.to_buffer(target, delta, row, column)
-        self.to_tape(delta, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
+        if self.tape.deltas == "features":
+            self.to_tape(delta, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
         self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, row * self.out_width)),
                    terms.value(), self.row_major, self.frame.uint(self.out_width), SHARED)
 
@@ -348,7 +363,8 @@ class TiledStepEmitter(TileAddressing):
             delta = (fn.emit("OpFConvert", self.halves, acc) if act is None
                      else self.times_derivative(index, acc, act, row, column))
             self.to_buffer(target, delta, row, column)
-            self.to_tape(delta, self.tape.delta_start(index - 1), below.rows, self.tape.deltas, row, column)
+            if self.tape.deltas == "features":
+                self.to_tape(delta, self.tape.delta_start(index - 1), below.rows, self.tape.deltas, row, column)
 
         self.layer_pass(layer.cols, layer.rows, source, b_tile_of, lambda column: self.m.constant_null(
             self.accumulator), epilogue)
