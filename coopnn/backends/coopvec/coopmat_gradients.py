@@ -15,6 +15,13 @@ The shader holds one copy of the block's code per layer, the block's first row a
 number: a copy per block made the shader grow with the model, and 128-wide layers (80 blocks of one row tile) took
 4.3 ms of gradients per step on the H100 against 1.7 ms with cooperative vectors.
 
+Blocks of `STAGED_FROM_ROW_TILES` row tiles or more stage each 16 samples' tiles through workgroup memory: the subgroup
+copies the block's inputs (16 samples x its columns, contiguous for each sample) and, where the tape keeps deltas
+sample-major, its deltas into two arrays of 16-byte elements, consecutive lanes on consecutive addresses, and loads the
+A and B tiles from there; a 16 x 16 tile loaded from device memory has each lane read parts of rows a layer apart.
+The tape then needs its regions to start on 8-half boundaries (widths and capacity multiples of 8, as sessions make
+them).
+
 A subgroup's 16-sample steps wait on their loads from device memory, so the kernel needs many subgroups at once:
 `chunking` halves the chunk (from `MAX_CHUNK_TILES` tiles down to `MIN_CHUNK_TILES`) until a batch's chunks
 give at least `TARGET_SUBGROUPS` subgroups; `most_chunks` bounds the partial gradients a capacity needs.
@@ -55,6 +62,13 @@ ROW_TILES = 2
 WIDE_ROW_TILES = 4
 WIDE_LAYER_ROWS = 128
 TAPE, PARTIALS = range(2)
+# Blocks of at least this many row tiles stage their tape tiles through workgroup memory. On the H100 at 2^18 (2^16),
+# staged 4 x 4 blocks took mlp_64_128x4_16's whole step from 1.156 to 1.056 ms (0.348 to 0.328); staged 2 x 4 blocks
+# made the 64-wide models' steps 13-14% slower, and staged 4 x 4 blocks in 64-row layers 1% faster to 18% slower
+# (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md`).
+STAGED_FROM_ROW_TILES = 4
+HALVES_PER_WORD = 8  # float16 values in a 16-byte element of the staging arrays and of the tape's view for copies
+STAGE_PAD = 8  # halves past a staged row: the rows of a tile start on different banks
 FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
 
 
@@ -126,6 +140,14 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
     storage_buffer(frame, TAPE, f16, writable=False, name="tape")
     storage_buffer(frame, PARTIALS, f32, writable=True, name="partials")
     tile_memory = m.global_variable("Workgroup", m.type_array(f32, m.constant(u32, TILE * TILE)), name="tile")
+    word = m.type_vector(u32, 4)
+    if any(b.row_tiles >= STAGED_FROM_ROW_TILES for b in layer_blocks(parameters, row_tiles, column_tiles)):
+        tape_words = m.global_variable("StorageBuffer", m.type_struct(
+            [m.type_runtime_array(word, stride=16)], offsets=[0], decorations=["Block"],
+            name="TapeWords"), name="tape_words", decorations=["NonWritable", ("DescriptorSet", 0), ("Binding", TAPE)])
+        stage_row = MAX_COLUMN_TILES * TILE + STAGE_PAD  # halves a staged sample takes, at most
+        stage_type = m.type_array(word, m.constant(u32, TILE * stage_row // HALVES_PER_WORD))
+        stages = [m.global_variable("Workgroup", stage_type, name=name) for name in ("staged_inputs", "staged_deltas")]
 
     def matrix(component, use):
         return m.type_cooperative_matrix_khr(component, "Subgroup", TILE, TILE, use)
@@ -212,24 +234,71 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
                 previous = fn.emit("OpLoad", c_type, accumulator)
                 fn.emit("OpStore", accumulator, fn.emit("OpCooperativeMatrixMulAddKHR", c_type, a, b, previous))
 
+            staged = blocks.row_tiles >= STAGED_FROM_ROW_TILES
+            staged_deltas = staged and tape.deltas == "samples"
+            in_row = (blocks.column_tiles * TILE + STAGE_PAD) // HALVES_PER_WORD
+            delta_row = (blocks.row_tiles * TILE + STAGE_PAD) // HALVES_PER_WORD
+
+            def stage(target, start, width, row_words):
+                """16 samples from tape half `start` on (samples `width` halves apart) into staging array `target`,
+                rows `row_words` elements apart, the pad left out: an element an invocation, consecutive lanes on
+                consecutive addresses."""
+                per_sample = row_words - STAGE_PAD // HALVES_PER_WORD
+                first_word = op("OpShiftRightLogical", start, frame.uint(HALVES_PER_WORD.bit_length() - 1))
+                for e0 in range(0, TILE * per_sample, SUBGROUP):
+                    e = op("OpIAdd", lane, frame.uint(e0))
+                    sample, piece = op("OpUDiv", e, frame.uint(per_sample)), op("OpUMod", e, frame.uint(per_sample))
+                    with guarded(None if (e0 + SUBGROUP <= TILE * per_sample) else
+                                 fn.emit("OpULessThan", frame.bool, e, frame.uint(TILE * per_sample))):
+                        source = op("OpIAdd", op("OpIAdd", first_word, op("OpIMul", sample, frame.uint(
+                            width // HALVES_PER_WORD))), piece)
+                        value = fn.emit("OpLoad", word, fn.emit("OpAccessChain", m.type_pointer(
+                            "StorageBuffer", word), tape_words, frame.zero, source))
+                        fn.emit("OpStore", fn.emit("OpAccessChain", m.type_pointer("Workgroup", word), target, op(
+                            "OpIAdd", op("OpIMul", sample, frame.uint(row_words)), piece)), value, "NonPrivatePointer")
+
+            def staged_tile(target, tile_index):
+                """A pointer to the corner of the 16-wide tile `tile_index` of staging array `target`."""
+                return fn.emit("OpAccessChain", m.type_pointer("Workgroup", word), target,
+                               frame.uint(tile_index * TILE // HALVES_PER_WORD))
+
+            def input_tile(block_inputs, c):
+                """The B tile of the block's column tile `c` over the 16 samples whose inputs start at
+                `block_inputs`."""
+                if staged:
+                    return fn.emit("OpCooperativeMatrixLoadKHR", b_type, staged_tile(stages[0], c), row_major,
+                                   frame.uint(in_row), "NonPrivatePointer")
+                pointer = frame.element_pointer(TAPE, op("OpIAdd", block_inputs, frame.uint(c * TILE)), f16)
+                return fn.emit("OpCooperativeMatrixLoadKHR", b_type, pointer, row_major, frame.uint(layer.cols))
+
+            def delta_matrix(b0, r):
+                """The A tile of the block's row tile `r` over samples b0..b0+15: their deltas, transposed."""
+                if staged_deltas:
+                    return fn.emit("OpCooperativeMatrixLoadKHR", a_type, staged_tile(stages[1], r), column_major,
+                                   frame.uint(delta_row), "NonPrivatePointer")
+                pointer = frame.element_pointer(TAPE, delta_tile(b0, r), f16)
+                return fn.emit("OpCooperativeMatrixLoadKHR", a_type, pointer, delta_layout, delta_stride)
+
             with fn.for_range(frame.zero, chunk_tiles) as t:
                 b0 = op("OpIAdd", first_sample, op("OpIMul", t, frame.uint(TILE)))
                 with fn.if_(fn.emit("OpULessThan", frame.bool, b0, batch)):
                     block_inputs = op("OpIAdd", inputs, op("OpIMul", b0, frame.uint(layer.cols)))
-                    b_tiles = []
-                    for c in range(len(col_inside)):
-                        pointer = frame.element_pointer(TAPE, op("OpIAdd", block_inputs, frame.uint(c * TILE)), f16)
-                        b_tiles.append(fn.emit("OpCooperativeMatrixLoadKHR", b_type, pointer, row_major,
-                                               frame.uint(layer.cols)))
+                    if staged:
+                        stage(stages[0], block_inputs, layer.cols, in_row)
+                        if staged_deltas:
+                            stage(stages[1], delta_tile(b0, 0), layer.rows, delta_row)
+                        fn.barrier()
+                    b_tiles = [input_tile(block_inputs, c) for c in range(len(col_inside))]
                     for r, row_valid in enumerate(row_inside):
                         with guarded(row_valid):
-                            a = fn.emit("OpCooperativeMatrixLoadKHR", a_type,
-                                        frame.element_pointer(TAPE, delta_tile(b0, r), f16), delta_layout, delta_stride)
+                            a = delta_matrix(b0, r)
                             for b, col_valid, accumulator in zip(b_tiles, col_inside, products[r]):
                                 with guarded(col_valid):
                                     multiply_add(a, b, accumulator)
                             with fn.if_(with_bias):
                                 multiply_add(a, ones, sums[r])
+                    if staged:
+                        fn.barrier()
             for r, row_valid in enumerate(row_inside):
                 row0 = op("OpIAdd", m0, frame.uint(r * TILE))
                 with guarded(row_valid):

@@ -67,17 +67,18 @@ def test_step_matches_the_numpy_step(gradients, inputs, hidden, outputs, activat
         session.close()
 
 
-@pytest.mark.parametrize("gradients", ["coopmat", "coopvec"])
+@pytest.mark.parametrize("gradients, step", [("coopmat", "auto"), ("coopmat", "coopvec"), ("coopvec", "auto")])
 @pytest.mark.parametrize("hidden", [[136, 80], [136, 80, 144]])
-def test_layers_wider_than_a_gradient_block_match_the_numpy_step(gradients, hidden):
-    # 136, 80 and 144 wide: cooperative-matrix gradient blocks (4 x 4 tiles of 16 in the layers of 128 rows or more,
-    # 2 x 4 in the others) that end past the layer, in rows and in columns; with 4 layers the deltas are sample-major
+def test_layers_wider_than_a_gradient_block_match_the_numpy_step(gradients, step, hidden):
+    # 136, 80 and 144 wide: cooperative-matrix gradient blocks (4 x 4 tiles of 16, staged through workgroup memory, in
+    # the layers of 128 rows or more, 2 x 4 in the others) that end past the layer, in rows and in columns; the deltas
+    # are sample-major with the tiled step kernel or 4 layers, else feature-major
     graph = _rounded(mlp_graph(4, hidden, 5, activation="relu"))
     rng = np.random.default_rng(2)
     feeds = {"x": round_fp16(rng.uniform(-1, 1, (1000, 4)).astype(np.float32))}
     targets = {"y": round_fp16(rng.uniform(0, 1, (1000, 5)).astype(np.float32))}
     oracle = NumpyTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3))
-    session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, gradients=gradients)
+    session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, gradients=gradients, step=step)
     try:
         assert_matches_the_oracle(session, oracle, feeds, targets)
     finally:

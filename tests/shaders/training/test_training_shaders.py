@@ -160,6 +160,16 @@ def test_coopmat_gradient_shaders_are_valid(name, tmp_path):
     assert [b.first for b in blocks] == [sum(x.count for x in blocks[:i]) for i in range(len(blocks))]
 
 
+@pytest.mark.parametrize("name, staged", [("mlp_32", False), ("odd_rows", False), ("wide", True)])
+def test_coopmat_gradient_blocks_of_four_row_tiles_stage_the_tape_in_workgroup_memory(name, staged):
+    from coopnn.backends.coopvec.coopmat_gradients import coopmat_gradient_shader
+
+    layout = PADDED_LAYOUTS[name]
+    for deltas in DELTA_LAYOUTS:
+        spirv = coopmat_gradient_shader(layout, TapeLayout(layout.layers, deltas)).spirv
+        assert (b"staged_inputs" in spirv) == staged and (b"tape_words" in spirv) == staged
+
+
 def test_coopmat_gradient_blocks_take_four_row_tiles_in_layers_of_128_rows_or_more():
     from coopnn.backends.coopvec.coopmat_gradients import layer_blocks
 
