@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from coopnn.shaders.targets.base import Binary, ShaderFrame, push_constant_block
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.shaders.training.shader import storage_buffer, training_kernel
+from coopnn.shaders.training.shader import HALVES_PER_WORD, storage_buffer, training_kernel, word_type, word_view
 
 TILE = 16
 # 128 tiles a chunk: the fastest of 16-128 on the H100 but for a few percent
@@ -67,7 +67,6 @@ TAPE, PARTIALS = range(2)
 # made the 64-wide models' steps 13-14% slower, and staged 4 x 4 blocks in 64-row layers 1% faster to 18% slower
 # (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md`).
 STAGED_FROM_ROW_TILES = 4
-HALVES_PER_WORD = 8  # float16 values in a 16-byte element of the staging arrays and of the tape's view for copies
 STAGE_PAD = 8  # halves past a staged row: the rows of a tile start on different banks
 FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
 
@@ -140,11 +139,9 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
     storage_buffer(frame, TAPE, f16, writable=False, name="tape")
     storage_buffer(frame, PARTIALS, f32, writable=True, name="partials")
     tile_memory = m.global_variable("Workgroup", m.type_array(f32, m.constant(u32, TILE * TILE)), name="tile")
-    word = m.type_vector(u32, 4)
+    word = word_type(frame)
     if any(b.row_tiles >= STAGED_FROM_ROW_TILES for b in layer_blocks(parameters, row_tiles, column_tiles)):
-        tape_words = m.global_variable("StorageBuffer", m.type_struct(
-            [m.type_runtime_array(word, stride=16)], offsets=[0], decorations=["Block"],
-            name="TapeWords"), name="tape_words", decorations=["NonWritable", ("DescriptorSet", 0), ("Binding", TAPE)])
+        tape_words = word_view(frame, TAPE, writable=False)
         stage_row = MAX_COLUMN_TILES * TILE + STAGE_PAD  # halves a staged sample takes, at most
         stage_type = m.type_array(word, m.constant(u32, TILE * stage_row // HALVES_PER_WORD))
         stages = [m.global_variable("Workgroup", stage_type, name=name) for name in ("staged_inputs", "staged_deltas")]

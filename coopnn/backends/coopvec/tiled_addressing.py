@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from coopnn.backends.coopvec.tiled_tiling import MATRIX
 from coopnn.shaders.targets.held_matrix import HeldMatrix
+from coopnn.shaders.training.shader import HALVES_PER_WORD
 
 # Memory operands of the kernel's loads and stores: workgroup memory and the tape are read by other invocations than
 # wrote them
 SHARED = "NonPrivatePointer"
-# float16 values in one element (a vector of four 32-bit words) of the activation buffers and of the tape's view for
-# copies
-HALVES_PER_WORD = 8
 
 
 class TileAddressing:

@@ -60,7 +60,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
-from coopnn.backends.coopvec.tiled_addressing import HALVES_PER_WORD, SHARED, TileAddressing
+from coopnn.backends.coopvec.tiled_addressing import SHARED, TileAddressing
 from coopnn.backends.coopvec.tiled_tiling import (MATRIX, MAX_SUBGROUP_SIZE, SHARED_MEMORY, Tiling, activation_stride,
                                                   padded, tiling_for, unsupported_reason)
 from coopnn.errors import CompileError
@@ -72,6 +72,7 @@ from coopnn.shaders.targets.base import Binary
 from coopnn.shaders.targets.held_matrix import HeldMatrix, components
 from coopnn.shaders.targets.scalar_writer import ScalarWriter
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
+from coopnn.shaders.training.shader import HALVES_PER_WORD, word_type, word_view
 from coopnn.train.gpu.loss_kernels import loss_terms
 from coopnn.train.gpu.plan import TrainingPlan
 from coopnn.train.gpu.step_program import LOSS_SCALE, TAPE
@@ -119,7 +120,7 @@ class TiledStepEmitter(TileAddressing):
         self.u32, self.f32, self.f16, self.bool = frame.u32, frame.f32, self.step.f16, frame.bool
         self.writer = ScalarWriter(m, fn)
         self.stride = activation_stride(plan)
-        self.word = m.type_vector(self.u32, 4)
+        self.word = word_type(frame)
         rows = m.type_array(self.word, m.constant(self.u32, self.tile * self.stride // HALVES_PER_WORD))
         self.activations = tuple(m.global_variable("Workgroup", rows, name=f"activations_{i}")
                                  for i in range(1 if tiling.in_place else 2))
@@ -138,10 +139,7 @@ class TiledStepEmitter(TileAddressing):
         self.tape_binding = self.step.binding_of[TAPE]
         self.loss_binding = next(b.index for b in self.step.bindings if b.role == "loss")
         self.target_binding = self.step.binding_of[program.param("t").graph_name]
-        words = m.type_struct([m.type_runtime_array(self.word, stride=16)], offsets=[0], decorations=["Block"],
-                              name="TapeWords")
-        self.tape_words = m.global_variable("StorageBuffer", words, name="tape_words",
-                                            decorations=[("DescriptorSet", 0), ("Binding", self.tape_binding)])
+        self.tape_words = word_view(frame, self.tape_binding, writable=True)
 
     # ----- helpers --------------------------------------------------------------------------------------------------
 

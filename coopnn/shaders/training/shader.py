@@ -7,6 +7,7 @@ from __future__ import annotations
 from coopnn.shaders.targets.base import Binary, Binding, PushConstant, ShaderFrame
 
 WORKGROUP_SIZE = 64
+HALVES_PER_WORD = 8  # float16 values in one 16-byte element (`word_view`)
 BASE_FEATURES = frozenset({"vulkanMemoryModel"})
 
 
@@ -30,6 +31,21 @@ def storage_buffer(frame: ShaderFrame, binding: int, scalar, *, writable: bool, 
     block = m.type_struct([m.type_runtime_array(scalar, stride=stride)], offsets=[0], decorations=["Block"])
     decorations = [("DescriptorSet", 0), ("Binding", binding)] + ([] if writable else ["NonWritable"])
     frame.buffers[binding] = m.global_variable("StorageBuffer", block, name=name, decorations=decorations)
+
+
+def word_view(frame: ShaderFrame, binding: int, *, writable: bool):
+    """Binding `binding` once more, as a runtime array of 16-byte elements (`frame.word`, four 32-bit words:
+    HALVES_PER_WORD float16 values), for copies of whole rows of float16 values between it and workgroup memory."""
+    m = frame.module
+    block = m.type_struct([m.type_runtime_array(word_type(frame), stride=16)], offsets=[0], decorations=["Block"],
+                          name="Words")
+    decorations = [("DescriptorSet", 0), ("Binding", binding)] + ([] if writable else ["NonWritable"])
+    return m.global_variable("StorageBuffer", block, name=f"words_{binding}", decorations=decorations)
+
+
+def word_type(frame: ShaderFrame):
+    """A 16-byte element: four 32-bit words."""
+    return frame.module.type_vector(frame.u32, 4)
 
 
 def load(frame: ShaderFrame, binding: int, index, scalar=None):
