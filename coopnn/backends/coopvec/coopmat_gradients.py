@@ -139,8 +139,8 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
     storage_buffer(frame, TAPE, f16, writable=False, name="tape")
     storage_buffer(frame, PARTIALS, f32, writable=True, name="partials")
     tile_memory = m.global_variable("Workgroup", m.type_array(f32, m.constant(u32, TILE * TILE)), name="tile")
-    word = word_type(frame)
     if any(b.row_tiles >= STAGED_FROM_ROW_TILES for b in layer_blocks(parameters, row_tiles, column_tiles)):
+        word = word_type(frame)
         tape_words = word_view(frame, TAPE, writable=False)
         stage_row = MAX_COLUMN_TILES * TILE + STAGE_PAD  # halves a staged sample takes, at most
         stage_type = m.type_array(word, m.constant(u32, TILE * stage_row // HALVES_PER_WORD))
@@ -239,20 +239,18 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
             def stage(target, start, width, row_words):
                 """16 samples from tape half `start` on (samples `width` halves apart) into staging array `target`,
                 rows `row_words` elements apart, the pad left out: an element an invocation, consecutive lanes on
-                consecutive addresses."""
+                consecutive addresses. A sample's elements are 2 a tile, so the copy is whole rounds of the subgroup."""
                 per_sample = row_words - STAGE_PAD // HALVES_PER_WORD
                 first_word = op("OpShiftRightLogical", start, frame.uint(HALVES_PER_WORD.bit_length() - 1))
                 for e0 in range(0, TILE * per_sample, SUBGROUP):
                     e = op("OpIAdd", lane, frame.uint(e0))
                     sample, piece = op("OpUDiv", e, frame.uint(per_sample)), op("OpUMod", e, frame.uint(per_sample))
-                    with guarded(None if (e0 + SUBGROUP <= TILE * per_sample) else
-                                 fn.emit("OpULessThan", frame.bool, e, frame.uint(TILE * per_sample))):
-                        source = op("OpIAdd", op("OpIAdd", first_word, op("OpIMul", sample, frame.uint(
-                            width // HALVES_PER_WORD))), piece)
-                        value = fn.emit("OpLoad", word, fn.emit("OpAccessChain", m.type_pointer(
-                            "StorageBuffer", word), tape_words, frame.zero, source))
-                        fn.emit("OpStore", fn.emit("OpAccessChain", m.type_pointer("Workgroup", word), target, op(
-                            "OpIAdd", op("OpIMul", sample, frame.uint(row_words)), piece)), value, "NonPrivatePointer")
+                    source = op("OpIAdd", op("OpIAdd", first_word, op("OpIMul", sample, frame.uint(
+                        width // HALVES_PER_WORD))), piece)
+                    value = fn.emit("OpLoad", word, fn.emit("OpAccessChain", m.type_pointer("StorageBuffer", word),
+                                                            tape_words, frame.zero, source))
+                    fn.emit("OpStore", fn.emit("OpAccessChain", m.type_pointer("Workgroup", word), target, op(
+                        "OpIAdd", op("OpIMul", sample, frame.uint(row_words)), piece)), value, "NonPrivatePointer")
 
             def staged_tile(target, tile_index):
                 """A pointer to the corner of the 16-wide tile `tile_index` of staging array `target`."""

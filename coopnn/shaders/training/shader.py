@@ -34,8 +34,8 @@ def storage_buffer(frame: ShaderFrame, binding: int, scalar, *, writable: bool, 
 
 
 def word_view(frame: ShaderFrame, binding: int, *, writable: bool):
-    """Binding `binding` once more, as a runtime array of 16-byte elements (`frame.word`, four 32-bit words:
-    HALVES_PER_WORD float16 values), for copies of whole rows of float16 values between it and workgroup memory."""
+    """Binding `binding` once more, as a runtime array of 16-byte elements (`word_type`: HALVES_PER_WORD float16
+    values), for copies of whole rows of float16 values between it and workgroup memory."""
     m = frame.module
     block = m.type_struct([m.type_runtime_array(word_type(frame), stride=16)], offsets=[0], decorations=["Block"],
                           name="Words")
