@@ -61,7 +61,8 @@ from typing import Iterator
 
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
 from coopnn.backends.coopvec.tiled_addressing import SHARED, TileAddressing
-from coopnn.backends.coopvec.tiled_tiling import (MATRIX, MAX_SUBGROUP_SIZE, SHARED_MEMORY, Tiling, activation_stride,
+from coopnn.backends.coopvec.tiled_signs import SIGN_DERIVATIVES, SignBits, bits_per_row_tile
+from coopnn.backends.coopvec.tiled_tiling import (MATRIX, SHARED_MEMORY, SUBGROUP_SIZE, Tiling, activation_stride,
                                                   padded, tiling_for, unsupported_reason)
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Op
@@ -87,10 +88,10 @@ STORAGE_BARRIER = ("WorkgroupMemory", "UniformMemory")
 
 
 def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
-                      tape: TapeLayout, shared_memory: int = SHARED_MEMORY,
-                      max_subgroup_size: int = MAX_SUBGROUP_SIZE) -> Binary:
-    """The step kernel for a device with `shared_memory` bytes of workgroup memory and subgroups of up to
-    `max_subgroup_size` invocations."""
+                      tape: TapeLayout, shared_memory: int = SHARED_MEMORY, max_subgroup_size: int = SUBGROUP_SIZE,
+                      min_subgroup_size: int = SUBGROUP_SIZE) -> Binary:
+    """The step kernel for a device with `shared_memory` bytes of workgroup memory and subgroups of
+    `min_subgroup_size` to `max_subgroup_size` invocations."""
     reason = unsupported_reason(plan, loss, shared_memory, max_subgroup_size)
     if reason is not None:
         raise CompileError(f"the tiled training step cannot train {plan.graph.name!r}: {reason}")
@@ -98,8 +99,8 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
     if uneven:
         raise ValueError(f"the tiled step takes layouts padded to whole {MATRIX}s (`padded`), not a width of "
                          f"{uneven[0]}")
-    emitter = TiledStepEmitter(program, plan, loss, parameters, tape, tiling_for(plan, shared_memory,
-                                                                                 max_subgroup_size))
+    emitter = TiledStepEmitter(program, plan, loss, parameters, tape,
+                               tiling_for(plan, shared_memory, max_subgroup_size), min_subgroup_size)
     spirv = emitter.compile()
     step = emitter.step
     return Binary("coopvec", spirv, "main", step.frame.workgroup_size, step.bindings, step.push_constants, None,
@@ -108,7 +109,7 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
 
 class TiledStepEmitter(TileAddressing):
     def __init__(self, program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
-                 tape: TapeLayout, tiling: Tiling):
+                 tape: TapeLayout, tiling: Tiling, min_subgroup_size: int):
         self.program, self.plan, self.loss, self.tape, self.tiling = program, plan, loss, tape, tiling
         self.layers = parameters.layers
         self.tile, self.row_tiles = tiling.samples, tiling.samples // MATRIX
@@ -140,6 +141,8 @@ class TiledStepEmitter(TileAddressing):
         self.loss_binding = next(b.index for b in self.step.bindings if b.role == "loss")
         self.target_binding = self.step.binding_of[program.param("t").graph_name]
         self.tape_words = word_view(frame, self.tape_binding, writable=True)
+        bits = bits_per_row_tile(min_subgroup_size)
+        self.signs = SignBits(fn, self.u32, self.bool, bits) if tiling.in_place and bits is not None else None
 
     # ----- helpers --------------------------------------------------------------------------------------------------
 
@@ -281,19 +284,30 @@ class TiledStepEmitter(TileAddressing):
         self.layer_pass(layer.rows, layer.cols, source, b_tile_of, lambda column: self.bias_tile(index, column),
                         lambda acc, row, column: epilogue(index, acc, row, column, target))
 
+    def keeps_signs(self, act) -> bool:
+        """Whether the kernel keeps the sign bits of a layer with activation `act` (`SignBits`), in place of reading
+        its derivative back from the tape."""
+        return self.signs is not None and act is not None and act.op in SIGN_DERIVATIVES
+
     def hidden_epilogue(self, index: int, acc, row: int, column, target: int) -> None:
-        """Activation and (where the backward pass cannot read it from the output) the derivative of one
-        accumulator of a hidden layer; its output into buffer `target` and onto the tape."""
+        """Activation and (where the backward pass cannot read it from the output or the sign bits) the derivative of
+        one accumulator of a hidden layer; its output into buffer `target` and onto the tape."""
         fn, w, layer, planned = self.fn, self.writer, self.layers[index], self.plan.layers[index]
         act = planned.activation
         stores_slope = act is not None and act.op not in OUTPUT_DERIVATIVES
+        keeps_signs = self.keeps_signs(act)
         held = self.held(acc, "z")
         slopes = self.held(None, "slope") if stores_slope else None
         zero = w.constant(0.0)
         with components(fn, self.accumulator) as i:
             valid = self.feature_mask(index, i, column)
             z, y = self.activated(held, i, index)
-            fn.emit("OpStore", held.pointer(i), self.masked(valid, y, zero))
+            pointer = held.pointer(i)
+            output = self.masked(valid, y, zero)
+            fn.emit("OpStore", pointer, output)
+            if keeps_signs:  # of the float16 output, as the tape holds it
+                self.signs.keep(index, row // MATRIX, i, fn.emit("OpFOrdGreaterThan", self.bool, fn.emit(
+                    "OpFConvert", self.f16, output), self.m.constant(self.f16, 0.0)))
             if stores_slope:
                 slope = derivative(w, act.op, z, y, act.attrs)
                 fn.emit("OpStore", slopes.pointer(i), self.masked(valid, slope, zero))
@@ -368,10 +382,23 @@ class TiledStepEmitter(TileAddressing):
             self.accumulator), epilogue)
 
     def times_derivative(self, index: int, acc, act, row: int, column):
-        """`acc` (the gradient at layer index - 1's output) times its activation's derivative, read from the tape: the
-        layer's output (layer index's input) for `OUTPUT_DERIVATIVES`, else the derivative the forward pass stored in
-        the delta's region. Float16."""
+        """`acc` (the gradient at layer index - 1's output) times its activation's derivative (`slope_of`). Float16."""
+        fn = self.fn
+        slope_of = self.slope_of(index, act, row, column)
+        held = self.held(acc, "gradient")
+        with components(fn, self.accumulator) as i:
+            slope = slope_of(i)
+            fn.emit("OpStore", held.pointer(i), fn.emit("OpFMul", self.f32, held.load(i), slope))
+        return fn.emit("OpFConvert", self.halves, held.value())
+
+    def slope_of(self, index: int, act, row: int, column):
+        """A function from an accumulator component to the derivative of layer index - 1's activation there: from the
+        sign bits where the kernel keeps them, else read from the tape: the layer's output (layer index's input) for
+        `OUTPUT_DERIVATIVES`, else the derivative the forward pass stored in the delta's region."""
         fn, below = self.fn, self.layers[index - 1]
+        if self.keeps_signs(act):
+            one, zero = self.writer.constant(1.0), self.writer.constant(0.0)
+            return lambda i: fn.emit("OpSelect", self.f32, self.signs.positive(index - 1, row // MATRIX, i), one, zero)
         if act.op in OUTPUT_DERIVATIVES:
             pointer, layout, stride = self.tape_tile(self.tape.input_start(index), below.rows, "samples", row, column)
         else:
@@ -379,10 +406,11 @@ class TiledStepEmitter(TileAddressing):
                                                      row, column)
         read = self.held(fn.emit("OpFConvert", self.accumulator, self.load(self.halves, pointer, layout, stride,
                                                                           SHARED)), "read")
-        held = self.held(acc, "gradient")
-        with components(fn, self.accumulator) as i:
+        if act.op not in OUTPUT_DERIVATIVES:
+            return read.load
+
+        def from_output(i):
             value = read.load(i)
-            if act.op in OUTPUT_DERIVATIVES:
-                value = derivative(self.writer, act.op, value, value, act.attrs)
-            fn.emit("OpStore", held.pointer(i), fn.emit("OpFMul", self.f32, held.load(i), value))
-        return fn.emit("OpFConvert", self.halves, held.value())
+            return derivative(self.writer, act.op, value, value, act.attrs)
+
+        return from_output

@@ -28,7 +28,7 @@ MATRIX = 16  # M = N = K of every product
 ROW_PAD = 8  # halves past the widest layer in every activation row: rows start on different banks
 # Bytes of workgroup memory every device with cooperative vectors offers (the H100's maxComputeSharedMemorySize), and
 # the subgroup size of those devices (NVIDIA's), where the caller does not give the device's own
-SHARED_MEMORY, MAX_SUBGROUP_SIZE = 49152, 32
+SHARED_MEMORY, SUBGROUP_SIZE = 49152, 32
 
 
 def padded(n: int) -> int:
@@ -71,7 +71,7 @@ def workgroup_memory(plan: TrainingPlan, tiling: Tiling) -> int:
 
 
 def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY,
-               max_subgroup_size: int = MAX_SUBGROUP_SIZE) -> Tiling:
+               max_subgroup_size: int = SUBGROUP_SIZE) -> Tiling:
     """TILE samples (WIDE_TILE for models wider than NARROW_LAYERS) in place where every layer's column tiles have a
     subgroup each (on subgroups of up to `max_subgroup_size`) and it fits `shared_memory`; else TILE in two
     buffers."""
@@ -84,7 +84,7 @@ def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY,
 
 
 def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int,
-                       max_subgroup_size: int = MAX_SUBGROUP_SIZE) -> str | None:
+                       max_subgroup_size: int = SUBGROUP_SIZE) -> str | None:
     """Why the tiled kernel cannot train this model on a device with `shared_memory` bytes of workgroup memory and
     subgroups of up to `max_subgroup_size`, or None."""
     if loss.name not in LOSS_KERNELS:

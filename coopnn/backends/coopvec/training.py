@@ -136,12 +136,13 @@ class CoopvecTrainingSession(KernelTrainingSession):
         shared_memory = self.context.info.limits.max_compute_shared_memory_size
         subgroups = self.context.info.subgroup
         max_subgroup_size = subgroups.max_size or subgroups.size
+        min_subgroup_size = subgroups.min_size or subgroups.size
         if self.requested_step == "auto" and self.step_method == "tiled" and tiled_tiling.unsupported_reason(
                 self.plan, self.loss_function, shared_memory, max_subgroup_size):
             self.step_method = "coopvec"
         if self.step_method == "tiled":
             binary = tiled_step.tiled_step_shader(self.program, self.plan, self.loss_function, self.layout, self.tape,
-                                                  shared_memory, max_subgroup_size)
+                                                  shared_memory, max_subgroup_size, min_subgroup_size)
             self.granularity = math.lcm(self.granularity, binary.workgroup_size[0])  # whole workgroups, no tail
             return binary
 

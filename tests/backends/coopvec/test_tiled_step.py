@@ -8,6 +8,8 @@ pre-activations stay float32).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -33,12 +35,12 @@ TRAINABLE = sorted(op.value for op in DERIVATIVES if op in ACTIVATIONS)
 REAL_DOMAIN = [name for name in TRAINABLE if name not in ("log", "sqrt", "reciprocal")]
 
 
-def _compile(graph, loss="l2", shared_memory=49152, deltas="samples"):
+def _compile(graph, loss="l2", shared_memory=49152, deltas="samples", min_subgroup_size=32):
     plan = plan_training(graph)
     layout = ParameterLayout.of([(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in plan.layers])
     tape = TapeLayout(layout.layers, deltas)
     return tiled_step_shader(step_program(plan, get_loss(loss), tape), plan, get_loss(loss), layout, tape,
-                             shared_memory)
+                             shared_memory, min_subgroup_size=min_subgroup_size)
 
 
 @pytest.mark.parametrize("activation", TRAINABLE)
@@ -81,6 +83,29 @@ def test_either_tiling_passes_spirv_val_in_either_delta_layout(hidden, tiling, t
         binary = _compile(graph, deltas=deltas)
         assert binary.workgroup_size == (tiling.samples, tiling.invocations // tiling.samples, 1)
         spirv_val(binary.spirv, tmp_path)
+
+
+def _sign_words(spirv: bytes) -> set[str]:
+    """The names (OpName) of the kernel's words of sign bits."""
+    return {name.decode() for name in re.findall(rb"signs_\d+_\d+", spirv)}
+
+
+@pytest.mark.parametrize("hidden, activation, min_subgroup_size, words", [
+    ([64] * 4, "relu", 32, {f"signs_{i}_0" for i in range(4)}),  # 4 row tiles of 8 bits: a word a layer
+    ([128] * 2, "relu", 32, {f"signs_{i}_{w}" for i in range(2) for w in range(2)}),  # 8 row tiles: two words
+    ([24, 40], "relu", 16, {f"signs_{i}_{w}" for i in range(2) for w in range(2)}),  # 16 bits a row tile
+    ([24, 40], "relu", 4, set()),  # 64 components an invocation: more than a word a row tile
+    ([144, 40], "relu", 32, set()),  # two buffers: a subgroup's column tiles differ between the passes
+    ([24, 40], "leaky_relu", 32, set()),
+])
+def test_relu_derivatives_stay_in_registers_in_place(hidden, activation, min_subgroup_size, words, tmp_path):
+    """The in-place kernel keeps ReLU's derivative as bits (`tiled_signs`) for every hidden layer, laid out for the
+    smallest subgroup the device may run; elsewhere it reads it back from the tape."""
+    for deltas in DELTA_LAYOUTS:
+        binary = _compile(mlp_graph(5, hidden, 3, activation=activation), deltas=deltas,
+                          min_subgroup_size=min_subgroup_size)
+        spirv_val(binary.spirv, tmp_path)
+        assert _sign_words(binary.spirv) == words
 
 
 def test_a_model_too_wide_for_workgroup_memory_is_refused_with_the_reason():
@@ -133,6 +158,7 @@ def _compare(graph, loss, inputs, outputs, samples, steps=20):
     (3, [64, 64], 3, "relu", "relative_l2", 777), (2, [40], 3, "silu", "l1", 1000),
     (4, [16, 16], 2, "sigmoid", "bce_with_logits", 1000), (6, [72, 40, 24], 17, "gelu", "l2", 300),
     (8, [128, 128], 16, "relu", "l2", 1000), (5, [144, 40], 6, "tanh", "l2", 500),
+    (5, [144, 40], 6, "relu", "l2", 500),  # two buffers: ReLU's derivative read back from the tape
 ])
 def test_tiled_step_matches_the_numpy_step(coopvec_device, inputs, hidden, outputs, activation, loss, samples):
     graph = _rounded(mlp_graph(inputs, hidden, outputs, activation=activation, encoding="frequency", octaves=3))
