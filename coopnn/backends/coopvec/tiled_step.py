@@ -24,11 +24,12 @@ other, a subgroup taking every NumSubgroups-th column tile.
 - A hidden layer's epilogue applies the activation (`coopnn.shaders.kernel.activations`, float32) and, unless its
   derivative can be read from the output (ReLU: `OUTPUT_DERIVATIVES`), stores the derivative at the pre-activation
   (float16) into the tape region of the layer's delta, which the backward pass overwrites with the delta itself.
+  In place, ReLU's derivative stays in registers instead, as a bit a component (`coopnn.backends.coopvec.tiled_signs`).
 - The last layer's epilogue computes the loss terms and the scaled gradient (`coopnn.train.gpu.loss_kernels`), times
   the activation's derivative: that delta goes into workgroup memory, then on the tape, and the terms into a float32
   block whose rows the first invocations, one a sample, sum into the per-sample losses.
 - Backward, layer by layer: the delta tile times W (row-major B tiles) gives the gradient at the layer before's
-  output, times that layer's derivative read back from the tape; stored as its delta into workgroup memory, then
+  output, times that layer's derivative (from the sign bits, or read back from the tape); stored as its delta into workgroup memory, then
   copied onto the tape. Feature-major deltas (`TapeLayout.deltas`), whose tile rows are not contiguous, go on as
   tiles from the epilogues. The barrier after the last forward layer covers storage memory, so the backward pass
   reads the copies and derivatives the forward pass wrote.
@@ -37,21 +38,15 @@ Weights are the session's float16 row-major working copy (binding 0), every widt
 padding parameters zero. Bindings and push constants are the step program's (`CoopvecEmitter`); the session runs
 whole work-groups (the batch padded to the tile, padding samples masked).
 
-Why (H100, `bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md`): the cooperative-vector step kernel
-spends most of its time storing the tape from per-invocation vectors, which KHR matrix stores write at close to the
-memory's bandwidth. Against it, this kernel took mlp_64_128x4_16's step kernel at 2^18 from 1.44 to 0.99 ms and
-mlp_32_64x4_16's from 0.41 to 0.36 ms. It is slower on the 3-layer mlp_3_64x2_3 at 2^18 (0.176 against 0.129 ms).
-Starting the products from the bias, rather than loading it for every component in the epilogue, took 7% off
-mlp_32_64x4_16's step kernel (0.351 against 0.378 ms at 2^18) and 6% off mlp_64_128x4_16's (1.005 against 1.071).
-Splitting narrow layers' column tiles into row groups, to keep all 8 subgroups busy, was 8 to 19% slower on the
-64-wide models, tiles of 128 samples in two buffers 13 to 20% slower there; forward and backward as two kernels were
-slower than this one. On the 128-wide model, tiles of 128 in place took the step kernel from 0.996 to 0.858 ms.
-The per-subgroup tiled kernel this replaces kept 32 samples' activations and derivatives per subgroup in workgroup
-memory, so few warps fit an SM, and it took 6.3 ms a step on mlp_64_128x4_16. Copying the tape from workgroup memory
-instead of storing every subgroup's 16x16 tiles (each lane writes parts of rows 128 or 256 bytes apart) took whole
+Why (H100, `bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md` and `...-tiled-step-ablation.md`): the
+cooperative-vector step kernel spends most of its time storing the tape from per-invocation vectors. Against it, this
+kernel took mlp_64_128x4_16's step kernel at 2^18 from 1.44 to 0.99 ms and mlp_32_64x4_16's from 0.41 to 0.36 ms
+(slower on the 3-layer mlp_3_64x2_3: 0.176 against 0.129). Products started from the bias took 6-7% off; row groups
+for narrow layers, tiles of 128 in two buffers on the 64-wide models, and forward and backward as two kernels were
+slower; tiles of 128 in place took the 128-wide model's kernel from 0.996 to 0.858 ms. Copying the tape from
+workgroup memory instead of storing 16x16 tiles (each lane writes parts of rows 128 or 256 bytes apart) took whole
 steps at 2^18 from 0.510 to 0.471 ms (mlp_32_64x4_16), 0.264 to 0.248 (mlp_3_64x2_3) and 1.309 to 1.190
-(mlp_64_128x4_16), and the registers from 168 to 126, 155 to 122 and 255 to 216
-(`...-2026-11-27-tiled-step-ablation.md`).
+(mlp_64_128x4_16), and the registers from 168 to 126, 155 to 122 and 255 to 216.
 """
 
 from __future__ import annotations
