@@ -29,10 +29,10 @@ other, a subgroup taking every NumSubgroups-th column tile.
   the activation's derivative: that delta goes into workgroup memory, then on the tape, and the terms into a float32
   block whose rows the first invocations, one a sample, sum into the per-sample losses.
 - Backward, layer by layer: the delta tile times W (row-major B tiles) gives the gradient at the layer before's
-  output, times that layer's derivative (from the sign bits, or read back from the tape); stored as its delta into workgroup memory, then
-  copied onto the tape. Feature-major deltas (`TapeLayout.deltas`), whose tile rows are not contiguous, go on as
-  tiles from the epilogues. The barrier after the last forward layer covers storage memory, so the backward pass
-  reads the copies and derivatives the forward pass wrote.
+  output, times that layer's derivative (from the sign bits, or read back from the tape); stored as its delta into
+  workgroup memory, then copied onto the tape. Feature-major deltas (`TapeLayout.deltas`), whose tile rows are not
+  contiguous, go on as tiles from the epilogues. The barrier after the last forward layer covers storage memory, so
+  the backward pass reads the copies and derivatives the forward pass wrote.
 
 Weights are the session's float16 row-major working copy (binding 0), every width padded to whole 16s (`padded`),
 padding parameters zero. Bindings and push constants are the step program's (`CoopvecEmitter`); the session runs
