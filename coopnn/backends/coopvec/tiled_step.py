@@ -4,11 +4,11 @@ every layer on VK_KHR_cooperative_matrix 16x16x16 float16 products with float32 
 The scheme is the coopmat inference kernel's (`coopnn.backends.coopmat.target`): `invocations_for` invocations (a
 local size of the tile's samples by the rest, so that global x is the sample), activations as float16 rows in
 workgroup memory, a layer's 16-wide column tiles shared out over the subgroups, each loading its B tiles once and
-running all the tile's row tiles on them with independent accumulators. `tiling_for` decides the tile (`Tiling`):
-TILE samples (WIDE_TILE for models wider than NARROW_LAYERS) in one buffer updated in place, a column tile a
-subgroup, every subgroup's products read before a barrier that precedes the epilogues' writes; or, where a layer has
-more column tiles than the work-group has subgroups, TILE samples in two buffers, a layer reading one and writing the
-other, a subgroup taking every NumSubgroups-th column tile.
+running all the tile's row tiles on them with independent accumulators (`coopnn.backends.coopvec.tiled_passes`).
+`tiling_for` decides the tile (`Tiling`): TILE samples (WIDE_TILE for models wider than NARROW_LAYERS) in one buffer
+updated in place, a column tile a subgroup, every subgroup's products read before a barrier that precedes the
+epilogues' writes; or, where a layer has more column tiles than the work-group has subgroups, TILE samples in two
+buffers, a layer reading one and writing the other, a subgroup taking every NumSubgroups-th column tile.
 
 - Forward: the parameter-free prefix is lowered by the cooperative-vector target, one invocation per sample (the first
   of the tile's), into buffer 0. Activation buffers are arrays of 16-byte elements (`HALVES_PER_WORD` halves), which
@@ -51,11 +51,9 @@ steps at 2^18 from 0.510 to 0.471 ms (mlp_32_64x4_16), 0.264 to 0.248 (mlp_3_64x
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
-
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
-from coopnn.backends.coopvec.tiled_addressing import SHARED, TileAddressing
+from coopnn.backends.coopvec.tiled_addressing import SHARED
+from coopnn.backends.coopvec.tiled_passes import LayerPasses
 from coopnn.backends.coopvec.tiled_signs import SIGN_DERIVATIVES, SignBits, bits_per_row_tile
 from coopnn.backends.coopvec.tiled_tiling import (MATRIX, SHARED_MEMORY, SUBGROUP_SIZE, Tiling, activation_stride,
                                                   padded, tiling_for, unsupported_reason)
@@ -102,7 +100,7 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
                   FEATURES, frozenset(), f"{plan.graph.name} tiled training step")
 
 
-class TiledStepEmitter(TileAddressing):
+class TiledStepEmitter(LayerPasses):
     def __init__(self, program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
                  tape: TapeLayout, tiling: Tiling, min_subgroup_size: int):
         self.program, self.plan, self.loss, self.tape, self.tiling = program, plan, loss, tape, tiling
@@ -166,50 +164,6 @@ class TiledStepEmitter(TileAddressing):
     def masked(self, valid, value, zero):
         """`value`, or `zero` where `valid` (a `feature_mask`) is false."""
         return value if valid is None else self.fn.emit("OpSelect", self.f32, valid, value, zero)
-
-    @contextmanager
-    def column_tiles(self, width: int) -> Iterator:
-        """The layer's column tiles this subgroup takes (tile c to subgroup c mod NumSubgroups); yields the first
-        feature of each."""
-        with self.fn.for_range(self.subgroup, self.frame.uint(width // MATRIX), self.subgroups) as tile:
-            yield self.op("OpIMul", tile, MATRIX)
-
-    def layer_pass(self, width: int, depth: int, source: int, b_tile_of, initial_of, epilogue) -> None:
-        """One layer's products over buffer `source` (`depth` wide) into `width` output features, a column tile at a
-        time: b_tile_of(column) gives the B tiles, initial_of(column) the accumulators' start, and
-        epilogue(accumulator, row, column) takes each row tile's result. In place, a subgroup's products are all
-        read before the barrier that precedes every epilogue."""
-        if not self.tiling.in_place:
-            with self.column_tiles(width) as column:
-                results = self.products(source, depth, b_tile_of(column), initial_of(column))
-                for r, acc in enumerate(results):
-                    epilogue(acc, r * MATRIX, column)
-            return
-        fn = self.fn
-        active = fn.emit("OpULessThan", self.bool, self.subgroup, self.frame.uint(width // MATRIX))
-        column = self.op("OpIMul", self.subgroup, MATRIX)
-        held = [fn.variable(self.accumulator, name="product") for _ in range(self.row_tiles)]
-        with fn.if_(active):
-            for variable, acc in zip(held, self.products(source, depth, b_tile_of(column), initial_of(column))):
-                fn.emit("OpStore", variable, acc)
-        fn.barrier()
-        with fn.if_(active):
-            for r, variable in enumerate(held):
-                epilogue(fn.emit("OpLoad", self.accumulator, variable), r * MATRIX, column)
-
-    def products(self, source: int, depth: int, b_tile, initial) -> list:
-        """The tile's row-tile accumulators: `initial` plus the sum over k of A (buffer `source`, columns k..k+16)
-        times b_tile(k), K outermost so that the row tiles' chains interleave; each B tile is loaded as its step
-        begins."""
-        fn = self.fn
-        accumulators = [initial] * self.row_tiles
-        for k0 in range(0, depth, MATRIX):
-            b = b_tile(k0)
-            for r in range(len(accumulators)):
-                a = self.load(self.a_type, self.shared(source, r * MATRIX * self.stride + k0), self.row_major,
-                              self.shared_stride(), SHARED)
-                accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", self.accumulator, a, b, accumulators[r])
-        return accumulators
 
     # ----- the kernel -----------------------------------------------------------------------------------------------
 

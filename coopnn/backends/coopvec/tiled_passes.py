@@ -1,0 +1,62 @@
+"""How the tiled training-step kernel (`coopnn.backends.coopvec.tiled_step`) runs one layer's products over its tile
+of samples: a layer's 16-wide column tiles shared out over the subgroups, each loading its B tiles once and running all
+the tile's row tiles on them with independent accumulators; in place, every subgroup's products read before the
+barrier that precedes the epilogues' writes."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from coopnn.backends.coopvec.tiled_addressing import SHARED, TileAddressing
+from coopnn.backends.coopvec.tiled_tiling import MATRIX
+
+
+class LayerPasses(TileAddressing):
+    """The layer passes of `TiledStepEmitter`, which sets, besides what `TileAddressing` reads, `tiling`, `row_tiles`,
+    the matrix types `a_type` and `accumulator`, `bool`, and, as the kernel starts, `subgroup` and `subgroups`
+    (SubgroupId, NumSubgroups)."""
+
+    @contextmanager
+    def column_tiles(self, width: int) -> Iterator:
+        """The layer's column tiles this subgroup takes (tile c to subgroup c mod NumSubgroups); yields the first
+        feature of each."""
+        with self.fn.for_range(self.subgroup, self.frame.uint(width // MATRIX), self.subgroups) as tile:
+            yield self.op("OpIMul", tile, MATRIX)
+
+    def layer_pass(self, width: int, depth: int, source: int, b_tile_of, initial_of, epilogue) -> None:
+        """One layer's products over buffer `source` (`depth` wide) into `width` output features, a column tile at a
+        time: b_tile_of(column) gives the B tiles, initial_of(column) the accumulators' start, and
+        epilogue(accumulator, row, column) takes each row tile's result. In place, a subgroup's products are all
+        read before the barrier that precedes every epilogue."""
+        if not self.tiling.in_place:
+            with self.column_tiles(width) as column:
+                results = self.products(source, depth, b_tile_of(column), initial_of(column))
+                for r, acc in enumerate(results):
+                    epilogue(acc, r * MATRIX, column)
+            return
+        fn = self.fn
+        active = fn.emit("OpULessThan", self.bool, self.subgroup, self.frame.uint(width // MATRIX))
+        column = self.op("OpIMul", self.subgroup, MATRIX)
+        held = [fn.variable(self.accumulator, name="product") for _ in range(self.row_tiles)]
+        with fn.if_(active):
+            for variable, acc in zip(held, self.products(source, depth, b_tile_of(column), initial_of(column))):
+                fn.emit("OpStore", variable, acc)
+        fn.barrier()
+        with fn.if_(active):
+            for r, variable in enumerate(held):
+                epilogue(fn.emit("OpLoad", self.accumulator, variable), r * MATRIX, column)
+
+    def products(self, source: int, depth: int, b_tile, initial) -> list:
+        """The tile's row-tile accumulators: `initial` plus the sum over k of A (buffer `source`, columns k..k+16)
+        times b_tile(k), K outermost so that the row tiles' chains interleave; each B tile is loaded as its step
+        begins."""
+        fn = self.fn
+        accumulators = [initial] * self.row_tiles
+        for k0 in range(0, depth, MATRIX):
+            b = b_tile(k0)
+            for r in range(len(accumulators)):
+                a = self.load(self.a_type, self.shared(source, r * MATRIX * self.stride + k0), self.row_major,
+                              self.shared_stride(), SHARED)
+                accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", self.accumulator, a, b, accumulators[r])
+        return accumulators
