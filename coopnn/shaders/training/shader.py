@@ -26,21 +26,25 @@ def training_frame(push_constants: tuple[PushConstant, ...]) -> ShaderFrame:
 
 def storage_buffer(frame: ShaderFrame, binding: int, scalar, *, writable: bool, name: str) -> None:
     """Declares binding `binding` as a runtime array of `scalar` (tightly packed); `frame.element_pointer` reaches it."""
+    stride = frame.module.scalar_widths(scalar).pop() // 8
+    frame.buffers[binding] = _buffer_variable(frame, binding, scalar, stride, writable=writable, name=name)
+
+
+def _buffer_variable(frame: ShaderFrame, binding: int, element, stride: int, *, writable: bool, name: str,
+                     block_name: str | None = None):
+    """A StorageBuffer variable for binding `binding` of set 0: a Block holding a runtime array of `element`."""
     m = frame.module
-    stride = m.scalar_widths(scalar).pop() // 8
-    block = m.type_struct([m.type_runtime_array(scalar, stride=stride)], offsets=[0], decorations=["Block"])
+    block = m.type_struct([m.type_runtime_array(element, stride=stride)], offsets=[0], decorations=["Block"],
+                          name=block_name)
     decorations = [("DescriptorSet", 0), ("Binding", binding)] + ([] if writable else ["NonWritable"])
-    frame.buffers[binding] = m.global_variable("StorageBuffer", block, name=name, decorations=decorations)
+    return m.global_variable("StorageBuffer", block, name=name, decorations=decorations)
 
 
 def word_view(frame: ShaderFrame, binding: int, *, writable: bool):
     """Binding `binding` once more, as a runtime array of 16-byte elements (`word_type`: HALVES_PER_WORD float16
     values), for copies of whole rows of float16 values between it and workgroup memory."""
-    m = frame.module
-    block = m.type_struct([m.type_runtime_array(word_type(frame), stride=16)], offsets=[0], decorations=["Block"],
-                          name="Words")
-    decorations = [("DescriptorSet", 0), ("Binding", binding)] + ([] if writable else ["NonWritable"])
-    return m.global_variable("StorageBuffer", block, name=f"words_{binding}", decorations=decorations)
+    return _buffer_variable(frame, binding, word_type(frame), 16, writable=writable, name=f"words_{binding}",
+                            block_name="Words")
 
 
 def word_type(frame: ShaderFrame):
