@@ -43,7 +43,7 @@ class TrainingSession(Protocol):
         `coopnn.train.host_data.HostData` on the host): `rows` and `shards`, `select(shard)` and `close()`."""
 
     def run_steps(self, data: Any, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
-        """`steps` steps on the batches the sampler of `coopnn.shaders.training.sampler` draws from `data` for
+        """`steps` steps on the batches the sampler of `coopnn.shaders.targets.sampler` draws from `data` for
         steps `first_step`.. of `seed` (the whole data each step when `batch_size` is no smaller); their losses."""
 
     def loss(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> float:

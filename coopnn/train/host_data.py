@@ -1,5 +1,5 @@
 """A training data set kept on the host, for sessions that train there (the numpy backend): `run_steps` indexes the
-arrays with the same sampler the devices gather with (`coopnn.shaders.training.sampler`), so a seed gives the same
+arrays with the same sampler the devices draw with (`coopnn.shaders.targets.sampler`), so a seed gives the same
 batches on every backend."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Mapping
 
 import numpy as np
 
-from coopnn.shaders.training.sampler import sample_rows
+from coopnn.shaders.targets.sampler import sample_rows
 
 
 class HostData:

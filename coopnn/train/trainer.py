@@ -1,7 +1,7 @@
 """The Trainer: trains a Model's parameters on a training backend and keeps the model running the latest weights.
 
 It checks the data, hands it to the backend's `TrainingSession` once per `fit` (on a GPU backend it is uploaded and
-every batch is drawn there by the seeded sampler of `coopnn.shaders.training.sampler`, so a seed and the data fix
+every batch is drawn there by the seeded sampler of `coopnn.shaders.targets.sampler`, so a seed and the data fix
 the loss curve on every backend), runs the steps in runs read back together, shows progress, and saves and restores
 checkpoints. Everything numerical happens in the session; the Trainer is the same whichever backend trains.
 """
@@ -75,7 +75,7 @@ class Trainer:
         (x, y) (the whole data every step when it is no larger). Returns the loss of every step.
 
         The data is handed to the training backend once: a GPU backend uploads it and draws each batch on the device
-        (the seeded sampler of `coopnn.shaders.training.sampler`: batch number `trainer.steps` of seed `seed`), and
+        (the seeded sampler of `coopnn.shaders.targets.sampler`: batch number `trainer.steps` of seed `seed`), and
         runs steps back to back, reading their losses after each run of steps. Runs end every `read_every` steps
         (counted by `trainer.steps`), or by default about every `READ_SECONDS`. `on_step(step, loss)` is called for
         each step when its run is read, and may return text for the progress bar; the model then runs the weights

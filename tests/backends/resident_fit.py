@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 
 import coopnn
-from coopnn.shaders.training.sampler import sample_rows
+from coopnn.shaders.targets.sampler import sample_rows
 
 SEED = 5
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import coopnn
-from coopnn.shaders.training.sampler import sample_rows
+from coopnn.shaders.targets.sampler import sample_rows
 from coopnn.errors import BackendUnavailableError, CompileError, InputError, ModelFormatError
 from coopnn.graph.ir import Activation, Op
 from coopnn.model import prepare

@@ -92,6 +92,7 @@ class CoopvecEmitter:
             self.frame.buffers[b.index] = self.m.global_variable("StorageBuffer", block_type,
                                                                  name=f"{b.role}_{b.index}", decorations=decorations)
         self.frame.state_binding = next((b.index for b in self.bindings if b.role == "state"), None)
+        self.frame.draw_rows()
         self.binding_of = {b.name: b.index for b in self.bindings[1:]}
         self.binding_at = {b.index: b for b in self.bindings}
         self.held: dict[str, Held] = {}
@@ -145,12 +146,12 @@ class CoopvecEmitter:
         binding, features = self.binding_of[param.graph_name], param.shape[0]
         dtype, itemsize = self.binding_at[binding].dtype, self.binding_at[binding].itemsize
         if features * itemsize % IO_VECTOR_ALIGNMENT == 0:
-            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * itemsize))
+            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.data_row, self.uint(features * itemsize))
             vector = self.fn.emit("OpCooperativeVectorLoadNV", self.forms.vector_type(dtype, features),
                                   self.array_pointer(binding, dtype), offset)
             loaded = self.vector_result(instr, dtype, vector)
         else:
-            first = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features))
+            first = self.fn.emit("OpIMul", self.frame.u32, self.frame.data_row, self.uint(features))
             scalar = self.forms.scalar_types[dtype]
             loaded = self.forms.from_scalars(dtype, [self.fn.emit("OpLoad", scalar, self.frame.element_pointer(
                 binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), scalar))

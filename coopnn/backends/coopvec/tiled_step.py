@@ -281,8 +281,8 @@ class TiledStepEmitter(LayerPasses):
                              fn.emit("OpULessThan", self.bool, feature, self.frame.uint(planned.rows)),
                              fn.emit("OpULessThan", self.bool, sample, self.batch))
             z, y = self.activated(held, i, index)
-            read = fn.emit("OpSelect", self.u32, inside, self.op("OpIAdd", self.op("OpIMul", sample, planned.rows),
-                                                                 feature), self.frame.zero)
+            read = fn.emit("OpSelect", self.u32, inside, self.op("OpIAdd", self.op(
+                "OpIMul", self.frame.drawn_rows.row(sample), planned.rows), feature), self.frame.zero)
             t = fn.emit("OpLoad", self.f32, self.frame.element_pointer(self.target_binding, read))
             term, slope = loss_terms(w, self.loss, y, t)
             gradient = fn.emit("OpFMul", self.f32, slope, self.scale)

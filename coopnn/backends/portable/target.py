@@ -65,6 +65,7 @@ class PortableEmitter:
         self.push_constants = push_constants_of(program)
         self.weights = weights
         self.frame = ShaderFrame(self.bindings, weights.bits, workgroup_size, self.push_constants)
+        self.frame.draw_rows()
         self.m, self.fn = self.frame.module, self.frame.main
         self.packed = packed if packed is not None else pack_program(program, weights)
         self.itemsize = weights.bits // 8
@@ -239,15 +240,16 @@ class PortableEmitter:
             return self.fn.emit("OpFUnordNotEqual", self.frame.bool, xs[0], self.f32(0.0))
         return self.select(xs[0], self.f32(1.0), self.f32(0.0))
 
-    def sample_base(self, features: int):
-        return self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.frame.uint(features))
+    def row_base(self, row, features: int):
+        """The first element of row `row` (a u32 id) of an array of `features` values a row."""
+        return self.fn.emit("OpIMul", self.frame.u32, row, self.frame.uint(features))
 
     @lowers("load")
     def load(self, instr: Instr) -> None:
         param = self.program.param(instr.args[0])
         if param.role == "input":
             binding = self.binding_of[param.graph_name]
-            base = self.sample_base(param.shape[0])
+            base = self.row_base(self.frame.data_row, param.shape[0])
 
             def read(i):
                 index = self.fn.emit("OpIAdd", self.frame.u32, base, i)
@@ -265,7 +267,7 @@ class PortableEmitter:
         if param.role == "tape":
             self.store_tape(instr, binding)
             return
-        base = self.sample_base(param.shape[0])
+        base = self.row_base(self.frame.sample, param.shape[0])
         with self.fn.for_range(self.frame.zero, self.frame.uint(param.shape[0])) as i:
             index = self.fn.emit("OpIAdd", self.frame.u32, base, i)
             self.fn.emit("OpStore", self.frame.element_pointer(binding, index), self.fp16(self.component(value, i)))
@@ -277,7 +279,7 @@ class PortableEmitter:
         region = self.fn.emit("OpIMul", u32, capacity, self.frame.uint(instr.attrs["start"]))
         samples = instr.attrs["layout"] == "samples"
         if samples:
-            base = self.fn.emit("OpIAdd", u32, region, self.sample_base(instr.attrs["width"]))
+            base = self.fn.emit("OpIAdd", u32, region, self.row_base(self.frame.sample, instr.attrs["width"]))
         else:
             base = self.fn.emit("OpIAdd", u32, region, self.frame.sample)
         with self.fn.for_range(self.frame.zero, self.frame.uint(self.types[value].size)) as i:

@@ -19,6 +19,7 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.pack import WeightImage
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import Module
+from coopnn.shaders.targets.sampler import SAMPLER_PUSH_CONSTANTS, DrawnRows
 
 # What a shader storing or computing float16 values needs the device to enable.
 FP16_FEATURES = FP16.shader_features
@@ -79,8 +80,10 @@ def pack_push_constants(push_constants: tuple[PushConstant, ...], owner: str, va
 
 PUSH_CONSTANTS = push_constant_block(("count", "u32"))
 # A training step's kernel: `count` invocations (the batch, padded where the target wants whole groups of samples),
-# `batch` real samples and the tape's `capacity` in samples.
-TRAINING_PUSH_CONSTANTS = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"))
+# `batch` real samples, the tape's `capacity` in samples, and the sampler's (`coopnn.shaders.targets.sampler`): the
+# `rows` of the data set the inputs and targets are read from, the run's `seed`, and `whole` (rows read in order).
+TRAINING_PUSH_CONSTANTS = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"),
+                                              *SAMPLER_PUSH_CONSTANTS)
 # The words of a training session's state buffer (role "state"), which the kernels of a step read and update on the
 # device so that steps run back to back without the host: `status` (nonzero when a gradient was not finite), the
 # `loss_scale` the loss gradient is multiplied by (float32), the `good_steps` since the scale last changed, the
@@ -144,7 +147,8 @@ def push_constants_of(program: KernelProgram) -> tuple[PushConstant, ...]:
 class ShaderFrame:
     """A compute shader's common frame: typed storage buffers per binding, the push constant, and `main` with the
     sample index computed and, with `bounds_check`, out-of-range invocations returned early (kernels whose
-    invocations cooperate on matrices turn it off: every invocation of the work-group must take part)."""
+    invocations cooperate on matrices turn it off: every invocation of the work-group must take part). Inputs are
+    read at `data_row`: the sample itself, or in a training step's kernel the row its sampler draws (`draw_rows`)."""
 
     def __init__(self, bindings: tuple[Binding, ...], weight_type_width: int, workgroup_size: int,
                  push_constants: tuple[PushConstant, ...] = PUSH_CONSTANTS, *, bounds_check: bool = True):
@@ -184,7 +188,17 @@ class ShaderFrame:
         if bounds_check:
             with fn.if_(fn.emit("OpUGreaterThanEqual", self.bool, self.sample, count)):
                 fn.return_()
+        self.drawn_rows: DrawnRows | None = None
+        self.data_row = self.sample  # the row of the inputs (and targets) `sample` reads (`draw_rows`)
         self.workgroup_size = (workgroup_size, 1, 1)
+
+    def draw_rows(self) -> None:
+        """In a training step's kernel (the sampler's push constants and a state binding), make `data_row` the row
+        the sampler draws for `sample` (`coopnn.shaders.targets.sampler`); elsewhere it stays the sample. Called once
+        the bindings are declared, where it dominates every read of an input."""
+        if self.state_binding is not None and "seed" in (p.name for p in self.push_constants):
+            self.drawn_rows = DrawnRows(self, TRAINING_STATE_FIELDS.index("drawn"))
+            self.data_row = self.drawn_rows.row(self.sample)
 
     def push_value(self, name: str):
         """The push constant `name`, loaded once (at its first use, which must dominate later ones)."""

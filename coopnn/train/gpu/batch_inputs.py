@@ -39,11 +39,11 @@ class BatchInputs:
 
         return interop_unavailable_reason(self.context) is None
 
-    def write(self, inputs: Sequence, buffers: Mapping[int, Any], sources: Mapping[int, Any], batch: int,
-              count: int) -> tuple[int, ...]:
+    def write(self, inputs: Sequence, buffers: Mapping[int, Any], sources: Mapping[int, Any],
+              batch: int) -> tuple[int, ...]:
         """Fill each binding of `inputs` (bindings of role "input") in `buffers` (by binding index) with rows 0 to
-        `batch` of `sources[index]`, and zeros up to `count`; the GPU copies are submitted before this returns. The
-        bindings filled on the GPU."""
+        `batch` of `sources[index]` (padding samples read row 0: `coopnn.shaders.targets.sampler`);
+        the GPU copies are submitted before this returns. The bindings filled on the GPU."""
         from coopnn.runtime.vk.queued_copies import QueuedCopies
 
         copies, copied, filled = [], [], []
@@ -53,15 +53,13 @@ class BatchInputs:
                 copies.append((source.bound_in(self.context).handle, target.handle, source.nbytes))
                 copied.append(b.index)
             elif isinstance(source, CudaInput):
-                shared = self._shared_rows(b.index, count * source.row_bytes)
+                shared = self._shared_rows(b.index, batch * source.row_bytes)
                 shared.copy_in(source, 0, batch)
                 filled.append(shared)
                 copies.append((shared.handle, target.handle, batch * source.row_bytes))
                 copied.append(b.index)
             else:
                 target.write_rows(np.asarray(source).reshape(batch, -1), b.numpy_dtype)
-            if count > batch:
-                target.write(np.zeros((count - batch) * b.features, b.numpy_dtype), batch * b.features * b.itemsize)
         for shared in filled:
             shared.wait()
         if copies:

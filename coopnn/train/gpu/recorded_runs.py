@@ -38,12 +38,11 @@ class RecordedRuns:
 
     def run_steps(self, data: ResidentData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
         """`steps` training steps (at most MAX_STEPS_PER_RUN) on batches the device draws from `data`: batch
-        `first_step + j` of `seed` for step j (`coopnn.shaders.training.sampler`), or the whole data every step
+        `first_step + j` of `seed` for step j (`coopnn.shaders.targets.sampler`), or the whole data every step
         when `batch_size` is no smaller. Submitted as recorded blocks (`BLOCKS`), read back once; the steps' losses."""
         if not 0 < steps <= MAX_STEPS_PER_RUN:
             raise ValueError(f"run_steps takes 1 to {MAX_STEPS_PER_RUN} steps, not {steps}")
-        whole = batch_size >= data.rows
-        batch = data.rows if whole else batch_size
+        batch = min(batch_size, data.rows)
         self._ensure_capacity(batch)
         blocks, left = [], steps
         for size in BLOCKS:
@@ -55,7 +54,7 @@ class RecordedRuns:
             for size, copy in blocks:
                 # Recorded on first use, while the blocks submitted before it run: a fit's first runs record every
                 # block, 7.5 ms each on the H200 machine's host (45 ms of a 330 ms fit of 1,000 steps, 2026-11-27).
-                recording = self._block(data, size, copy, batch, whole, seed)
+                recording = self._block(data, size, copy, batch, seed)
                 recordings.append(recording)
                 if recording.in_flight:
                     gpu_ms.append(recording.finish())
@@ -71,13 +70,13 @@ class RecordedRuns:
         self.last_gpu_ms = None if None in gpu_ms else sum(gpu_ms)
         return self._mean_losses(steps, batch)
 
-    def _block(self, data: ResidentData, steps: int, copy: int, batch: int, whole: bool, seed: int):
+    def _block(self, data: ResidentData, steps: int, copy: int, batch: int, seed: int):
         """Copy `copy` of the recording of `steps` steps, made on first use. The optimizer's push constants are part
         of the key: settings changed between runs (a schedule set from `fit`'s `on_step`) are recorded anew."""
-        key = (steps, copy, batch, whole, seed & 0xFFFFFFFF, data.rows,
+        key = (steps, copy, batch, seed & 0xFFFFFFFF, data.rows,
                tuple(b.serial for b in data.buffers.values()), tuple(b.serial for b in self.io.values()),
                self._optimizer_push(batch))
-        return self._kept(key, lambda: self._record_block(data, steps, batch, whole, seed))
+        return self._kept(key, lambda: self._record_block(data, steps, batch, seed))
 
     def _kept(self, key, record):
         """The recording kept under `key`, made by `record()` when there is none; the least recently used go."""
@@ -87,19 +86,12 @@ class RecordedRuns:
             self.recordings.pop(next(iter(self.recordings))).destroy()
         return recording
 
-    def _record_block(self, data: ResidentData, steps: int, batch: int, whole: bool, seed: int):
-        from coopnn.runtime.vk.commands import Dispatch
+    def _record_block(self, data: ResidentData, steps: int, batch: int, seed: int):
         from coopnn.runtime.vk.recording import Recording
 
         count = -(-batch // self.granularity) * self.granularity
-        inputs = self._input_bindings()
-        gathers = [Dispatch(self.gather_kernel, (data.buffers[b.name], self.io[b.index], self.state),
-                            self.gather_shader.pack_push(count=batch * b.features, features=b.features,
-                                                         rows=data.rows, seed=seed & 0xFFFFFFFF, whole=whole),
-                            self.gather_kernel.group_count_for(batch * b.features)) for b in inputs]
-        padding = [self.fill_zero(*(self.io[b.index] for b in inputs))] if count > batch else []
-        one_step = gathers + self._forward_backward(batch, count) + self._update(batch)
-        return Recording(self.context, padding + one_step * steps, uploads=self._schedule_upload(),
+        one_step = self._forward_backward(batch, count, data, seed) + self._update(batch)
+        return Recording(self.context, one_step * steps, uploads=self._schedule_upload(),
                          downloads=tuple(self.books.downloads()))
 
     def _step_recording(self, batch: int, count: int, copied: tuple[int, ...]):
@@ -111,10 +103,8 @@ class RecordedRuns:
         def record():
             uploads = self._schedule_upload()
             for b in self._input_bindings():
-                row = b.features * b.itemsize
-                start = batch * row if b.index in copied else 0  # copied inputs take only their zero padding
-                if count * row > start:
-                    uploads[self.io[b.index]] = (start, count * row)
+                if b.index not in copied:  # the GPU fills the others (padding samples read the first sample's row)
+                    uploads[self.io[b.index]] = (0, batch * b.features * b.itemsize)
             return Recording(self.context, self._forward_backward(batch, count) + self._update(batch),
                              uploads=uploads, downloads=tuple(self.books.downloads()))
 

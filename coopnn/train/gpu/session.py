@@ -6,9 +6,9 @@ steps, optimizer steps: `TRAINING_STATE_FIELDS`). A step runs the step kernel (f
 tape), the target's weight-gradient kernels, the optimizer kernel, whatever turns the working copy into what the step
 kernel reads, and the step-ending kernel (`coopnn.shaders.training.step_state`: the batch's loss into a history row,
 the skip and loss-scale bookkeeping). Nothing in a step waits for the host, so `run_steps` records a whole run of
-steps on a data set already on the device (`upload_data`, `recorded_runs`; each batch gathered there by the sampler of
-`coopnn.shaders.training.sampler`) into one submission and reads the losses once at its end; `step` is the same with
-one batch uploaded from the host. Targets differ in how they lay out parameters and reduce gradients; subclasses say
+steps on a data set already on the device (`upload_data`, `recorded_runs`; the step kernel reads each batch from it
+at the rows the sampler of `coopnn.shaders.targets.sampler` draws) into one submission and reads the losses once at
+its end; `step` is the same with one batch uploaded from the host. Targets differ in how they lay out parameters and reduce gradients; subclasses say
 how (`coopnn.backends.portable.training`, `coopnn.backends.coopvec.training`).
 """
 
@@ -22,7 +22,6 @@ from coopnn.graph.ir import Graph
 from coopnn.shaders.training.gradients import partial_sum_invocations
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_shader
-from coopnn.shaders.training.sampler import gather_shader
 from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_tile_shader, step_end_shader
 from coopnn.interop.tensors import rows_of
 from coopnn.train.gpu.batch_inputs import BatchInputs
@@ -30,6 +29,7 @@ from coopnn.train.gpu.bookkeeping import StepBookkeeping
 from coopnn.train.gpu.flat_parameters import flatten, unflatten
 from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.train.gpu.recorded_runs import RecordedRuns
+from coopnn.train.gpu.resident import ResidentData
 from coopnn.runtime.executable import load_kernel
 from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
@@ -62,7 +62,6 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         self.optimizer_kernel_shader = optimizer_shader(optimizer.name, self.working_dtype, self.skip_nonfinite)
         self.step_end_shader = step_end_shader(self.skip_nonfinite, self.growth_interval)
         self.loss_tile_shader = loss_tile_shader()
-        self.gather_shader = gather_shader()
         self.gradient_shaders = self.make_gradient_shaders()
         self.context = open_context(device, features=self.features())
         try:
@@ -71,7 +70,6 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
             self.optimizer_kernel = load_kernel(self.context, self.optimizer_kernel_shader)
             self.step_end_kernel = load_kernel(self.context, self.step_end_shader)
             self.loss_tile_kernel = load_kernel(self.context, self.loss_tile_shader)
-            self.gather_kernel = load_kernel(self.context, self.gather_shader)
             self.gradient_kernels = [load_kernel(self.context, shader) for shader in self.gradient_shaders]
             size = self.layout.size * 4
             self.master = self.context.create_buffer(size, HostAccess.NONE)
@@ -98,7 +96,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         """Every kernel a step dispatches, by name (`Trainer.kernel_statistics`)."""
         return {"step": self.binary, **{f"gradients {i}": s for i, s in enumerate(self.gradient_shaders)},
                 "optimizer": self.optimizer_kernel_shader, "step end": self.step_end_shader,
-                "loss tile": self.loss_tile_shader, "gather": self.gather_shader}
+                "loss tile": self.loss_tile_shader}
 
     # ----- what targets define --------------------------------------------------------------------------------------
 
@@ -192,19 +190,24 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
     # ----- steps ----------------------------------------------------------------------------------------------------
 
-    def _buffers(self):
-        """The step kernel's buffers, in binding order."""
-        return (self.weights_buffer(),) + tuple(self.state if b.role == "state" else self.io[b.index]
-                                                for b in self.binary.bindings[1:])
+    def _buffers(self, data: ResidentData | None):
+        """The step kernel's buffers, in binding order: its inputs from `data` where given."""
+        def bound(b):
+            if b.role == "state":
+                return self.state
+            return data.buffers[b.name] if data is not None and b.role == "input" else self.io[b.index]
+
+        return (self.weights_buffer(),) + tuple(bound(b) for b in self.binary.bindings[1:])
 
     def _write_batch(self, feeds: Mapping[str, Any], targets: Mapping[str, Any], batch: int) -> tuple[int, tuple]:
         """Put one batch into the step kernel's inputs (`BatchInputs.write`): the invocation count (padding samples
-        read zeros and their losses and gradients are masked out), and the bindings filled on the GPU."""
+        read the first sample's row and their losses and gradients are masked out), and the bindings filled on the
+        GPU."""
         self._ensure_capacity(batch)
         count = -(-batch // self.granularity) * self.granularity
         inputs = self._input_bindings()
         sources = {b.index: self._source(b, feeds, targets) for b in inputs}
-        return count, self.batch_inputs.write(inputs, self.io, sources, batch, count)
+        return count, self.batch_inputs.write(inputs, self.io, sources, batch)
 
     def _input_bindings(self) -> list:
         """The step kernel's bindings of role "input": the model's inputs and the targets."""
@@ -219,13 +222,17 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         """Whether `step` takes CUDA arrays on the GPU (memory shared with CUDA), rather than through the host."""
         return self.batch_inputs.takes_cuda_arrays
 
-    def _forward_backward(self, batch: int, count: int) -> list:
+    def _forward_backward(self, batch: int, count: int, data: ResidentData | None = None, seed: int = 0) -> list:
+        """The step kernel's commands on the batch in its inputs (`_write_batch`), or on batches its sampler draws
+        from `data` with `seed` (the whole of it in order where `batch` covers it)."""
         from coopnn.runtime.vk.commands import Dispatch
 
-        push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity)
+        rows = batch if data is None else data.rows
+        push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity, rows=rows,
+                                     seed=seed & 0xFFFFFFFF, whole=int(batch >= rows))
         return [self.fill_zero(self.state, size=4),  # the status word
                 *self.step_prologue(),
-                Dispatch(self.step_kernel, self._buffers(), push, self.step_kernel.group_count_for(count))]
+                Dispatch(self.step_kernel, self._buffers(data), push, self.step_kernel.group_count_for(count))]
 
     def _update(self, batch: int) -> list:
         """The commands after the backward pass of a step: gradients, the optimizer, the working copy, and the

@@ -14,7 +14,7 @@ import pytest
 
 import coopnn
 from coopnn.runtime.executable import MAX_DEVICE_BYTES_ENV
-from coopnn.shaders.training.sampler import sample_rows
+from coopnn.shaders.targets.sampler import sample_rows
 from coopnn.train.gpu import resident
 from tests.backends.resident_fit import SEED, fit_equals_step_by_step
 

@@ -1,7 +1,7 @@
 """The training kernels on a Vulkan device (lavapipe in CI, validation layer on where installed): the optimizer steps
 match `coopnn.train.optim`, the tape gradient matches numpy's einsum, partial sums add up, non-finite values set (and
 a set status skips) as documented, the loss tiles' sums and the step-ending kernel add up the losses and the latter
-keeps the state words, and the gather kernel draws the rows the numpy sampler draws."""
+keeps the state words, and a step kernel's frame draws the rows the numpy sampler draws."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from coopnn.errors import BackendUnavailableError
 from coopnn.shaders.training.gradients import partial_sum_invocations, partial_sum_shader, tape_gradient_shader
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
+from coopnn.shaders.targets.sampler import sample_rows
 from coopnn.shaders.training.optimizer import optimizer_shader
-from coopnn.shaders.training.sampler import gather_shader, sample_rows
 from coopnn.shaders.training.step_state import (HISTORY_ROWS, LOSS_TILE, MIN_LOSS_SCALE, REDUCE_WIDTH, loss_tile_shader,
                                                 step_end_shader)
 from coopnn.train.gpu.optimizer_values import optimizer_push, optimizer_schedule
@@ -252,13 +252,25 @@ def test_the_loss_scale_does_not_fall_below_its_floor(context):
     assert state[1:2].view(np.float32)[0] == np.float32(MIN_LOSS_SCALE)
 
 
+def drawn_rows_shader():
+    """A kernel in a training step's frame that writes, for each sample, the row its sampler draws."""
+    from coopnn.shaders.targets.base import TRAINING_PUSH_CONSTANTS, Binding, ShaderFrame
+    from coopnn.shaders.training.shader import finish, store
+
+    bindings = (Binding(0, "output", "rows", 1), Binding(1, "state", "state", 0))
+    frame = ShaderFrame(bindings, 32, 64, push_constants=TRAINING_PUSH_CONSTANTS)
+    frame.draw_rows()
+    store(frame, 0, frame.sample, frame.main.emit("OpBitcast", frame.f32, frame.data_row))  # a float32 buffer
+    return finish("drawn rows", frame, 2, frozenset())
+
+
 @pytest.mark.parametrize("whole", [False, True])
-def test_the_gather_kernel_draws_the_rows_the_numpy_sampler_draws(context, whole):
-    rows, features, batch, seed, step = 1000, 3, 700 if not whole else 1000, 12345, 77
-    source = np.arange(rows * features, dtype=np.float32)
-    shader = gather_shader()
-    kernel = Kernel(context, shader, [source, np.zeros(batch * features, np.float32), state_words(drawn=step)])
-    push = shader.pack_push(count=batch * features, features=features, rows=rows, seed=seed, whole=whole)
-    _, gathered, _ = kernel.run(push, batch * features)
-    expected = source.reshape(rows, features)[sample_rows(seed, step, batch, rows, whole)]
-    np.testing.assert_array_equal(gathered.reshape(batch, features), expected)
+def test_a_step_kernel_reads_the_rows_the_numpy_sampler_draws(context, whole):
+    """Padding samples (past `batch`) read the first sample's row."""
+    rows, batch, count, seed, step = 1000, 700 if not whole else 1000, 1100, 12345, 77
+    shader = drawn_rows_shader()
+    kernel = Kernel(context, shader, [np.zeros(count, np.float32), state_words(drawn=step)])
+    push = shader.pack_push(count=count, batch=batch, capacity=0, rows=rows, seed=seed, whole=whole)
+    drawn, _ = kernel.run(push, count)
+    expected = sample_rows(seed, step, batch, rows, whole)
+    np.testing.assert_array_equal(drawn.view(np.uint32), np.concatenate([expected, np.full(count - batch, expected[0])]))

@@ -85,4 +85,4 @@ def test_step_kernels_are_valid_spirv(loss, activation, tmp_path):
         coopvec = target("coopvec").compile(padded_program, FP16, 64, packed=packed)
         spirv_val(coopvec.spirv, tmp_path)
     assert [b.role for b in coopvec.bindings] == ["weights", "input", "input", "tape", "loss", "state"]
-    assert [p.name for p in coopvec.push_constants] == ["count", "batch", "capacity"]
+    assert [p.name for p in coopvec.push_constants] == ["count", "batch", "capacity", "rows", "seed", "whole"]

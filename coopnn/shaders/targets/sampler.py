@@ -1,0 +1,73 @@
+"""The training batch sampler, defined once for the host (`sample_rows`, numpy) and for step kernels (`DrawnRows`).
+
+Batch `step` of a run seeded with `seed` takes, for its sample i, the data row
+    row(i) = (h * rows) >> 32,   h = pcg(pcg(pcg(seed) + step) + i)
+in wrapping 32-bit unsigned arithmetic, `pcg` being the PCG-RXS-M-XS output hash (Jarzynski and Olano, "Hash
+Functions for GPU Rendering", JCGT 2020): rows drawn uniformly with replacement, a fixed function of (seed, step, i),
+so a device reading its batches from the data set and a host indexing numpy arrays draw the same ones. With `whole`,
+row(i) = i (the whole data set every step, in order, or a batch the host wrote).
+
+A step kernel reads its inputs and targets at the rows `DrawnRows` gives: push constants `rows`, `seed` and `whole`
+(`TRAINING_PUSH_CONSTANTS`), and the step from the training state's `drawn` word, so a run of steps records the same
+dispatch for each. Padding samples (past the push constant `batch`) read sample 0's row: their losses and gradients
+are masked out, and a row of the batch keeps them as finite as the batch is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_MULTIPLIER, _INCREMENT, _OUTPUT_MULTIPLIER = 747796405, 2891336453, 277803737
+_MASK = 0xFFFFFFFF
+# The push constants a step kernel's sampler reads.
+SAMPLER_PUSH_CONSTANTS = (("rows", "u32"), ("seed", "u32"), ("whole", "u32"))
+
+
+def _pcg(x: np.ndarray) -> np.ndarray:
+    state = (x * _MULTIPLIER + _INCREMENT) & _MASK
+    word = (((state >> ((state >> 28) + 4)) ^ state) * _OUTPUT_MULTIPLIER) & _MASK
+    return (word >> 22) ^ word
+
+
+def sample_rows(seed: int, step: int, batch: int, rows: int, whole: bool = False) -> np.ndarray:
+    """The data rows of batch `step` (int64, `batch` of them) drawn from `rows` rows."""
+    if whole:
+        return np.arange(batch, dtype=np.int64)
+    key = _pcg((_pcg(np.uint64(seed & _MASK)) + np.uint64(step & _MASK)) & _MASK)
+    hashed = _pcg((key + np.arange(batch, dtype=np.uint64)) & _MASK)
+    return ((hashed * np.uint64(rows)) >> np.uint64(32)).astype(np.int64)
+
+
+class DrawnRows:
+    """The sampler in a training step kernel's frame (a `ShaderFrame` with the sampler's push constants and a
+    training state binding): the step's key, computed where it is made (which must dominate every `row`)."""
+
+    def __init__(self, frame, drawn_word: int):
+        self.frame = frame
+        fn, u32 = frame.main, frame.u32
+        drawn = fn.emit("OpBitcast", u32, fn.emit("OpLoad", frame.f32, frame.element_pointer(
+            frame.state_binding, frame.uint(drawn_word))))
+        self.key = self._pcg(self._op("OpIAdd", self._pcg(frame.push_value("seed")), drawn))
+        self.whole = fn.emit("OpINotEqual", frame.bool, frame.push_value("whole"), frame.zero)
+        self.rows, self.batch = frame.push_value("rows"), frame.push_value("batch")
+
+    def row(self, sample):
+        """The data row (a u32 id) sample `sample` (a u32 id) reads."""
+        frame, fn = self.frame, self.frame.main
+        inside = fn.emit("OpULessThan", frame.bool, sample, self.batch)
+        sample = fn.emit("OpSelect", frame.u32, inside, sample, frame.zero)
+        wide = fn.emit("OpUMulExtended", frame.module.type_struct([frame.u32, frame.u32]),
+                       self._pcg(self._op("OpIAdd", self.key, sample)), self.rows)
+        drawn = fn.emit("OpCompositeExtract", frame.u32, wide, 1)
+        return fn.emit("OpSelect", frame.u32, self.whole, sample, drawn)
+
+    def _op(self, name: str, *operands):
+        return self.frame.main.emit(name, self.frame.u32, *operands)
+
+    def _pcg(self, x):
+        uint = self.frame.uint
+        state = self._op("OpIAdd", self._op("OpIMul", x, uint(_MULTIPLIER)), uint(_INCREMENT))
+        shift = self._op("OpIAdd", self._op("OpShiftRightLogical", state, uint(28)), uint(4))
+        word = self._op("OpIMul", self._op("OpBitwiseXor", self._op("OpShiftRightLogical", state, shift), state),
+                        uint(_OUTPUT_MULTIPLIER))
+        return self._op("OpBitwiseXor", self._op("OpShiftRightLogical", word, uint(22)), word)
