@@ -88,8 +88,11 @@ class TileAddressing:
 
     def sample(self, component, row: int):
         """The sample of accumulator component `component` in the row tile starting at tile row `row`."""
-        return self.op("OpIAdd", self.op("OpIAdd", self.first, row), self.op("OpShiftRightLogical",
-                                                                             self.element(component), 4))
+        return self.op("OpIAdd", self.first, self.tile_sample(component, row))
+
+    def tile_sample(self, component, row: int):
+        """`sample` counted from the tile's first."""
+        return self.op("OpIAdd", self.op("OpShiftRightLogical", self.element(component), 4), row)
 
     def to_buffer(self, buffer: int, tile, row: int, column) -> None:
         """A float16 tile into workgroup-memory buffer `buffer` at tile row `row`, feature `column`."""
