@@ -19,7 +19,7 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.pack import WeightImage
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.spirv import Module
-from coopnn.shaders.targets.sampler import SAMPLER_PUSH_CONSTANTS, DrawnRows
+from coopnn.shaders.targets.sampler import SAMPLER_PUSH_CONSTANTS, drawn_row
 
 # What a shader storing or computing float16 values needs the device to enable.
 FP16_FEATURES = FP16.shader_features
@@ -188,7 +188,6 @@ class ShaderFrame:
         if bounds_check:
             with fn.if_(fn.emit("OpUGreaterThanEqual", self.bool, self.sample, count)):
                 fn.return_()
-        self.drawn_rows: DrawnRows | None = None
         self.data_row = self.sample  # the row of the inputs (and targets) `sample` reads (`draw_rows`)
         self.workgroup_size = (workgroup_size, 1, 1)
 
@@ -197,8 +196,7 @@ class ShaderFrame:
         the sampler draws for `sample` (`coopnn.shaders.targets.sampler`); elsewhere it stays the sample. Called once
         the bindings are declared, where it dominates every read of an input."""
         if self.state_binding is not None and "seed" in (p.name for p in self.push_constants):
-            self.drawn_rows = DrawnRows(self, TRAINING_STATE_FIELDS.index("drawn"))
-            self.data_row = self.drawn_rows.row(self.sample)
+            self.data_row = drawn_row(self, self.sample, TRAINING_STATE_FIELDS.index("drawn"))
 
     def push_value(self, name: str):
         """The push constant `name`, loaded once (at its first use, which must dominate later ones)."""

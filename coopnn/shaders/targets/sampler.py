@@ -1,4 +1,4 @@
-"""The training batch sampler, defined once for the host (`sample_rows`, numpy) and for step kernels (`DrawnRows`).
+"""The training batch sampler, defined once for the host (`sample_rows`, numpy) and for step kernels (`drawn_row`).
 
 Batch `step` of a run seeded with `seed` takes, for its sample i, the data row
     row(i) = (h * rows) >> 32,   h = pcg(pcg(pcg(seed) + step) + i)
@@ -7,7 +7,7 @@ Functions for GPU Rendering", JCGT 2020): rows drawn uniformly with replacement,
 so a device reading its batches from the data set and a host indexing numpy arrays draw the same ones. With `whole`,
 row(i) = i (the whole data set every step, in order, or a batch the host wrote).
 
-A step kernel reads its inputs and targets at the rows `DrawnRows` gives: push constants `rows`, `seed` and `whole`
+A step kernel reads its inputs and targets at the rows `drawn_row` gives: push constants `rows`, `seed` and `whole`
 (`TRAINING_PUSH_CONSTANTS`), and the step from the training state's `drawn` word, so a run of steps records the same
 dispatch for each. Padding samples (past the push constant `batch`) read sample 0's row: their losses and gradients
 are masked out, and a row of the batch keeps them as finite as the batch is.
@@ -38,36 +38,31 @@ def sample_rows(seed: int, step: int, batch: int, rows: int, whole: bool = False
     return ((hashed * np.uint64(rows)) >> np.uint64(32)).astype(np.int64)
 
 
-class DrawnRows:
-    """The sampler in a training step kernel's frame (a `ShaderFrame` with the sampler's push constants and a
-    training state binding): the step's key, computed where it is made (which must dominate every `row`)."""
+def drawn_row(frame, sample, drawn_word: int):
+    """The data row (a u32 id) sample `sample` (a u32 id) reads in a training step kernel's frame (a `ShaderFrame`
+    with the sampler's push constants and a training state binding whose word `drawn_word` is the step). With
+    `whole` the state is not read: a kernel on a batch the host wrote starts its input loads without waiting on it."""
+    fn, u32, uint = frame.main, frame.u32, frame.uint
 
-    def __init__(self, frame, drawn_word: int):
-        self.frame = frame
-        fn, u32 = frame.main, frame.u32
-        drawn = fn.emit("OpBitcast", u32, fn.emit("OpLoad", frame.f32, frame.element_pointer(
-            frame.state_binding, frame.uint(drawn_word))))
-        self.key = self._pcg(self._op("OpIAdd", self._pcg(frame.push_value("seed")), drawn))
-        self.whole = fn.emit("OpINotEqual", frame.bool, frame.push_value("whole"), frame.zero)
-        self.rows, self.batch = frame.push_value("rows"), frame.push_value("batch")
+    def op(name, *operands):
+        return fn.emit(name, u32, *operands)
 
-    def row(self, sample):
-        """The data row (a u32 id) sample `sample` (a u32 id) reads."""
-        frame, fn = self.frame, self.frame.main
-        inside = fn.emit("OpULessThan", frame.bool, sample, self.batch)
-        sample = fn.emit("OpSelect", frame.u32, inside, sample, frame.zero)
-        wide = fn.emit("OpUMulExtended", frame.module.type_struct([frame.u32, frame.u32]),
-                       self._pcg(self._op("OpIAdd", self.key, sample)), self.rows)
-        drawn = fn.emit("OpCompositeExtract", frame.u32, wide, 1)
-        return fn.emit("OpSelect", frame.u32, self.whole, sample, drawn)
+    def pcg(x):
+        state = op("OpIAdd", op("OpIMul", x, uint(_MULTIPLIER)), uint(_INCREMENT))
+        shift = op("OpIAdd", op("OpShiftRightLogical", state, uint(28)), uint(4))
+        word = op("OpIMul", op("OpBitwiseXor", op("OpShiftRightLogical", state, shift), state),
+                  uint(_OUTPUT_MULTIPLIER))
+        return op("OpBitwiseXor", op("OpShiftRightLogical", word, uint(22)), word)
 
-    def _op(self, name: str, *operands):
-        return self.frame.main.emit(name, self.frame.u32, *operands)
-
-    def _pcg(self, x):
-        uint = self.frame.uint
-        state = self._op("OpIAdd", self._op("OpIMul", x, uint(_MULTIPLIER)), uint(_INCREMENT))
-        shift = self._op("OpIAdd", self._op("OpShiftRightLogical", state, uint(28)), uint(4))
-        word = self._op("OpIMul", self._op("OpBitwiseXor", self._op("OpShiftRightLogical", state, shift), state),
-                        uint(_OUTPUT_MULTIPLIER))
-        return self._op("OpBitwiseXor", self._op("OpShiftRightLogical", word, uint(22)), word)
+    inside = fn.emit("OpULessThan", frame.bool, sample, frame.push_value("batch"))
+    sample = fn.emit("OpSelect", u32, inside, sample, frame.zero)
+    row = fn.variable(u32, name="data_row")
+    fn.emit("OpStore", row, sample)
+    rows, seed = frame.push_value("rows"), frame.push_value("seed")
+    with fn.if_(fn.emit("OpIEqual", frame.bool, frame.push_value("whole"), frame.zero)):
+        step = fn.emit("OpBitcast", u32, fn.emit("OpLoad", frame.f32, frame.element_pointer(
+            frame.state_binding, uint(drawn_word))))
+        key = pcg(op("OpIAdd", pcg(seed), step))
+        wide = fn.emit("OpUMulExtended", frame.module.type_struct([u32, u32]), pcg(op("OpIAdd", key, sample)), rows)
+        fn.emit("OpStore", row, fn.emit("OpCompositeExtract", u32, wide, 1))
+    return fn.emit("OpLoad", u32, row)
