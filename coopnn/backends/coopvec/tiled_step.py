@@ -11,23 +11,24 @@ epilogues' writes; or, where a layer has more column tiles than the work-group h
 buffers, a layer reading one and writing the other, a subgroup taking every NumSubgroups-th column tile.
 
 - Forward: the parameter-free prefix is lowered by the cooperative-vector target, one invocation per sample (the first
-  of the tile's), into buffer 0. Activation buffers are arrays of 16-byte elements (`HALVES_PER_WORD` halves), which
-  the cooperative-matrix loads and stores address with strides in elements. Every layer's input goes on the tape
-  (`TapeLayout`) once the barrier after the layer that wrote it has passed: the tile's rows of the buffer are
-  contiguous in a sample-major region, and the work-group copies them, an element an invocation, consecutive
-  invocations on consecutive addresses (`copy_to_tape`). The product's epilogue runs on the components an invocation
-  holds. KHR leaves which element a component is to the implementation, but
-  gives components of matrices of one type the same elements, so the kernel loads, once, an accumulator-typed matrix
-  whose elements are their own index (row * 16 + column): the epilogue reads each component's feature and sample
-  from it, to mask padding features and samples past the batch, and read targets. The products start from the bias
-  (`bias_tile`), so the epilogue adds none.
+  of the tile's, reading the data row the sampler draws: `coopnn.shaders.targets.sampler`), into buffer 0; those
+  invocations put their sample's targets into the loss terms' block. Activation buffers are arrays of 16-byte elements
+  (`HALVES_PER_WORD` halves), which the cooperative-matrix loads and stores address with strides in elements. Every
+  layer's input goes on the tape (`TapeLayout`) once the barrier after the layer that wrote it has passed: the tile's
+  rows of the buffer are contiguous in a sample-major region, and the work-group copies them, an element an invocation,
+  consecutive invocations on consecutive addresses (`copy_to_tape`). The product's epilogue runs on the components an
+  invocation holds. KHR leaves which element a component is to the implementation, but gives components of matrices of
+  one type the same elements, so the kernel loads, once, an accumulator-typed matrix whose elements are their own index
+  (row * 16 + column): the epilogue reads each component's feature and sample from it, to mask padding features and
+  samples past the batch, and find targets. The products start from the bias (`bias_tile`), so the epilogue adds none.
 - A hidden layer's epilogue applies the activation (`coopnn.shaders.kernel.activations`, float32) and, unless its
   derivative can be read from the output (ReLU: `OUTPUT_DERIVATIVES`), stores the derivative at the pre-activation
   (float16) into the tape region of the layer's delta, which the backward pass overwrites with the delta itself.
   In place, ReLU's derivative stays in registers instead, as a bit a component (`coopnn.backends.coopvec.tiled_signs`).
-- The last layer's epilogue computes the loss terms and the scaled gradient (`coopnn.train.gpu.loss_kernels`), times
-  the activation's derivative: that delta goes into workgroup memory, then on the tape, and the terms into a float32
-  block whose rows the first invocations, one a sample, sum into the per-sample losses.
+- The last layer's epilogue reads the targets from the terms' block, computes the loss terms and the scaled gradient
+  (`coopnn.train.gpu.loss_kernels`), times the activation's derivative: that delta goes into workgroup memory, then
+  on the tape, and the terms into the block, whose rows the first invocations, one a sample, sum into the per-sample
+  losses.
 - Backward, layer by layer: the delta tile times W (row-major B tiles) gives the gradient at the layer before's
   output, times that layer's derivative (from the sign bits, or read back from the tape); stored as its delta into
   workgroup memory, then copied onto the tape. Feature-major deltas (`TapeLayout.deltas`), whose tile rows are not
@@ -124,11 +125,6 @@ class TiledStepEmitter(LayerPasses):
                                        name="loss_terms")
         self.indices = m.global_variable("Workgroup", m.type_array(self.f32, m.constant(self.u32, MATRIX * MATRIX)),
                                          name="element_indices")
-        # the data row each of the tile's samples reads (`coopnn.shaders.targets.sampler`), for the loss epilogue's
-        # targets: kept here rather than drawn again there, which took mlp_64_128x4_16's step kernel (225 registers)
-        # from 0.63 to 0.98 ms at 2^18 on the H100 (2026-11-28)
-        self.data_rows = m.global_variable("Workgroup", m.type_array(self.u32, m.constant(self.u32, self.tile)),
-                                           name="data_rows")
         self.a_type = self.matrix(self.f16, "MatrixAKHR")
         self.b_type = self.matrix(self.f16, "MatrixBKHR")
         self.accumulator = self.matrix(self.f32, "MatrixAccumulatorKHR")
@@ -137,7 +133,6 @@ class TiledStepEmitter(LayerPasses):
         self.column_major = m.enum_constant("CooperativeMatrixLayout", "ColumnMajorKHR")
         self.tape_binding = self.step.binding_of[TAPE]
         self.loss_binding = next(b.index for b in self.step.bindings if b.role == "loss")
-        self.target_binding = self.step.binding_of[program.param("t").graph_name]
         self.tape_words = word_view(frame, self.tape_binding, writable=True)
         bits = bits_per_row_tile(min_subgroup_size)
         self.signs = SignBits(fn, self.u32, self.bool, bits) if tiling.in_place and bits is not None else None
@@ -165,10 +160,6 @@ class TiledStepEmitter(LayerPasses):
         if rows % MATRIX == 0:
             return None
         return self.fn.emit("OpULessThan", self.bool, self.feature(component, column), self.frame.uint(rows))
-
-    def data_row_pointer(self, tile_sample):
-        """A pointer to the data row of the tile's sample `tile_sample` (a u32 id) in workgroup memory."""
-        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.u32), self.data_rows, tile_sample)
 
     def masked(self, valid, value, zero):
         """`value`, or `zero` where `valid` (a `feature_mask`) is false."""
@@ -211,13 +202,19 @@ class TiledStepEmitter(LayerPasses):
 
     def prefix(self) -> None:
         """Buffer 0: the first layer's input, the parameter-free prefix of one sample per invocation (as many
-        invocations as the tile has samples; global x is the sample), zero-padded to the layer's width."""
+        invocations as the tile has samples; global x is the sample), zero-padded to the layer's width; and the
+        sample's targets into the loss terms' block, where the loss epilogue reads them (so it needs not the data
+        row the sampler drew: reading targets there through a row kept in workgroup memory made the kernel 5-9%
+        slower than reading them by sample, H100, 2026-11-28)."""
         step, fn, program = self.step, self.fn, self.program
         first_store = next(i for i, instr in enumerate(program.body) if instr.op == "store" and instr.args[1] == TAPE)
         with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(self.tile))):
-            fn.emit("OpStore", self.data_row_pointer(self.local), self.frame.data_row, SHARED)
             for instr in program.body[:first_store]:
                 step.held[instr.result] = LOWERINGS[instr.op](step, instr)
+            targets = next(instr for instr in program.body if instr.op == "load" and instr.args[0] == "t")
+            first = self.op("OpIMul", self.local, self.out_width)
+            for f, value in enumerate(step.forms.components(LOWERINGS["load"](step, targets), "f32")):
+                fn.emit("OpStore", self.shared_f32(self.terms, self.op("OpIAdd", first, f)), value, SHARED)
             x = step.forms.components(step.held[program.body[first_store].args[0]], "f16")
             zero = self.m.constant(self.f16, 0.0)
             row = self.op("OpIMul", self.local, self.stride)
@@ -291,10 +288,8 @@ class TiledStepEmitter(LayerPasses):
                              fn.emit("OpULessThan", self.bool, feature, self.frame.uint(planned.rows)),
                              fn.emit("OpULessThan", self.bool, sample, self.batch))
             z, y = self.activated(held, i, index)
-            data_row = fn.emit("OpLoad", self.u32, self.data_row_pointer(self.tile_sample(i, row)), SHARED)
-            read = fn.emit("OpSelect", self.u32, inside, self.op("OpIAdd", self.op("OpIMul", data_row, planned.rows),
-                                                                 feature), self.frame.zero)
-            t = fn.emit("OpLoad", self.f32, self.frame.element_pointer(self.target_binding, read))
+            slot = self.op("OpIAdd", self.op("OpIMul", self.tile_sample(i, row), self.out_width), feature)
+            t = fn.emit("OpLoad", self.f32, self.shared_f32(self.terms, slot), SHARED)
             term, slope = loss_terms(w, self.loss, y, t)
             gradient = fn.emit("OpFMul", self.f32, slope, self.scale)
             if act is not None:
@@ -305,6 +300,8 @@ class TiledStepEmitter(LayerPasses):
         self.to_buffer(target, delta, row, column)
         if self.tape.deltas == "features":
             self.to_tape(delta, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
+        # the terms overwrite the targets the subgroup read, and KHR does not say which invocation stores an element
+        fn.barrier("Subgroup")
         self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, row * self.out_width)),
                    terms.value(), self.row_major, self.frame.uint(self.out_width), SHARED)
 

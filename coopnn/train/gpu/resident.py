@@ -1,12 +1,12 @@
 """A training data set held on the device, which the step kernel reads every batch from (no upload per step).
 
-`ResidentData` uploads each input of the step kernel (the model's inputs and the targets) once, as float32 rows:
-numpy arrays through the host, CUDA arrays (PyTorch, CuPy, ...) copied on the GPU into memory shared with CUDA
+`ResidentData` uploads each input of the step kernel (the model's inputs and the targets) once, as float32 rows: numpy
+arrays through the host, CUDA arrays (PyTorch, CuPy, ...) copied on the GPU into memory shared with CUDA
 (`coopnn.interop.cuda_rows`), coopnn device arrays bound where they are (copied by the GPU when sharded): no trip
-through the host for data already on the GPU. A data set larger than the device should hold (`data_budget`: a
-buffer's addressable range, and half of the largest device-local heap for all of them together) is split into shards
-of whole rows; one shard is on the device at a time (`select` uploads another), with one warning saying so, and the sampler draws from the shard on the device
-(`coopnn.shaders.targets.sampler`).
+through the host for data already on the GPU. A data set larger than the device should hold (`data_budget`: a buffer's
+addressable range, and half of the largest device-local heap for all of them together) is split into shards of whole
+rows; one shard is on the device at a time (`select` uploads another), with one warning saying so, and the sampler draws
+from the shard on the device (`coopnn.shaders.targets.sampler`).
 """
 
 from __future__ import annotations
