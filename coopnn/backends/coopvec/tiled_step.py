@@ -203,9 +203,9 @@ class TiledStepEmitter(LayerPasses):
     def prefix(self) -> None:
         """Buffer 0: the first layer's input, the parameter-free prefix of one sample per invocation (as many
         invocations as the tile has samples; global x is the sample), zero-padded to the layer's width; and the
-        sample's targets into the loss terms' block, where the loss epilogue reads them (so it needs not the data
-        row the sampler drew: reading targets there through a row kept in workgroup memory made the kernel 5-9%
-        slower than reading them by sample, H100, 2026-11-28)."""
+        sample's targets, read at the same data row, into the loss terms' block, where the loss epilogue reads them.
+        The epilogue so needs no data rows: reading the targets there through rows kept in workgroup memory made the
+        kernel 5-9% slower than reading them by sample (H100, 2026-11-28)."""
         step, fn, program = self.step, self.fn, self.program
         first_store = next(i for i, instr in enumerate(program.body) if instr.op == "store" and instr.args[1] == TAPE)
         with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(self.tile))):
