@@ -70,7 +70,7 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import HALVES_PER_WORD, word_type, word_view
 from coopnn.train.gpu.loss_kernels import loss_terms
 from coopnn.train.gpu.plan import TrainingPlan
-from coopnn.train.gpu.step_program import LOSS_SCALE, TAPE
+from coopnn.train.gpu.step_program import LOSS_SCALE, TAPE, TARGET_PARAM
 from coopnn.train.losses import Loss
 
 FEATURES = COOPVEC_FEATURES | {"cooperativeMatrix", "vulkanMemoryModel"}
@@ -211,7 +211,7 @@ class TiledStepEmitter(LayerPasses):
         with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(self.tile))):
             for instr in program.body[:first_store]:
                 step.held[instr.result] = LOWERINGS[instr.op](step, instr)
-            targets = next(instr for instr in program.body if instr.op == "load" and instr.args[0] == "t")
+            targets = next(instr for instr in program.body if instr.op == "load" and instr.args[0] == TARGET_PARAM)
             first = self.op("OpIMul", self.local, self.out_width)
             for f, value in enumerate(step.forms.components(LOWERINGS["load"](step, targets), "f32")):
                 fn.emit("OpStore", self.shared_f32(self.terms, self.op("OpIAdd", first, f)), value, SHARED)
@@ -258,9 +258,8 @@ class TiledStepEmitter(LayerPasses):
         with components(fn, self.accumulator) as i:
             valid = self.feature_mask(index, i, column)
             z, y = self.activated(held, i, index)
-            pointer = held.pointer(i)
             output = self.masked(valid, y, zero)
-            fn.emit("OpStore", pointer, output)
+            fn.emit("OpStore", held.pointer(i), output)
             if keeps_signs:  # of the float16 output, as the tape holds it
                 self.signs.keep(index, row // MATRIX, i, fn.emit("OpFOrdGreaterThan", self.bool, fn.emit(
                     "OpFConvert", self.f16, output), self.m.constant(self.f16, 0.0)))

@@ -24,6 +24,7 @@ from coopnn.train.gpu.plan import TrainingPlan
 from coopnn.train.losses import Loss
 
 TARGET = "target"  # the graph-name of the targets' input binding
+TARGET_PARAM = "t"  # the kernel parameter the targets are loaded from
 TAPE, LOSS, STATE = "tape", "loss", "state"
 LOSS_SCALE = "loss_scale"
 
@@ -41,7 +42,7 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: b
         lw.lower_node(node)
     k = lw.k
     out_features = plan.out_features
-    k.add_param("t", "input", (out_features,), TARGET)
+    k.add_param(TARGET_PARAM, "input", (out_features,), TARGET)
     k.add_param(TAPE, "tape", (tape.width,))
     k.add_param(LOSS, "loss", (1,))
     k.add_param(STATE, "state", (len(TRAINING_STATE_FIELDS),))
@@ -59,7 +60,7 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: b
         y = z if act is None else activations.apply(k, act.op, z, act.attrs)
         saved.append((x, w, z, y))
         x = y
-    target = k.emit("load", VecType("f32", out_features), ("t",))
+    target = k.emit("load", VecType("f32", out_features), (TARGET_PARAM,))
     values, derivatives = loss_terms(k, loss, x, target)
     mask = k.emit("sample_mask", VecType("f32", out_features))
     k.emit("store", None, (k.reduce("reduce_sum", k.binary("mul", values, mask), out_features), LOSS))
