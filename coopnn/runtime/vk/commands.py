@@ -1,7 +1,7 @@
 """`Dispatcher`: one `Lane` (command buffer, fence, timestamp queries) reused by every submission made through it.
 
 `run()` records a whole step into one submission: pending uploads of STAGED buffers, the dispatches (with a barrier
-between consecutive ones), downloads of readable STAGED buffers, and a barrier making device writes visible to the
+between consecutive ones, except before one that runs `alongside` the one before it), downloads of readable STAGED buffers, and a barrier making device writes visible to the
 host; it waits on the fence and returns the GPU time between the two timestamps around the dispatches. Nothing is
 allocated on the Vulkan side per call. `submit()` runs any other recording (one-off transfers) the same way. Calls
 from several threads take turns; the host path of a model runs its own lanes beside this one (`runtime/host_path`).
@@ -44,12 +44,15 @@ class Kernel(Protocol):
 
 @dataclass(frozen=True, eq=False)
 class Dispatch:
-    """One vkCmdDispatch of `kernel` over `buffers` (bindings 0..N-1) with `push_constants` bytes."""
+    """One vkCmdDispatch of `kernel` over `buffers` (bindings 0..N-1) with `push_constants` bytes. With `alongside`
+    no barrier is recorded before it, so it may run while the dispatch before it does: neither may write memory the
+    other touches (the barrier after it orders both against what follows)."""
 
     kernel: Kernel
     buffers: tuple[Buffer, ...]
     push_constants: bytes | np.ndarray = b""
     group_count: int | tuple[int, int, int] = 1
+    alongside: bool = False
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,8 +102,8 @@ class Dispatcher:
             downloads = {b: (0, b.size) for b in bound
                          if b.placement is Placement.STAGED and HostAccess.READ in b.host_access}
         _check_downloads(downloads)
-        commands = [d if isinstance(d, Recorded) else
-                    (d.kernel, d.kernel.descriptor_set(d.buffers), push_bytes(d), checked_group_count(self.info, d))
+        check_alongside(steps)
+        commands = [d if isinstance(d, Recorded) else dispatch_command(self.info, d, d.kernel.descriptor_set(d.buffers))
                     for d in steps]
         # Taken only once every dispatch has been checked, so a refused run leaves pending uploads pending.
         uploads = [(b, r) for b in bound if b.placement is Placement.STAGED for r in [b.take_pending_upload()] if r]
@@ -118,8 +121,8 @@ class Dispatcher:
 def record_commands(cmd, lane: Lane, commands: Sequence, uploads: Sequence[tuple[Buffer, tuple[int, int]]],
                     downloads: Sequence[tuple[Buffer, tuple[int, int]]]) -> None:
     """Record a submission: staging copies of the (start, stop) byte ranges `uploads`, the `commands` (a `Recorded`,
-    or (kernel, descriptor set, push constant bytes, group count) for a dispatch) with a barrier between consecutive
-    ones and timestamps around them all, then staging copies of the (offset, size) ranges `downloads` and a barrier
+    or a `dispatch_command`) with a barrier between consecutive ones (none before a dispatch `alongside` the one
+    before it) and timestamps around them all, then staging copies of the (offset, size) ranges `downloads` and a barrier
     making device writes visible to the host."""
     barrier(cmd, "after_previous_work")
     lane.reset_timestamps(cmd)
@@ -130,13 +133,13 @@ def record_commands(cmd, lane: Lane, commands: Sequence, uploads: Sequence[tuple
     lane.timestamp(cmd, 0)
     for index, command in enumerate(commands):
         recorded = isinstance(command, Recorded)
-        if index:
+        if index and (recorded or not command[4]):
             after_recorded = isinstance(commands[index - 1], Recorded)
             barrier(cmd, "after_previous_work" if recorded or after_recorded else "between_dispatches")
         if recorded:
             command.record(cmd)
             continue
-        kernel, descriptor_sets, push, groups = command
+        kernel, descriptor_sets, push, groups, _ = command
         lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
         lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1,
                                     descriptor_sets, 0, ffi.NULL)
@@ -159,6 +162,21 @@ def push_bytes(dispatch: Dispatch):
     if len(raw) != size:
         raise ValueError(f"{dispatch.kernel.name} takes {size} bytes of push constants, got {len(raw)}")
     return ffi.from_buffer(raw) if size else None
+
+
+def check_alongside(steps: Sequence[Dispatch | Recorded]) -> None:
+    """ValueError unless every dispatch `alongside` another follows a dispatch."""
+    for index, step in enumerate(steps):
+        if isinstance(step, Dispatch) and step.alongside and (index == 0 or not isinstance(steps[index - 1], Dispatch)):
+            raise ValueError(f"{step.kernel.name} is to run alongside the dispatch before it, but "
+                             f"{'it is the first command' if index == 0 else 'recorded commands precede it'}")
+
+
+def dispatch_command(info: DeviceInfo, dispatch: Dispatch, descriptor_sets) -> tuple:
+    """What `record_commands` records for `dispatch`: (kernel, descriptor sets, push constant bytes, group count,
+    alongside)."""
+    return (dispatch.kernel, descriptor_sets, push_bytes(dispatch), checked_group_count(info, dispatch),
+            dispatch.alongside)
 
 
 def checked_group_count(info: DeviceInfo, dispatch: Dispatch) -> tuple[int, int, int]:

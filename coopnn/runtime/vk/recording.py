@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from coopnn.runtime.vk.commands import Dispatch, Recorded, checked_group_count, push_bytes, record_commands
+from coopnn.runtime.vk.commands import Dispatch, Recorded, check_alongside, dispatch_command, record_commands
 from coopnn.runtime.vk.lane import Lane
 from coopnn.runtime.vk.memory import Placement
 
@@ -31,9 +31,9 @@ class Recording:
         self._lane = Lane(context.device, context.tracker, context.queue_lock)
         self._sets: dict = {}
         try:
+            check_alongside(steps)
             commands = [step if isinstance(step, Recorded) else
-                        (step.kernel, self._descriptor_set(step), push_bytes(step), checked_group_count(context.info, step))
-                        for step in steps]
+                        dispatch_command(context.info, step, self._descriptor_set(step)) for step in steps]
             staged = [(b, r) for b, r in (uploads or {}).items() if b.placement is Placement.STAGED]
             fetched = [(b, (0, b.size)) for b in downloads if b.placement is Placement.STAGED]
             self._lane.use("recording", lambda cmd: record_commands(cmd, self._lane, commands, staged, fetched))

@@ -14,6 +14,7 @@ subclasses say how (`coopnn.backends.portable.training`, `coopnn.backends.coopve
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Mapping
 
 import numpy as np
@@ -235,16 +236,21 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
                 Dispatch(self.step_kernel, self._buffers(data), push, self.step_kernel.group_count_for(count))]
 
     def _update(self, batch: int) -> list:
-        """The commands after the backward pass of a step: gradients, the optimizer, the working copy, and the
-        step's end (its loss into the history, the state words)."""
+        """The commands after the backward pass of a step: the batch's loss in tiles alongside the first gradient
+        dispatch, the rest of the gradients, the optimizer, the working copy, and the step's end (its loss into the
+        history, the state words)."""
         from coopnn.runtime.vk.commands import Dispatch
 
         count = -(-batch // self.granularity) * self.granularity
         tiles = -(-batch // LOSS_TILE)
         sums = self.loss_tile_shader.pack_push(count=tiles * REDUCE_WIDTH, batch=batch)
         end = self.step_end_shader.pack_push(count=REDUCE_WIDTH, terms=tiles)
-        return [*self.gradient_steps(batch, count), self.optimizer_dispatch(batch), *self.working_steps(),
-                Dispatch(self.loss_tile_kernel, (self.io[self._binding(LOSS)], self.loss_sums), sums, tiles),
+        loss_tiles = Dispatch(self.loss_tile_kernel, (self.io[self._binding(LOSS)], self.loss_sums), sums, tiles)
+        first, *gradients = self.gradient_steps(batch, count)
+        if isinstance(first, Dispatch):
+            # it reads the tape or the accumulated gradients, the loss tiles the per-sample losses: disjoint memory
+            first = dataclasses.replace(first, alongside=True)
+        return [loss_tiles, first, *gradients, self.optimizer_dispatch(batch), *self.working_steps(),
                 Dispatch(self.step_end_kernel, (self.loss_sums, self.state, self.books.history), end, 1)]
 
     def _mean_losses(self, steps: int, batch: int) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""ComputeKernel and Dispatcher on a real device: y = a*x + b with a bounds check, every placement, timestamps.
+"""ComputeKernel and Dispatcher on a real device: y = a*x + b with a bounds check, every placement, timestamps, and
+dispatches alongside each other.
 
 Drivers may fuse the multiply and add (SPIR-V allows contraction), so results are compared within one float32 ulp.
 """
@@ -152,3 +153,28 @@ def test_bad_download_ranges_are_refused_before_anything_runs(vk_context, axpb):
     with pytest.raises(ValueError, match="does not fit"):
         axpb.run([x, y], struct.pack("<I", 64), 1, downloads={x: (128, 256)})
     assert x.take_pending_upload() == (0, 256)
+
+
+def test_dispatches_alongside_each_other_both_run(vk_context, axpb):
+    from coopnn.runtime.vk.commands import Dispatch
+
+    count = 513
+    values = np.linspace(-2, 2, count, dtype=np.float32)
+    a, b, c, d = (vk_context.create_buffer(values.nbytes) for _ in range(4))
+    a.write(values)
+    c.write(-values)
+    push, groups = np.array([count], np.uint32), axpb.group_count_for(count)
+    vk_context.run([Dispatch(axpb, (a, b), push, groups), Dispatch(axpb, (c, d), push, groups, alongside=True)])
+    np.testing.assert_allclose(b.read(np.float32), values * np.float32(2.5) - np.float32(1.0), rtol=1e-6, atol=ATOL)
+    np.testing.assert_allclose(d.read(np.float32), -values * np.float32(2.5) - np.float32(1.0), rtol=1e-6, atol=ATOL)
+
+
+def test_a_dispatch_alongside_nothing_or_recorded_commands_is_refused(vk_context, axpb):
+    from coopnn.runtime.vk.commands import Dispatch, Recorded
+
+    x, y = vk_context.create_buffer(256), vk_context.create_buffer(256)
+    alongside = Dispatch(axpb, (x, y), struct.pack("<I", 64), 1, alongside=True)
+    with pytest.raises(ValueError, match="it is the first command"):
+        vk_context.run([alongside])
+    with pytest.raises(ValueError, match="recorded commands precede it"):
+        vk_context.run([Recorded(lambda cmd: None), alongside])
