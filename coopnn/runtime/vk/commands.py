@@ -1,10 +1,11 @@
 """`Dispatcher`: one `Lane` (command buffer, fence, timestamp queries) reused by every submission made through it.
 
 `run()` records a whole step into one submission: pending uploads of STAGED buffers, the dispatches (with a barrier
-between consecutive ones, except before one that runs `alongside` the one before it), downloads of readable STAGED buffers, and a barrier making device writes visible to the
-host; it waits on the fence and returns the GPU time between the two timestamps around the dispatches. Nothing is
-allocated on the Vulkan side per call. `submit()` runs any other recording (one-off transfers) the same way. Calls
-from several threads take turns; the host path of a model runs its own lanes beside this one (`runtime/host_path`).
+between consecutive ones, except before one that runs `alongside` the one before it), downloads of readable STAGED
+buffers, and a barrier making device writes visible to the host; it waits on the fence and returns the GPU time between
+the two timestamps around the dispatches. Nothing is allocated on the Vulkan side per call. `submit()` runs any other
+recording (one-off transfers) the same way. Calls from several threads take turns; the host path of a model runs its own
+lanes beside this one (`runtime/host_path`).
 """
 
 from __future__ import annotations
@@ -120,10 +121,10 @@ class Dispatcher:
 
 def record_commands(cmd, lane: Lane, commands: Sequence, uploads: Sequence[tuple[Buffer, tuple[int, int]]],
                     downloads: Sequence[tuple[Buffer, tuple[int, int]]]) -> None:
-    """Record a submission: staging copies of the (start, stop) byte ranges `uploads`, the `commands` (a `Recorded`,
-    or a `dispatch_command`) with a barrier between consecutive ones (none before a dispatch `alongside` the one
-    before it) and timestamps around them all, then staging copies of the (offset, size) ranges `downloads` and a barrier
-    making device writes visible to the host."""
+    """Record a submission: staging copies of the (start, stop) byte ranges `uploads`, the `commands` (a `Recorded`, or
+    a `dispatch_command`) with a barrier between consecutive ones (none before a dispatch `alongside` the one before it)
+    and timestamps around them all, then staging copies of the (offset, size) ranges `downloads` and a barrier making
+    device writes visible to the host."""
     barrier(cmd, "after_previous_work")
     lane.reset_timestamps(cmd)
     for buffer, (start, stop) in uploads:
