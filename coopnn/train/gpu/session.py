@@ -142,7 +142,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         return []
 
     def step_prologue(self) -> list:
-        """Commands before the step kernel (after the status is reset)."""
+        """Commands before the step kernel."""
         return []
 
     def partial_sum_dispatch(self, chunks: int):
@@ -231,8 +231,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         rows = batch if data is None else data.rows
         push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity, rows=rows,
                                      seed=seed & 0xFFFFFFFF, whole=int(batch >= rows))
-        return [self.fill_zero(self.state, size=4),  # the status word
-                *self.step_prologue(),
+        return [*self.step_prologue(),
                 Dispatch(self.step_kernel, self._buffers(data), push, self.step_kernel.group_count_for(count))]
 
     def _update(self, batch: int) -> list:
@@ -313,8 +312,9 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         batch = rows_of(targets[self.plan.output])
         self.books.sync()
         count, _ = self._write_batch(feeds, targets, batch)
-        self.last_gpu_ms = self.context.run(self._forward_backward(batch, count) + self.gradient_steps(batch, count),
-                                            self._losses(batch)[1])
+        # No step end runs to clear the status word the gradient reductions may set, so the last command does.
+        self.last_gpu_ms = self.context.run(self._forward_backward(batch, count) + self.gradient_steps(batch, count)
+                                            + [self.fill_zero(self.state, size=4)], self._losses(batch)[1])
         raw = self.gradient.download(np.float32, self.layout.size)
         return unflatten(self.layout, self.plan, raw / np.float32(self.loss_scale * batch * self.plan.out_features))
 

@@ -235,9 +235,10 @@ def test_the_step_end_sums_the_losses_and_keeps_the_state(context, skip_nonfinit
     assert history[4] == pytest.approx(float(np.sum(sums, dtype=np.float64)), rel=1e-6)
     assert history[5] == status and not history[:4].any() and not history[6:].any()
     assert state[4] == drawn + 1  # every step draws a batch, skipped or not
+    assert state[0] == 0  # cleared for the next step
     scale = float(state[1:2].view(np.float32)[0])
     if not skip_nonfinite:
-        assert (state[0], scale, state[2], state[3]) == (status, 8.0, growth - 1, 42)
+        assert (scale, state[2], state[3]) == (8.0, growth - 1, 42)
     elif status:  # skipped: the scale halves, the good steps restart, the step is not counted
         assert (scale, state[2], state[3]) == (4.0, 0, 41)
     else:  # the growth_interval-th good step in a row doubles the scale
