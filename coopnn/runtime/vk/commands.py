@@ -1,11 +1,11 @@
 """`Dispatcher`: one `Lane` (command buffer, fence, timestamp queries) reused by every submission made through it.
 
-`run()` records a whole step into one submission: pending uploads of STAGED buffers, the dispatches (with a barrier
-between consecutive ones, except before one that runs `alongside` the one before it), downloads of readable STAGED
-buffers, and a barrier making device writes visible to the host; it waits on the fence and returns the GPU time between
-the two timestamps around the dispatches. Nothing is allocated on the Vulkan side per call. `submit()` runs any other
-recording (one-off transfers) the same way. Calls from several threads take turns; the host path of a model runs its own
-lanes beside this one (`runtime/host_path`).
+`run()` records a whole step into one submission: pending uploads of STAGED buffers, the dispatches
+(`record_sequence`: a barrier between consecutive ones, except before one that runs `alongside` the one before it),
+downloads of readable STAGED buffers, and a barrier making device writes visible to the host; it waits on the fence
+and returns the GPU time between the two timestamps around the dispatches. Nothing is allocated on the Vulkan side per
+call. `submit()` runs any other recording (one-off transfers) the same way. Calls from several threads take turns; the
+host path of a model runs its own lanes beside this one (`runtime/host_path`).
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ class Dispatcher:
         uploads = [(b, r) for b in bound if b.placement is Placement.STAGED for r in [b.take_pending_upload()] if r]
 
         def record(cmd) -> None:
-            record_commands(cmd, self._lane, commands, uploads, downloads.items())
+            record_commands(cmd, self._lane, lambda buffer: record_sequence(buffer, commands), uploads,
+                            downloads.items())
 
         self._record_and_run(record)
         return self._lane.elapsed_ms()
@@ -119,12 +120,12 @@ class Dispatcher:
         self._lane.destroy()
 
 
-def record_commands(cmd, lane: Lane, commands: Sequence, uploads: Sequence[tuple[Buffer, tuple[int, int]]],
+def record_commands(cmd, lane: Lane, body: Callable[[object], None],
+                    uploads: Sequence[tuple[Buffer, tuple[int, int]]],
                     downloads: Sequence[tuple[Buffer, tuple[int, int]]]) -> None:
-    """Record a submission: staging copies of the (start, stop) byte ranges `uploads`, the `commands` (a `Recorded`, or
-    a `dispatch_command`) with a barrier between consecutive ones (none before a dispatch `alongside` the one before it)
-    and timestamps around them all, then staging copies of the (offset, size) ranges `downloads` and a barrier making
-    device writes visible to the host."""
+    """Record a submission: staging copies of the (start, stop) byte ranges `uploads`, what `body(cmd)` records (the
+    dispatches: `record_sequence`) with timestamps around it, then staging copies of the (offset, size) ranges
+    `downloads` and a barrier making device writes visible to the host."""
     barrier(cmd, "after_previous_work")
     lane.reset_timestamps(cmd)
     for buffer, (start, stop) in uploads:
@@ -132,12 +133,30 @@ def record_commands(cmd, lane: Lane, commands: Sequence, uploads: Sequence[tuple
     if uploads:
         barrier(cmd, "uploads_to_shaders")
     lane.timestamp(cmd, 0)
+    body(cmd)
+    lane.timestamp(cmd, 1)
+    if downloads:
+        barrier(cmd, "shaders_to_downloads")
+    for buffer, (offset, size) in downloads:
+        copy_buffer(cmd, buffer.handle, buffer.staging_handle, offset, offset, size)
+    barrier(cmd, "device_to_host")
+
+
+def barrier_between(previous, command) -> str | None:
+    """The barrier recorded between two consecutive commands (each a `Recorded` or a `dispatch_command`): a full one
+    next to recorded commands, none before a dispatch `alongside` the one before it."""
+    recorded = isinstance(command, Recorded)
+    if not recorded and command[4]:
+        return None
+    return "after_previous_work" if recorded or isinstance(previous, Recorded) else "between_dispatches"
+
+
+def record_sequence(cmd, commands: Sequence) -> None:
+    """Record `commands` (a `Recorded`, or a `dispatch_command`) with `barrier_between` consecutive ones."""
     for index, command in enumerate(commands):
-        recorded = isinstance(command, Recorded)
-        if index and (recorded or not command[4]):
-            after_recorded = isinstance(commands[index - 1], Recorded)
-            barrier(cmd, "after_previous_work" if recorded or after_recorded else "between_dispatches")
-        if recorded:
+        if index and (name := barrier_between(commands[index - 1], command)) is not None:
+            barrier(cmd, name)
+        if isinstance(command, Recorded):
             command.record(cmd)
             continue
         kernel, descriptor_sets, push, groups, _ = command
@@ -147,12 +166,6 @@ def record_commands(cmd, lane: Lane, commands: Sequence, uploads: Sequence[tuple
         if push is not None:
             lib.vkCmdPushConstants(cmd, kernel.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push), push)
         lib.vkCmdDispatch(cmd, *groups)
-    lane.timestamp(cmd, 1)
-    if downloads:
-        barrier(cmd, "shaders_to_downloads")
-    for buffer, (offset, size) in downloads:
-        copy_buffer(cmd, buffer.handle, buffer.staging_handle, offset, offset, size)
-    barrier(cmd, "device_to_host")
 
 
 def push_bytes(dispatch: Dispatch):

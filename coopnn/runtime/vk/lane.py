@@ -132,6 +132,22 @@ class Lane:
     def end(self) -> None:
         check(vk, lib.vkEndCommandBuffer(self._command_buffers[0]), "vkEndCommandBuffer")
 
+    def secondary(self, record: Callable[[object], None]):
+        """A secondary command buffer of the lane's pool (freed with it), recorded once by `record(command_buffer)`
+        for primaries of this lane to execute, any number of times each (simultaneous use), as a one-element array
+        for vkCmdExecuteCommands."""
+        cmd = vk.vkAllocateCommandBuffers(self._device, vk.VkCommandBufferAllocateInfo(
+            commandPool=self._pool, level=vk.VK_COMMAND_BUFFER_LEVEL_SECONDARY, commandBufferCount=1))[0]
+        inheritance = ffi.new("VkCommandBufferInheritanceInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO})
+        begin = ffi.new("VkCommandBufferBeginInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            "flags": vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, "pInheritanceInfo": inheritance})
+        check(vk, lib.vkBeginCommandBuffer(cmd, begin), "vkBeginCommandBuffer")
+        record(cmd)
+        check(vk, lib.vkEndCommandBuffer(cmd), "vkEndCommandBuffer")
+        return ffi.new("VkCommandBuffer[1]", [cmd])
+
     def use(self, key, record: Callable[[object], None]) -> None:
         """Make the recording named `key` the one `submit` sends, recording it with `record(command_buffer)` the first
         time; up to RECORDINGS are kept, and the least recently used one's command buffer is recorded anew."""

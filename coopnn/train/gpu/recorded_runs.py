@@ -17,8 +17,9 @@ from coopnn.train.gpu.resident import ResidentData
 
 # A run of steps is submitted as blocks of these many steps, each block recorded once and submitted again: recording
 # costs the host about 0.15 ms a step in Python, so a 1,000-step fit recording all its runs anew spent 0.29 ms a step
-# beside 0.50 ms of GPU work (mlp_3_64x2_3 at 2^18 on the H100, 2026-11-25); blocks keep that to a few recordings.
-# Each size is recorded twice and the copies alternate, so the next block is queued while one runs.
+# beside 0.50 ms of GPU work (mlp_3_64x2_3 at 2^18 on the H100, 2026-11-25); blocks keep that to a few recordings, and
+# a block records its step once, executed as often as it has steps (`Recording`'s `repeat`). Each size is recorded
+# twice and the copies alternate, so the next block is queued while one runs.
 BLOCKS = (16, 4, 1)
 COPIES = 2
 # Recorded blocks a session keeps: every copy of every size for two data sets or batch sizes. A run records its blocks
@@ -91,8 +92,8 @@ class RecordedRuns:
 
         count = -(-batch // self.granularity) * self.granularity
         one_step = self._forward_backward(batch, count, data, seed) + self._update(batch)
-        return Recording(self.context, one_step * steps, uploads=self._schedule_upload(),
-                         downloads=tuple(self.books.downloads()))
+        return Recording(self.context, one_step, uploads=self._schedule_upload(), downloads=tuple(self.books.downloads()),
+                         repeat=steps)
 
     def _step_recording(self, batch: int, count: int, copied: tuple[int, ...]):
         """The recording of one step on the batch in the step's inputs (`_write_batch`), kept for the next steps

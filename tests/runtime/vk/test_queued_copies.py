@@ -1,5 +1,6 @@
-"""Copies submitted ahead of a submission (`QueuedCopies`) are what that submission reads, and a kept `Recording`
-uploads exactly the byte ranges it was given of STAGED buffers on every submission. On lavapipe, validated."""
+"""Copies submitted ahead of a submission (`QueuedCopies`) are what that submission reads, a kept `Recording`
+uploads exactly the byte ranges it was given of STAGED buffers on every submission, and one with `repeat` runs its
+sequence that many times in order. On lavapipe, validated."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import struct
 import numpy as np
 import pytest
 
-from coopnn.runtime.vk.commands import Dispatch
+from coopnn.runtime.vk.commands import Dispatch, Recorded
+from coopnn.runtime.vk.lane import copy_buffer
 from coopnn.runtime.vk.memory import Placement
 from coopnn.runtime.vk.queued_copies import QueuedCopies
 from coopnn.runtime.vk.recording import Recording
@@ -64,5 +66,42 @@ def test_a_recording_uploads_its_byte_ranges_of_staged_buffers_each_time(vk_cont
     finally:
         whole.destroy()
         tail.destroy()
+        x.destroy()
+        y.destroy()
+
+
+@pytest.mark.parametrize("repeat", [1, 2, 5])
+def test_a_repeated_recording_runs_its_sequence_that_many_times_in_order(vk_context, axpb_spirv, repeat):
+    """Each repetition reads what the one before wrote: between dispatches (x to y, y to x: 3^2 a repetition), and
+    after a recorded copy (x to y, then y copied onto x: 3 a repetition)."""
+    kernel, push, groups = _triple(vk_context, axpb_spirv)
+    x, y = vk_context.create_buffer(4 * COUNT), vk_context.create_buffer(4 * COUNT)
+    values = np.linspace(-1, 1, COUNT, dtype=np.float32)
+    back = Recorded(lambda cmd: copy_buffer(cmd, y.handle, x.handle, 0, 0, y.size))
+    sequences = {9.0: [Dispatch(kernel, (x, y), push, groups), Dispatch(kernel, (y, x), push, groups)],
+                 3.0: [Dispatch(kernel, (x, y), push, groups), back]}
+    try:
+        for factor, sequence in sequences.items():
+            x.upload(values)
+            recording = Recording(vk_context, sequence, repeat=repeat)
+            try:
+                recording.run()
+            finally:
+                recording.destroy()
+            np.testing.assert_allclose(x.read(np.float32), values * np.float32(factor) ** repeat, rtol=1e-6)
+    finally:
+        x.destroy()
+        y.destroy()
+
+
+def test_a_recording_runs_something_at_least_once(vk_context, axpb_spirv):
+    kernel, push, groups = _triple(vk_context, axpb_spirv)
+    x, y = vk_context.create_buffer(4 * COUNT), vk_context.create_buffer(4 * COUNT)
+    try:
+        with pytest.raises(ValueError, match="at least once"):
+            Recording(vk_context, [Dispatch(kernel, (x, y), push, groups)], repeat=0)
+        with pytest.raises(ValueError, match="at least once"):
+            Recording(vk_context, [])
+    finally:
         x.destroy()
         y.destroy()
