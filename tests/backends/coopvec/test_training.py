@@ -107,7 +107,6 @@ def test_overflowing_step_is_skipped_and_the_loss_scale_halves(gradients):
         session.close()
 
 
-
 @pytest.mark.parametrize("step", ["tiled", "coopvec"])
 def test_steps_after_skipped_ones_in_the_same_run_are_taken(step):
     """The step end clears the status word a skipped step set, so in one submitted run of steps (no host in between)
@@ -116,12 +115,13 @@ def test_steps_after_skipped_ones_in_the_same_run_are_taken(step):
     y = np.full((512, 3), 100.0, np.float32)
     with coopnn.mlp(3, [32], 3, activation="relu", backend="coopvec", weights="fp16") as model:
         trainer = coopnn.Trainer(model, optimizer=Adam(lr=1e-3), step=step)
-        start, steps = 2.0 ** 16, 16  # one recorded block of 16 steps
+        start, steps = 2.0 ** 16, 16  # fit's runs of 4 and 12 steps, each submitted with no host between its steps
         trainer.session.loss_scale = start
         trainer.fit(x, y, steps=steps, batch_size=512, progress=False)
         skipped = int(np.log2(start / trainer.session.loss_scale))
         assert 0 < skipped < steps
         assert trainer.session.optimizer.step_count == steps - skipped
+
 
 def test_trainer_on_a_coopvec_model_trains_on_the_gpu_and_runs_the_new_weights():
     rng = np.random.default_rng(3)
