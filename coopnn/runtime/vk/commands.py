@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, NamedTuple, Protocol, Sequence
 
 import numpy as np
 
@@ -103,9 +103,7 @@ class Dispatcher:
             downloads = {b: (0, b.size) for b in bound
                          if b.placement is Placement.STAGED and HostAccess.READ in b.host_access}
         _check_downloads(downloads)
-        check_alongside(steps)
-        commands = [d if isinstance(d, Recorded) else dispatch_command(self.info, d, d.kernel.descriptor_set(d.buffers))
-                    for d in steps]
+        commands = commands_for(self.info, steps, lambda d: d.kernel.descriptor_set(d.buffers))
         # Taken only once every dispatch has been checked, so a refused run leaves pending uploads pending.
         uploads = [(b, r) for b in bound if b.placement is Placement.STAGED for r in [b.take_pending_upload()] if r]
 
@@ -143,29 +141,29 @@ def record_commands(cmd, lane: Lane, body: Callable[[object], None],
 
 
 def barrier_between(previous, command) -> str | None:
-    """The barrier recorded between two consecutive commands (each a `Recorded` or a `dispatch_command`): a full one
+    """The barrier recorded between two consecutive commands (each a `Recorded` or a `DispatchCommand`): a full one
     next to recorded commands, none before a dispatch `alongside` the one before it."""
     recorded = isinstance(command, Recorded)
-    if not recorded and command[4]:
+    if not recorded and command.alongside:
         return None
     return "after_previous_work" if recorded or isinstance(previous, Recorded) else "between_dispatches"
 
 
 def record_sequence(cmd, commands: Sequence) -> None:
-    """Record `commands` (a `Recorded`, or a `dispatch_command`) with `barrier_between` consecutive ones."""
+    """Record `commands` (a `Recorded`, or a `DispatchCommand`) with `barrier_between` consecutive ones."""
     for index, command in enumerate(commands):
         if index and (name := barrier_between(commands[index - 1], command)) is not None:
             barrier(cmd, name)
         if isinstance(command, Recorded):
             command.record(cmd)
             continue
-        kernel, descriptor_sets, push, groups, _ = command
+        kernel, push = command.kernel, command.push
         lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
         lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.layout, 0, 1,
-                                    descriptor_sets, 0, ffi.NULL)
+                                    command.descriptor_sets, 0, ffi.NULL)
         if push is not None:
             lib.vkCmdPushConstants(cmd, kernel.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push), push)
-        lib.vkCmdDispatch(cmd, *groups)
+        lib.vkCmdDispatch(cmd, *command.groups)
 
 
 def push_bytes(dispatch: Dispatch):
@@ -178,19 +176,26 @@ def push_bytes(dispatch: Dispatch):
     return ffi.from_buffer(raw) if size else None
 
 
-def check_alongside(steps: Sequence[Dispatch | Recorded]) -> None:
-    """ValueError unless every dispatch `alongside` another follows a dispatch."""
+class DispatchCommand(NamedTuple):
+    """What `record_sequence` records for a `Dispatch`: push constant bytes and group count checked."""
+
+    kernel: Kernel
+    descriptor_sets: object
+    push: object
+    groups: tuple[int, int, int]
+    alongside: bool
+
+
+def commands_for(info: DeviceInfo, steps: Sequence[Dispatch | Recorded], descriptor_set) -> list:
+    """`steps` as `record_sequence` takes them: recorded commands as they are, dispatches as `DispatchCommand`s bound
+    to `descriptor_set(dispatch)`. ValueError unless every dispatch `alongside` another follows a dispatch."""
     for index, step in enumerate(steps):
         if isinstance(step, Dispatch) and step.alongside and (index == 0 or not isinstance(steps[index - 1], Dispatch)):
             raise ValueError(f"{step.kernel.name} is to run alongside the dispatch before it, but "
                              f"{'it is the first command' if index == 0 else 'recorded commands precede it'}")
-
-
-def dispatch_command(info: DeviceInfo, dispatch: Dispatch, descriptor_sets) -> tuple:
-    """What `record_commands` records for `dispatch`: (kernel, descriptor sets, push constant bytes, group count,
-    alongside)."""
-    return (dispatch.kernel, descriptor_sets, push_bytes(dispatch), checked_group_count(info, dispatch),
-            dispatch.alongside)
+    return [step if isinstance(step, Recorded) else
+            DispatchCommand(step.kernel, descriptor_set(step), push_bytes(step), checked_group_count(info, step),
+                            step.alongside) for step in steps]
 
 
 def checked_group_count(info: DeviceInfo, dispatch: Dispatch) -> tuple[int, int, int]:

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from coopnn.runtime.vk.commands import (Dispatch, Recorded, barrier_between, check_alongside, dispatch_command,
-                                        record_commands, record_sequence)
+from coopnn.runtime.vk.commands import (Dispatch, Recorded, barrier_between, commands_for, record_commands,
+                                        record_sequence)
 from coopnn.runtime.vk.lane import Lane, barrier
 from coopnn.runtime.vk.loader import load_vulkan
 from coopnn.runtime.vk.memory import Placement
@@ -41,9 +41,7 @@ class Recording:
         self._lane = Lane(context.device, context.tracker, context.queue_lock)
         self._sets: dict = {}
         try:
-            check_alongside(steps)
-            commands = [step if isinstance(step, Recorded) else
-                        dispatch_command(context.info, step, self._descriptor_set(step)) for step in steps]
+            commands = commands_for(context.info, steps, self._descriptor_set)
             staged = [(b, r) for b, r in (uploads or {}).items() if b.placement is Placement.STAGED]
             fetched = [(b, (0, b.size)) for b in downloads if b.placement is Placement.STAGED]
             body = self._repeated(commands, repeat)
