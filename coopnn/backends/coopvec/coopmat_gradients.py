@@ -26,7 +26,11 @@ A subgroup's 16-sample steps wait on their loads from device memory, so the kern
 `chunking` halves the chunk (from `MAX_CHUNK_TILES` tiles down to `MIN_CHUNK_TILES`) until a batch's chunks
 give at least `TARGET_SUBGROUPS` subgroups; `most_chunks` bounds the partial gradients a capacity needs.
 
-Bindings: 0 tape (f16), 1 partials (f32, written). Push: `count` (32 x tasks), `batch` (samples on the tape, padding
+Every partial gradient it writes that is not finite sets the training state's status word (binding 2), so the
+optimizer, which adds the partials itself, knows before it starts whether the step is skipped: the tape is float16,
+so float32 sums of its finite products stay finite (below 65504^2 times 2^32 samples).
+
+Bindings: 0 tape (f16), 1 partials (f32, written), 2 the training state words (u32). Push: `count` (32 x tasks), `batch` (samples on the tape, padding
 zero), `capacity`, `parameters` (elements of one chunk's partial gradients), `chunk_tiles`. Dispatch (tasks, chunks, 1)
 workgroups.
 The tape needs `TILE` rows of capacity after its last region: a tile of a layer whose rows are not a multiple of 16
@@ -39,6 +43,7 @@ import contextlib
 from dataclasses import dataclass
 
 from coopnn.shaders.targets.base import Binary, ShaderFrame, push_constant_block
+from coopnn.shaders.training.gradients import FEATURES as STATUS_FEATURES, flag_status, not_finite
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import HALVES_PER_WORD, storage_buffer, training_kernel, word_type, word_view
 
@@ -61,14 +66,15 @@ MAX_COLUMN_TILES = 4
 ROW_TILES = 2
 WIDE_ROW_TILES = 4
 WIDE_LAYER_ROWS = 128
-TAPE, PARTIALS = range(2)
+TAPE, PARTIALS, STATUS = range(3)
 # Blocks of at least this many row tiles stage their tape tiles through workgroup memory. On the H100 at 2^18 (2^16),
 # staged 4 x 4 blocks took mlp_64_128x4_16's whole step from 1.156 to 1.056 ms (0.348 to 0.328); staged 2 x 4 blocks
 # made the 64-wide models' steps 13-14% slower, and staged 4 x 4 blocks in 64-row layers 1% faster to 18% slower
 # (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md`).
 STAGED_FROM_ROW_TILES = 4
 STAGE_PAD = 8  # halves past a staged row: the rows of a tile start on different banks
-FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
+FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"}
+                     | STATUS_FEATURES)
 
 
 @dataclass(frozen=True)
@@ -138,6 +144,8 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
     f16 = m.type_float(16)
     storage_buffer(frame, TAPE, f16, writable=False, name="tape")
     storage_buffer(frame, PARTIALS, f32, writable=True, name="partials")
+    storage_buffer(frame, STATUS, u32, writable=True, name="state")
+    m.capability("VulkanMemoryModelDeviceScope")
     tile_memory = m.global_variable("Workgroup", m.type_array(f32, m.constant(u32, TILE * TILE)), name="tile")
     if any(b.row_tiles >= STAGED_FROM_ROW_TILES for b in layer_blocks(parameters, row_tiles, column_tiles)):
         word = word_type(frame)
@@ -166,6 +174,7 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
     chunk_base = op("OpIMul", chunk, frame.push_value("parameters"))
     chunk_tiles = frame.push_value("chunk_tiles")
     first_sample = op("OpIMul", chunk, op("OpIMul", chunk_tiles, frame.uint(TILE)))
+    written_nonfinite = fn.variable(frame.bool, initializer=m.constant(frame.bool, False))
 
     def write_out(accumulator, row0, col0, rows: int, cols: int, target):
         """Tile -> workgroup memory -> partials[target(row, col)] for the tile's elements with row < rows and
@@ -184,6 +193,8 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
                                                          tile_memory, element))
                 fn.emit("OpStore", frame.element_pointer(PARTIALS, op("OpIAdd", chunk_base, target(row, col)), f32),
                         value)
+                fn.emit("OpStore", written_nonfinite, fn.emit("OpLogicalOr", frame.bool, not_finite(frame, value),
+                                                              fn.emit("OpLoad", frame.bool, written_nonfinite)))
         fn.barrier()
 
     def inside(first, tile: int, limit: int, whole: bool):
@@ -306,7 +317,9 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
                     with fn.if_(with_bias):
                         write_out(fn.emit("OpLoad", c_type, sums[r]), row0, frame.zero, layer.rows, 1,
                                   lambda i, j: op("OpIAdd", frame.uint(layer.bias_offset), i))
+    with fn.if_(fn.emit("OpLoad", frame.bool, written_nonfinite)):
+        flag_status(frame, STATUS)
     frame.main.return_()
     frame.module.entry_point(frame.main, "main", "GLCompute", local_size=frame.workgroup_size)
-    return training_kernel("cooperative-matrix weight gradients", frame.module.to_bytes(), frame.workgroup_size, 2,
+    return training_kernel("cooperative-matrix weight gradients", frame.module.to_bytes(), frame.workgroup_size, 3,
                            push, FEATURES)

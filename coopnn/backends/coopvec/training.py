@@ -3,13 +3,14 @@
 The per-sample step kernel multiplies with the weights in the driver's TrainingOptimal layout, forward and transposed
 (OpCooperativeVectorMatrixMulAddNV / MatrixMulNV with Transpose); the tiled one (`tiled_step`, which "auto" takes for
 models of `AUTO_TILED_FROM_LAYERS` layers or more) reads the float16 row-major working copy itself. Weight gradients
-come from `coopnn.backends.coopvec.coopvec_gradients` (tape products per chunk of samples) and `partial_sum_shader`,
+come from `coopnn.backends.coopvec.coopmat_gradients` or `coopnn.backends.coopvec.coopvec_gradients` (tape products
+per chunk of samples; the optimizer adds the former's partial gradients itself, `partial_sum_shader` the latter's),
 or the outer-product methods (`coopnn.backends.coopvec.outer_product`) accumulate them in the step kernel. The
 optimizer updates the float32 master weights and writes a float16 row-major working copy, which
 vkCmdConvertCooperativeVectorMatrixNV turns into TrainingOptimal in the same command buffer (biases are copied).
 
-Deltas are float16, so the loss gradient is scaled (dynamic loss scaling, kept on the device by the step-ending
-kernel): a step whose gradients overflow is skipped and the scale halved; it starts at 1 and doubles after
+Deltas are float16, so the loss gradient is scaled (dynamic loss scaling, kept on the device by the step's end in the
+optimizer kernel): a step whose gradients overflow is skipped and the scale halved; it starts at 1 and doubles after
 `GROWTH_INTERVAL` good steps. Shapes are padded to whole 16-byte
 groups as the coopvec target pads them; padded parameters stay zero (their gradients are zero).
 """
@@ -85,6 +86,8 @@ class CoopvecTrainingSession(KernelTrainingSession):
             raise ValueError(f"gradients={gradients!r} accumulates in the coopvec step kernel, not the tiled one")
         self.gradient_method = AUTO_GRADIENTS if gradients == "auto" else gradients
         self.requested_step = "coopvec" if self.accumulates else step
+        # the cooperative-matrix products flag non-finite partial gradients, so the optimizer can add them
+        self.optimizer_adds_partials = self.gradient_method == "coopmat"
         super().__init__(*args, **kwargs)
 
     def layer_shapes(self):
@@ -229,18 +232,18 @@ class CoopvecTrainingSession(KernelTrainingSession):
         return steps + [Dispatch(kernel, (sums, self.gradient, self.state), widen.pack_push(count=size, first=first),
                                  kernel.group_count_for(size))]
 
-    def gradient_steps(self, batch: int, count: int) -> list:
+    def gradient_products(self, batch: int, count: int) -> tuple[list, int]:
         from coopnn.runtime.vk.commands import Dispatch
 
         if self.accumulates:
-            return self.accumulated_gradient_steps()
+            return self.accumulated_gradient_steps(), 0
 
         products, product_kernel = self.gradient_shaders[0], self.gradient_kernels[0]
         common = {"batch": count, "capacity": self.capacity, "parameters": self.layout.size}
         if self.gradient_method == "coopmat":
             tasks = coopmat_gradients.task_count(self.layout)
             chunk_tiles, chunks = coopmat_gradients.chunking(self.layout, count)
-            reduce = Dispatch(product_kernel, (self.tape_buffer, self.partials),
+            reduce = Dispatch(product_kernel, (self.tape_buffer, self.partials, self.state),
                               products.pack_push(count=tasks * coopmat_gradients.SUBGROUP, chunk_tiles=chunk_tiles,
                                                  **common),
                               (tasks, chunks, 1))
@@ -250,4 +253,4 @@ class CoopvecTrainingSession(KernelTrainingSession):
             reduce = Dispatch(product_kernel, (self.tape_buffer, self.partials, self.ones),
                               products.pack_push(count=rows, **common),
                               (product_kernel.group_count_for(rows), chunks, 1))
-        return [reduce, self.partial_sum_dispatch(chunks)]
+        return [reduce], chunks

@@ -39,6 +39,8 @@ def flat_manifest(program, layout) -> WeightImage:
 
 
 class PortableTrainingSession(KernelTrainingSession):
+    optimizer_adds_partials = True  # no step is skipped (`skip_nonfinite` is off), so nothing waits on their check
+
     def partial_chunks(self, capacity: int) -> int:
         return -(-capacity // CHUNK)
 
@@ -61,12 +63,11 @@ class PortableTrainingSession(KernelTrainingSession):
     def weights_buffer(self):
         return self.weight_buffer
 
-    def gradient_steps(self, batch: int, count: int) -> list:
+    def gradient_products(self, batch: int, count: int) -> tuple[list, int]:
         from coopnn.runtime.vk.commands import Dispatch
 
         products, product_kernel = self.gradient_shaders[0], self.gradient_kernels[0]
         chunks = -(-batch // CHUNK)
         push = products.pack_push(count=self.layout.size, batch=batch, capacity=self.capacity)
         return [Dispatch(product_kernel, (self.tape_buffer, self.partials), push,
-                         (product_kernel.group_count_for(self.layout.size), chunks, 1)),
-                self.partial_sum_dispatch(chunks)]
+                         (product_kernel.group_count_for(self.layout.size), chunks, 1))], chunks

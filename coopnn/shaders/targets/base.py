@@ -87,9 +87,11 @@ TRAINING_PUSH_CONSTANTS = push_constant_block(("count", "u32"), ("batch", "u32")
 # The words of a training session's state buffer (role "state"), which the kernels of a step read and update on the
 # device so that steps run back to back without the host: `status` (nonzero when a gradient was not finite), the
 # `loss_scale` the loss gradient is multiplied by (float32), the `good_steps` since the scale last changed, the
-# optimizer `steps` taken and the batches `drawn` (every step, skipped or not, numbering the sampler's batches and
-# the loss history's rows) (u32). A step kernel's `uniform` reads a word named here from it.
-TRAINING_STATE_FIELDS = ("status", "loss_scale", "good_steps", "steps", "drawn")
+# optimizer `steps` taken, the batches `drawn` (every step, skipped or not, numbering the sampler's batches and
+# the loss history's rows) and the optimizer's work-groups `finished` in this step (zero between steps: the last to
+# finish ends the step, `coopnn.shaders.training.step_state`) (u32). A step kernel's `uniform` reads a word named here
+# from it.
+TRAINING_STATE_FIELDS = ("status", "loss_scale", "good_steps", "steps", "drawn", "finished")
 
 
 @dataclass(frozen=True)

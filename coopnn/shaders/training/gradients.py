@@ -12,7 +12,9 @@ invocations at once rather than each parameter's by one.
 `partial_sum_invocations(count)` invocations. A workgroup takes `SUM_COLUMNS` consecutive elements; each of its
 `SUM_LANES` subgroups adds every `SUM_LANES`-th chunk (from its own) for them, then the first adds the lanes' sums
 in lane order. One invocation adding every chunk of an element took 0.1 ms on the H100 for 128 chunks of a model of
-4,600 parameters: a chain of 128 dependent loads with few invocations to overlap them.
+4,600 parameters: a chain of 128 dependent loads with few invocations to overlap them. `add_partials` is that sum for
+other kernels: the optimizer adds a step's partial gradients itself (`coopnn.shaders.training.optimizer`), in the
+same order, where the kernels that wrote them flag the status of non-finite ones.
 
 `widen_shader`: bindings 0 float16 sums (the outer-product method's accumulators, row-major in the flat order), 1
 gradient, 2 status; push `count`, `first` (where the sums start, in halves); gradient[p] = sums[first + p].
@@ -66,14 +68,29 @@ def _accumulate(frame: ShaderFrame, count, term):
 def _store_and_check(frame: ShaderFrame, total, element=None) -> None:
     """gradient[element] = total (element: the invocation's sample index unless given); status[0] |= 1 unless total
     is finite."""
-    fn, m = frame.main, frame.module
     store(frame, GRADIENT, frame.sample if element is None else element, total)
-    not_finite = fn.emit("OpLogicalOr", frame.bool, fn.emit("OpIsNan", frame.bool, total),
-                         fn.emit("OpIsInf", frame.bool, total))
-    with fn.if_(not_finite):
-        # Relaxed: the status is only read by later dispatches, after the barrier between them.
-        fn.emit("OpAtomicOr", frame.u32, frame.element_pointer(STATUS, frame.zero, frame.u32),
-                m.enum_constant("Scope", "Device"), m.enum_constant("MemorySemantics", "Relaxed"), frame.uint(1))
+    flag_nonfinite(frame, total, STATUS)
+
+
+def flag_nonfinite(frame: ShaderFrame, value, status: int) -> None:
+    """Word 0 of binding `status` |= 1 unless `value` is finite."""
+    with frame.main.if_(not_finite(frame, value)):
+        flag_status(frame, status)
+
+
+def not_finite(frame: ShaderFrame, value):
+    """Whether float `value` is NaN or infinite."""
+    fn = frame.main
+    return fn.emit("OpLogicalOr", frame.bool, fn.emit("OpIsNan", frame.bool, value), fn.emit("OpIsInf", frame.bool, value))
+
+
+def flag_status(frame: ShaderFrame, status: int) -> None:
+    """Word 0 of binding `status` |= 1."""
+    m = frame.module
+    # Relaxed: the status is read by later dispatches, after the barrier between them, or by the step's end, after
+    # the release of the optimizer's count of finished workgroups (`step_state.end_step_in_last_group`).
+    frame.main.emit("OpAtomicOr", frame.u32, frame.element_pointer(status, frame.zero, frame.u32),
+                    m.enum_constant("Scope", "Device"), m.enum_constant("MemorySemantics", "Relaxed"), frame.uint(1))
 
 
 def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk: int) -> Binary:
@@ -128,8 +145,18 @@ def partial_sum_invocations(count: int) -> int:
 
 def partial_sum_shader() -> Binary:
     """The sum of `chunks` partial gradients, element by element."""
+    frame = _frame(("chunks", "u32"), source="partials", workgroup=SUM_COLUMNS * SUM_LANES)
+    element, first, total = add_partials(frame, SOURCE)
+    with frame.main.if_(first):
+        _store_and_check(frame, total, element)
+    return finish("partial_sum", frame, 3, FEATURES)
+
+
+def add_partials(frame: ShaderFrame, binding: int):
+    """Emits the sum of the `chunks` (push constant) partial gradients of binding `binding` (f32, `chunks` arrays of
+    `count` elements) into `frame`, in workgroups of SUM_COLUMNS x SUM_LANES invocations (every one must get here):
+    (element, first, total) where `first` says the invocation holds the sum `total` of its element."""
     width = SUM_COLUMNS * SUM_LANES
-    frame = _frame(("chunks", "u32"), source="partials", workgroup=width)
     fn, m, u32, f32 = frame.main, frame.module, frame.u32, frame.f32
     count, chunks = frame.push_value("count"), frame.push_value("chunks")
     local = fn.emit("OpUMod", u32, frame.sample, frame.uint(width))
@@ -145,7 +172,7 @@ def partial_sum_shader() -> Binary:
 
     def term(i):
         chunk = fn.emit("OpIAdd", u32, lane, fn.emit("OpIMul", u32, i, frame.uint(SUM_LANES)))
-        return load(frame, SOURCE, fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, chunk, count), read))
+        return load(frame, binding, fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, chunk, count), read))
 
     # a lane past the last chunk (chunks < SUM_LANES) adds nothing: chunks - lane wraps, so clamp its count to zero
     has_chunks = fn.emit("OpULessThan", frame.bool, lane, chunks)
@@ -158,13 +185,12 @@ def partial_sum_shader() -> Binary:
     fn.emit("OpStore", lane_sum(local), lane_total)
     fn.barrier()
     first = fn.emit("OpLogicalAnd", frame.bool, inside, fn.emit("OpIEqual", frame.bool, lane, frame.zero))
-    with fn.if_(first):
-        total = m.constant(f32, 0.0)
-        for other in range(SUM_LANES):
-            value = fn.emit("OpLoad", f32, lane_sum(fn.emit("OpIAdd", u32, column, frame.uint(other * SUM_COLUMNS))))
-            total = fn.emit("OpFAdd", f32, total, value)
-        _store_and_check(frame, total, element)
-    return finish("partial_sum", frame, 3, FEATURES)
+    total = m.constant(f32, 0.0)
+    for other in range(SUM_LANES):
+        # every invocation adds (the lanes' sums are in workgroup memory), so the sum needs no branch of its own
+        value = fn.emit("OpLoad", f32, lane_sum(fn.emit("OpIAdd", u32, column, frame.uint(other * SUM_COLUMNS))))
+        total = fn.emit("OpFAdd", f32, total, value)
+    return element, first, total
 
 
 def widen_shader() -> Binary:

@@ -1,11 +1,22 @@
-"""The optimizer step as one compute shader: Adam or SGD over the flat fp32 master weights (layout.py's order), one
-invocation per element, in float32 and in the order of operations of `coopnn.train.optim`, so the device and the
-numpy optimizer agree to rounding.
+"""The optimizer step as one compute shader that also ends the training step: Adam or SGD over the flat fp32 master
+weights (layout.py's order), in float32 and in the order of operations of `coopnn.train.optim`, so the device and
+the numpy optimizer agree to rounding; then, in the last workgroup to finish, the step's end
+(`coopnn.shaders.training.step_state.end_step_in_last_group`: the loss history and the state words).
 
-Bindings: 0 master weights (f32, read-write), 1 gradient (f32), 2 the training state words (u32,
-`TRAINING_STATE_FIELDS`; with `skip_nonfinite`, a nonzero status skips the whole step and nothing is written),
+The gradient is read, one invocation per element, or with `adds_partials` summed from the step's partial gradients
+(`coopnn.shaders.training.gradients.add_partials`: SUM_COLUMNS elements a workgroup, its first SUM_COLUMNS
+invocations updating them), in the order `partial_sum_shader` adds them, so either way the update is the same. A
+session adds partials here where the kernels that write them flag non-finite ones in the status, which the update
+must know before it starts (`coopnn.backends.coopvec.coopmat_gradients`); the kernel still flags a non-finite sum,
+which the step's end records. On the H100 a step had spent 4-12 us on the partial sum and the step end as
+dispatches of their own (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md`, "stop 36").
+
+Bindings: 0 master weights (f32, read-write), 1 gradient or partial gradients (f32), 2 the training state words (u32,
+`TRAINING_STATE_FIELDS`; with `skip_nonfinite`, a nonzero status skips the whole update and nothing is written),
 3 working copy (f32 or f16, the updated master rounded to nearest), then the optimizer's slots in `Optimizer.slots`
-order (Adam: 4 m, 5 v; SGD: 4 momentum), f32 read-write, and last the schedule (f32, `SCHEDULE_WORDS` per update).
+order (Adam: 4 m, 5 v; SGD: 4 momentum), f32 read-write, the schedule (f32, `SCHEDULE_WORDS` per update), and last
+the loss tiles' sums (f32) and the loss history (f32) of the step's end. Push: the optimizer's (`push_constants`),
+`terms` (loss tiles' sums) and with `adds_partials` `chunks`; dispatched as `optimizer_groups` says.
 
 Every hyperparameter is a push constant and every per-update value a row of the schedule
 (`coopnn.train.gpu.optimizer_values` computes both), so changing the learning rate recompiles nothing. Update t (the
@@ -19,8 +30,11 @@ recomputed in float32 on the device.
 
 from __future__ import annotations
 
-from coopnn.shaders.targets.base import FP16_FEATURES, TRAINING_STATE_FIELDS, Binary, push_constant_block
-from coopnn.shaders.training.shader import finish, load, storage_buffer, store, training_frame
+from coopnn.shaders.targets.base import FP16_FEATURES, TRAINING_STATE_FIELDS, Binary, ShaderFrame, push_constant_block
+from coopnn.shaders.training.gradients import (FEATURES as GRADIENT_FEATURES, SUM_COLUMNS, SUM_LANES, add_partials,
+                                               flag_nonfinite)
+from coopnn.shaders.training.shader import finish, load, storage_buffer, store
+from coopnn.shaders.training.step_state import ORDERED, REDUCE_WIDTH, end_step_in_last_group
 
 MASTER, GRADIENT, STATE, WORKING, FIRST_SLOT = range(5)
 # the per-parameter state of each optimizer, in binding order: `Optimizer.slots` of `coopnn.train.optim`
@@ -32,43 +46,71 @@ SCHEDULE_WORDS = 2
 SCHEDULE_ROWS = 1024
 WORKING_DTYPES = ("f32", "f16")
 _HEAD = (("count", "u32"), ("gradient_scale", "f32"), ("weight_decay", "f32"))
-PUSH_CONSTANTS = {
-    "adam": push_constant_block(*_HEAD, ("one_minus_beta1", "f32"), ("beta2", "f32"), ("one_minus_beta2", "f32"),
-                                ("eps", "f32")),
-    "sgd": push_constant_block(*_HEAD, ("lr", "f32"), ("momentum", "f32"), ("one_minus_dampening", "f32"),
-                               ("nesterov", "u32")),
+_SETTINGS = {
+    "adam": (("one_minus_beta1", "f32"), ("beta2", "f32"), ("one_minus_beta2", "f32"), ("eps", "f32")),
+    "sgd": (("lr", "f32"), ("momentum", "f32"), ("one_minus_dampening", "f32"), ("nesterov", "u32")),
 }
+if SUM_COLUMNS * SUM_LANES != REDUCE_WIDTH:
+    raise AssertionError("the partial sums and the step's end share the optimizer's workgroups")
+
+
+def push_constants(kind: str, adds_partials: bool):
+    """The optimizer kernel's push constants for optimizer `kind`."""
+    return push_constant_block(*_HEAD, *_SETTINGS[kind], ("terms", "u32"),
+                               *((("chunks", "u32"),) if adds_partials else ()))
+
+
+def optimizer_groups(count: int, adds_partials: bool) -> int:
+    """Workgroups of the optimizer kernel over `count` elements."""
+    return -(-count // (SUM_COLUMNS if adds_partials else REDUCE_WIDTH))
 
 
 class _Step:
-    """Emits one optimizer step into a training frame."""
+    """Emits one optimizer step into a frame of REDUCE_WIDTH-invocation workgroups: `self.i` the element an invocation
+    updates where `self.updates`, `self.gradient()` its gradient there."""
 
-    def __init__(self, kind: str, working_dtype: str, skip_nonfinite: bool):
-        self.frame = frame = training_frame(PUSH_CONSTANTS[kind])
-        self.fn, self.m, self.f32, self.i = frame.main, frame.module, frame.f32, frame.sample
+    def __init__(self, kind: str, working_dtype: str, skip_nonfinite: bool, adds_partials: bool):
+        self.frame = frame = ShaderFrame((), 32, REDUCE_WIDTH, push_constants=push_constants(kind, adds_partials),
+                                         bounds_check=False)
+        self.fn, self.m, self.f32 = frame.main, frame.module, frame.f32
         self.narrow = working_dtype == "f16"
         self.working = self.m.type_float(16) if self.narrow else self.f32
         storage_buffer(frame, MASTER, self.f32, writable=True, name="master")
-        storage_buffer(frame, GRADIENT, self.f32, writable=False, name="gradient")
-        storage_buffer(frame, STATE, frame.u32, writable=False, name="state")
+        storage_buffer(frame, GRADIENT, self.f32, writable=False, name="partials" if adds_partials else "gradient")
+        storage_buffer(frame, STATE, frame.u32, writable=True, name="state")
+        frame.module.capability("VulkanMemoryModelDeviceScope")
         storage_buffer(frame, WORKING, self.working, writable=True, name="working")
         for offset, slot in enumerate(SLOTS[kind]):
             storage_buffer(frame, FIRST_SLOT + offset, self.f32, writable=True, name=slot)
         self.schedule_binding = FIRST_SLOT + len(SLOTS[kind])
         storage_buffer(frame, self.schedule_binding, self.f32, writable=False, name="schedule")
+        self.sums_binding, self.history_binding = self.schedule_binding + 1, self.schedule_binding + 2
+        storage_buffer(frame, self.sums_binding, self.f32, writable=False, name="loss_sums")
+        storage_buffer(frame, self.history_binding, self.f32, writable=True, name="history")
+        u32, fn = frame.u32, self.fn
+        self.local = fn.emit("OpUMod", u32, frame.sample, frame.uint(REDUCE_WIDTH))
+        count = frame.push_value("count")
+        if adds_partials:
+            self.i, self.updates, total = add_partials(frame, GRADIENT)
+            with fn.if_(self.updates):
+                flag_nonfinite(frame, total, STATE)
+            self.gradient = lambda: total
+        else:
+            self.i = frame.sample
+            self.updates = fn.emit("OpULessThan", frame.bool, self.i, count)
+            self.gradient = lambda: load(frame, GRADIENT, self.i)
         if skip_nonfinite:
-            status = load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("status")), frame.u32)
-            with self.fn.if_(self.fn.emit("OpINotEqual", frame.bool, status, frame.zero)):
-                self.fn.return_()
+            status = load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("status")), u32, ORDERED)
+            self.updates = fn.emit("OpLogicalAnd", frame.bool, self.updates,
+                                   fn.emit("OpIEqual", frame.bool, status, frame.zero))
         # Loaded here, where they dominate every later use.
-        u32 = frame.u32
-        steps = load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("steps")), u32)
-        row = self.fn.emit("OpIMul", u32, self.fn.emit("OpUMod", u32, steps, frame.uint(SCHEDULE_ROWS)),
-                           frame.uint(SCHEDULE_WORDS))
-        self.scheduled = {name: load(frame, self.schedule_binding, self.fn.emit("OpIAdd", u32, row, frame.uint(i)))
+        steps = load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("steps")), u32, ORDERED)
+        row = fn.emit("OpIMul", u32, fn.emit("OpUMod", u32, steps, frame.uint(SCHEDULE_ROWS)),
+                      frame.uint(SCHEDULE_WORDS))
+        self.scheduled = {name: load(frame, self.schedule_binding, fn.emit("OpIAdd", u32, row, frame.uint(i)))
                           for i, name in enumerate(SCHEDULE[kind])}
-        loss_scale = self.fn.emit("OpBitcast", self.f32,
-                                  load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("loss_scale")), u32))
+        loss_scale = fn.emit("OpBitcast", self.f32,
+                             load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("loss_scale")), u32, ORDERED))
         self.gradient_scale = self.op("OpFDiv", self.push("gradient_scale"), loss_scale)
 
     def push(self, name: str):
@@ -90,7 +132,7 @@ class _Step:
     def decayed_gradient(self, master):
         """The scaled gradient plus weight_decay * master, the decay term only when weight_decay is set (as numpy:
         adding 0 * master would turn an infinite master into NaN)."""
-        gradient = self.op("OpFMul", load(self.frame, GRADIENT, self.i), self.gradient_scale)
+        gradient = self.op("OpFMul", self.gradient(), self.gradient_scale)
         decayed = self.op("OpFAdd", gradient, self.op("OpFMul", self.push("weight_decay"), master))
         return self.fn.emit("OpSelect", self.f32, self.nonzero("weight_decay"), decayed, gradient)
 
@@ -138,17 +180,24 @@ class _Step:
         store(self.frame, WORKING, self.i, rounded, self.working)
 
 
-def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool) -> Binary:
-    """The step of optimizer `kind` ("adam" or "sgd") writing a working copy of `working_dtype` ("f32" or "f16")."""
-    if kind not in PUSH_CONSTANTS:
-        raise ValueError(f"optimizer kind must be one of {sorted(PUSH_CONSTANTS)}, not {kind!r}")
+def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool, growth_interval: int = 0,
+                     adds_partials: bool = False) -> Binary:
+    """The step of optimizer `kind` ("adam" or "sgd") writing a working copy of `working_dtype` ("f32" or "f16"),
+    reading the gradient or adding partial gradients (`adds_partials`), then ending the training step (with
+    `skip_nonfinite`, dynamic loss scaling doubling after `growth_interval` good steps)."""
+    if kind not in _SETTINGS:
+        raise ValueError(f"optimizer kind must be one of {sorted(_SETTINGS)}, not {kind!r}")
     if working_dtype not in WORKING_DTYPES:
         raise ValueError(f"working_dtype must be one of {list(WORKING_DTYPES)}, not {working_dtype!r}")
-    step = _Step(kind, working_dtype, skip_nonfinite)
-    master = load(step.frame, MASTER, step.i)
-    updated = getattr(step, kind)(master, step.decayed_gradient(master))
-    store(step.frame, MASTER, step.i, updated)
-    step.working_copy(updated)
-    name = f"{kind}_{working_dtype}" + ("_skip_nonfinite" if skip_nonfinite else "")
-    return finish(name, step.frame, step.schedule_binding + 1,
-                  FP16_FEATURES if working_dtype == "f16" else frozenset())
+    step = _Step(kind, working_dtype, skip_nonfinite, adds_partials)
+    with step.fn.if_(step.updates):
+        master = load(step.frame, MASTER, step.i)
+        updated = getattr(step, kind)(master, step.decayed_gradient(master))
+        store(step.frame, MASTER, step.i, updated)
+        step.working_copy(updated)
+    end_step_in_last_group(step.frame, step.local, (step.sums_binding, STATE, step.history_binding),
+                           step.frame.push_value("terms"), skip_nonfinite, growth_interval)
+    name = (f"{kind}_{working_dtype}" + ("_partials" if adds_partials else "")
+            + (f"_skip_nonfinite_{growth_interval}" if skip_nonfinite else ""))
+    return finish(name, step.frame, step.history_binding + 1,
+                  GRADIENT_FEATURES | (FP16_FEATURES if working_dtype == "f16" else frozenset()))

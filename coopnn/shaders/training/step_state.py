@@ -1,24 +1,29 @@
-"""The kernels that end a training step on the device: the batch's loss and the step's bookkeeping, with no host.
+"""What ends a training step on the device: the batch's loss and the step's bookkeeping, with no host.
 
 `loss_tile_shader` sums the per-sample losses of the batch in tiles of `LOSS_TILE`, one workgroup of `REDUCE_WIDTH`
 invocations a tile (each invocation adds its `LOSS_TILE // REDUCE_WIDTH` losses, strided by `REDUCE_WIDTH` so that a
 subgroup's loads are contiguous, in float32; then a tree in workgroup memory), into one float32 sum per tile: on the
 H100 one workgroup summing the whole batch took 0.1 ms of a 0.43 ms step at 2^18 samples, a quarter of it.
-`step_end_shader` runs as one workgroup of `REDUCE_WIDTH` invocations after the optimizer. It adds the tiles' sums
-the same way, writes the total and the status word into row `drawn % HISTORY_ROWS` of the history buffer, clears the
-status word for the next step (so a step needs no command of its own to clear it: a fill and the full barriers around
-it cost about 4 us of a step on the H100), and updates the other training state words (`TRAINING_STATE_FIELDS`):
-`drawn` counts every step; a step whose status is
-nonzero, with `skip_nonfinite`, was skipped by the optimizer, so the loss scale halves (not below `MIN_LOSS_SCALE`)
-and the good-step count restarts; any other step counts as an optimizer step, and with `skip_nonfinite` the scale
-doubles after `growth_interval` good steps in a row. Everything a later step depends on stays on the device, and no
-push constant changes from step to step, so a session records a run of steps once and submits it again.
+
+`end_step_in_last_group` is the end of the optimizer kernel (`coopnn.shaders.training.optimizer`), in workgroups of
+`REDUCE_WIDTH`: each workgroup counts itself finished (the state word `finished`, a device-scope atomic), and the
+last one adds the tiles' sums the same way, writes the total and the status word into row `drawn % HISTORY_ROWS` of
+the history buffer, clears the status word for the next step (so a step needs no command of its own to clear it: a
+fill and the full barriers around it cost about 4 us of a step on the H100), resets `finished`, and updates the other
+training state words (`TRAINING_STATE_FIELDS`): `drawn` counts every step; a step whose status is nonzero, with
+`skip_nonfinite`, was skipped by the optimizer, so the loss scale halves (not below `MIN_LOSS_SCALE`) and the
+good-step count restarts; any other step counts as an optimizer step, and with `skip_nonfinite` the scale doubles
+after `growth_interval` good steps in a row. Every workgroup reads the state words before it counts itself, so none
+sees the next step's. No workgroup waits for another, so the end needs no forward-progress guarantee; as a kernel of
+its own it had cost a dispatch and the barrier before it, 4-6 us of a step on the H100 (`bench/results/
+nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md`, "2026-11-28, stop 36"). Everything a later step depends on
+stays on the device, and no push constant changes from step to step, so a session records a run of steps once and
+submits it again.
 
 `loss_tile_shader` bindings: 0 losses (f32), 1 sums (f32, written, one a tile). Push: `count` (`REDUCE_WIDTH` x
 tiles), `batch` (samples). Dispatch one workgroup a tile.
-`step_end_shader` bindings: 0 sums (f32), 1 state (u32 words; the scale's bits are a float32), 2 history (f32,
-`HISTORY_ROWS` rows of two: the loss sum, then 1.0 when the status was nonzero). Push: `count` (`REDUCE_WIDTH`),
-`terms` (the sums to add). Dispatch one workgroup.
+The step's end reads the tiles' sums (f32, `terms` of them) and writes the state (u32 words; the scale's bits are a
+float32) and the history (f32, `HISTORY_ROWS` rows of two: the loss sum, then 1.0 when the status was nonzero).
 """
 
 from __future__ import annotations
@@ -26,50 +31,50 @@ from __future__ import annotations
 from coopnn.shaders.targets.base import TRAINING_STATE_FIELDS, Binary, ShaderFrame, push_constant_block
 from coopnn.shaders.training.shader import finish, load, storage_buffer, store
 
-LOSSES, STATE, HISTORY = range(3)
-SUMS = 1  # loss_tile_shader's output binding
+LOSSES, SUMS = range(2)  # loss_tile_shader's bindings
 REDUCE_WIDTH = 256
 LOSS_TILE = 8 * REDUCE_WIDTH
 HISTORY_WORDS = 2  # per step
 HISTORY_ROWS = 1024  # steps a session may run between two reads of the history
 MIN_LOSS_SCALE = 1.0 / 1024
-STATUS, LOSS_SCALE, GOOD_STEPS, STEPS, DRAWN = (TRAINING_STATE_FIELDS.index(f)
-                                                for f in ("status", "loss_scale", "good_steps", "steps", "drawn"))
+STATUS, LOSS_SCALE, GOOD_STEPS, STEPS, DRAWN, FINISHED = (
+    TRAINING_STATE_FIELDS.index(f) for f in ("status", "loss_scale", "good_steps", "steps", "drawn", "finished"))
+ORDERED = ("NonPrivatePointer",)  # memory operands of a state word's accesses that the step's end is ordered against
 
 
-def _reduce_frame(push_names: tuple[str, ...], terms: str):
-    """A frame of `REDUCE_WIDTH`-invocation workgroups reading float32 binding 0 (named `terms`), the invocation's
-    index in its workgroup, and the function `workgroup_total(value)` that returns, in invocation 0 of the workgroup,
-    the sum of every invocation's `value` (a tree in workgroup memory; every invocation must call it)."""
-    push = push_constant_block(*((name, "u32") for name in push_names))
-    frame = ShaderFrame((), 32, REDUCE_WIDTH, push_constants=push, bounds_check=False)
+def workgroup_adder(frame: ShaderFrame, local):
+    """`workgroup_total(value)` for a frame of `REDUCE_WIDTH`-invocation workgroups (`local`: the invocation's index
+    in its workgroup): the sum of every invocation's `value`, in invocation 0 (a tree in workgroup memory; every
+    invocation of the workgroup must call it)."""
     m, fn, f32 = frame.module, frame.main, frame.f32
-    storage_buffer(frame, LOSSES, f32, writable=False, name=terms)
     partials = m.global_variable("Workgroup", m.type_array(f32, frame.uint(REDUCE_WIDTH)), name="partials")
-    lane = fn.emit("OpUMod", frame.u32, frame.sample, frame.uint(REDUCE_WIDTH))
 
     def partial(index):
         return fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32), partials, index)
 
     def workgroup_total(value):
-        fn.emit("OpStore", partial(lane), value)
+        fn.emit("OpStore", partial(local), value)
         fn.barrier()
         half = REDUCE_WIDTH // 2
         while half:
-            with fn.if_(fn.emit("OpULessThan", frame.bool, lane, frame.uint(half))):
-                other = fn.emit("OpLoad", f32, partial(fn.emit("OpIAdd", frame.u32, lane, frame.uint(half))))
-                fn.emit("OpStore", partial(lane), fn.emit("OpFAdd", f32, fn.emit("OpLoad", f32, partial(lane)), other))
+            with fn.if_(fn.emit("OpULessThan", frame.bool, local, frame.uint(half))):
+                other = fn.emit("OpLoad", f32, partial(fn.emit("OpIAdd", frame.u32, local, frame.uint(half))))
+                fn.emit("OpStore", partial(local), fn.emit("OpFAdd", f32, fn.emit("OpLoad", f32, partial(local)), other))
             fn.barrier()
             half //= 2
         return fn.emit("OpLoad", f32, partial(frame.zero))
 
-    return frame, lane, workgroup_total
+    return workgroup_total
 
 
 def loss_tile_shader() -> Binary:
     """The kernel that sums the batch's losses in tiles of `LOSS_TILE`, one sum a tile."""
-    frame, lane, workgroup_total = _reduce_frame(("count", "batch"), "losses")
+    frame = ShaderFrame((), 32, REDUCE_WIDTH, push_constants=push_constant_block(("count", "u32"), ("batch", "u32")),
+                        bounds_check=False)
     fn, u32, f32 = frame.main, frame.u32, frame.f32
+    storage_buffer(frame, LOSSES, f32, writable=False, name="losses")
+    lane = fn.emit("OpUMod", u32, frame.sample, frame.uint(REDUCE_WIDTH))
+    workgroup_total = workgroup_adder(frame, lane)
     storage_buffer(frame, SUMS, f32, writable=True, name="sums")
     tile = fn.emit("OpUDiv", u32, frame.sample, frame.uint(REDUCE_WIDTH))
     batch = frame.push_value("batch")
@@ -88,40 +93,58 @@ def loss_tile_shader() -> Binary:
     return finish("loss_tiles", frame, 2, frozenset())
 
 
-def step_end_shader(skip_nonfinite: bool, growth_interval: int) -> Binary:
-    """The step-ending kernel of a session that skips non-finite steps (`skip_nonfinite`, with dynamic loss scaling
-    doubling after `growth_interval` good steps) or counts every step."""
-    frame, lane, workgroup_total = _reduce_frame(("count", "terms"), "sums")
-    fn, f32 = frame.main, frame.f32
-    storage_buffer(frame, STATE, frame.u32, writable=True, name="state")
-    storage_buffer(frame, HISTORY, f32, writable=True, name="history")
-    total = fn.variable(f32, name="total", initializer=frame.module.constant(f32, 0.0))
-    with fn.for_range(lane, frame.push_value("terms"), frame.uint(REDUCE_WIDTH)) as i:
-        fn.emit("OpStore", total, fn.emit("OpFAdd", f32, fn.emit("OpLoad", f32, total), load(frame, LOSSES, i)))
-    loss_sum = workgroup_total(fn.emit("OpLoad", f32, total))
-    with fn.if_(fn.emit("OpIEqual", frame.bool, lane, frame.zero)):
-        _finish_step(frame, loss_sum, skip_nonfinite, growth_interval)
-    name = "step_end" + (f"_skip_nonfinite_{growth_interval}" if skip_nonfinite else "")
-    return finish(name, frame, 3, frozenset())
-
-
-def _finish_step(frame: ShaderFrame, loss_sum, skip_nonfinite: bool, growth_interval: int) -> None:
-    """Invocation 0: the history row and the state words."""
+def end_step_in_last_group(frame: ShaderFrame, local, bindings: tuple[int, int, int], terms,
+                           skip_nonfinite: bool, growth_interval: int) -> None:
+    """Emits the step's end into `frame` (workgroups of `REDUCE_WIDTH`, every invocation reaching this point; `local`:
+    the invocation's index in its workgroup): the last workgroup to get here adds the `terms` sums of binding
+    `bindings[0]` and updates the state (`bindings[1]`) and history (`bindings[2]`) words. Every read of a state word
+    before this point must be NonPrivatePointer, so that it is ordered before the last workgroup's writes."""
     m, fn, u32, f32 = frame.module, frame.main, frame.u32, frame.f32
-    drawn = load(frame, STATE, frame.uint(DRAWN), u32)
-    row = fn.emit("OpIMul", u32, fn.emit("OpUMod", u32, drawn, frame.uint(HISTORY_ROWS)), frame.uint(HISTORY_WORDS))
-    store(frame, HISTORY, row, loss_sum)
-    store(frame, STATE, frame.uint(DRAWN), fn.emit("OpIAdd", u32, drawn, frame.uint(1)), u32)
-    bad = fn.emit("OpINotEqual", frame.bool, load(frame, STATE, frame.uint(STATUS), u32), frame.zero)
-    store(frame, STATE, frame.uint(STATUS), frame.zero, u32)
-    one, zero = m.constant(f32, 1.0), m.constant(f32, 0.0)
-    store(frame, HISTORY, fn.emit("OpIAdd", u32, row, frame.uint(1)), fn.emit("OpSelect", f32, bad, one, zero))
+    sums, state, history = bindings
+    groups = fn.emit("OpCompositeExtract", u32, fn.emit("OpLoad", m.type_vector(u32, 3), m.builtin_input(
+        "NumWorkgroups", m.type_vector(u32, 3))), 0)
+    last = m.global_variable("Workgroup", u32, name="last_group")
+    fn.barrier(memory=("WorkgroupMemory", "UniformMemory"))
+    with fn.if_(fn.emit("OpIEqual", frame.bool, local, frame.zero)):
+        before = fn.emit("OpAtomicIAdd", u32, frame.element_pointer(state, frame.uint(FINISHED), u32),
+                         m.enum_constant("Scope", "Device"),
+                         m.enum_constant("MemorySemantics", "AcquireRelease", "UniformMemory", "MakeAvailable",
+                                         "MakeVisible"), frame.uint(1))
+        fn.emit("OpStore", last, fn.emit("OpSelect", u32, fn.emit(
+            "OpIEqual", frame.bool, before, fn.emit("OpISub", u32, groups, frame.uint(1))), frame.uint(1), frame.zero))
+    fn.barrier()
+    # uniform in the workgroup (read after the barrier), so the barriers of the sum below are reached by all of it
+    with fn.if_(fn.emit("OpINotEqual", frame.bool, fn.emit("OpLoad", u32, last), frame.zero)):
+        workgroup_total = workgroup_adder(frame, local)
+        total = fn.variable(f32, name="total", initializer=m.constant(f32, 0.0))
+        with fn.for_range(local, terms, frame.uint(REDUCE_WIDTH)) as i:
+            fn.emit("OpStore", total, fn.emit("OpFAdd", f32, fn.emit("OpLoad", f32, total), load(frame, sums, i)))
+        loss_sum = workgroup_total(fn.emit("OpLoad", f32, total))
+        with fn.if_(fn.emit("OpIEqual", frame.bool, local, frame.zero)):
+            _finish_step(frame, loss_sum, (state, history), skip_nonfinite, growth_interval)
+
+
+def _finish_step(frame: ShaderFrame, loss_sum, bindings: tuple[int, int], skip_nonfinite: bool,
+                 growth_interval: int) -> None:
+    """Invocation 0 of the last workgroup: the history row and the state words (`bindings`: state, history)."""
+    m, fn, u32, f32 = frame.module, frame.main, frame.u32, frame.f32
+    state, history = bindings
 
     def word(index: int):
-        return load(frame, STATE, frame.uint(index), u32)
+        return load(frame, state, frame.uint(index), u32, ORDERED)
 
     def set_word(index: int, value) -> None:
-        store(frame, STATE, frame.uint(index), value, u32)
+        store(frame, state, frame.uint(index), value, u32, ORDERED)
+
+    drawn = word(DRAWN)
+    row = fn.emit("OpIMul", u32, fn.emit("OpUMod", u32, drawn, frame.uint(HISTORY_ROWS)), frame.uint(HISTORY_WORDS))
+    store(frame, history, row, loss_sum)
+    set_word(DRAWN, fn.emit("OpIAdd", u32, drawn, frame.uint(1)))
+    bad = fn.emit("OpINotEqual", frame.bool, word(STATUS), frame.zero)
+    set_word(STATUS, frame.zero)
+    set_word(FINISHED, frame.zero)
+    one, zero = m.constant(f32, 1.0), m.constant(f32, 0.0)
+    store(frame, history, fn.emit("OpIAdd", u32, row, frame.uint(1)), fn.emit("OpSelect", f32, bad, one, zero))
 
     def count_step() -> None:
         set_word(STEPS, fn.emit("OpIAdd", u32, word(STEPS), frame.uint(1)))

@@ -12,10 +12,11 @@ from coopnn.shaders.training.optimizer import SCHEDULE_ROWS, SCHEDULE_WORDS
 from coopnn.train.optim import SGD, Adam, Optimizer
 
 
-def optimizer_push(shader: Binary, optimizer: Optimizer, count: int, gradient_scale: float) -> bytes:
+def optimizer_push(shader: Binary, optimizer: Optimizer, count: int, gradient_scale: float, **step) -> bytes:
     """The push constants of `shader` for `optimizer` over `count` elements, the gradient multiplied by
-    `gradient_scale` (and divided by the loss scale) first."""
-    common = {"count": count, "gradient_scale": gradient_scale, "weight_decay": optimizer.weight_decay}
+    `gradient_scale` (and divided by the loss scale) first; `step`: the rest (the loss sums' `terms`, the `chunks`
+    of partial gradients)."""
+    common = {"count": count, "gradient_scale": gradient_scale, "weight_decay": optimizer.weight_decay, **step}
     if isinstance(optimizer, Adam):
         beta1, beta2 = optimizer.betas
         return shader.pack_push(**common, one_minus_beta1=1 - beta1, beta2=beta2, one_minus_beta2=1 - beta2,

@@ -3,9 +3,9 @@
 The session keeps everything on the device: fp32 master weights, their gradients, the optimizer's slots, the working
 copy the step kernel reads, the tape, the per-sample losses, and the training state words (status, loss scale, good
 steps, optimizer steps: `TRAINING_STATE_FIELDS`). A step runs the step kernel (forward, loss, backward onto the tape),
-the target's weight-gradient kernels, the optimizer kernel, whatever turns the working copy into what the step kernel
-reads, and the step-ending kernel (`coopnn.shaders.training.step_state`: the batch's loss into a history row, the skip
-and loss-scale bookkeeping). Nothing in a step waits for the host, so `run_steps` records a whole run of steps on a data
+the target's weight-gradient kernels, the optimizer kernel (which ends the step in its last workgroup:
+`coopnn.shaders.training.step_state`, the batch's loss into a history row, the skip and loss-scale bookkeeping), and
+whatever turns the working copy into what the step kernel reads. Nothing in a step waits for the host, so `run_steps` records a whole run of steps on a data
 set already on the device (`upload_data`, `recorded_runs`; the step kernel reads each batch from it at the rows the
 sampler of `coopnn.shaders.targets.sampler` draws) into one submission and reads the losses once at its end; `step` is
 the same with one batch uploaded from the host. Targets differ in how they lay out parameters and reduce gradients;
@@ -22,8 +22,8 @@ import numpy as np
 from coopnn.graph.ir import Graph
 from coopnn.shaders.training.gradients import partial_sum_invocations
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.shaders.training.optimizer import optimizer_shader
-from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_tile_shader, step_end_shader
+from coopnn.shaders.training.optimizer import optimizer_groups, optimizer_shader
+from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_tile_shader
 from coopnn.interop.tensors import rows_of
 from coopnn.train.gpu.batch_inputs import BatchInputs
 from coopnn.train.gpu.bookkeeping import StepBookkeeping
@@ -48,6 +48,9 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
     growth_interval = 0  # with skip_nonfinite: good steps in a row after which the loss scale doubles
     takes_cuda_arrays = True  # `upload_data` copies CUDA arrays on the GPU (`Trainer.fit` hands them over as such)
     accumulates = False  # the step kernel sums weight gradients itself (outer products): no tape
+    # the optimizer adds the chunks' partial gradients itself (`gradient_products`): their kernels flag non-finite
+    # ones, or no step is skipped for them
+    optimizer_adds_partials = False
 
     def __init__(self, graph: Graph, loss: Loss, optimizer: Optimizer, device: str | int | None):
         from coopnn.runtime.vk.memory import HostAccess
@@ -60,8 +63,8 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         self.program = step_program(self.plan, loss, self.tape, accumulate=self.accumulates)
         self.last_gpu_ms: float | None = None  # of the last submission
         self.total_gpu_ms = 0.0  # of every submission of training steps so far
-        self.optimizer_kernel_shader = optimizer_shader(optimizer.name, self.working_dtype, self.skip_nonfinite)
-        self.step_end_shader = step_end_shader(self.skip_nonfinite, self.growth_interval)
+        self.optimizer_kernel_shader = optimizer_shader(optimizer.name, self.working_dtype, self.skip_nonfinite,
+                                                        self.growth_interval, self.optimizer_adds_partials)
         self.loss_tile_shader = loss_tile_shader()
         self.gradient_shaders = self.make_gradient_shaders()
         self.context = open_context(device, features=self.features())
@@ -69,7 +72,6 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
             self.binary = self.compile_step()
             self.step_kernel = load_kernel(self.context, self.binary, f"{graph.name} training step")
             self.optimizer_kernel = load_kernel(self.context, self.optimizer_kernel_shader)
-            self.step_end_kernel = load_kernel(self.context, self.step_end_shader)
             self.loss_tile_kernel = load_kernel(self.context, self.loss_tile_shader)
             self.gradient_kernels = [load_kernel(self.context, shader) for shader in self.gradient_shaders]
             size = self.layout.size * 4
@@ -96,8 +98,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
     def binaries(self) -> dict[str, Binary]:
         """Every kernel a step dispatches, by name (`Trainer.kernel_statistics`)."""
         return {"step": self.binary, **{f"gradients {i}": s for i, s in enumerate(self.gradient_shaders)},
-                "optimizer": self.optimizer_kernel_shader, "step end": self.step_end_shader,
-                "loss tile": self.loss_tile_shader}
+                "optimizer": self.optimizer_kernel_shader, "loss tile": self.loss_tile_shader}
 
     # ----- what targets define --------------------------------------------------------------------------------------
 
@@ -110,8 +111,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
     def features(self) -> set[str]:
         """What the device must enable for every kernel of a step (the step kernel's are the target's to add)."""
-        return set(self.optimizer_kernel_shader.features).union(self.step_end_shader.features,
-                                                                 self.loss_tile_shader.features,
+        return set(self.optimizer_kernel_shader.features).union(self.loss_tile_shader.features,
                                                                  *(s.features for s in self.gradient_shaders))
 
     def make_gradient_shaders(self) -> list[Binary]:
@@ -133,9 +133,19 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         """The buffer bound as the step kernel's weights."""
         raise NotImplementedError
 
-    def gradient_steps(self, batch: int, count: int) -> list:
-        """Dispatches summing the tape into `self.gradient` (raw sums of scaled per-sample gradients)."""
+    def gradient_products(self, batch: int, count: int) -> tuple[list, int]:
+        """Dispatches summing the tape into `self.gradient` (raw sums of scaled per-sample gradients), and 0; or
+        into the partial gradients of chunks of the batch, and the number of chunks, where `optimizer_adds_partials`
+        (the optimizer adds them)."""
         raise NotImplementedError
+
+    def gradient_steps(self, batch: int, count: int) -> list:
+        """Dispatches summing the tape into `self.gradient`."""
+        return self._summed(*self.gradient_products(batch, count))
+
+    def _summed(self, steps: list, chunks: int) -> list:
+        """`gradient_products`' dispatches, then the partial sum where they leave `chunks` partial gradients."""
+        return (steps + [self.partial_sum_dispatch(chunks)]) if chunks else steps
 
     def working_steps(self) -> list:
         """Commands after the optimizer that turn its working copy into what the step kernel reads."""
@@ -236,21 +246,22 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
     def _update(self, batch: int) -> list:
         """The commands after the backward pass of a step: the batch's loss in tiles alongside the first gradient
-        dispatch, the rest of the gradients, the optimizer, the working copy, and the step's end (its loss into the
-        history, the state words)."""
+        dispatch, the rest of the gradients, the optimizer (which ends the step: its loss into the history, the state
+        words), the working copy."""
         from coopnn.runtime.vk.commands import Dispatch
 
         count = -(-batch // self.granularity) * self.granularity
         tiles = -(-batch // LOSS_TILE)
         sums = self.loss_tile_shader.pack_push(count=tiles * REDUCE_WIDTH, batch=batch)
-        end = self.step_end_shader.pack_push(count=REDUCE_WIDTH, terms=tiles)
         loss_tiles = Dispatch(self.loss_tile_kernel, (self.io[self._binding(LOSS)], self.loss_sums), sums, tiles)
-        first, *gradients = self.gradient_steps(batch, count)
+        steps, chunks = self.gradient_products(batch, count)
+        if not self.optimizer_adds_partials:
+            steps, chunks = self._summed(steps, chunks), 0
+        first, *gradients = steps
         if isinstance(first, Dispatch):
             # it reads the tape or the accumulated gradients, the loss tiles the per-sample losses: disjoint memory
             first = dataclasses.replace(first, alongside=True)
-        return [loss_tiles, first, *gradients, self.optimizer_dispatch(batch), *self.working_steps(),
-                Dispatch(self.step_end_kernel, (self.loss_sums, self.state, self.books.history), end, 1)]
+        return [loss_tiles, first, *gradients, self.optimizer_dispatch(batch, tiles, chunks), *self.working_steps()]
 
     def _mean_losses(self, steps: int, batch: int) -> np.ndarray:
         self.total_gpu_ms += self.last_gpu_ms or 0.0
@@ -273,18 +284,23 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
     def tape_buffer(self):
         return self.io[self._binding(TAPE)]
 
-    def optimizer_dispatch(self, batch: int):
+    def optimizer_dispatch(self, batch: int, tiles: int, chunks: int):
+        """The optimizer over the gradient, or the `chunks` partial gradients where it adds them, then the step's end
+        over the `tiles` sums of the batch's losses."""
         from coopnn.runtime.vk.commands import Dispatch
 
-        buffers = (self.master, self.gradient, self.state, self.working_buffer(),
-                   *(self.slots[s] for s in self.optimizer.slots), self.books.schedule)
-        return Dispatch(self.optimizer_kernel, buffers, self._optimizer_push(batch),
-                        self.optimizer_kernel.group_count_for(self.layout.size))
+        buffers = (self.master, self.partials if self.optimizer_adds_partials else self.gradient, self.state,
+                   self.working_buffer(), *(self.slots[s] for s in self.optimizer.slots), self.books.schedule,
+                   self.loss_sums, self.books.history)
+        return Dispatch(self.optimizer_kernel, buffers, self._optimizer_push(batch, tiles, chunks),
+                        optimizer_groups(self.layout.size, self.optimizer_adds_partials))
 
-    def _optimizer_push(self, batch: int) -> bytes:
-        """The optimizer kernel's push constants now: its settings, and the gradient's scale for `batch`."""
+    def _optimizer_push(self, batch: int, tiles: int = 0, chunks: int = 0) -> bytes:
+        """The optimizer kernel's push constants now: its settings, the gradient's scale for `batch`, the step's
+        `tiles` of loss sums and `chunks` of partial gradients (which `batch` determines)."""
+        partials = {"chunks": chunks} if self.optimizer_adds_partials else {}
         return optimizer_push(self.optimizer_kernel_shader, self.optimizer, self.layout.size,
-                              1.0 / (batch * self.plan.out_features))
+                              1.0 / (batch * self.plan.out_features), terms=tiles, **partials)
 
     def working_buffer(self):
         """The buffer the optimizer writes the working copy to."""

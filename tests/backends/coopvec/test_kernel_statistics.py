@@ -29,5 +29,5 @@ def test_the_inference_and_training_kernels_are_reported(reporting_device):
     assert inference.executables and all(e.subgroup_size == 32 for e in inference.executables)
     assert inference.values() and all(isinstance(v, (bool, int, float)) for v in inference.values().values())
     names = [k.kernel for k in training]
-    assert names[0] == "step" and {"optimizer", "step end", "loss tile"} <= set(names)
+    assert names[0] == "step" and {"optimizer", "loss tile"} <= set(names)
     assert any(n.startswith("gradients ") for n in names) and all(k.executables for k in training)

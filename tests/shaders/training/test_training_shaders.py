@@ -32,17 +32,23 @@ def unpack(shader, data: bytes) -> dict:
             for p in shader.push_constants}
 
 
+@pytest.mark.parametrize("adds_partials", [False, True])
 @pytest.mark.parametrize("skip_nonfinite", [False, True])
 @pytest.mark.parametrize("working_dtype", ["f32", "f16"])
 @pytest.mark.parametrize("kind, slots", [("adam", 2), ("sgd", 1)])
-def test_optimizer_shaders_are_valid(kind, slots, working_dtype, skip_nonfinite, tmp_path):
-    shader = optimizer_shader(kind, working_dtype, skip_nonfinite)
+def test_optimizer_shaders_are_valid(kind, slots, working_dtype, skip_nonfinite, adds_partials, tmp_path):
+    from coopnn.shaders.training.step_state import REDUCE_WIDTH
+
+    shader = optimizer_shader(kind, working_dtype, skip_nonfinite, 2000, adds_partials)
     spirv_val(shader.spirv, tmp_path)
-    assert shader.binding_count == 4 + slots + 1 and shader.workgroup_size == (64, 1, 1)  # the schedule last
-    assert push_names(shader)[:2] == ["count", "gradient_scale"]
+    # the schedule, then the step end's loss sums and history last
+    assert shader.binding_count == 4 + slots + 3 and shader.workgroup_size == (REDUCE_WIDTH, 1, 1)
+    names = push_names(shader)
+    assert names[:2] == ["count", "gradient_scale"]
+    assert names[-2:] == ["terms", "chunks"] if adds_partials else names[-1] == "terms"
     assert shader.push_constant_size == 4 * len(shader.push_constants)
     assert ("shaderFloat16" in shader.features) == (working_dtype == "f16")
-    assert "vulkanMemoryModel" in shader.features
+    assert {"vulkanMemoryModel", "vulkanMemoryModelDeviceScope"} <= shader.features
 
 
 @pytest.mark.parametrize("name", LAYOUTS)
@@ -53,17 +59,6 @@ def test_tape_gradient_shader_is_valid(name, tmp_path):
     # tape in, partials out; no status: the partial sums check the totals
     assert shader.binding_count == 2 and push_names(shader) == ["count", "batch", "capacity"]
     assert "vulkanMemoryModel" in shader.features
-
-
-@pytest.mark.parametrize("skip_nonfinite", [False, True])
-def test_step_end_shader_is_valid(skip_nonfinite, tmp_path):
-    from coopnn.shaders.training.step_state import REDUCE_WIDTH, step_end_shader
-
-    shader = step_end_shader(skip_nonfinite, 2000)
-    spirv_val(shader.spirv, tmp_path)
-    # the tiles' sums in, the state words and the history written
-    assert shader.binding_count == 3 and push_names(shader) == ["count", "terms"]
-    assert shader.workgroup_size == (REDUCE_WIDTH, 1, 1)
 
 
 def test_loss_tile_shader_is_valid(tmp_path):
@@ -100,7 +95,7 @@ def test_pack_push_refuses_missing_unknown_and_unrepresentable_values(values, me
 def test_optimizer_values_for_adam_fold_the_bias_corrections_into_the_schedule():
     shader = optimizer_shader("adam", "f32", False)
     adam = Adam(lr=0.01, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.1)
-    values = unpack(shader, optimizer_push(shader, adam, 100, 0.5))
+    values = unpack(shader, optimizer_push(shader, adam, 100, 0.5, terms=1))
     assert values["count"] == 100 and values["gradient_scale"] == 0.5
     assert values["one_minus_beta1"] == pytest.approx(0.2) and values["eps"] == pytest.approx(1e-6)
     first = SCHEDULE_ROWS - 2
@@ -115,7 +110,7 @@ def test_optimizer_values_for_adam_fold_the_bias_corrections_into_the_schedule()
 def test_optimizer_schedule_for_sgd_seeds_momentum_on_the_first_update_only():
     shader = optimizer_shader("sgd", "f16", True)
     sgd = SGD(lr=0.1, momentum=0.9, nesterov=True)
-    values = unpack(shader, optimizer_push(shader, sgd, 7, 1.0))
+    values = unpack(shader, optimizer_push(shader, sgd, 7, 1.0, terms=1))
     assert values["nesterov"] == 1 and values["one_minus_dampening"] == 1.0
     assert values["momentum"] == pytest.approx(0.9)
     assert optimizer_schedule(sgd, 0, 3)[:3, 0].tolist() == [1.0, 0.0, 0.0]
@@ -123,7 +118,7 @@ def test_optimizer_schedule_for_sgd_seeds_momentum_on_the_first_update_only():
 
 def test_optimizer_push_refuses_the_wrong_shader_and_the_schedule_too_many_updates():
     with pytest.raises(ValueError, match="unknown"):
-        optimizer_push(optimizer_shader("adam", "f32", False), SGD(), 10, 1.0)
+        optimizer_push(optimizer_shader("adam", "f32", False), SGD(), 10, 1.0, terms=1)
     with pytest.raises(ValueError, match="holds"):
         optimizer_schedule(Adam(), 0, SCHEDULE_ROWS + 1)
 
@@ -149,8 +144,9 @@ def test_coopmat_gradient_shaders_are_valid(name, tmp_path):
     for deltas in DELTA_LAYOUTS:
         shader = coopmat_gradient_shader(layout, TapeLayout(layout.layers, deltas))
         spirv_val(shader.spirv, tmp_path)
-    assert shader.binding_count == 2 and shader.workgroup_size == (32, 1, 1)
-    assert "cooperativeMatrix" in shader.features
+    # tape in, partials out, the status flagged where a partial is not finite
+    assert shader.binding_count == 3 and shader.workgroup_size == (32, 1, 1)
+    assert {"cooperativeMatrix", "vulkanMemoryModelDeviceScope"} <= shader.features
     blocks = layer_blocks(layout)
     assert task_count(layout) == sum(b.count for b in blocks)
     for layer, b in zip(layout.layers, blocks):

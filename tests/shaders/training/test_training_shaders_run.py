@@ -1,7 +1,8 @@
 """The training kernels on a Vulkan device (lavapipe in CI, validation layer on where installed): the optimizer steps
-match `coopnn.train.optim`, the tape gradient matches numpy's einsum, partial sums add up, non-finite values set (and
-a set status skips) as documented, the loss tiles' sums and the step-ending kernel add up the losses and the latter
-keeps the state words, and a step kernel's frame draws the rows the numpy sampler draws."""
+match `coopnn.train.optim` (reading the gradient or adding partial gradients), the tape gradient matches numpy's
+einsum, partial sums add up, non-finite values set (and a set status skips) as documented, the loss tiles' sums and
+the optimizer's step end add up the losses and the latter keeps the state words, and a step kernel's frame draws the
+rows the numpy sampler draws."""
 
 from __future__ import annotations
 
@@ -9,20 +10,21 @@ import numpy as np
 import pytest
 
 from coopnn.errors import BackendUnavailableError
-from coopnn.shaders.training.gradients import partial_sum_invocations, partial_sum_shader, tape_gradient_shader
+from coopnn.shaders.training.gradients import (SUM_LANES, partial_sum_invocations, partial_sum_shader,
+                                               tape_gradient_shader)
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.targets.sampler import sample_rows
-from coopnn.shaders.training.optimizer import optimizer_shader
-from coopnn.shaders.training.step_state import (HISTORY_ROWS, LOSS_TILE, MIN_LOSS_SCALE, REDUCE_WIDTH, loss_tile_shader,
-                                                step_end_shader)
+from coopnn.shaders.training.optimizer import optimizer_groups, optimizer_shader
+from coopnn.shaders.training.step_state import HISTORY_ROWS, LOSS_TILE, MIN_LOSS_SCALE, REDUCE_WIDTH, loss_tile_shader
 from coopnn.train.gpu.optimizer_values import optimizer_push, optimizer_schedule
 from coopnn.train.optim import SGD, Adam
 from tests.devices import assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
 
 pytestmark = pytest.mark.vulkan
 
-FEATURES = frozenset().union(optimizer_shader("adam", "f16", True).features, partial_sum_shader().features)
+FEATURES = frozenset().union(optimizer_shader("adam", "f16", True, 1000).features, partial_sum_shader().features)
 COUNT = 3001  # not a multiple of the workgroup size, so the bounds check matters
+CHUNKS = 11  # partial gradients the optimizer adds: more than the lanes that add them, not a multiple of them
 STEPS = 5
 GRADIENT_SCALE = 0.5  # a power of two: the numpy optimizer gets exactly the gradient the shader computes
 OPTIMIZERS = {
@@ -85,30 +87,59 @@ class Kernel:
 
 def state_words(status: int = 0, loss_scale: float = 1.0, good_steps: int = 0, steps: int = 0,
                 drawn: int = 0) -> np.ndarray:
-    return np.array([status, np.float32(loss_scale).view(np.uint32), good_steps, steps, drawn], np.uint32)
+    return np.array([status, np.float32(loss_scale).view(np.uint32), good_steps, steps, drawn, 0], np.uint32)
 
 
-def optimizer_buffers(optimizer, working_dtype: str, master: np.ndarray, status: int) -> list[np.ndarray]:
+def optimizer_buffers(optimizer, working_dtype: str, master: np.ndarray, status: int, chunks: int = 0,
+                      sums: np.ndarray | None = None) -> list[np.ndarray]:
+    """The optimizer kernel's buffers: the gradient (zero), or `chunks` partial gradients (zero); then the loss
+    tiles' `sums` (one zero unless given) and the loss history (zero) of the step's end."""
     working = np.full(COUNT, 7, np.float16 if working_dtype == "f16" else np.float32)  # a sentinel
-    return [master, np.zeros(COUNT, np.float32), state_words(status), working,
-            *[np.zeros(COUNT, np.float32) for _ in optimizer.slots], optimizer_schedule(optimizer, 0, STEPS)]
+    return [master, np.zeros(max(chunks, 1) * COUNT, np.float32), state_words(status), working,
+            *[np.zeros(COUNT, np.float32) for _ in optimizer.slots], optimizer_schedule(optimizer, 0, STEPS),
+            np.zeros(1, np.float32) if sums is None else sums, np.zeros(2 * HISTORY_ROWS, np.float32)]
 
 
+def run_optimizer(kernel: Kernel, shader, optimizer, gradient_scale: float, chunks: int = 0,
+                  terms: int = 1) -> list[np.ndarray]:
+    """One optimizer step (over `chunks` partial gradients where it adds them) and the step's end."""
+    partials = {"chunks": chunks} if chunks else {}
+    push = optimizer_push(shader, optimizer, COUNT, gradient_scale, terms=terms, **partials)
+    return kernel.run(push, optimizer_groups(COUNT, bool(chunks)) * REDUCE_WIDTH)
+
+
+def in_lane_order(partials: np.ndarray) -> np.ndarray:
+    """The sum of the chunks of `partials` as the kernels add them: each of SUM_LANES lanes every SUM_LANES-th chunk
+    from its own, then the lanes' sums in lane order, in float32."""
+    lanes = []
+    for lane in range(SUM_LANES):
+        total = np.zeros(partials.shape[1], np.float32)
+        for chunk in partials[lane::SUM_LANES]:
+            total = total + chunk
+        lanes.append(total)
+    total = np.zeros(partials.shape[1], np.float32)
+    for lane_total in lanes:
+        total = total + lane_total
+    return total
+
+
+@pytest.mark.parametrize("chunks", [0, CHUNKS])
 @pytest.mark.parametrize("working_dtype", ["f32", "f16"])
 @pytest.mark.parametrize("name", OPTIMIZERS)
-def test_optimizer_steps_match_numpy(context, name, working_dtype):
+def test_optimizer_steps_match_numpy(context, name, working_dtype, chunks):
     rng = np.random.default_rng(0)
     reference, device_optimizer = OPTIMIZERS[name](), OPTIMIZERS[name]()
     expected = rng.normal(size=COUNT).astype(np.float32)
-    shader = optimizer_shader(reference.name, working_dtype, skip_nonfinite=True)
-    kernel = Kernel(context, shader, optimizer_buffers(device_optimizer, working_dtype, expected.copy(), 0))
+    shader = optimizer_shader(reference.name, working_dtype, True, 1000, adds_partials=bool(chunks))
+    kernel = Kernel(context, shader, optimizer_buffers(device_optimizer, working_dtype, expected.copy(), 0, chunks))
     for step in range(1, STEPS + 1):
-        gradient = rng.normal(size=COUNT).astype(np.float32)
-        reference.update({"p": expected}, {"p": gradient * np.float32(GRADIENT_SCALE)})
-        kernel.write(1, gradient)
+        partials = rng.normal(size=(max(chunks, 1), COUNT)).astype(np.float32)
+        reference.update({"p": expected}, {"p": in_lane_order(partials) * np.float32(GRADIENT_SCALE)})
+        kernel.write(1, partials)
         kernel.write(2, state_words(loss_scale=4.0, steps=step - 1))  # the gradient is divided by the loss scale
-        master, _, _, working, *slots, _ = kernel.run(
-            optimizer_push(shader, device_optimizer, COUNT, 4 * GRADIENT_SCALE), COUNT)
+        master, _, state, working, *slots, _, _, _ = run_optimizer(kernel, shader, device_optimizer,
+                                                                   4 * GRADIENT_SCALE, chunks)
+        assert state[3] == step and state[5] == 0  # the step's end counted the step and reset the finished count
     np.testing.assert_allclose(master, expected, rtol=1e-5, atol=1e-7)
     np.testing.assert_array_equal(working, master.astype(working.dtype))
     for slot_name, slot in zip(reference.slots, slots):
@@ -116,19 +147,31 @@ def test_optimizer_steps_match_numpy(context, name, working_dtype):
         np.testing.assert_allclose(slot, kept, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("chunks", [0, CHUNKS])
 @pytest.mark.parametrize("skip_nonfinite", [True, False])
-def test_a_set_status_skips_the_step_only_when_asked(context, skip_nonfinite):
+def test_a_set_status_skips_the_step_only_when_asked(context, skip_nonfinite, chunks):
     master = np.random.default_rng(1).normal(size=COUNT).astype(np.float32)
-    shader = optimizer_shader("adam", "f16", skip_nonfinite)
-    buffers = optimizer_buffers(Adam(lr=0.1), "f16", master, status=1)
-    buffers[1][:] = 1.0
+    shader = optimizer_shader("adam", "f16", skip_nonfinite, 1000, adds_partials=bool(chunks))
+    buffers = optimizer_buffers(Adam(lr=0.1), "f16", master, 1, chunks)
+    buffers[1][:COUNT] = 1.0
     kernel = Kernel(context, shader, buffers)
-    after = kernel.run(optimizer_push(shader, Adam(lr=0.1), COUNT, 1.0), COUNT)
+    after = run_optimizer(kernel, shader, Adam(lr=0.1), 1.0, chunks)
+    assert after[2][0] == 0 and after[-1][1] == 1  # the step's end cleared the status and recorded it
     if skip_nonfinite:
-        for before, now in zip(buffers, after):
-            np.testing.assert_array_equal(now, before.reshape(-1))
+        for binding in (0, 1, *range(3, len(buffers) - 2)):
+            np.testing.assert_array_equal(after[binding], buffers[binding].reshape(-1))
     else:
         np.testing.assert_allclose(after[0], master - np.float32(0.1), rtol=1e-5, atol=1e-6)
+
+
+def test_the_optimizer_flags_partials_whose_sum_is_not_finite(context):
+    """Finite partial gradients whose float32 sum overflows: the step's end records the step as not finite."""
+    shader = optimizer_shader("sgd", "f32", False, adds_partials=True)
+    buffers = optimizer_buffers(SGD(lr=0.1), "f32", np.zeros(COUNT, np.float32), 0, CHUNKS)
+    buffers[1].reshape(CHUNKS, COUNT)[:2, 17] = 3e38
+    after = run_optimizer(Kernel(context, shader, buffers), shader, SGD(lr=0.1), 1.0, CHUNKS)
+    assert after[-1][1] == 1 and after[2][0] == 0
+    assert np.isinf(after[0][17]) and np.isfinite(np.delete(after[0], 17)).all()
 
 
 def tape_gradient(layout: ParameterLayout, tape_layout: TapeLayout, tape: np.ndarray, batch: int,
@@ -221,21 +264,26 @@ def test_the_loss_tiles_sum_the_batch_losses(context, batch):
     assert sums[tiles] == -1  # one sum a tile, nothing written past them
 
 
+@pytest.mark.parametrize("chunks", [0, CHUNKS])
 @pytest.mark.parametrize("skip_nonfinite", [True, False])
 @pytest.mark.parametrize("status", [0, 1])
-def test_the_step_end_sums_the_losses_and_keeps_the_state(context, skip_nonfinite, status):
+def test_the_step_end_sums_the_losses_and_keeps_the_state(context, skip_nonfinite, status, chunks):
+    """The optimizer's workgroups (12, or 94 adding partials) end the step once, in whichever finishes last, and
+    leave the finished count at zero for the next step."""
     terms = 3 * REDUCE_WIDTH + 17
     sums = np.random.default_rng(2).uniform(0, 1, terms).astype(np.float32)
     growth = 3
-    shader = step_end_shader(skip_nonfinite, growth)
+    shader = optimizer_shader("sgd", "f32", skip_nonfinite, growth, adds_partials=bool(chunks))
     drawn = 2 * HISTORY_ROWS + 2  # the history is a ring: this step's row is 2
-    kernel = Kernel(context, shader, [sums, state_words(status, 8.0, growth - 1, 41, drawn),
-                                      np.zeros(2 * HISTORY_ROWS, np.float32)])
-    _, state, history = kernel.run(shader.pack_push(count=REDUCE_WIDTH, terms=terms), REDUCE_WIDTH)
+    buffers = optimizer_buffers(SGD(lr=0.1), "f32", np.zeros(COUNT, np.float32), status, chunks, sums)
+    kernel = Kernel(context, shader, buffers)
+    kernel.write(2, state_words(status, 8.0, growth - 1, 41, drawn))
+    after = run_optimizer(kernel, shader, SGD(lr=0.1), 1.0, chunks, terms)
+    state, history = after[2], after[-1]
     assert history[4] == pytest.approx(float(np.sum(sums, dtype=np.float64)), rel=1e-6)
     assert history[5] == status and not history[:4].any() and not history[6:].any()
     assert state[4] == drawn + 1  # every step draws a batch, skipped or not
-    assert state[0] == 0  # cleared for the next step
+    assert state[0] == 0 and state[5] == 0  # cleared for the next step
     scale = float(state[1:2].view(np.float32)[0])
     if not skip_nonfinite:
         assert (scale, state[2], state[3]) == (8.0, growth - 1, 42)
@@ -246,10 +294,11 @@ def test_the_step_end_sums_the_losses_and_keeps_the_state(context, skip_nonfinit
 
 
 def test_the_loss_scale_does_not_fall_below_its_floor(context):
-    shader = step_end_shader(True, 1000)
-    kernel = Kernel(context, shader, [np.ones(5, np.float32), state_words(1, MIN_LOSS_SCALE),
-                                      np.zeros(2 * HISTORY_ROWS, np.float32)])
-    _, state, _ = kernel.run(shader.pack_push(count=REDUCE_WIDTH, terms=5), REDUCE_WIDTH)
+    shader = optimizer_shader("sgd", "f32", True, 1000)
+    buffers = optimizer_buffers(SGD(lr=0.1), "f32", np.zeros(COUNT, np.float32), 1, sums=np.ones(5, np.float32))
+    kernel = Kernel(context, shader, buffers)
+    kernel.write(2, state_words(1, MIN_LOSS_SCALE))
+    state = run_optimizer(kernel, shader, SGD(lr=0.1), 1.0, terms=5)[2]
     assert state[1:2].view(np.float32)[0] == np.float32(MIN_LOSS_SCALE)
 
 

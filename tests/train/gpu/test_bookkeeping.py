@@ -26,7 +26,7 @@ def test_after_reads_the_rows_of_the_last_steps(first, steps):
             books.history.upload(history)
             books.drawn = first
             words = books.state.read(np.uint32).copy()
-            words[DRAWN] = first + steps  # as the step-ending kernel leaves it
+            words[DRAWN] = first + steps  # as the step's end leaves it
             books.state.upload(words)
             losses = books.after(steps)
         finally:
