@@ -15,10 +15,9 @@ training state words (`TRAINING_STATE_FIELDS`): `drawn` counts every step; a ste
 good-step count restarts; any other step counts as an optimizer step, and with `skip_nonfinite` the scale doubles
 after `growth_interval` good steps in a row. Every workgroup reads the state words before it counts itself, so none
 sees the next step's. No workgroup waits for another, so the end needs no forward-progress guarantee; as a kernel of
-its own it had cost a dispatch and the barrier before it, 4-6 us of a step on the H100 (`bench/results/
-nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md`, "2026-11-28, stop 36"). Everything a later step depends on
-stays on the device, and no push constant changes from step to step, so a session records a run of steps once and
-submits it again.
+its own it had cost a dispatch and the barrier before it (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-
+ablation.md`, "2026-11-28, stop 36"). Everything a later step depends on stays on the device, and no push constant
+changes from step to step, so a session records a run of steps once and submits it again.
 
 `loss_tile_shader` bindings: 0 losses (f32), 1 sums (f32, written, one a tile). Push: `count` (`REDUCE_WIDTH` x
 tiles), `batch` (samples). Dispatch one workgroup a tile.
