@@ -32,9 +32,9 @@ the partials it writes and checks that one sum at the end: the tape is float16, 
 float32 stay below 65504^2 times 2^32 samples, and a sum is finite exactly when its terms are. Checking each partial
 as it was written cost 5-7 us of a step at 2^18 on the H100.
 
-Bindings: 0 tape (f16), 1 partials (f32, written), 2 the training state words (u32). Push: `count` (32 x tasks), `batch` (samples on the tape, padding
-zero), `capacity`, `parameters` (elements of one chunk's partial gradients), `chunk_tiles`. Dispatch (tasks, chunks, 1)
-workgroups.
+Bindings: 0 tape (f16), 1 partials (f32, written), 2 the training state words (u32). Push: `count` (32 x tasks),
+`batch` (samples on the tape, padding zero), `capacity`, `parameters` (elements of one chunk's partial gradients),
+`chunk_tiles`. Dispatch (tasks, chunks, 1) workgroups.
 The tape needs `TILE` rows of capacity after its last region: a tile of a layer whose rows are not a multiple of 16
 reads (and discards) rows past its region, or features past its sample's.
 """

@@ -58,7 +58,8 @@ def workgroup_adder(frame: ShaderFrame, local):
         while half:
             with fn.if_(fn.emit("OpULessThan", frame.bool, local, frame.uint(half))):
                 other = fn.emit("OpLoad", f32, partial(fn.emit("OpIAdd", frame.u32, local, frame.uint(half))))
-                fn.emit("OpStore", partial(local), fn.emit("OpFAdd", f32, fn.emit("OpLoad", f32, partial(local)), other))
+                mine = fn.emit("OpLoad", f32, partial(local))
+                fn.emit("OpStore", partial(local), fn.emit("OpFAdd", f32, mine, other))
             fn.barrier()
             half //= 2
         return fn.emit("OpLoad", f32, partial(frame.zero))

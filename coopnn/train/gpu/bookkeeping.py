@@ -3,9 +3,9 @@
 `StepBookkeeping` owns the state words the kernels of a step read and update (`TRAINING_STATE_FIELDS`: status, loss
 scale, good steps, optimizer steps, batches drawn, the optimizer's finished workgroups), the loss history the step's
 end writes (a ring of `HISTORY_ROWS` rows indexed by the batches drawn) and the optimizer's schedule (a ring of
-`SCHEDULE_ROWS` rows indexed by the optimizer steps). The host keeps a mirror of the state words: it reads them after every submission, and
-before one it uploads them only where it changed them (a loaded checkpoint, a new loss scale, a trainer whose step
-count differs), so that steps run back to back leave the device's words alone.
+`SCHEDULE_ROWS` rows indexed by the optimizer steps). The host keeps a mirror of the state words: it reads them after
+every submission, and before one it uploads them only where it changed them (a loaded checkpoint, a new loss scale, a
+trainer whose step count differs), so that steps run back to back leave the device's words alone.
 """
 
 from __future__ import annotations
