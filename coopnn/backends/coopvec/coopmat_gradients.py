@@ -147,7 +147,6 @@ def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_t
     storage_buffer(frame, TAPE, f16, writable=False, name="tape")
     storage_buffer(frame, PARTIALS, f32, writable=True, name="partials")
     storage_buffer(frame, STATUS, u32, writable=True, name="state")
-    m.capability("VulkanMemoryModelDeviceScope")
     tile_memory = m.global_variable("Workgroup", m.type_array(f32, m.constant(u32, TILE * TILE)), name="tile")
     if any(b.row_tiles >= STAGED_FROM_ROW_TILES for b in layer_blocks(parameters, row_tiles, column_tiles)):
         word = word_type(frame)

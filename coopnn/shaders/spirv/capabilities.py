@@ -105,6 +105,18 @@ def choose_extensions(
     return sorted(chosen)
 
 
+# Scopes that need a capability of their own in a module on the Vulkan memory model (SPIR-V spec 2.17, Vulkan 15.1).
+VULKAN_MEMORY_MODEL_SCOPE_CAPABILITY = {"Device": "VulkanMemoryModelDeviceScope"}
+
+
+def scope_requirements(kind: str, names: Iterable[str], memory_model: str) -> list[Availability]:
+    """VulkanMemoryModelDeviceScope for a Device scope operand under the Vulkan memory model."""
+    if kind != "Scope" or memory_model != "Vulkan":
+        return []
+    return [Availability(f"Scope {name} under the Vulkan memory model", (VULKAN_MEMORY_MODEL_SCOPE_CAPABILITY[name],))
+            for name in names if name in VULKAN_MEMORY_MODEL_SCOPE_CAPABILITY]
+
+
 def scalar_type_requirements(opname: str, operands: tuple) -> list[Availability]:
     """Float16, Int8, ... for a scalar type; floats with an FPEncoding get theirs from the grammar instead."""
     if opname == "OpTypeFloat" and len(operands) > 1:

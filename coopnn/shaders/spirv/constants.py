@@ -1,13 +1,15 @@
 """Constants, deduplicated as they are created: scalars, composites built from Python sequences, nulls, enumerant
 values as 32-bit constants (what cooperative vector and matrix instructions take), spec constants and undefs.
 
-Mixed into `Module` (builder.py), whose `_declare`, `decorate`, `type_info`, `number_format` and `type_int` it uses.
+Mixed into `Module` (builder.py), whose `_declare`, `decorate`, `type_info`, `number_format`, `type_int` and
+`memory_model` it uses.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
+from coopnn.shaders.spirv.capabilities import scope_requirements
 from coopnn.shaders.spirv.errors import SpirvBuildError
 from coopnn.shaders.spirv.instruction import Id
 from coopnn.shaders.spirv.literals import number_words
@@ -79,6 +81,7 @@ class ConstantBuilder:
             raise SpirvBuildError(f"{kind} is a value enum: give exactly one name, got {names!r}")
         enumerants = [operand_kind.enumerant(name) for name in names]
         self._requirements.extend(e.availability for e in enumerants)
+        self._requirements.extend(scope_requirements(kind, names, self.memory_model))
         return self.constant(self.type_int(32, False), sum({e.value for e in enumerants}))
 
     def spec_constant(self, type_id: Id, default: Scalar, spec_id: int, *, name: str | None = None) -> Id:

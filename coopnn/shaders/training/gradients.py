@@ -47,7 +47,6 @@ def _frame(*push: tuple[str, str], source: str, source_width: int = 32, target: 
     storage_buffer(frame, GRADIENT, frame.f32, writable=True, name=target)
     if status:
         storage_buffer(frame, STATUS, frame.u32, writable=True, name="status")
-        frame.module.capability("VulkanMemoryModelDeviceScope")
     return frame
 
 

@@ -31,11 +31,12 @@ recomputed in float32 on the device.
 
 from __future__ import annotations
 
-from coopnn.shaders.targets.base import FP16_FEATURES, TRAINING_STATE_FIELDS, Binary, ShaderFrame, push_constant_block
+from coopnn.shaders.targets.base import FP16_FEATURES, Binary, ShaderFrame, push_constant_block
 from coopnn.shaders.training.gradients import (FEATURES as GRADIENT_FEATURES, SUM_COLUMNS, SUM_LANES, add_partials,
                                                flag_nonfinite)
 from coopnn.shaders.training.shader import finish, load, storage_buffer, store
-from coopnn.shaders.training.step_state import ORDERED, REDUCE_WIDTH, end_step_in_last_group
+from coopnn.shaders.training.step_state import (LOSS_SCALE, ORDERED, REDUCE_WIDTH, STATUS, STEPS,
+                                                end_step_in_last_group)
 
 MASTER, GRADIENT, STATE, WORKING, FIRST_SLOT = range(5)
 # the per-parameter state of each optimizer, in binding order: `Optimizer.slots` of `coopnn.train.optim`
@@ -79,7 +80,6 @@ class _Step:
         storage_buffer(frame, MASTER, self.f32, writable=True, name="master")
         storage_buffer(frame, GRADIENT, self.f32, writable=False, name="partials" if adds_partials else "gradient")
         storage_buffer(frame, STATE, frame.u32, writable=True, name="state")
-        frame.module.capability("VulkanMemoryModelDeviceScope")
         storage_buffer(frame, WORKING, self.working, writable=True, name="working")
         for offset, slot in enumerate(SLOTS[kind]):
             storage_buffer(frame, FIRST_SLOT + offset, self.f32, writable=True, name=slot)
@@ -101,17 +101,17 @@ class _Step:
             self.updates = fn.emit("OpULessThan", frame.bool, self.i, count)
             self.gradient = lambda: load(frame, GRADIENT, self.i)
         if skip_nonfinite:
-            status = load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("status")), u32, ORDERED)
+            status = load(frame, STATE, frame.uint(STATUS), u32, ORDERED)
             self.updates = fn.emit("OpLogicalAnd", frame.bool, self.updates,
                                    fn.emit("OpIEqual", frame.bool, status, frame.zero))
         # Loaded here, where they dominate every later use.
-        steps = load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("steps")), u32, ORDERED)
+        steps = load(frame, STATE, frame.uint(STEPS), u32, ORDERED)
         row = fn.emit("OpIMul", u32, fn.emit("OpUMod", u32, steps, frame.uint(SCHEDULE_ROWS)),
                       frame.uint(SCHEDULE_WORDS))
         self.scheduled = {name: load(frame, self.schedule_binding, fn.emit("OpIAdd", u32, row, frame.uint(i)))
                           for i, name in enumerate(SCHEDULE[kind])}
         loss_scale = fn.emit("OpBitcast", self.f32,
-                             load(frame, STATE, frame.uint(TRAINING_STATE_FIELDS.index("loss_scale")), u32, ORDERED))
+                             load(frame, STATE, frame.uint(LOSS_SCALE), u32, ORDERED))
         self.gradient_scale = self.op("OpFDiv", self.push("gradient_scale"), loss_scale)
 
     def push(self, name: str):

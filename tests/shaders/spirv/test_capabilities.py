@@ -32,6 +32,15 @@ def test_glsl450_memory_model_option():
     assert declared(with_main(Module(memory_model="GLSL450"))) == (["Shader"], [])
 
 
+@pytest.mark.parametrize("memory_model, scope, needed", [
+    ("Vulkan", "Device", True), ("Vulkan", "Workgroup", False), ("GLSL450", "Device", False)])
+def test_device_scope_under_the_vulkan_memory_model_adds_its_capability(memory_model, scope, needed):
+    def body(m, fn):
+        m.enum_constant("Scope", scope)
+
+    assert ("VulkanMemoryModelDeviceScope" in declared(with_main(Module(memory_model=memory_model), body))[0]) == needed
+
+
 def test_float16_type_adds_float16():
     m = with_main(Module())
     m.type_float(16)
