@@ -220,13 +220,9 @@ class CudaBridge:
         self._next_slot = (self._next_slot + 1) % SLOTS
         self._timing.reusing(slot)
         for index, given in enumerate(inputs):
-            nbytes = count * given.row_bytes
-            buffer = slot.input_buffer(index, nbytes)
-            source = given.pointer + start * given.pitch
-            if given.pitch == given.row_bytes:
-                self._driver.copy(buffer.pointer, source, nbytes, stream)
-            else:
-                self._driver.copy_rows(buffer.pointer, source, given.row_bytes, count, given.pitch, stream)
+            buffer = slot.input_buffer(index, count * given.row_bytes)
+            self._driver.copy_rows(buffer.pointer, given.pointer + start * given.pitch, given.row_bytes, count,
+                                   given.pitch, stream)
         slot.inputs_ready.value += 1
         self._driver.signal(slot.inputs_ready.args, slot.inputs_ready.value, stream)
         copies = []

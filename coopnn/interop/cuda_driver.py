@@ -295,7 +295,11 @@ class CudaDriver:
 
     def copy_rows(self, destination: int, source: int, row_bytes: int, rows: int, source_pitch: int,
                   stream: int) -> None:
-        """Copy `rows` rows of `row_bytes` bytes from rows `source_pitch` bytes apart into packed rows."""
+        """Copy `rows` rows of `row_bytes` bytes from rows `source_pitch` bytes apart into packed rows (one linear
+        copy where the source rows are packed too)."""
+        if source_pitch == row_bytes:
+            self.copy(destination, source, row_bytes * rows, stream)
+            return
         copy = CUDA_MEMCPY2D(srcMemoryType=CU_MEMORYTYPE_DEVICE, srcDevice=source, srcPitch=source_pitch,
                              dstMemoryType=CU_MEMORYTYPE_DEVICE, dstDevice=destination, dstPitch=row_bytes,
                              WidthInBytes=row_bytes, Height=rows)

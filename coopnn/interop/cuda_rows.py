@@ -5,8 +5,8 @@ then used by Vulkan alone: a training data set uploaded once (`coopnn.train.gpu.
 The buffer is exported to CUDA (`shared_objects.SharedBuffer`). `fill` copies rows on the array's stream, waits for
 CUDA, and hands the buffer to the Vulkan queue's family (a queue-family ownership transfer from
 VK_QUEUE_FAMILY_EXTERNAL) before any dispatch reads it. A caller that records the transfers itself takes the parts:
-`copy_in`, `wait`, and the barrier arrays of `acquired` and `released` for its own submission. It binds like
-`coopnn.runtime.vk.memory.Buffer`.
+`copy_in`; then `wait`, or a `CopiedSignal` that its submission waits for on the GPU; and the barrier arrays of
+`acquired` and `released` for its own submission. It binds like `coopnn.runtime.vk.memory.Buffer`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Sequence
 
 from coopnn.errors import InputError
 from coopnn.interop.cuda_driver import cuda_driver
-from coopnn.interop.shared_objects import SharedBuffer
+from coopnn.interop.shared_objects import SharedBuffer, SharedTimeline
 from coopnn.interop.slot import QUEUE_FAMILY_EXTERNAL, ownership_barriers
 from coopnn.interop.tensors import CudaInput
 from coopnn.interop.vk_export import interop_unavailable_reason
@@ -88,6 +88,31 @@ class CudaRows:
         with self._driver.current(self._cuda_context):
             self._shared.release_cuda()
         self._shared.release_vulkan()
+
+
+class CopiedSignal:
+    """A timeline semaphore shared by the Vulkan device and the CUDA context of `rows`: `after(stream)` has CUDA raise
+    it once the copies queued on `stream` so far are done, and gives the (semaphore, value) a Vulkan submission waits
+    for, so that the GPU orders the two APIs and the host waits for neither (a host wait for CUDA took 0.08-0.12 ms
+    on the H100, 2026-11-28). Made and freed with the CUDA context current."""
+
+    def __init__(self, rows: CudaRows):
+        self._driver, self._cuda_context = rows._driver, rows._cuda_context
+        with self._driver.current(self._cuda_context):
+            self._timeline = SharedTimeline(rows._context, self._driver)
+
+    def after(self, stream: int) -> tuple[object, int]:
+        timeline = self._timeline
+        with self._driver.current(self._cuda_context):
+            self._driver.signal(timeline.args, timeline.value + 1, stream)
+        timeline.value += 1
+        return timeline.handle, timeline.value
+
+    def destroy(self) -> None:
+        """Free the semaphore; no submission may still wait for it."""
+        with self._driver.current(self._cuda_context):
+            self._timeline.release_cuda()
+        self._timeline.release_vulkan()
 
 
 def acquired(buffers: Sequence[CudaRows], access: int):

@@ -88,6 +88,20 @@ def test_semaphore_signals_and_waits_pass_the_timeline_value_and_stream():
     assert seen == [("signal", 0x5E, 41, 1, 0xAB), ("wait", 0x5E, 42, 1, 0xCD)]
 
 
+def test_packed_rows_are_copied_linearly_and_padded_rows_in_two_dimensions():
+    seen = []
+    library = FakeLibcuda()
+    library.cuMemcpyDtoDAsync_v2 = lambda destination, source, nbytes, stream: seen.append(
+        ("linear", destination, source, nbytes, stream)) or 0
+    library.cuMemcpy2DAsync_v2 = lambda copy, stream: seen.append(
+        ("2d", copy._obj.dstDevice, copy._obj.srcDevice, copy._obj.srcPitch, copy._obj.dstPitch,
+         copy._obj.WidthInBytes, copy._obj.Height, stream)) or 0
+    driver = cuda_driver.CudaDriver(library)
+    driver.copy_rows(0xD000, 0x5000, row_bytes=12, rows=10, source_pitch=12, stream=7)
+    driver.copy_rows(0xD000, 0x5000, row_bytes=12, rows=10, source_pitch=16, stream=7)
+    assert seen == [("linear", 0xD000, 0x5000, 120, 7), ("2d", 0xD000, 0x5000, 16, 12, 12, 10, 7)]
+
+
 def test_devices_are_matched_by_uuid_zero_bytes_included():
     uuids = ["00112233445566778899aabbccddeeff", "ff00ee00dd00cc00bb00aa0099008800"]
     driver = cuda_driver.CudaDriver(FakeLibcuda(uuids=uuids))

@@ -26,10 +26,12 @@ class QueuedCopies:
     def __init__(self, context: VulkanContext):
         self._lane = Lane(context.device, context.tracker, context.queue_lock)
 
-    def submit(self, copies: Sequence[tuple[object, object, int]], before=None, after=None) -> None:
+    def submit(self, copies: Sequence[tuple[object, object, int]], before=None, after=None,
+               wait: tuple[object, int] | None = None) -> None:
         """Submit `copies` without waiting for them (waiting first for the previous ones, whose command buffer this
         records again). `before` and `after`, arrays of VkBufferMemoryBarrier (queue-family ownership transfers of
-        memory shared with another API), are recorded around them."""
+        memory shared with another API), are recorded around them; `wait` = (timeline semaphore, value) holds them
+        until another API has written their sources."""
         self._lane.wait()
         cmd = self._lane.begin()
         if before:
@@ -39,7 +41,7 @@ class QueuedCopies:
         if after:
             _buffer_barriers(cmd, after)
         self._lane.end()
-        self._lane.submit()
+        self._lane.submit(wait=wait)
 
     def destroy(self) -> None:
         self._lane.wait()

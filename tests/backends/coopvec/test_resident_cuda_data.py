@@ -59,3 +59,55 @@ def test_step_on_cuda_tensors_equals_step_on_numpy_arrays_without_a_host_copy(co
             runs.append((losses, model.run(batches[0][0])))
     assert runs[0][0] == runs[1][0]
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
+class _Interface:
+    """A CUDA array known only by its `__cuda_array_interface__`, which names the stream its data is written on."""
+
+    def __init__(self, tensor, stream):
+        self.tensor = tensor
+        self.__cuda_array_interface__ = {**tensor.__cuda_array_interface__, "version": 3, "stream": stream.cuda_stream}
+
+
+def _late_copy(torch, values: np.ndarray, stream):
+    """A CUDA tensor that holds NaN until `stream`, held up by a long spin, writes `values` into it."""
+    source = torch.from_numpy(values).cuda()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(stream):
+        late = torch.full_like(source, float("nan"))
+        torch.cuda._sleep(100_000_000)
+        late.copy_(source)
+    source.record_stream(stream)  # its memory is not handed out again before `stream` has read it
+    return late
+
+
+@pytest.mark.parametrize("streams", ["one", "two"])
+def test_step_copies_cuda_batches_only_once_their_streams_wrote_them(coopvec_device, streams):
+    """The batch is written late on the caller's stream ("one": the GPU waits for CUDA's copies), or on two streams
+    named by the arrays ("two": the host waits for CUDA); either way the step trains on the written values."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no CUDA device")
+    rng = np.random.default_rng(8)
+    x = rng.uniform(0, 1, (900, 2)).astype(np.float32)
+    y = rng.uniform(0, 1, (900, 3)).astype(np.float32)
+    runs = []
+    for on_gpu in (False, True):
+        with coopnn.mlp(2, [32, 32], 3, backend="coopvec", weights="fp16", seed=1) as model:
+            trainer = coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=1e-2), seed=SEED)
+            losses = []
+            for _ in range(3):
+                if not on_gpu:
+                    losses.append(trainer.step(x, y))
+                elif streams == "one":
+                    side = torch.cuda.Stream()
+                    xt, yt = _late_copy(torch, x, side), _late_copy(torch, y, side)
+                    with torch.cuda.stream(side):
+                        losses.append(trainer.step(xt, yt))
+                else:
+                    first, second = torch.cuda.Stream(), torch.cuda.Stream()
+                    xt, yt = _late_copy(torch, x, first), _late_copy(torch, y, second)
+                    losses.append(trainer.step(_Interface(xt, first), _Interface(yt, second)))
+            runs.append((losses, model.run(x)))
+    assert runs[0][0] == runs[1][0]
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
