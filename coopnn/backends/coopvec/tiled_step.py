@@ -35,8 +35,11 @@ buffers, a layer reading one and writing the other, a subgroup taking every NumS
   contiguous, go on as tiles from the epilogues. The barrier after the last forward layer covers storage memory, so
   the backward pass reads the copies and derivatives the forward pass wrote.
 
-Weights are the session's float16 row-major working copy (binding 0), every width padded to whole 16s (`padded`),
-padding parameters zero. Bindings and push constants are the step program's (`CoopvecEmitter`); the session runs
+Weights are the session's float16 blocked copy (binding 0, `ParameterLayout.block_index`: every 16 x 16 tile of a
+weight matrix 512 contiguous bytes, biases as in the flat order), every width padded to whole 16s (`padded`),
+padding parameters zero. A B tile is so one contiguous read; from the row-major copy (16 rows of 32 bytes a layer's
+width apart) whole steps at 2^18 took 0.995 against 0.870 ms (mlp_64_128x4_16) and 0.427 against 0.381 ms
+(mlp_32_64x4_16) on the H100 (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md`, stop 37). Bindings and push constants are the step program's (`CoopvecEmitter`); the session runs
 whole work-groups (the batch padded to the tile, padding samples masked).
 
 Why (H100, `bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md` and `...-tiled-step-ablation.md`): the
@@ -232,10 +235,10 @@ class TiledStepEmitter(LayerPasses):
         layer = self.layers[index]
         epilogue = self.loss_epilogue if index == len(self.layers) - 1 else self.hidden_epilogue
 
-        def b_tile_of(column):  # B(k, n) = W[column + n][k0 + k]: column-major tiles of the row-major matrix, W^T
+        def b_tile_of(column):  # B(k, n) = W[column + n][k0 + k]: the blocked tile read column-major, W^T
             return lambda k0: self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", self.op(
-                "OpIAdd", self.op("OpIMul", column, layer.cols), layer.weight_offset), k0)), self.column_major,
-                self.frame.uint(layer.cols))
+                "OpIAdd", self.op("OpIMul", column, layer.cols), layer.weight_offset), k0 * MATRIX)),
+                self.column_major, self.frame.uint(MATRIX))
 
         self.layer_pass(layer.rows, layer.cols, source, b_tile_of, lambda column: self.bias_tile(index, column),
                         lambda acc, row, column: epilogue(index, acc, row, column, target))
@@ -322,10 +325,10 @@ class TiledStepEmitter(LayerPasses):
         fn, layer, below = self.fn, self.layers[index], self.layers[index - 1]
         act = self.plan.layers[index - 1].activation
 
-        def b_tile_of(column):  # B(k, n) = W[k0 + k][column + n]: row-major tiles of the row-major matrix
+        def b_tile_of(column):  # B(k, n) = W[k0 + k][column + n]: the blocked tile read row-major
             return lambda k0: self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", self.op(
-                "OpIAdd", column, layer.weight_offset), self.op("OpIMul", k0, layer.cols))), self.row_major,
-                self.frame.uint(layer.cols))
+                "OpIMul", column, MATRIX), k0 * layer.cols + layer.weight_offset)), self.row_major,
+                self.frame.uint(MATRIX))
 
         def epilogue(acc, row, column):
             delta = (fn.emit("OpFConvert", self.halves, acc) if act is None

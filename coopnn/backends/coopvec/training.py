@@ -2,7 +2,8 @@
 
 The per-sample step kernel multiplies with the weights in the driver's TrainingOptimal layout, forward and transposed
 (OpCooperativeVectorMatrixMulAddNV / MatrixMulNV with Transpose); the tiled one (`tiled_step`, which "auto" takes for
-models of `AUTO_TILED_FROM_LAYERS` layers or more) reads the float16 row-major working copy itself. Weight gradients
+models of `AUTO_TILED_FROM_LAYERS` layers or more) reads a float16 copy of the weights in 16 x 16 blocks, which the
+optimizer writes beside the row-major working copy (`ParameterLayout.block_index`). Weight gradients
 come from `coopnn.backends.coopvec.coopmat_gradients` or `coopnn.backends.coopvec.coopvec_gradients` (tape products
 per chunk of samples; the optimizer adds the former's partial gradients itself, `partial_sum_shader` the latter's),
 or the outer-product methods (`coopnn.backends.coopvec.outer_product`) accumulate them in the step kernel. The
@@ -143,6 +144,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         if self.requested_step == "auto" and self.step_method == "tiled" and tiled_tiling.unsupported_reason(
                 self.plan, self.loss_function, shared_memory, max_subgroup_size):
             self.step_method = "coopvec"
+            self.optimizer_kernel_shader = self.make_optimizer_shader()  # without the blocked copy
         if self.step_method == "tiled":
             binary = tiled_step.tiled_step_shader(self.program, self.plan, self.loss_function, self.layout, self.tape,
                                                   shared_memory, max_subgroup_size, min_subgroup_size)
@@ -171,7 +173,11 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        if self.step_method != "tiled":  # the tiled step reads the working copy itself
+        if self.step_method == "tiled":
+            self.block_index = self.context.create_buffer(self.layout.size * 4, HostAccess.NONE)
+            self.block_index.upload(self.layout.block_index(tiled_tiling.MATRIX))
+            self.blocked = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE)
+        else:
             self.optimal = self.context.create_buffer(len(self.image.data), HostAccess.NONE, device_address=True)
         self.working = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE, device_address=True)
         if self.gradient_method == "outer_product":
@@ -183,11 +189,22 @@ class CoopvecTrainingSession(KernelTrainingSession):
             self.ones.upload(ones)
 
     def sync_weights(self) -> None:
-        self.working.upload(self.master.download(np.float32, self.layout.size).astype(np.float16))
+        working = self.master.download(np.float32, self.layout.size).astype(np.float16)
+        self.working.upload(working)
+        if self.keeps_blocked_copy():
+            blocked = np.empty_like(working)
+            blocked[self.layout.block_index(tiled_tiling.MATRIX)] = working
+            self.blocked.upload(blocked)
         self.context.run(self.working_steps())
 
+    def keeps_blocked_copy(self) -> bool:
+        return self.step_method == "tiled"
+
+    def blocked_copy(self) -> tuple:
+        return (self.block_index, self.blocked) if self.keeps_blocked_copy() else ()
+
     def weights_buffer(self):
-        return self.working if self.step_method == "tiled" else self.optimal
+        return self.blocked if self.step_method == "tiled" else self.optimal
 
     def working_buffer(self):
         return self.working

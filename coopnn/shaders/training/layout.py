@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.pack import Entry
 
@@ -60,6 +62,21 @@ class ParameterLayout:
             out[layer.bias] = Entry(layer.bias, layer.bias_offset * itemsize, layer.rows * itemsize, (layer.rows,),
                                     "vector", fmt.name)
         return out
+
+    def block_index(self, block: int) -> np.ndarray:
+        """Where each parameter goes in a blocked copy of the flat array (uint32, one per element): every weight
+        matrix as `block` x `block` tiles of contiguous elements, tiles in row-major order and each tile row-major,
+        so that a tile is one contiguous read; biases where they are. Every width must be a multiple of `block`."""
+        index = np.arange(self.size, dtype=np.uint32)
+        for layer in self.layers:
+            if layer.rows % block or layer.cols % block:
+                raise ValueError(f"a blocked copy takes widths that are multiples of {block}, not {layer.rows} x "
+                                 f"{layer.cols}")
+            r, c = np.divmod(np.arange(layer.weight_size), layer.cols)
+            tile = (r // block) * (layer.cols // block) + c // block
+            index[layer.weight_offset:layer.bias_offset] = (layer.weight_offset + tile * block * block
+                                                            + (r % block) * block + c % block)
+        return index
 
     def slices(self) -> dict[str, tuple[slice, tuple[int, ...]]]:
         """Parameter name -> (its slice of a flat array, its shape)."""

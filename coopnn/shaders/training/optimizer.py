@@ -15,9 +15,11 @@ ablation.md`, "stop 36").
 Bindings: 0 master weights (f32, read-write), 1 gradient or partial gradients (f32), 2 the training state words (u32,
 `TRAINING_STATE_FIELDS`; with `skip_nonfinite`, a nonzero status skips the whole update and nothing is written),
 3 working copy (f32 or f16, the updated master rounded to nearest), then the optimizer's slots in `Optimizer.slots`
-order (Adam: 4 m, 5 v; SGD: 4 momentum), f32 read-write, the schedule (f32, `SCHEDULE_WORDS` per update), and last
-the loss tiles' sums (f32) and the loss history (f32) of the step's end. Push: the optimizer's (`push_constants`),
-`terms` (loss tiles' sums) and with `adds_partials` `chunks`; dispatched as `optimizer_groups` says.
+order (Adam: 4 m, 5 v; SGD: 4 momentum), f32 read-write, the schedule (f32, `SCHEDULE_WORDS` per update), the
+loss tiles' sums (f32) and the loss history (f32) of the step's end; with `blocked`, last, where each element goes in
+a blocked copy (u32, `ParameterLayout.block_index`) and that copy (of the working copy's type), which the element's
+rounded value is written to as well. Push: the optimizer's (`push_constants`), `terms` (loss tiles' sums) and with
+`adds_partials` `chunks`; dispatched as `optimizer_groups` says.
 
 Every hyperparameter is a push constant and every per-update value a row of the schedule
 (`coopnn.train.gpu.optimizer_values` computes both), so changing the learning rate recompiles nothing. Update t (the
@@ -71,7 +73,7 @@ class _Step:
     """Emits one optimizer step into a frame of REDUCE_WIDTH-invocation workgroups: `self.i` the element an invocation
     updates where `self.updates`, `self.gradient()` its gradient there."""
 
-    def __init__(self, kind: str, working_dtype: str, skip_nonfinite: bool, adds_partials: bool):
+    def __init__(self, kind: str, working_dtype: str, skip_nonfinite: bool, adds_partials: bool, blocked: bool):
         self.frame = frame = ShaderFrame((), 32, REDUCE_WIDTH, push_constants=push_constants(kind, adds_partials),
                                          bounds_check=False)
         self.fn, self.m, self.f32 = frame.main, frame.module, frame.f32
@@ -88,6 +90,11 @@ class _Step:
         self.sums_binding, self.history_binding = self.schedule_binding + 1, self.schedule_binding + 2
         storage_buffer(frame, self.sums_binding, self.f32, writable=False, name="loss_sums")
         storage_buffer(frame, self.history_binding, self.f32, writable=True, name="history")
+        self.blocked = blocked
+        self.bindings = self.history_binding + (3 if blocked else 1)
+        if blocked:
+            storage_buffer(frame, self.history_binding + 1, frame.u32, writable=False, name="block_index")
+            storage_buffer(frame, self.history_binding + 2, self.working, writable=True, name="blocked")
         u32, fn = frame.u32, self.fn
         self.local = fn.emit("OpUMod", u32, frame.sample, frame.uint(REDUCE_WIDTH))
         count = frame.push_value("count")
@@ -172,25 +179,29 @@ class _Step:
         return self.op("OpFSub", master, step)
 
     def working_copy(self, master) -> None:
-        if not self.narrow:
-            store(self.frame, WORKING, self.i, master)
-            return
-        rounded = self.fn.emit("OpFConvert", self.working, master)
-        # Without the decoration the rounding of a narrowing conversion is the implementation's choice.
-        self.m.decorate(rounded, "FPRoundingMode", "RTE")
+        rounded = master
+        if self.narrow:
+            rounded = self.fn.emit("OpFConvert", self.working, master)
+            # Without the decoration the rounding of a narrowing conversion is the implementation's choice.
+            self.m.decorate(rounded, "FPRoundingMode", "RTE")
         store(self.frame, WORKING, self.i, rounded, self.working)
+        if self.blocked:
+            frame = self.frame
+            to = load(frame, self.history_binding + 1, self.i, frame.u32)
+            store(frame, self.history_binding + 2, to, rounded, self.working)
 
 
 def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool, growth_interval: int = 0,
-                     adds_partials: bool = False) -> Binary:
-    """The step of optimizer `kind` ("adam" or "sgd") writing a working copy of `working_dtype` ("f32" or "f16"),
-    reading the gradient or adding partial gradients (`adds_partials`), then ending the training step (with
-    `skip_nonfinite`, dynamic loss scaling doubling after `growth_interval` good steps)."""
+                     adds_partials: bool = False, blocked: bool = False) -> Binary:
+    """The step of optimizer `kind` ("adam" or "sgd") writing a working copy of `working_dtype` ("f32" or "f16"), and
+    with `blocked` a blocked copy too, reading the gradient or adding partial gradients (`adds_partials`), then
+    ending the training step (with `skip_nonfinite`, dynamic loss scaling doubling after `growth_interval` good
+    steps)."""
     if kind not in _SETTINGS:
         raise ValueError(f"optimizer kind must be one of {sorted(_SETTINGS)}, not {kind!r}")
     if working_dtype not in WORKING_DTYPES:
         raise ValueError(f"working_dtype must be one of {list(WORKING_DTYPES)}, not {working_dtype!r}")
-    step = _Step(kind, working_dtype, skip_nonfinite, adds_partials)
+    step = _Step(kind, working_dtype, skip_nonfinite, adds_partials, blocked)
     with step.fn.if_(step.updates):
         master = load(step.frame, MASTER, step.i)
         updated = getattr(step, kind)(master, step.decayed_gradient(master))
@@ -198,7 +209,7 @@ def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool, growth
         step.working_copy(updated)
     end_step_in_last_group(step.frame, step.local, (step.sums_binding, STATE, step.history_binding),
                            step.frame.push_value("terms"), skip_nonfinite, growth_interval)
-    name = (f"{kind}_{working_dtype}" + ("_partials" if adds_partials else "")
+    name = (f"{kind}_{working_dtype}" + ("_partials" if adds_partials else "") + ("_blocked" if blocked else "")
             + (f"_skip_nonfinite_{growth_interval}" if skip_nonfinite else ""))
-    return finish(name, step.frame, step.history_binding + 1,
+    return finish(name, step.frame, step.bindings,
                   GRADIENT_FEATURES | (FP16_FEATURES if working_dtype == "f16" else frozenset()))

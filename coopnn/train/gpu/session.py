@@ -64,8 +64,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         self.program = step_program(self.plan, loss, self.tape, accumulate=self.accumulates)
         self.last_gpu_ms: float | None = None  # of the last submission
         self.total_gpu_ms = 0.0  # of every submission of training steps so far
-        self.optimizer_kernel_shader = optimizer_shader(optimizer.name, self.working_dtype, self.skip_nonfinite,
-                                                        self.growth_interval, self.optimizer_adds_partials)
+        self.optimizer_kernel_shader = self.make_optimizer_shader()
         self.loss_tile_shader = loss_tile_shader()
         self.gradient_shaders = self.make_gradient_shaders()
         self.context = open_context(device, features=self.features())
@@ -114,6 +113,19 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         """What the device must enable for every kernel of a step (the step kernel's are the target's to add)."""
         return set(self.optimizer_kernel_shader.features).union(self.loss_tile_shader.features,
                                                                  *(s.features for s in self.gradient_shaders))
+
+    def make_optimizer_shader(self) -> Binary:
+        return optimizer_shader(self.optimizer.name, self.working_dtype, self.skip_nonfinite, self.growth_interval,
+                                self.optimizer_adds_partials, blocked=self.keeps_blocked_copy())
+
+    def keeps_blocked_copy(self) -> bool:
+        """Whether the optimizer also writes a blocked working copy (`ParameterLayout.block_index`), into the
+        buffers `blocked_copy` gives."""
+        return False
+
+    def blocked_copy(self) -> tuple:
+        """(block index, blocked working copy) buffers where `keeps_blocked_copy`, else ()."""
+        return ()
 
     def make_gradient_shaders(self) -> list[Binary]:
         """The kernels `gradient_steps` dispatches (made before the device, which must enable their features)."""
@@ -292,7 +304,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
         buffers = (self.master, self.partials if self.optimizer_adds_partials else self.gradient, self.state,
                    self.working_buffer(), *(self.slots[s] for s in self.optimizer.slots), self.books.schedule,
-                   self.loss_sums, self.books.history)
+                   self.loss_sums, self.books.history, *self.blocked_copy())
         return Dispatch(self.optimizer_kernel, buffers, self._optimizer_push(batch, tiles, chunks),
                         optimizer_groups(self.layout.size, self.optimizer_adds_partials))
 

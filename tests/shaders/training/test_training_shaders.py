@@ -32,17 +32,18 @@ def unpack(shader, data: bytes) -> dict:
             for p in shader.push_constants}
 
 
+@pytest.mark.parametrize("blocked", [False, True])
 @pytest.mark.parametrize("adds_partials", [False, True])
 @pytest.mark.parametrize("skip_nonfinite", [False, True])
 @pytest.mark.parametrize("working_dtype", ["f32", "f16"])
 @pytest.mark.parametrize("kind, slots", [("adam", 2), ("sgd", 1)])
-def test_optimizer_shaders_are_valid(kind, slots, working_dtype, skip_nonfinite, adds_partials, tmp_path):
+def test_optimizer_shaders_are_valid(kind, slots, working_dtype, skip_nonfinite, adds_partials, blocked, tmp_path):
     from coopnn.shaders.training.step_state import REDUCE_WIDTH
 
-    shader = optimizer_shader(kind, working_dtype, skip_nonfinite, 2000, adds_partials)
+    shader = optimizer_shader(kind, working_dtype, skip_nonfinite, 2000, adds_partials, blocked)
     spirv_val(shader.spirv, tmp_path)
-    # the schedule, then the step end's loss sums and history last
-    assert shader.binding_count == 4 + slots + 3 and shader.workgroup_size == (REDUCE_WIDTH, 1, 1)
+    # the schedule, then the step end's loss sums and history, then the blocked copy's index and the copy
+    assert shader.binding_count == 4 + slots + 3 + 2 * blocked and shader.workgroup_size == (REDUCE_WIDTH, 1, 1)
     names = push_names(shader)
     assert names[:2] == ["count", "gradient_scale"]
     assert names[-2:] == ["terms", "chunks"] if adds_partials else names[-1] == "terms"

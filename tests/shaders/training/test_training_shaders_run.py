@@ -123,6 +123,22 @@ def test_optimizer_steps_match_numpy(context, name, working_dtype, chunks):
         np.testing.assert_allclose(slot, kept, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("working_dtype", ["f32", "f16"])
+def test_the_blocked_copy_gets_each_element_where_its_index_says(context, working_dtype):
+    rng = np.random.default_rng(3)
+    optimizer = SGD(lr=0.1)
+    master = rng.normal(size=COUNT).astype(np.float32)
+    index = rng.permutation(COUNT).astype(np.uint32)
+    shader = optimizer_shader("sgd", working_dtype, True, 1000, blocked=True)
+    buffers = optimizer_buffers(optimizer, working_dtype, master, 0)
+    kernel = Kernel(context, shader, buffers + [index, np.full_like(buffers[3], 7)])
+    kernel.write(1, rng.normal(size=COUNT).astype(np.float32))
+    outputs = run_optimizer(kernel, shader, optimizer, GRADIENT_SCALE)
+    master, working, blocked = outputs[0], outputs[3], outputs[-1]
+    np.testing.assert_array_equal(working, master.astype(working.dtype))
+    np.testing.assert_array_equal(blocked[index], working)
+
+
 @pytest.mark.parametrize("chunks", [0, CHUNKS])
 @pytest.mark.parametrize("skip_nonfinite", [True, False])
 def test_a_set_status_skips_the_step_only_when_asked(context, skip_nonfinite, chunks):
