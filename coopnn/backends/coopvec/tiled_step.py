@@ -37,9 +37,10 @@ buffers, a layer reading one and writing the other, a subgroup taking every NumS
 
 Weights are the session's float16 blocked copy (binding 0, `ParameterLayout.block_index`: every 16 x 16 tile of a
 weight matrix 512 contiguous bytes, biases as in the flat order), every width padded to whole 16s (`padded`),
-padding parameters zero. A B tile is so one contiguous read; from the row-major copy (16 rows of 32 bytes a layer's
-width apart) whole steps at 2^18 took 0.995 against 0.870 ms (mlp_64_128x4_16) and 0.427 against 0.381 ms
-(mlp_32_64x4_16) on the H100 (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md`, stop 37). Bindings and push constants are the step program's (`CoopvecEmitter`); the session runs
+padding parameters zero. A B tile is so one contiguous read; read from the row-major copy (16 rows of 32 bytes a
+layer's width apart), whole steps at 2^18 took 0.957-0.961 against 0.841 ms (mlp_64_128x4_16) and 0.406-0.408
+against 0.359-0.360 ms (mlp_32_64x4_16) on the H100 (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-
+ablation.md`, stop 37). Bindings and push constants are the step program's (`CoopvecEmitter`); the session runs
 whole work-groups (the batch padded to the tile, padding samples masked).
 
 Why (H100, `bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md` and `...-tiled-step-ablation.md`): the

@@ -5,8 +5,8 @@ Host arrays are written into the buffers (mapped or staged); coopnn device array
 and grown with the batch), then on the GPU like device arrays. The GPU copies go in a small submission of their own
 (`QueuedCopies`, which also takes the shared buffers from CUDA and hands them back), which waits on the GPU for CUDA's
 copies where they were queued on one stream (a `CopiedSignal`; the host waits for CUDA where there are several), and
-which the step's submission, next on the queue, runs after: the step itself is recorded once per batch size and never names the caller's
-buffers, so new arrays every step cost no recording.
+which the step's submission, next on the queue, runs after: the step itself is recorded once per batch size and
+never names the caller's buffers, so new arrays every step cost no recording.
 """
 
 from __future__ import annotations
