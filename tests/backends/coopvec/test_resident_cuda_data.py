@@ -1,8 +1,11 @@
 """Training data given as PyTorch CUDA tensors (H100): `fit` copies them into the training device's memory on the GPU
 (no trip through the host) and trains exactly as it does on the same data given as numpy arrays; `step` on a batch
-of them copies it on the GPU too (through memory shared with CUDA) and trains as on the same batch from numpy."""
+of them copies it on the GPU too (through memory shared with CUDA) and trains as on the same batch from numpy, also
+when the batch is written late on the caller's stream or on streams its arrays name."""
 
 from __future__ import annotations
+
+import contextlib
 
 import numpy as np
 import pytest
@@ -13,10 +16,22 @@ from tests.backends.resident_fit import SEED
 pytestmark = pytest.mark.gpu
 
 
-def test_fit_on_cuda_tensors_equals_fit_on_numpy_arrays(coopvec_device, monkeypatch):
+@pytest.fixture
+def torch():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("PyTorch sees no CUDA device")
+    return torch
+
+
+@contextlib.contextmanager
+def _trainer():
+    """A fresh model of 2 inputs and 3 outputs on the H100, and its trainer (the same for every run)."""
+    with coopnn.mlp(2, [32, 32], 3, backend="coopvec", weights="fp16", seed=1) as model:
+        yield model, coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=1e-2), seed=SEED)
+
+
+def test_fit_on_cuda_tensors_equals_fit_on_numpy_arrays(coopvec_device, torch, monkeypatch):
     from coopnn.interop import tensors
 
     rng = np.random.default_rng(6)
@@ -24,8 +39,7 @@ def test_fit_on_cuda_tensors_equals_fit_on_numpy_arrays(coopvec_device, monkeypa
     y = rng.uniform(0, 1, (3000, 3)).astype(np.float32)
     runs = []
     for data in ((x, y), (torch.from_numpy(x).cuda(), torch.from_numpy(y).double().cuda())):
-        with coopnn.mlp(2, [32, 32], 3, backend="coopvec", weights="fp16", seed=1) as model:
-            trainer = coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=1e-2), seed=SEED)
+        with _trainer() as (model, trainer):
             to_host = []
             monkeypatch.setattr(tensors, "to_host", lambda name, value: to_host.append(name))
             losses = trainer.fit(*data, steps=9, batch_size=500, progress=False, read_every=4)
@@ -36,10 +50,7 @@ def test_fit_on_cuda_tensors_equals_fit_on_numpy_arrays(coopvec_device, monkeypa
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
 
 
-def test_step_on_cuda_tensors_equals_step_on_numpy_arrays_without_a_host_copy(coopvec_device, monkeypatch):
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch sees no CUDA device")
+def test_step_on_cuda_tensors_equals_step_on_numpy_arrays_without_a_host_copy(coopvec_device, torch, monkeypatch):
     from coopnn.interop import tensors
 
     rng = np.random.default_rng(7)
@@ -48,8 +59,7 @@ def test_step_on_cuda_tensors_equals_step_on_numpy_arrays_without_a_host_copy(co
                for n in (700, 700, 1500, 33, 1500)]
     runs = []
     for on_gpu in (False, True):
-        with coopnn.mlp(2, [32, 32], 3, backend="coopvec", weights="fp16", seed=1) as model:
-            trainer = coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=1e-2), seed=SEED)
+        with _trainer() as (model, trainer):
             to_host = []
             monkeypatch.setattr(tensors, "to_host", lambda name, value: to_host.append(name))
             losses = [trainer.step(*((torch.from_numpy(bx).cuda(), torch.from_numpy(by).double().cuda()) if on_gpu
@@ -82,19 +92,15 @@ def _late_copy(torch, values: np.ndarray, stream):
 
 
 @pytest.mark.parametrize("streams", ["one", "two"])
-def test_step_copies_cuda_batches_only_once_their_streams_wrote_them(coopvec_device, streams):
+def test_step_copies_cuda_batches_only_once_their_streams_wrote_them(coopvec_device, torch, streams):
     """The batch is written late on the caller's stream ("one": the GPU waits for CUDA's copies), or on two streams
     named by the arrays ("two": the host waits for CUDA); either way the step trains on the written values."""
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("PyTorch sees no CUDA device")
     rng = np.random.default_rng(8)
     x = rng.uniform(0, 1, (900, 2)).astype(np.float32)
     y = rng.uniform(0, 1, (900, 3)).astype(np.float32)
     runs = []
     for on_gpu in (False, True):
-        with coopnn.mlp(2, [32, 32], 3, backend="coopvec", weights="fp16", seed=1) as model:
-            trainer = coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=1e-2), seed=SEED)
+        with _trainer() as (model, trainer):
             losses = []
             for _ in range(3):
                 if not on_gpu:
