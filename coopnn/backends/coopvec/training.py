@@ -173,9 +173,10 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def create_weights(self) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        if self.step_method == "tiled":
-            self.block_index = self.context.create_buffer(self.layout.size * 4, HostAccess.NONE)
-            self.block_index.upload(self.layout.block_index(tiled_tiling.MATRIX))
+        if self.keeps_blocked_copy():
+            self.block_order = self.layout.block_index(tiled_tiling.MATRIX)  # also where `sync_weights` puts them
+            self.block_index = self.context.create_buffer(self.block_order.nbytes, HostAccess.NONE)
+            self.block_index.upload(self.block_order)
             self.blocked = self.context.create_buffer(self.layout.size * 2, HostAccess.NONE)
         else:
             self.optimal = self.context.create_buffer(len(self.image.data), HostAccess.NONE, device_address=True)
@@ -193,7 +194,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         self.working.upload(working)
         if self.keeps_blocked_copy():
             blocked = np.empty_like(working)
-            blocked[self.layout.block_index(tiled_tiling.MATRIX)] = working
+            blocked[self.block_order] = working
             self.blocked.upload(blocked)
         self.context.run(self.working_steps())
 
@@ -204,7 +205,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
         return (self.block_index, self.blocked) if self.keeps_blocked_copy() else ()
 
     def weights_buffer(self):
-        return self.blocked if self.step_method == "tiled" else self.optimal
+        return self.blocked if self.keeps_blocked_copy() else self.optimal
 
     def working_buffer(self):
         return self.working

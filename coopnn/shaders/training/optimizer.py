@@ -91,10 +91,11 @@ class _Step:
         storage_buffer(frame, self.sums_binding, self.f32, writable=False, name="loss_sums")
         storage_buffer(frame, self.history_binding, self.f32, writable=True, name="history")
         self.blocked = blocked
-        self.bindings = self.history_binding + (3 if blocked else 1)
+        self.block_index_binding, self.blocked_binding = self.history_binding + 1, self.history_binding + 2
+        self.bindings = (self.blocked_binding if blocked else self.history_binding) + 1
         if blocked:
-            storage_buffer(frame, self.history_binding + 1, frame.u32, writable=False, name="block_index")
-            storage_buffer(frame, self.history_binding + 2, self.working, writable=True, name="blocked")
+            storage_buffer(frame, self.block_index_binding, frame.u32, writable=False, name="block_index")
+            storage_buffer(frame, self.blocked_binding, self.working, writable=True, name="blocked")
         u32, fn = frame.u32, self.fn
         self.local = fn.emit("OpUMod", u32, frame.sample, frame.uint(REDUCE_WIDTH))
         count = frame.push_value("count")
@@ -186,9 +187,8 @@ class _Step:
             self.m.decorate(rounded, "FPRoundingMode", "RTE")
         store(self.frame, WORKING, self.i, rounded, self.working)
         if self.blocked:
-            frame = self.frame
-            to = load(frame, self.history_binding + 1, self.i, frame.u32)
-            store(frame, self.history_binding + 2, to, rounded, self.working)
+            store(self.frame, self.blocked_binding, load(self.frame, self.block_index_binding, self.i, self.frame.u32),
+                  rounded, self.working)
 
 
 def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool, growth_interval: int = 0,

@@ -92,8 +92,8 @@ class RecordedRuns:
 
         count = -(-batch // self.granularity) * self.granularity
         one_step = self._forward_backward(batch, count, data, seed) + self._update(batch)
-        return Recording(self.context, one_step, uploads=self._schedule_upload(), downloads=tuple(self.books.downloads()),
-                         repeat=steps)
+        return Recording(self.context, one_step, uploads=self._schedule_upload(),
+                         downloads=tuple(self.books.downloads()), repeat=steps)
 
     def _step_recording(self, batch: int, count: int, copied: tuple[int, ...]):
         """The recording of one step on the batch in the step's inputs (`_write_batch`), kept for the next steps
