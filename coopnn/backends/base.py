@@ -9,7 +9,7 @@ inference (`Executable`) and for training (`TrainingSession`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 
@@ -42,9 +42,12 @@ class TrainingSession(Protocol):
         """A whole data set where the session trains (`coopnn.train.gpu.resident.ResidentData` on a device,
         `coopnn.train.host_data.HostData` on the host): `rows` and `shards`, `select(shard)` and `close()`."""
 
-    def run_steps(self, data: Any, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
+    def run_steps(self, data: Any, first_step: int, steps: int, batch_size: int, seed: int,
+                  on_losses: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
         """`steps` steps on the batches the sampler of `coopnn.shaders.targets.sampler` draws from `data` for
-        steps `first_step`.. of `seed` (the whole data each step when `batch_size` is no smaller); their losses."""
+        steps `first_step`.. of `seed` (the whole data each step when `batch_size` is no smaller); their losses, also
+        handed to `on_losses` in order, in pieces, as they are known (the parameters are those of the last step only
+        once the call returns)."""
 
     def loss(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> float:
         """The mean loss of one batch with the current parameters."""

@@ -11,8 +11,8 @@ up to 2x slower for a while after 2 s of warm-up. The warm-up taken is in each r
 
 With `fit_steps`, a runner that can also trains as a user's loop would: `fit_steps` steps on batches drawn from a
 data set already on the device (four batches' worth of random samples), timed by the wall clock from the call to
-the last result on the host. coopnn runs `Trainer.fit`'s own loop (`session.run_steps` in runs read back about every
-0.1 s) and reports its GPU time too; PyTorch draws indices with `torch.randint` on the GPU and steps without
+the last result on the host. coopnn runs the steps as `Trainer.fit` does without `on_step` (one `session.run_steps`,
+its losses read back block by block) and reports its GPU time too; PyTorch draws indices with `torch.randint` on the GPU and steps without
 synchronising until the end.
 """
 
@@ -131,20 +131,13 @@ class CoopnnTrainingRunner:
         return times
 
     def fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> tuple[float, float | None]:
-        """(wall ms, GPU ms) of `steps` steps on batches the device draws from (x, y), uploaded first."""
-        from coopnn.train.trainer import FIRST_RUN, MAX_RUN, READ_SECONDS
-
+        """(wall ms, GPU ms) of `steps` steps on batches the device draws from (x, y), uploaded first: one run, as
+        `Trainer.fit` runs them without `on_step`."""
         data = self.session.upload_data({self.input: x}, {self.output: y})
         gpu_before = getattr(self.session, "total_gpu_ms", 0.0)
         started = time.perf_counter()
-        done, run = 0, FIRST_RUN
         try:
-            while done < steps:
-                count = min(run, steps - done, MAX_RUN)
-                t0 = time.perf_counter()
-                self.session.run_steps(data, done, count, batch, 0)
-                run = max(1, min(MAX_RUN, 4 * count, int(count * READ_SECONDS / max(time.perf_counter() - t0, 1e-6))))
-                done += count
+            self.session.run_steps(data, 0, steps, batch, 0)
             wall = (time.perf_counter() - started) * 1e3
         finally:
             data.close()

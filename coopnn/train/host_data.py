@@ -4,7 +4,7 @@ batches on every backend."""
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -26,12 +26,16 @@ class HostData:
         self.feeds, self.targets = {}, {}
 
 
-def host_steps(session, data: HostData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
-    """`steps` calls of `session.step` on the batches the sampler draws for steps `first_step`.. of `seed`."""
+def host_steps(session, data: HostData, first_step: int, steps: int, batch_size: int, seed: int,
+               on_losses: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
+    """`steps` calls of `session.step` on the batches the sampler draws for steps `first_step`.. of `seed`; each
+    step's loss also handed to `on_losses` as it comes."""
     whole = batch_size >= data.rows
     losses = np.empty(steps, np.float64)
     for j in range(steps):
         rows = sample_rows(seed, first_step + j, data.rows if whole else batch_size, data.rows, whole)
         losses[j] = session.step({k: v[rows] for k, v in data.feeds.items()},
                                  {k: v[rows] for k, v in data.targets.items()})
+        if on_losses is not None:
+            on_losses(losses[j:j + 1])
     return losses

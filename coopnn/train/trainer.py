@@ -27,11 +27,11 @@ from coopnn.train.optim import Optimizer, get_optimizer
 from coopnn.graph.parameter_file import check_complete
 
 EVALUATE_BATCH = 1 << 16  # samples per forward pass in evaluate(): bounds memory whatever the data set's size
-# `fit` without `read_every` reads the losses back about this often (seconds of wall clock per run of steps), as
-# often as a progress bar on a terminal redraws: the GPU runs the steps in between with no host in the way.
+# `fit` with `on_step` but without `read_every` reads the losses back about this often (seconds of wall clock per run
+# of steps), as often as a progress bar on a terminal redraws: the GPU runs the steps in between with no host in the
+# way.
 READ_SECONDS = 0.1
 FIRST_RUN = 4  # steps in the first run, before one has been timed
-MAX_RUN = 1024  # steps in one run at most (`KernelTrainingSession` records no more in one submission)
 FINITE_CHECK_ROWS = 1 << 16  # samples of host data tested for NaN and infinity at a time
 
 
@@ -76,10 +76,12 @@ class Trainer:
 
         The data is handed to the training backend once: a GPU backend uploads it and draws each batch on the device
         (the seeded sampler of `coopnn.shaders.targets.sampler`: batch number `trainer.steps` of seed `seed`), and
-        runs steps back to back, reading their losses after each run of steps. Runs end every `read_every` steps
-        (counted by `trainer.steps`), or by default about every `READ_SECONDS`. `on_step(step, loss)` is called for
-        each step when its run is read, and may return text for the progress bar; the model then runs the weights
-        of the run's last step (with `read_every`, steps that are multiples of it see their own weights)."""
+        runs steps back to back. Without `on_step` or `read_every` (and with data that fits the device whole) all
+        the steps are one run: the GPU never waits for the host, and the losses come back in blocks as it finishes
+        them, for the progress bar. Otherwise runs end every `read_every` steps (counted by `trainer.steps`), or about
+        every `READ_SECONDS`, each reading its losses back: `on_step(step, loss)` is called for each step when its
+        run is read, and may return text for the progress bar; the model then runs the weights of the run's last
+        step (with `read_every`, steps that are multiples of it see their own weights)."""
         if steps < 0 or batch_size < 1:
             raise InputError(f"fit needs steps >= 0 and batch_size >= 1, not {steps} and {batch_size}")
         if read_every is not None and read_every < 1:
@@ -89,30 +91,49 @@ class Trainer:
         bar = Progress(steps, label="fit") if progress else None
         data = self.session.upload_data(feeds, targets)
         try:
-            done, run, runs = 0, FIRST_RUN, 0
-            while done < steps:
-                if read_every is not None:
-                    run = read_every - self.steps % read_every
-                count = min(run, steps - done, MAX_RUN)
-                data.select(runs)
-                started = time.perf_counter()
-                values = self.session.run_steps(data, self.steps, count, batch_size, self.seed)
-                elapsed = time.perf_counter() - started
-                self.model.take_trained(self.session)
-                for loss in values:
-                    self.steps += 1
-                    losses[done] = loss
-                    done += 1
-                    detail = on_step(self.steps, float(loss)) if on_step is not None else None
-                    if bar is not None:
-                        bar.advance(detail=f"loss {loss:.4g}" + (f" {detail}" if detail else ""))
-                runs += 1
-                run = max(1, min(MAX_RUN, 4 * count, int(count * READ_SECONDS / max(elapsed, 1e-6))))
+            if on_step is None and read_every is None and len(data.shards) == 1:
+                self._one_run(data, losses, batch_size, bar)
+            else:
+                self._runs(data, losses, batch_size, bar, on_step, read_every)
         finally:
             data.close()
             if bar is not None:
                 bar.close()
         return losses
+
+    def _one_run(self, data, losses: np.ndarray, batch_size: int, bar: Progress | None) -> None:
+        """`fit`'s steps as one run: nothing needs the weights before its end."""
+        def show(values: np.ndarray) -> None:
+            if bar is not None:
+                bar.advance(len(values), detail=f"loss {values[-1]:.4g}")
+
+        if len(losses):
+            losses[:] = self.session.run_steps(data, self.steps, len(losses), batch_size, self.seed, on_losses=show)
+            self.model.take_trained(self.session)
+            self.steps += len(losses)
+
+    def _runs(self, data, losses: np.ndarray, batch_size: int, bar: Progress | None,
+              on_step: Callable[[int, float], str | None] | None, read_every: int | None) -> None:
+        """`fit`'s steps as runs of steps read back one by one, for `on_step` and `read_every`."""
+        done, run, runs = 0, FIRST_RUN, 0
+        while done < len(losses):
+            if read_every is not None:
+                run = read_every - self.steps % read_every
+            count = min(run, len(losses) - done)
+            data.select(runs)
+            started = time.perf_counter()
+            values = self.session.run_steps(data, self.steps, count, batch_size, self.seed)
+            elapsed = time.perf_counter() - started
+            self.model.take_trained(self.session)
+            for loss in values:
+                self.steps += 1
+                losses[done] = loss
+                done += 1
+                detail = on_step(self.steps, float(loss)) if on_step is not None else None
+                if bar is not None:
+                    bar.advance(detail=f"loss {loss:.4g}" + (f" {detail}" if detail else ""))
+            runs += 1
+            run = max(1, min(4 * count, int(count * READ_SECONDS / max(elapsed, 1e-6))))
 
     def evaluate(self, x: Any, y: Any, batch_size: int = EVALUATE_BATCH) -> float:
         """The mean loss over all of (x, y) with the current parameters (no step is taken): not finite where a

@@ -6,7 +6,7 @@ every backend must reproduce within tolerance.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -49,8 +49,9 @@ class NumpyTrainingSession:
     def upload_data(self, feeds, targets) -> HostData:
         return HostData(feeds, targets)
 
-    def run_steps(self, data: HostData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
-        return host_steps(self, data, first_step, steps, batch_size, seed)
+    def run_steps(self, data: HostData, first_step: int, steps: int, batch_size: int, seed: int,
+                  on_losses: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
+        return host_steps(self, data, first_step, steps, batch_size, seed, on_losses)
 
     def loss(self, feeds, targets) -> float:
         outputs = self.program.outputs(self.program.forward(feeds, self._constants()), _batch(targets))

@@ -1,16 +1,20 @@
-"""`Recording`: a sequence of dispatches recorded once into a command buffer of its own and submitted again as often
-as wanted, for work repeated on the same buffers (runs of training steps): no per-submission recording on the host.
-A sequence a submission runs `repeat` times back to back is recorded once, into a secondary command buffer the
-submission executes that many times: recording a block of 16 training steps whole took 3.5-4 ms of the H100 machine's
-host, which a fit spends three times over while the GPU waits (a 1,000-step fit of mlp_3_64x2_3 at 2^16 samples:
-87 ms by the wall clock for 74 ms of GPU work, 2026-11-28).
+"""`Recording`: a sequence of dispatches recorded once and submitted again as often as wanted, for work repeated on
+the same buffers (runs of training steps): no per-submission recording on the host.
 
-Each (kernel, buffers) pair gets a descriptor set of its own (the kernels' shared cache recycles sets, which a kept
-recording must not see), and push constants are fixed when recorded. Staging copies are part of the recording: the
-given byte ranges of STAGED buffers are uploaded before the dispatches (the host writes their staging memory between
-submissions; with DIRECT buffers it writes them in place), and the given STAGED buffers downloaded whole after. One
-submission of a recording is in flight at a time: `submit` then `finish`, or `run` for both; submissions of
-different recordings may be in flight together (the queue runs them in order, each after the work before it).
+A submission runs the sequence `repeat` times back to back. For a repeat above one the sequence is recorded once, into
+a secondary command buffer that a primary executes that many times; each repeat count gets a primary of its own on
+first use, kept. Recording a block of 16 training steps whole took 3.5-4 ms of the H100 machine's host, which a fit
+spent three times over while the GPU waited (a 1,000-step fit of mlp_3_64x2_3 at 2^16 samples: 87 ms by the wall clock
+for 74 ms of GPU work, 2026-11-28); a primary executing a recorded step takes microseconds a repetition.
+
+A recording submits on `lanes` lanes (the first made with it, the others on first use), one submission in flight on each, so that the host
+queues the next submission while one runs; primaries and timestamps are per lane, the descriptor sets and the
+secondary shared. Each (kernel, buffers) pair gets a descriptor set of its own (the kernels' shared cache recycles
+sets, which a kept recording must not see), and push constants are fixed when recorded. Staging copies are part of
+every submission: the given byte ranges of STAGED buffers are uploaded before the dispatches (the host writes their
+staging memory between submissions; with DIRECT buffers it writes them in place), and the given STAGED buffers
+downloaded whole after. Submissions of different recordings may be in flight together too (the queue runs them in
+order, each after the work before it).
 """
 
 from __future__ import annotations
@@ -29,36 +33,46 @@ if TYPE_CHECKING:
 
 
 class Recording:
-    """`steps` on `context`'s queue, `repeat` times in each submission, recorded now; `uploads` maps the buffers the
-    host writes before each submission to the (start, stop) bytes it writes, `downloads` names those it reads after."""
+    """`steps` on `context`'s queue (descriptor sets made now, command buffers on first use); `uploads` maps the
+    buffers the host writes before each submission to the (start, stop) bytes it writes, `downloads` names those it
+    reads after; `lanes` submissions may be in flight at once."""
 
     def __init__(self, context: VulkanContext, steps: Sequence[Dispatch | Recorded],
                  uploads: Mapping[Buffer, tuple[int, int]] | None = None, downloads: Sequence[Buffer] = (),
-                 repeat: int = 1):
-        if repeat < 1 or not steps:
-            raise ValueError(f"a recording runs a sequence of steps at least once, not {len(steps)} steps {repeat} "
-                             "times")
-        self._lane = Lane(context.device, context.tracker, context.queue_lock)
+                 lanes: int = 1):
+        if not steps or lanes < 1:
+            raise ValueError(f"a recording runs a sequence of steps on a lane at least, not {len(steps)} steps on "
+                             f"{lanes} lanes")
+        self._context = context
+        self._lanes: list[Lane | None] = [None] * lanes
         self._sets: dict = {}
+        self._secondary = None
+        self._submitted: set[int] = set()  # lanes with a submission to finish or finished (their timestamps written)
         try:
-            commands = commands_for(context.info, steps, self._descriptor_set)
-            staged = [(b, r) for b, r in (uploads or {}).items() if b.placement is Placement.STAGED]
-            fetched = [(b, (0, b.size)) for b in downloads if b.placement is Placement.STAGED]
-            body = self._repeated(commands, repeat)
-            self._lane.use("recording", lambda cmd: record_commands(cmd, self._lane, body, staged, fetched))
+            self._lane(0)
+            self._commands = commands_for(context.info, steps, self._descriptor_set)
         except BaseException:
             self.destroy()
             raise
-        self._staged_uploads = [b for b, _ in staged]
+        self._staged = [(b, r) for b, r in (uploads or {}).items() if b.placement is Placement.STAGED]
+        self._fetched = [(b, (0, b.size)) for b in downloads if b.placement is Placement.STAGED]
 
-    def _repeated(self, commands: Sequence, repeat: int):
-        """What records `commands` `repeat` times in a primary command buffer: the commands themselves once, or a
+    def _lane(self, index: int) -> Lane:
+        lane = self._lanes[index]
+        if lane is None:
+            context = self._context
+            lane = self._lanes[index] = Lane(context.device, context.tracker, context.queue_lock)
+        return lane
+
+    def _body(self, repeat: int):
+        """What records the sequence `repeat` times in a primary command buffer: the commands themselves once, or the
         secondary command buffer holding them, executed `repeat` times with the barrier between the last command and
         the first."""
         if repeat == 1:
-            return lambda cmd: record_sequence(cmd, commands)
-        secondary = self._lane.secondary(lambda cmd: record_sequence(cmd, commands))
-        joint = barrier_between(commands[-1], commands[0])
+            return lambda cmd: record_sequence(cmd, self._commands)
+        if self._secondary is None:
+            self._secondary = self._lane(0).secondary(lambda cmd: record_sequence(cmd, self._commands))
+        secondary, joint = self._secondary, barrier_between(self._commands[-1], self._commands[0])
         execute = load_vulkan().lib.vkCmdExecuteCommands
 
         def body(cmd) -> None:
@@ -75,29 +89,45 @@ class Recording:
             self._sets[key] = dispatch.kernel.dedicated_descriptor_set(dispatch.buffers)
         return self._sets[key].handle
 
-    @property
-    def in_flight(self) -> bool:
-        return self._lane.in_flight
+    def in_flight(self, lane: int = 0) -> bool:
+        return self._lanes[lane] is not None and self._lanes[lane].in_flight
 
-    def submit(self) -> None:
-        """Submit (waiting first for this recording's previous submission)."""
-        self._lane.wait()
-        for buffer in self._staged_uploads:
+    def submit(self, repeat: int = 1, lane: int = 0) -> None:
+        """Submit the sequence `repeat` times on lane `lane` (waiting first for that lane's previous submission)."""
+        if repeat < 1:
+            raise ValueError(f"a submission runs the sequence at least once, not {repeat} times")
+        chosen = self._lane(lane)
+        chosen.wait()
+        chosen.use(repeat, lambda cmd: record_commands(cmd, chosen, self._body(repeat), self._staged, self._fetched))
+        for buffer, _ in self._staged:
             buffer.take_pending_upload()  # the recording copies the ranges the host writes
-        self._lane.submit()
+        chosen.submit()
+        self._submitted.add(lane)
 
-    def finish(self) -> float | None:
-        """Wait for the last submission; the GPU time of its dispatches in ms (None without timestamps)."""
-        self._lane.wait()
-        return self._lane.elapsed_ms()
+    def finish(self, lane: int = 0) -> float | None:
+        """Wait for lane `lane`'s last submission; the GPU time of its dispatches in ms (None without timestamps)."""
+        if lane not in self._submitted:
+            raise ValueError(f"nothing was submitted on lane {lane}")
+        chosen = self._lanes[lane]
+        chosen.wait()
+        return chosen.elapsed_ms()
 
-    def run(self) -> float | None:
-        """Submit and wait; the GPU time of the dispatches in ms."""
-        self.submit()
+    def finish_all(self) -> list[float | None]:
+        """Wait for every submission in flight; the GPU time of each in ms, as `finish` gives it."""
+        return [self.finish(index) for index in range(len(self._lanes)) if self.in_flight(index)]
+
+    def run(self, repeat: int = 1) -> float | None:
+        """Submit on the first lane and wait; the GPU time of the dispatches in ms."""
+        self.submit(repeat)
         return self.finish()
 
     def destroy(self) -> None:
         for descriptor_set in self._sets.values():
             descriptor_set.destroy()
         self._sets = {}
-        self._lane.destroy()
+        for lane in self._lanes:
+            if lane is not None:
+                lane.destroy()
+        self._lanes = [None] * len(self._lanes)
+        self._secondary = None
+        self._submitted = set()

@@ -3,8 +3,6 @@ its hyperparameters as push constants, and per update the values numpy computes 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from coopnn.shaders.targets.base import Binary
@@ -27,19 +25,29 @@ def optimizer_push(shader: Binary, optimizer: Optimizer, count: int, gradient_sc
     raise ValueError(f"no optimizer shader for {type(optimizer).__name__}")
 
 
+def schedule_rows(optimizer: Optimizer, first_step: int, updates: int) -> np.ndarray:
+    """The schedule rows (float32, `updates` rows of `SCHEDULE_WORDS`) of updates `first_step` + 1 .. `first_step` +
+    `updates`, in that order; update t goes to row (t - 1) mod `SCHEDULE_ROWS` of the shader's ring."""
+    # numpy over the steps at once: a loop in Python cost the host about 2 us an update, 1.2 ms before a run of 660
+    # steps that takes 42 ms on the H100 (mlp_3_64x2_3, 2^16 samples; 2026-11-28)
+    steps = np.arange(first_step + 1, first_step + updates + 1, dtype=np.float64)
+    rows = np.zeros((updates, SCHEDULE_WORDS), np.float64)
+    if isinstance(optimizer, Adam):
+        beta1, beta2 = optimizer.betas
+        rows[:, 0] = optimizer.lr / (1 - np.power(beta1, steps))
+        rows[:, 1] = np.sqrt(1 - np.power(beta2, steps))
+    elif isinstance(optimizer, SGD):
+        rows[:, 0] = steps == 1
+    else:
+        raise ValueError(f"no optimizer shader for {type(optimizer).__name__}")
+    return rows.astype(np.float32)
+
+
 def optimizer_schedule(optimizer: Optimizer, first_step: int, updates: int) -> np.ndarray:
-    """The schedule (float32, `SCHEDULE_ROWS` rows of `SCHEDULE_WORDS`) holding the rows of updates `first_step` + 1
+    """The whole ring (float32, `SCHEDULE_ROWS` rows of `SCHEDULE_WORDS`) holding the rows of updates `first_step` + 1
     .. `first_step` + `updates` (at most `SCHEDULE_ROWS` of them) where the shader reads them; other rows zero."""
     if updates > SCHEDULE_ROWS:
         raise ValueError(f"a schedule holds {SCHEDULE_ROWS} updates, not {updates}")
-    rows = np.zeros((SCHEDULE_ROWS, SCHEDULE_WORDS), np.float64)
-    for step in range(first_step + 1, first_step + updates + 1):
-        row = (step - 1) % SCHEDULE_ROWS
-        if isinstance(optimizer, Adam):
-            beta1, beta2 = optimizer.betas
-            rows[row] = optimizer.lr / (1 - beta1**step), math.sqrt(1 - beta2**step)
-        elif isinstance(optimizer, SGD):
-            rows[row, 0] = step == 1
-        else:
-            raise ValueError(f"no optimizer shader for {type(optimizer).__name__}")
-    return rows.astype(np.float32)
+    ring = np.zeros((SCHEDULE_ROWS, SCHEDULE_WORDS), np.float32)
+    ring[np.arange(first_step, first_step + updates) % SCHEDULE_ROWS] = schedule_rows(optimizer, first_step, updates)
+    return ring

@@ -1,31 +1,33 @@
 """`RecordedRuns`: how a `KernelTrainingSession` submits steps, recorded once and submitted again.
 
-`run_steps` runs up to MAX_STEPS_PER_RUN steps on a data set already on the device (`upload_data`), as blocks of
-`BLOCKS` steps, each block a recording made on first use and kept (`RECORDINGS` of them, least recently used out), so
-a long fit records a few blocks and submits them over and over; `_step_recording` keeps the recording of a single
+`run_steps` runs any number of steps on a data set already on the device (`upload_data`), as blocks of `BLOCKS`
+steps: one recording of a step for the data set, batch size and settings, made on first use and kept (`RECORDINGS`
+of them, least recently used out), whose submissions run it as many times as a block has steps, on `LANES` lanes in
+turn. The host writes each block's schedule rows before submitting it and reads its losses once it has finished, so a
+whole fit may be one run with the GPU never waiting for the host; `_step_recording` keeps the recording of a single
 `Trainer.step` the same way. What a step dispatches is the session's (`_forward_backward`, `_update`).
 """
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
-from coopnn.train.gpu.bookkeeping import MAX_STEPS_PER_RUN
+from coopnn.train.gpu.bookkeeping import MAX_STEPS_IN_FLIGHT
 from coopnn.train.gpu.resident import ResidentData
 
-# A run of steps is submitted as blocks of these many steps, each block recorded once and submitted again: recording
-# costs the host about 0.15 ms a step in Python, so a 1,000-step fit recording all its runs anew spent 0.29 ms a step
-# beside 0.50 ms of GPU work (mlp_3_64x2_3 at 2^18 on the H100, 2026-11-25); blocks keep that to a few recordings, and
-# a block records its step once, executed as often as it has steps (`Recording`'s `repeat`). Each size is recorded
-# twice and the copies alternate, so the next block is queued while one runs.
-BLOCKS = (16, 4, 1)
-COPIES = 2
-# Recorded blocks a session keeps: every copy of every size for two data sets or batch sizes. A run records its blocks
-# as it submits them, so it may evict while its own are in flight; it uses at most COPIES * len(BLOCKS) keys, half of
-# this, so the least recently used keys evicted are never its own.
-RECORDINGS = 2 * COPIES * len(BLOCKS)
+# A run of steps is submitted as blocks of these many steps (as few blocks as add up to the run), smallest first, so
+# that the GPU starts on a block whose command buffer an earlier run recorded while the host records the larger ones.
+# Each submission costs the GPU about 25 us between blocks (its staging copies, barriers and timestamps): blocks of
+# at most 16 steps spent 1.0 ms of a 1,000-step fit of mlp_3_64x2_3 at 2^16 samples (63 ms of GPU work) that way on
+# the H100 (2026-11-28). The largest block is also how many steps the losses of a long run come back in.
+BLOCKS = (256, 64, 16, 4, 1)
+# Submissions of a run in flight at once: the host queues the next block while one runs.
+LANES = 2
+assert LANES * max(BLOCKS) <= MAX_STEPS_IN_FLIGHT  # the ring rows of the blocks in flight are all different
+# Recordings a session keeps: runs on two data sets or batch sizes, and single steps of two batch sizes.
+RECORDINGS = 4
 
 
 class RecordedRuns:
@@ -37,47 +39,60 @@ class RecordedRuns:
         sources = {b.name: self._source(b, feeds, targets) for b in self._input_bindings()}
         return ResidentData(self.context, sources)
 
-    def run_steps(self, data: ResidentData, first_step: int, steps: int, batch_size: int, seed: int) -> np.ndarray:
-        """`steps` training steps (at most MAX_STEPS_PER_RUN) on batches the device draws from `data`: batch
-        `first_step + j` of `seed` for step j (`coopnn.shaders.targets.sampler`), or the whole data every step
-        when `batch_size` is no smaller. Submitted as recorded blocks (`BLOCKS`), read back once; the steps' losses."""
-        if not 0 < steps <= MAX_STEPS_PER_RUN:
-            raise ValueError(f"run_steps takes 1 to {MAX_STEPS_PER_RUN} steps, not {steps}")
+    def run_steps(self, data: ResidentData, first_step: int, steps: int, batch_size: int, seed: int,
+                  on_losses: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
+        """`steps` training steps on batches the device draws from `data`: batch `first_step + j` of `seed` for step
+        j (`coopnn.shaders.targets.sampler`), or the whole data every step when `batch_size` is no smaller. Submitted
+        as recorded blocks (`BLOCKS`); the steps' losses, also handed to `on_losses` block by block as the GPU
+        finishes them."""
+        if steps < 1:
+            raise ValueError(f"run_steps takes 1 step or more, not {steps}")
         batch = min(batch_size, data.rows)
         self._ensure_capacity(batch)
-        blocks, left = [], steps
-        for size in BLOCKS:
-            blocks += [(size, copy % COPIES) for copy in range(left // size)]
-            left %= size
-        self.books.before(steps, first_step)
-        gpu_ms, recordings = [], []
+        self.books.start(first_step)
+        recording = self._run_recording(data, batch, seed)
+        losses, terms = np.empty(steps, np.float64), batch * self.plan.out_features
+        in_lanes: list[tuple[int, int] | None] = [None] * LANES  # (first step, steps) of the block in flight
+        gpu_ms = []
+
+        def collect(lane: int) -> None:
+            first, count = in_lanes[lane]
+            gpu_ms.append(recording.finish(lane))
+            in_lanes[lane] = None
+            losses[first:first + count] = self.books.losses(first_step + first, count) / terms
+            if on_losses is not None:
+                on_losses(losses[first:first + count])
+
+        blocks = _blocks(steps)
         try:
-            for size, copy in blocks:
-                # Recorded on first use, while the blocks submitted before it run: a fit's first runs record every
-                # block, 7.5 ms each on the H200 machine's host (45 ms of a 330 ms fit of 1,000 steps, 2026-11-27).
-                recording = self._block(data, size, copy, batch, seed)
-                recordings.append(recording)
-                if recording.in_flight:
-                    gpu_ms.append(recording.finish())
-                recording.submit()
+            done = 0
+            for index, size in enumerate(blocks):
+                lane = index % LANES
+                if in_lanes[lane] is not None:
+                    collect(lane)
+                self.books.schedule_updates(done, size)
+                recording.submit(size, lane)
+                in_lanes[lane], done = (done, size), done + size
+            for index in range(max(0, len(blocks) - LANES), len(blocks)):  # the last blocks, oldest first
+                collect(index % LANES)
         except BaseException:
             # An interrupt (Ctrl-C) or a failure: the steps that ran changed the weights, but the host's counters
             # (and the trainer's) stay where the run began, so the next submission puts them back on the device.
+            # Nothing the caller frees next may still be in use on the GPU.
+            recording.finish_all()
             self.books.forget_device_state()
             raise
-        finally:
-            # Nothing the caller frees next may still be in use on the GPU.
-            gpu_ms += [recording.finish() for recording in dict.fromkeys(recordings) if recording.in_flight]
+        self.books.read_state()
         self.last_gpu_ms = None if None in gpu_ms else sum(gpu_ms)
-        return self._mean_losses(steps, batch)
+        self.total_gpu_ms += self.last_gpu_ms or 0.0
+        return losses
 
-    def _block(self, data: ResidentData, steps: int, copy: int, batch: int, seed: int):
-        """Copy `copy` of the recording of `steps` steps, made on first use. The optimizer's push constants are part
-        of the key: settings changed between runs (a schedule set from `fit`'s `on_step`) are recorded anew."""
-        key = (steps, copy, batch, seed & 0xFFFFFFFF, data.rows,
-               tuple(b.serial for b in data.buffers.values()), tuple(b.serial for b in self.io.values()),
-               self._optimizer_push(batch))
-        return self._kept(key, lambda: self._record_block(data, steps, batch, seed))
+    def _run_recording(self, data: ResidentData, batch: int, seed: int):
+        """The recording of a step on batches drawn from `data`, made on first use. The optimizer's push constants are
+        part of the key: settings changed between runs (a schedule set from `fit`'s `on_step`) are recorded anew."""
+        key = (batch, seed & 0xFFFFFFFF, data.rows, tuple(b.serial for b in data.buffers.values()),
+               tuple(b.serial for b in self.io.values()), self._optimizer_push(batch))
+        return self._kept(key, lambda: self._record_run(data, batch, seed))
 
     def _kept(self, key, record):
         """The recording kept under `key`, made by `record()` when there is none; the least recently used go."""
@@ -87,13 +102,13 @@ class RecordedRuns:
             self.recordings.pop(next(iter(self.recordings))).destroy()
         return recording
 
-    def _record_block(self, data: ResidentData, steps: int, batch: int, seed: int):
+    def _record_run(self, data: ResidentData, batch: int, seed: int):
         from coopnn.runtime.vk.recording import Recording
 
         count = -(-batch // self.granularity) * self.granularity
         one_step = self._forward_backward(batch, count, data, seed) + self._update(batch)
         return Recording(self.context, one_step, uploads=self._schedule_upload(),
-                         downloads=tuple(self.books.downloads()), repeat=steps)
+                         downloads=tuple(self.books.downloads()), lanes=LANES)
 
     def _step_recording(self, batch: int, count: int, copied: tuple[int, ...]):
         """The recording of one step on the batch in the step's inputs (`_write_batch`), kept for the next steps
@@ -111,3 +126,12 @@ class RecordedRuns:
 
         key = ("step", batch, copied, tuple(b.serial for b in self.io.values()), self._optimizer_push(batch))
         return self._kept(key, record)
+
+
+def _blocks(steps: int) -> list[int]:
+    """The sizes of the blocks a run of `steps` steps is submitted in, smallest first (`BLOCKS`)."""
+    blocks, left = [], steps
+    for size in BLOCKS:
+        blocks = [size] * (left // size) + blocks
+        left %= size
+    return blocks

@@ -36,10 +36,33 @@ def _model():
     return coopnn.mlp(3, [16, 16], 2, encoding="frequency", octaves=2, seed=3, backend="portable")
 
 
-@pytest.mark.parametrize("steps, read_every", [(7, None), (7, 1), (7, 3), (86, 86)])  # 86: blocks of 64, 16, 4, 1
+# 86: blocks of 1, 1, 4, 16, 64; 1100 in one run: more steps than the schedule and history rings hold
+@pytest.mark.parametrize("steps, read_every", [(7, None), (7, 1), (7, 3), (86, 86), (1100, None)])
 def test_fit_on_the_device_equals_step_by_step(steps, read_every):
     x, y = _data(500)
     fit_equals_step_by_step(_model, x, y, steps=steps, batch_size=67, read_every=read_every)
+
+
+def test_a_run_hands_over_its_losses_block_by_block_and_fit_without_on_step_is_one_run():
+    x, y = _data(300)
+    with _model() as model:
+        trainer = coopnn.Trainer(model, seed=SEED)
+        session = trainer.session
+        data = session.upload_data({model.inputs[0].name: x}, {model.outputs[0].name: y})
+        try:
+            pieces = []
+            losses = session.run_steps(data, 0, 86, 50, SEED, on_losses=lambda values: pieces.append(values.copy()))
+        finally:
+            data.close()
+        assert [len(p) for p in pieces] == [1, 1, 4, 16, 64]
+        np.testing.assert_array_equal(np.concatenate(pieces), losses)
+        runs = []
+        run_steps = session.run_steps
+        session.run_steps = lambda *args, **kwargs: runs.append(args[2]) or run_steps(*args, **kwargs)
+        trainer.fit(x, y, steps=30, batch_size=50, progress=False)
+        assert runs == [30]
+        trainer.fit(x, y, steps=30, batch_size=50, progress=False, on_step=lambda step, loss: None)
+        assert len(runs) > 2 and sum(runs) == 60  # runs read back one by one for on_step
 
 
 def test_a_batch_as_large_as_the_data_takes_the_whole_data_in_order():
@@ -233,6 +256,7 @@ def test_steps_of_one_size_record_one_step_whatever_arrays_they_take(monkeypatch
 
 def test_an_interrupted_fit_waits_for_the_gpu_frees_its_data_and_leaves_the_trainer_usable(monkeypatch):
     from coopnn.runtime.vk.recording import Recording
+    from coopnn.train.gpu.recorded_runs import LANES
 
     x, y = _data(400)
     with _model() as model:
@@ -240,8 +264,8 @@ def test_an_interrupted_fit_waits_for_the_gpu_frees_its_data_and_leaves_the_trai
         submitted = []
         submit = Recording.submit
 
-        def interrupt_on_the_third_block(self):
-            submit(self)
+        def interrupt_on_the_third_block(self, *args):
+            submit(self, *args)
             submitted.append(self)
             if len(submitted) == 3:
                 raise KeyboardInterrupt
@@ -250,7 +274,7 @@ def test_an_interrupted_fit_waits_for_the_gpu_frees_its_data_and_leaves_the_trai
         with pytest.raises(KeyboardInterrupt):
             trainer.fit(x, y, steps=40, batch_size=50, progress=False, read_every=40)
         monkeypatch.undo()
-        assert not any(recording.in_flight for recording in submitted)
+        assert not any(recording.in_flight(lane) for recording in submitted for lane in range(LANES))
         assert trainer.steps == 0 and trainer.session.optimizer.step_count == 0  # counters stay at the run's start
         losses = trainer.fit(x, y, steps=3, batch_size=50, progress=False)
         assert np.isfinite(losses).all() and trainer.session.optimizer.step_count == 3

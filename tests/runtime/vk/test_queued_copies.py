@@ -1,6 +1,6 @@
 """Copies submitted ahead of a submission (`QueuedCopies`) are what that submission reads, a kept `Recording`
-uploads exactly the byte ranges it was given of STAGED buffers on every submission, and one with `repeat` runs its
-sequence that many times in order. On lavapipe, validated."""
+uploads exactly the byte ranges it was given of STAGED buffers on every submission, and a submission with `repeat` runs
+its sequence that many times in order, on whichever of the recording's lanes. On lavapipe, validated."""
 
 from __future__ import annotations
 
@@ -83,9 +83,9 @@ def test_a_repeated_recording_runs_its_sequence_that_many_times_in_order(vk_cont
     try:
         for factor, sequence in sequences.items():
             x.upload(values)
-            recording = Recording(vk_context, sequence, repeat=repeat)
+            recording = Recording(vk_context, sequence)
             try:
-                recording.run()
+                recording.run(repeat)
             finally:
                 recording.destroy()
             np.testing.assert_allclose(x.read(np.float32), values * np.float32(factor) ** repeat, rtol=1e-6)
@@ -94,14 +94,39 @@ def test_a_repeated_recording_runs_its_sequence_that_many_times_in_order(vk_cont
         y.destroy()
 
 
-def test_a_recording_runs_something_at_least_once(vk_context, axpb_spirv):
+def test_submissions_of_several_sizes_on_two_lanes_run_in_the_order_submitted(vk_context, axpb_spirv):
+    """Primaries of three repeat counts on two lanes, in flight together, all executing the one recorded sequence."""
     kernel, push, groups = _triple(vk_context, axpb_spirv)
     x, y = vk_context.create_buffer(4 * COUNT), vk_context.create_buffer(4 * COUNT)
+    values = np.linspace(-1, 1, COUNT, dtype=np.float32)
+    x.upload(values)
+    recording = Recording(vk_context, [Dispatch(kernel, (x, y), push, groups), Dispatch(kernel, (y, x), push, groups)],
+                          lanes=2)
+    try:
+        for lane, repeat in enumerate((1, 2, 1, 3)):
+            recording.submit(repeat, lane % 2)
+        assert len(recording.finish_all()) <= 2 and not (recording.in_flight(0) or recording.in_flight(1))
+        np.testing.assert_allclose(x.read(np.float32), values * np.float32(9.0) ** 7, rtol=1e-5)
+    finally:
+        recording.destroy()
+        x.destroy()
+        y.destroy()
+
+
+def test_a_recording_runs_something_at_least_once_on_a_lane_it_has(vk_context, axpb_spirv):
+    kernel, push, groups = _triple(vk_context, axpb_spirv)
+    x, y = vk_context.create_buffer(4 * COUNT), vk_context.create_buffer(4 * COUNT)
+    recording = Recording(vk_context, [Dispatch(kernel, (x, y), push, groups)])
     try:
         with pytest.raises(ValueError, match="at least once"):
-            Recording(vk_context, [Dispatch(kernel, (x, y), push, groups)], repeat=0)
-        with pytest.raises(ValueError, match="at least once"):
+            recording.submit(0)
+        with pytest.raises(ValueError, match="nothing was submitted"):
+            recording.finish()
+        with pytest.raises(ValueError, match="at least"):
             Recording(vk_context, [])
+        with pytest.raises(ValueError, match="at least"):
+            Recording(vk_context, [Dispatch(kernel, (x, y), push, groups)], lanes=0)
     finally:
+        recording.destroy()
         x.destroy()
         y.destroy()
