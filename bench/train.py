@@ -103,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         "the step kernel (forward, loss, backward onto the tape) and the weight-gradient kernels timed apart; the "
         "rest of a step is the optimizer and the conversion of the working copy. fit: a device-resident fit of "
         f"{args.fit_steps} steps on a data set of 4 batches, wall clock per step and samples/s by the wall clock "
-        "(coopnn: `Trainer.fit`'s loop; PyTorch: `torch.randint` indices, no synchronisation until the end).\n\n"
+        "(coopnn: the steps as one run, as `Trainer.fit` runs them without `on_step`; PyTorch: `torch.randint` "
+        "indices, no synchronisation until the end).\n\n"
         f"```\n{table}\n```\n")
     print(f"wrote {stem}.json and .md")
     return 0
