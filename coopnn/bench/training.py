@@ -12,8 +12,8 @@ up to 2x slower for a while after 2 s of warm-up. The warm-up taken is in each r
 With `fit_steps`, a runner that can also trains as a user's loop would: `fit_steps` steps on batches drawn from a
 data set already on the device (four batches' worth of random samples), timed by the wall clock from the call to
 the last result on the host. coopnn runs the steps as `Trainer.fit` does without `on_step` (one `session.run_steps`,
-its losses read back block by block) and reports its GPU time too; PyTorch draws indices with `torch.randint` on the GPU and steps without
-synchronising until the end.
+its losses read back block by block) and reports its GPU time too; PyTorch draws indices with `torch.randint` on the
+GPU and steps without synchronising until the end.
 """
 
 from __future__ import annotations

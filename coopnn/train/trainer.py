@@ -81,7 +81,10 @@ class Trainer:
         them, for the progress bar. Otherwise runs end every `read_every` steps (counted by `trainer.steps`), or about
         every `READ_SECONDS`, each reading its losses back: `on_step(step, loss)` is called for each step when its
         run is read, and may return text for the progress bar; the model then runs the weights of the run's last
-        step (with `read_every`, steps that are multiples of it see their own weights)."""
+        step (with `read_every`, steps that are multiples of it see their own weights). On a GPU backend an interrupted
+        fit (Ctrl-C) waits for the steps already on the GPU; the weights keep them, while the step counters (the
+        trainer's, the optimizer's, the sampler's batch numbers) stay where the run began: the start of the fit when
+        it was one run."""
         if steps < 0 or batch_size < 1:
             raise InputError(f"fit needs steps >= 0 and batch_size >= 1, not {steps} and {batch_size}")
         if read_every is not None and read_every < 1:

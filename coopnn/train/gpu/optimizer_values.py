@@ -41,13 +41,3 @@ def schedule_rows(optimizer: Optimizer, first_step: int, updates: int) -> np.nda
     else:
         raise ValueError(f"no optimizer shader for {type(optimizer).__name__}")
     return rows.astype(np.float32)
-
-
-def optimizer_schedule(optimizer: Optimizer, first_step: int, updates: int) -> np.ndarray:
-    """The whole ring (float32, `SCHEDULE_ROWS` rows of `SCHEDULE_WORDS`) holding the rows of updates `first_step` + 1
-    .. `first_step` + `updates` (at most `SCHEDULE_ROWS` of them) where the shader reads them; other rows zero."""
-    if updates > SCHEDULE_ROWS:
-        raise ValueError(f"a schedule holds {SCHEDULE_ROWS} updates, not {updates}")
-    ring = np.zeros((SCHEDULE_ROWS, SCHEDULE_WORDS), np.float32)
-    ring[np.arange(first_step, first_step + updates) % SCHEDULE_ROWS] = schedule_rows(optimizer, first_step, updates)
-    return ring

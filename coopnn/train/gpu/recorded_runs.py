@@ -10,6 +10,7 @@ whole fit may be one run with the GPU never waiting for the host; `_step_recordi
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Callable, Mapping
 
 import numpy as np
@@ -17,12 +18,13 @@ import numpy as np
 from coopnn.train.gpu.bookkeeping import MAX_STEPS_IN_FLIGHT
 from coopnn.train.gpu.resident import ResidentData
 
-# A run of steps is submitted as blocks of these many steps (as few blocks as add up to the run), smallest first, so
-# that the GPU starts on a block whose command buffer an earlier run recorded while the host records the larger ones.
-# Each submission costs the GPU about 25 us between blocks (its staging copies, barriers and timestamps): blocks of
-# at most 16 steps spent 1.0 ms of a 1,000-step fit of mlp_3_64x2_3 at 2^16 samples (63 ms of GPU work) that way on
-# the H100 (2026-11-28). The largest block is also how many steps the losses of a long run come back in.
+# A run of steps is submitted as blocks of these many steps, the first of one step and each at most 4 times the one
+# before, and none longer than BLOCK_SECONDS by the GPU time its steps took so far: the losses come back for the
+# progress bar, and an interrupt waits for the blocks in flight, about that often. Each submission costs the GPU about
+# 25 us between blocks (barriers and timestamps): blocks of at most 16 steps spent 1.0 ms of a 1,000-step fit of
+# mlp_3_64x2_3 at 2^16 samples (63 ms of GPU work) that way on the H100 (2026-11-28).
 BLOCKS = (256, 64, 16, 4, 1)
+BLOCK_SECONDS = 0.1
 # Submissions of a run in flight at once: the host queues the next block while one runs.
 LANES = 2
 assert LANES * max(BLOCKS) <= MAX_STEPS_IN_FLIGHT  # the ring rows of the blocks in flight are all different
@@ -43,8 +45,8 @@ class RecordedRuns:
                   on_losses: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
         """`steps` training steps on batches the device draws from `data`: batch `first_step + j` of `seed` for step
         j (`coopnn.shaders.targets.sampler`), or the whole data every step when `batch_size` is no smaller. Submitted
-        as recorded blocks (`BLOCKS`); the steps' losses, also handed to `on_losses` block by block as the GPU
-        finishes them."""
+        as recorded blocks (`BLOCKS`), two in flight; the steps' losses, also handed to `on_losses` block by block as
+        the GPU finishes them."""
         if steps < 1:
             raise ValueError(f"run_steps takes 1 step or more, not {steps}")
         batch = min(batch_size, data.rows)
@@ -52,29 +54,31 @@ class RecordedRuns:
         self.books.start(first_step)
         recording = self._run_recording(data, batch, seed)
         losses, terms = np.empty(steps, np.float64), batch * self.plan.out_features
-        in_lanes: list[tuple[int, int] | None] = [None] * LANES  # (first step, steps) of the block in flight
-        gpu_ms = []
+        flight: deque[tuple[int, int, int]] = deque()  # (lane, first step, steps) of each block in flight, oldest first
+        gpu_ms: list[float | None] = []  # of the blocks collected, `timed` steps
 
-        def collect(lane: int) -> None:
-            first, count = in_lanes[lane]
+        def collect() -> int:
+            """Wait for the oldest block in flight and take its losses; its steps."""
+            lane, first, count = flight.popleft()
             gpu_ms.append(recording.finish(lane))
-            in_lanes[lane] = None
             losses[first:first + count] = self.books.losses(first_step + first, count) / terms
             if on_losses is not None:
                 on_losses(losses[first:first + count])
+            return count
 
-        blocks = _blocks(steps)
         try:
-            done = 0
-            for index, size in enumerate(blocks):
-                lane = index % LANES
-                if in_lanes[lane] is not None:
-                    collect(lane)
+            done, size, timed = 0, 0, 0
+            while done < steps:
+                if len(flight) == LANES:
+                    timed += collect()
+                size = _block_size(steps - done, size, gpu_ms, timed)
+                lane = (flight[-1][0] + 1) % LANES if flight else 0
                 self.books.schedule_updates(done, size)
                 recording.submit(size, lane)
-                in_lanes[lane], done = (done, size), done + size
-            for index in range(max(0, len(blocks) - LANES), len(blocks)):  # the last blocks, oldest first
-                collect(index % LANES)
+                flight.append((lane, done, size))
+                done += size
+            while flight:
+                collect()
         except BaseException:
             # An interrupt (Ctrl-C) or a failure: the steps that ran changed the weights, but the host's counters
             # (and the trainer's) stay where the run began, so the next submission puts them back on the device.
@@ -128,10 +132,10 @@ class RecordedRuns:
         return self._kept(key, record)
 
 
-def _blocks(steps: int) -> list[int]:
-    """The sizes of the blocks a run of `steps` steps is submitted in, smallest first (`BLOCKS`)."""
-    blocks, left = [], steps
-    for size in BLOCKS:
-        blocks = [size] * (left // size) + blocks
-        left %= size
-    return blocks
+def _block_size(left: int, last: int, gpu_ms: list, timed_steps: int) -> int:
+    """The size of a run's next block with `left` steps to go, after a block of `last` steps (0: none yet), the
+    finished blocks of `timed_steps` steps having taken `gpu_ms` (see BLOCKS)."""
+    longest = 4 * last or 1
+    if gpu_ms and None not in gpu_ms and sum(gpu_ms) > 0:
+        longest = min(longest, int(BLOCK_SECONDS * 1e3 * timed_steps / sum(gpu_ms)))
+    return next(size for size in BLOCKS if size <= max(1, min(left, longest)))

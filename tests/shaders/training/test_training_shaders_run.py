@@ -14,9 +14,9 @@ from coopnn.shaders.training.gradients import (SUM_LANES, partial_sum_invocation
                                                tape_gradient_shader)
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.targets.sampler import sample_rows
-from coopnn.shaders.training.optimizer import optimizer_groups, optimizer_shader
+from coopnn.shaders.training.optimizer import SCHEDULE_ROWS, SCHEDULE_WORDS, optimizer_groups, optimizer_shader
 from coopnn.shaders.training.step_state import HISTORY_ROWS, LOSS_TILE, MIN_LOSS_SCALE, REDUCE_WIDTH, loss_tile_shader
-from coopnn.train.gpu.optimizer_values import optimizer_push, optimizer_schedule
+from coopnn.train.gpu.optimizer_values import optimizer_push, schedule_rows
 from coopnn.train.optim import SGD, Adam
 from tests.devices import Kernel, assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
 
@@ -72,8 +72,15 @@ def optimizer_buffers(optimizer, working_dtype: str, master: np.ndarray, status:
     tiles' `sums` (one zero unless given) and the loss history (zero) of the step's end."""
     working = np.full(COUNT, 7, np.float16 if working_dtype == "f16" else np.float32)  # a sentinel
     return [master, np.zeros(max(chunks, 1) * COUNT, np.float32), state_words(status), working,
-            *[np.zeros(COUNT, np.float32) for _ in optimizer.slots], optimizer_schedule(optimizer, 0, STEPS),
+            *[np.zeros(COUNT, np.float32) for _ in optimizer.slots], _schedule(optimizer),
             np.zeros(1, np.float32) if sums is None else sums, np.zeros(2 * HISTORY_ROWS, np.float32)]
+
+
+def _schedule(optimizer) -> np.ndarray:
+    """The schedule ring with the rows of updates 1 .. STEPS where the shader reads them (rows 0 .. STEPS - 1)."""
+    ring = np.zeros((SCHEDULE_ROWS, SCHEDULE_WORDS), np.float32)
+    ring[:STEPS] = schedule_rows(optimizer, 0, STEPS)
+    return ring
 
 
 def run_optimizer(kernel: Kernel, shader, optimizer, gradient_scale: float, chunks: int = 0,
