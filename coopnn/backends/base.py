@@ -47,7 +47,10 @@ class TrainingSession(Protocol):
         """`steps` steps on the batches the sampler of `coopnn.shaders.targets.sampler` draws from `data` for
         steps `first_step`.. of `seed` (the whole data each step when `batch_size` is no smaller); their losses, also
         handed to `on_losses` in order, in pieces, as they are known (the parameters are those of the last step only
-        once the call returns)."""
+        once the call returns). Interrupted, it leaves `steps_run` at the steps that ran to their end."""
+
+    steps_run: int
+    """Steps of the last `run_steps` call that ran to their end: all of them once it returned."""
 
     def loss(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> float:
         """The mean loss of one batch with the current parameters."""

@@ -29,13 +29,15 @@ class HostData:
 def host_steps(session, data: HostData, first_step: int, steps: int, batch_size: int, seed: int,
                on_losses: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
     """`steps` calls of `session.step` on the batches the sampler draws for steps `first_step`.. of `seed`; each
-    step's loss also handed to `on_losses` as it comes."""
+    step's loss also handed to `on_losses` as it comes, and `session.steps_run` counting the steps done."""
     whole = batch_size >= data.rows
     losses = np.empty(steps, np.float64)
+    session.steps_run = 0
     for j in range(steps):
         rows = sample_rows(seed, first_step + j, data.rows if whole else batch_size, data.rows, whole)
         losses[j] = session.step({k: v[rows] for k, v in data.feeds.items()},
                                  {k: v[rows] for k, v in data.targets.items()})
+        session.steps_run = j + 1
         if on_losses is not None:
             on_losses(losses[j:j + 1])
     return losses

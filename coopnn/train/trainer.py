@@ -81,10 +81,9 @@ class Trainer:
         them, for the progress bar. Otherwise runs end every `read_every` steps (counted by `trainer.steps`), or about
         every `READ_SECONDS`, each reading its losses back: `on_step(step, loss)` is called for each step when its
         run is read, and may return text for the progress bar; the model then runs the weights of the run's last
-        step (with `read_every`, steps that are multiples of it see their own weights). On a GPU backend an interrupted
-        fit (Ctrl-C) waits for the steps already on the GPU; the weights keep them, while the step counters (the
-        trainer's, the optimizer's, the sampler's batch numbers) stay where the run began: the start of the fit when
-        it was one run."""
+        step (with `read_every`, steps that are multiples of it see their own weights). An interrupted fit (Ctrl-C)
+        waits for the steps already on the GPU; the trainer counts every step that ran, and the model runs the
+        weights of the last."""
         if steps < 0 or batch_size < 1:
             raise InputError(f"fit needs steps >= 0 and batch_size >= 1, not {steps} and {batch_size}")
         if read_every is not None and read_every < 1:
@@ -111,9 +110,21 @@ class Trainer:
                 bar.advance(len(values), detail=f"loss {values[-1]:.4g}")
 
         if len(losses):
-            losses[:] = self.session.run_steps(data, self.steps, len(losses), batch_size, self.seed, on_losses=show)
-            self.model.take_trained(self.session)
+            losses[:] = self._run(data, len(losses), batch_size, show)
             self.steps += len(losses)
+
+    def _run(self, data, steps: int, batch_size: int,
+             on_losses: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
+        """A run of `steps` steps from the trainer's step count; the model runs the weights of its last step. An
+        interrupted run (Ctrl-C) counts the steps that ran, whose weights the model runs too."""
+        try:
+            values = self.session.run_steps(data, self.steps, steps, batch_size, self.seed, on_losses=on_losses)
+        except BaseException:
+            self.steps += self.session.steps_run
+            self.model.take_trained(self.session)
+            raise
+        self.model.take_trained(self.session)
+        return values
 
     def _runs(self, data, losses: np.ndarray, batch_size: int, bar: Progress | None,
               on_step: Callable[[int, float], str | None] | None, read_every: int | None) -> None:
@@ -125,9 +136,8 @@ class Trainer:
             count = min(run, len(losses) - done)
             data.select(runs)
             started = time.perf_counter()
-            values = self.session.run_steps(data, self.steps, count, batch_size, self.seed)
+            values = self._run(data, count, batch_size)
             elapsed = time.perf_counter() - started
-            self.model.take_trained(self.session)
             for loss in values:
                 self.steps += 1
                 losses[done] = loss

@@ -48,6 +48,23 @@ def test_same_seed_same_loss_curve():
     assert not np.array_equal(curves[0], other)
 
 
+def test_an_interrupted_fit_counts_the_steps_that_ran(monkeypatch):
+    trainer = _trainer()
+    step = trainer.session.step
+    calls = []
+
+    def interrupt_on_the_third_step(feeds, targets):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return step(feeds, targets)
+
+    monkeypatch.setattr(trainer.session, "step", interrupt_on_the_third_step)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.fit(X, Y, steps=10, batch_size=50, progress=False)
+    assert trainer.steps == trainer.session.optimizer.step_count == 2
+
+
 def test_step_returns_the_batch_loss_before_the_update():
     trainer = _trainer()
     x, y = X[:64], Y[:64]

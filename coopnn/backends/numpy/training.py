@@ -24,6 +24,7 @@ class NumpyTrainingSession:
         self.optimizer = optimizer
         self.master = {name: np.array(graph.constants[constant], np.float32)
                        for name, constant in self.program.parameters.items()}
+        self.steps_run = 0  # of the last run_steps (`host_steps` counts them)
 
     def _constants(self) -> dict[str, np.ndarray]:
         constants = dict(self.program.graph.constants)

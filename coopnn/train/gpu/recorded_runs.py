@@ -15,6 +15,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from coopnn.errors import CoopnnError
 from coopnn.train.gpu.bookkeeping import MAX_STEPS_IN_FLIGHT
 from coopnn.train.gpu.resident import ResidentData
 
@@ -46,9 +47,10 @@ class RecordedRuns:
         """`steps` training steps on batches the device draws from `data`: batch `first_step + j` of `seed` for step
         j (`coopnn.shaders.targets.sampler`), or the whole data every step when `batch_size` is no smaller. Submitted
         as recorded blocks (`BLOCKS`), two in flight; the steps' losses, also handed to `on_losses` block by block as
-        the GPU finishes them."""
+        the GPU finishes them. Interrupted, it leaves `steps_run` at the steps that ran (`_settle`)."""
         if steps < 1:
             raise ValueError(f"run_steps takes 1 step or more, not {steps}")
+        self.steps_run = 0
         batch = min(batch_size, data.rows)
         self._ensure_capacity(batch)
         self.books.start(first_step)
@@ -80,16 +82,27 @@ class RecordedRuns:
             while flight:
                 collect()
         except BaseException:
-            # An interrupt (Ctrl-C) or a failure: the steps that ran changed the weights, but the host's counters
-            # (and the trainer's) stay where the run began, so the next submission puts them back on the device.
-            # Nothing the caller frees next may still be in use on the GPU.
-            recording.finish_all()
-            self.books.forget_device_state()
+            self._settle(recording, first_step)
             raise
         self.books.read_state()
+        self.steps_run = steps
         self.last_gpu_ms = None if None in gpu_ms else sum(gpu_ms)
         self.total_gpu_ms += self.last_gpu_ms or 0.0
         return losses
+
+    def _settle(self, recording, first_step: int) -> None:
+        """After an interrupt (Ctrl-C) or a failure in a run: what was submitted runs to its end (nothing the caller
+        frees next may still be in use on the GPU), and the host takes the device's counters, which count the steps
+        that ran. Where the device failed they are unknown: the host's, from the run's start, go back to it with the
+        next submission."""
+        self.steps_run = 0
+        try:
+            recording.finish_all()
+            self.books.read_state()
+        except CoopnnError:
+            self.books.forget_device_state()
+            return
+        self.steps_run = self.books.drawn - first_step
 
     def _run_recording(self, data: ResidentData, batch: int, seed: int):
         """The recording of a step on batches drawn from `data`, made on first use. The optimizer's push constants are

@@ -64,6 +64,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         self.program = step_program(self.plan, loss, self.tape, accumulate=self.accumulates)
         self.last_gpu_ms: float | None = None  # of the last submission
         self.total_gpu_ms = 0.0  # of every submission of training steps so far
+        self.steps_run = 0  # of the last run_steps
         self.optimizer_kernel_shader = self.make_optimizer_shader()
         self.loss_tile_shader = loss_tile_shader()
         self.gradient_shaders = self.make_gradient_shaders()

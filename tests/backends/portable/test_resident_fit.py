@@ -258,19 +258,22 @@ def test_steps_of_one_size_record_one_step_whatever_arrays_they_take(monkeypatch
 
 
 @pytest.mark.parametrize("read_every", [40, None])  # runs of 40 steps, or the whole fit as one run
-def test_an_interrupted_fit_waits_for_the_gpu_frees_its_data_and_leaves_the_trainer_usable(monkeypatch, read_every):
+def test_an_interrupted_fit_waits_for_the_gpu_counts_the_steps_that_ran_and_leaves_the_trainer_usable(
+        monkeypatch, read_every):
     from coopnn.runtime.vk.recording import Recording
     from coopnn.train.gpu.recorded_runs import LANES
 
     x, y = _data(400)
     with _model() as model:
+        before = model.run(x[:8])
         trainer = coopnn.Trainer(model, seed=SEED)
-        submitted = []
+        submitted, sizes = [], []
         submit = Recording.submit
 
-        def interrupt_on_the_third_block(self, *args):
-            submit(self, *args)
+        def interrupt_on_the_third_block(self, repeat=1, lane=0):
+            submit(self, repeat, lane)
             submitted.append(self)
+            sizes.append(repeat)
             if len(submitted) == 3:
                 raise KeyboardInterrupt
 
@@ -279,10 +282,12 @@ def test_an_interrupted_fit_waits_for_the_gpu_frees_its_data_and_leaves_the_trai
             trainer.fit(x, y, steps=40, batch_size=50, progress=False, read_every=read_every)
         monkeypatch.undo()
         assert not any(recording.in_flight(lane) for recording in submitted for lane in range(LANES))
-        assert trainer.steps == 0 and trainer.session.optimizer.step_count == 0  # counters stay at the run's start
+        ran = sum(sizes)  # the three blocks submitted ran to their end
+        assert 0 < ran < 40 and trainer.steps == trainer.session.optimizer.step_count == ran
+        assert not np.array_equal(model.run(x[:8]), before)  # the model runs the weights of the steps that ran
         losses = trainer.fit(x, y, steps=3, batch_size=50, progress=False)
-        assert np.isfinite(losses).all() and trainer.session.optimizer.step_count == 3
-        assert trainer.session.books.drawn == 3  # the sampler numbers batches from the trainer's count again
+        assert np.isfinite(losses).all() and trainer.session.optimizer.step_count == ran + 3
+        assert trainer.session.books.drawn == ran + 3  # the sampler numbers batches on from the trainer's count
         assert model.device_messages == []
 
 
