@@ -16,7 +16,7 @@ import coopnn
 from coopnn.runtime.executable import MAX_DEVICE_BYTES_ENV
 from coopnn.shaders.targets.sampler import sample_rows
 from coopnn.train.gpu import resident
-from coopnn.train.gpu.recorded_runs import BLOCKS
+from coopnn.train.gpu.recorded_runs import BLOCKS, LANES
 from tests.backends.resident_fit import SEED, fit_equals_step_by_step
 
 pytestmark = pytest.mark.vulkan
@@ -261,7 +261,6 @@ def test_steps_of_one_size_record_one_step_whatever_arrays_they_take(monkeypatch
 def test_an_interrupted_fit_waits_for_the_gpu_counts_the_steps_that_ran_and_leaves_the_trainer_usable(
         monkeypatch, read_every):
     from coopnn.runtime.vk.recording import Recording
-    from coopnn.train.gpu.recorded_runs import LANES
 
     x, y = _data(400)
     with _model() as model:
