@@ -20,7 +20,7 @@ from coopnn.train.gpu.bookkeeping import MAX_STEPS_IN_FLIGHT
 from coopnn.train.gpu.resident import ResidentData
 
 # A run of steps is submitted as blocks of these many steps, the first of one step and each at most 4 times the one
-# before, and none longer than BLOCK_SECONDS by the GPU time its steps took so far: the losses come back for the
+# before, and none longer than BLOCK_SECONDS by the GPU time a step of the last block finished took: the losses come back for the
 # progress bar, and an interrupt waits for the blocks in flight, about that often. Each submission costs the GPU about
 # 25 us between blocks (barriers and timestamps): blocks of at most 16 steps spent 1.0 ms of a 1,000-step fit of
 # mlp_3_64x2_3 at 2^16 samples (63 ms of GPU work) that way on the H100 (2026-11-28).
@@ -57,23 +57,23 @@ class RecordedRuns:
         recording = self._run_recording(data, batch, seed)
         losses, terms = np.empty(steps, np.float64), batch * self.plan.out_features
         flight: deque[tuple[int, int, int]] = deque()  # (lane, first step, steps) of each block in flight, oldest first
-        gpu_ms: list[float | None] = []  # of the blocks collected, `timed` steps
+        gpu_ms: list[float | None] = []  # of the blocks collected
 
-        def collect() -> int:
-            """Wait for the oldest block in flight and take its losses; its steps."""
+        def collect() -> float | None:
+            """Wait for the oldest block in flight and take its losses; its GPU ms a step (None without timestamps)."""
             lane, first, count = flight.popleft()
             gpu_ms.append(recording.finish(lane))
             losses[first:first + count] = self.books.losses(first_step + first, count) / terms
             if on_losses is not None:
                 on_losses(losses[first:first + count])
-            return count
+            return None if gpu_ms[-1] is None else gpu_ms[-1] / count
 
         try:
-            done, size, timed = 0, 0, 0
+            done, size, step_ms = 0, 0, None
             while done < steps:
                 if len(flight) == LANES:
-                    timed += collect()
-                size = _block_size(steps - done, size, gpu_ms, timed)
+                    step_ms = collect()
+                size = _block_size(steps - done, size, step_ms)
                 lane = (flight[-1][0] + 1) % LANES if flight else 0
                 self.books.schedule_updates(done, size)
                 recording.submit(size, lane)
@@ -95,7 +95,6 @@ class RecordedRuns:
         frees next may still be in use on the GPU), and the host takes the device's counters, which count the steps
         that ran. Where the device failed they are unknown: the host's, from the run's start, go back to it with the
         next submission."""
-        self.steps_run = 0
         try:
             recording.finish_all()
             self.books.read_state()
@@ -145,10 +144,10 @@ class RecordedRuns:
         return self._kept(key, record)
 
 
-def _block_size(left: int, last: int, gpu_ms: list, timed_steps: int) -> int:
-    """The size of a run's next block with `left` steps to go, after a block of `last` steps (0: none yet), the
-    finished blocks of `timed_steps` steps having taken `gpu_ms` (see BLOCKS)."""
+def _block_size(left: int, last: int, step_ms: float | None) -> int:
+    """The size of a run's next block with `left` steps to go, after a block of `last` steps (0: none yet), a step
+    of the last block finished having taken `step_ms` of GPU time (None: none timed yet; see BLOCKS)."""
     longest = 4 * last or 1
-    if gpu_ms and None not in gpu_ms and sum(gpu_ms) > 0:
-        longest = min(longest, int(BLOCK_SECONDS * 1e3 * timed_steps / sum(gpu_ms)))
+    if step_ms:
+        longest = min(longest, int(BLOCK_SECONDS * 1e3 / step_ms))
     return next(size for size in BLOCKS if size <= max(1, min(left, longest)))

@@ -6,9 +6,10 @@ steps, optimizer steps: `TRAINING_STATE_FIELDS`). A step runs the step kernel (f
 the target's weight-gradient kernels, the optimizer kernel (which ends the step in its last workgroup:
 `coopnn.shaders.training.step_state`, the batch's loss into a history row, the skip and loss-scale bookkeeping), and
 whatever turns the working copy into what the step kernel reads. Nothing in a step waits for the host, so `run_steps`
-records a whole run of steps on a data set already on the device (`upload_data`, `recorded_runs`; the step kernel
-reads each batch from it at the rows the sampler of `coopnn.shaders.targets.sampler` draws) into one submission and
-reads the losses once at its end; `step` is the same with one batch uploaded from the host. Targets differ in how
+records a step on a data set already on the device once (`upload_data`, `recorded_runs`; the step kernel reads each
+batch from it at the rows the sampler of `coopnn.shaders.targets.sampler` draws) and submits it in blocks of steps
+back to back, reading each block's losses once it has finished; `step` is the same with one batch uploaded from the
+host. Targets differ in how
 they lay out parameters and reduce gradients; subclasses say how (`coopnn.backends.portable.training`,
 `coopnn.backends.coopvec.training`).
 """
