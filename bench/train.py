@@ -84,11 +84,15 @@ def main(argv: list[str] | None = None) -> int:
              phase(r, "weight_gradients_ms"),
              f"{r.fit_wall_ms / r.fit_steps:.3f}" if r.fit_wall_ms else "-",
              f"{r.fit_gpu_ms / r.fit_steps:.3f}" if r.fit_gpu_ms else "-",
-             f"{r.fit_samples_per_s / 1e6:.3g} M" if r.fit_samples_per_s else "-", r.note[:60]] for r in results]
+             f"{r.fit_samples_per_s / 1e6:.3g} M" if r.fit_samples_per_s else "-",
+             f"{r.fit_upload_ms:.1f}" if r.fit_upload_ms is not None else "-",
+             f"{r.fit_cuda.wall_ms / r.fit_steps:.3f}" if r.fit_cuda else "-",
+             f"{r.fit_cuda.upload_ms:.1f}" if r.fit_cuda else "-", r.note[:60]] for r in results]
     table = format_table(["model", "runner", "batch", "GPU ms/step", "host ms/step", "host ms/step (data on GPU)",
                           "host ms/step (CUDA tensors)", "samples/s (GPU)",
                           "step kernel ms", "weight grads ms", "fit wall ms/step", "fit GPU ms/step",
-                          "fit samples/s (wall)", "note"], rows)
+                          "fit samples/s (wall)", "fit upload ms", "fit wall ms/step (CUDA data)",
+                          "fit upload ms (CUDA data)", "note"], rows)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"{results_stem(environment)}-training"
@@ -104,7 +108,9 @@ def main(argv: list[str] | None = None) -> int:
         "rest of a step is the optimizer and the conversion of the working copy. fit: a device-resident fit of "
         f"{args.fit_steps} steps on a data set of 4 batches, wall clock per step and samples/s by the wall clock "
         "(coopnn: the steps as one run, as `Trainer.fit` runs them without `on_step`; PyTorch: `torch.randint` "
-        "indices, no synchronisation until the end).\n\n"
+        "indices, no synchronisation until the end), and the wall clock of the data set's upload from numpy before "
+        "it. coopnn fits again from the data set in PyTorch CUDA tensors (taken as `Trainer.fit` takes them): the "
+        "steps' wall clock per step, and the upload's.\n\n"
         f"```\n{table}\n```\n")
     print(f"wrote {stem}.json and .md")
     return 0

@@ -11,9 +11,10 @@ up to 2x slower for a while after 2 s of warm-up. The warm-up taken is in each r
 
 With `fit_steps`, a runner that can also trains as a user's loop would: `fit_steps` steps on batches drawn from a
 data set already on the device (four batches' worth of random samples), timed by the wall clock from the call to
-the last result on the host. coopnn runs the steps as `Trainer.fit` does without `on_step` (one `session.run_steps`,
-its losses read back block by block) and reports its GPU time too; PyTorch draws indices with `torch.randint` on the
-GPU and steps without synchronising until the end.
+the last result on the host, and the data set's upload before it apart. coopnn runs the steps as `Trainer.fit` does
+without `on_step` (one `session.run_steps`, its losses read back block by block) and reports its GPU time too; it fits
+again from the same data set in PyTorch CUDA tensors (uploaded as `Trainer.fit` takes them), where PyTorch has a CUDA
+device. PyTorch draws indices with `torch.randint` on the GPU and steps without synchronising until the end.
 """
 
 from __future__ import annotations
@@ -29,6 +30,15 @@ from coopnn.bench.measure import Stats
 from coopnn.errors import CoopnnError
 from coopnn.graph.ir import Graph
 from coopnn.progress import Progress
+
+
+@dataclass(frozen=True)
+class FitTiming:
+    """Wall clock of a device-resident fit's data set upload and of its steps, and the steps' GPU time where the
+    runner reports it."""
+    upload_ms: float
+    wall_ms: float
+    gpu_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -49,8 +59,10 @@ class TrainingTiming:
     # a CUDA device; PyTorch: host_ms)
     cuda_host_ms: Stats | None = None
     fit_steps: int = 0
-    fit_wall_ms: float | None = None  # wall clock of the whole device-resident fit
+    fit_wall_ms: float | None = None  # wall clock of the whole device-resident fit, its data set's upload apart
     fit_gpu_ms: float | None = None  # GPU time of its submissions, where the runner reports it
+    fit_upload_ms: float | None = None  # wall clock of the data set's upload from numpy before the fit
+    fit_cuda: FitTiming | None = None  # coopnn: the same fit from the data set in PyTorch CUDA tensors
 
     @property
     def samples_per_s(self) -> float | None:
@@ -130,18 +142,38 @@ class CoopnnTrainingRunner:
             times.append((time.perf_counter() - started) * 1e3)
         return times
 
-    def fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> tuple[float, float | None]:
-        """(wall ms, GPU ms) of `steps` steps on batches the device draws from (x, y), uploaded first: one run, as
-        `Trainer.fit` runs them without `on_step`."""
-        data = self.session.upload_data({self.input: x}, {self.output: y})
-        gpu_before = getattr(self.session, "total_gpu_ms", 0.0)
+    def fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> FitTiming:
+        """`steps` steps on batches the device draws from (x, y), uploaded first: one run, as `Trainer.fit` runs
+        them without `on_step`."""
+        return self._fit(lambda: ({self.input: x}, {self.output: y}), steps, batch)
+
+    def cuda_fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> FitTiming | None:
+        """`fit` from (x, y) in PyTorch CUDA tensors, converted as `Trainer.fit` converts them; None where PyTorch
+        has no CUDA device or the session cannot share memory with CUDA."""
+        if torch_cuda_unavailable_reason() or not getattr(self.session, "takes_cuda_arrays", False):
+            return None
+        import torch
+
+        from coopnn.interop.tensors import as_cuda_input
+
+        inputs, targets = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+        torch.cuda.synchronize()
+        return self._fit(lambda: ({self.input: as_cuda_input(self.input, inputs, x.shape[1:], "f32")},
+                                  {self.output: as_cuda_input(self.output, targets, y.shape[1:], "f32")}),
+                         steps, batch)
+
+    def _fit(self, data_set: Callable[[], tuple[dict, dict]], steps: int, batch: int) -> FitTiming:
         started = time.perf_counter()
+        data = self.session.upload_data(*data_set())
+        uploaded = time.perf_counter()
+        gpu_before = getattr(self.session, "total_gpu_ms", 0.0)
         try:
             self.session.run_steps(data, 0, steps, batch, 0)
-            wall = (time.perf_counter() - started) * 1e3
+            finished = time.perf_counter()
         finally:
             data.close()
-        return wall, getattr(self.session, "total_gpu_ms", 0.0) - gpu_before or None
+        return FitTiming((uploaded - started) * 1e3, (finished - uploaded) * 1e3,
+                         getattr(self.session, "total_gpu_ms", 0.0) - gpu_before or None)
 
     def close(self) -> None:
         self.session.close()
@@ -187,11 +219,12 @@ class TorchAmpTrainingRunner:
         torch.cuda.synchronize()
         return self.start.elapsed_time(self.end)
 
-    def fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> tuple[float, None]:
+    def fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> FitTiming:
         torch = self.torch
+        started = time.perf_counter()
         inputs, targets = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
         torch.cuda.synchronize()
-        started = time.perf_counter()
+        uploaded = time.perf_counter()
         for _ in range(steps):
             rows = torch.randint(0, inputs.shape[0], (batch,), device="cuda")
             self.optimizer.zero_grad(set_to_none=True)
@@ -201,7 +234,7 @@ class TorchAmpTrainingRunner:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         torch.cuda.synchronize()
-        return (time.perf_counter() - started) * 1e3, None
+        return FitTiming((uploaded - started) * 1e3, (time.perf_counter() - uploaded) * 1e3)
 
     def close(self) -> None:
         self.net = self.optimizer = self.data = None
@@ -269,15 +302,16 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
         resident = (Stats.of(runner.resident_steps(x, y, steps)) if hasattr(runner, "resident_steps")
                     else Stats.of(host))
         cuda = runner.cuda_steps(x, y, steps) if hasattr(runner, "cuda_steps") else host
-        fit_wall = fit_gpu = None
+        fit = fit_cuda = None
         if fit_steps:
-            data = rng.uniform(-1, 1, (4 * batch, x.shape[1])).astype(np.float32)
-            fit_wall, fit_gpu = runner.fit(data, rng.uniform(0, 1, (4 * batch, y.shape[1])).astype(np.float32),
-                                           fit_steps, batch)
+            data = (rng.uniform(-1, 1, (4 * batch, x.shape[1])).astype(np.float32),
+                    rng.uniform(0, 1, (4 * batch, y.shape[1])).astype(np.float32))
+            fit = runner.fit(*data, fit_steps, batch)
+            fit_cuda = runner.cuda_fit(*data, fit_steps, batch) if hasattr(runner, "cuda_fit") else None
     except CoopnnError as e:
         return TrainingTiming(name, model, batch, "unavailable", f"{type(e).__name__}: {e}")
     finally:
         runner.close()
     return TrainingTiming(name, model, batch, "measured", note, steps, Stats.of(gpu) if gpu else None, Stats.of(host),
-                          phases, resident, Stats.of(cuda) if cuda else None, fit_steps if fit_wall else 0, fit_wall,
-                          fit_gpu)
+                          phases, resident, Stats.of(cuda) if cuda else None, fit_steps if fit else 0,
+                          fit and fit.wall_ms, fit and fit.gpu_ms, fit and fit.upload_ms, fit_cuda)
