@@ -234,7 +234,7 @@ class Buffer:
         if self.placement is Placement.DEVICE:
             self._write_through_temporary_staging(source, offset)
             return
-        self._staging.host[offset:offset + source.size] = source
+        copy_rows(self._staging.host[offset:offset + source.size], source)
         self._written(offset, source.size)
 
     def write_rows(self, rows: np.ndarray, dtype, offset: int = 0) -> None:
@@ -319,7 +319,7 @@ def upload_through_staging(context: BufferOwner, handle, offset: int, data: np.n
     staging buffer: for data written once (weights, device arrays)."""
     staging = RawBuffer(context, data.size, STAGING_USAGE, UPLOAD_STAGING_PREFERENCES, mapped=True)
     try:
-        staging.host[:] = data
+        copy_rows(staging.host, data)
         context.copy(staging.handle, handle, 0, offset, data.size)
     finally:
         context.tracker.release_many(staging.tokens)
