@@ -1,4 +1,5 @@
-"""Copies of large arrays between the user's memory and mapped Vulkan memory, spread over several threads.
+"""Copies of large arrays between the user's memory and mapped Vulkan memory, spread over several threads, and the
+finiteness test of data about to be copied (`sums_finite`), on the same threads.
 
 One core copies about 10 GB/s into mapped device memory and reads about 5 GB/s from host-cached memory; eight reach
 26 and 23 GB/s, sixteen 28 and 24 GB/s (H100 machine, `../shared/gpu/h100-host-path.md`). numpy releases the GIL while
@@ -17,6 +18,9 @@ import numpy as np
 
 # Below this many bytes per part a thread costs more than it saves.
 MIN_BYTES_PER_THREAD = 1 << 20
+# Bytes of rows `sums_finite` sums at a time: 2^20 x 80 float32 in 11-13 ms over 16 threads on the H200 machine, against
+# 28-44 ms in one part a thread (`bench/results/nvidia-h200-2026-11-28-fit-host-side.md`).
+SUM_BYTES = 1 << 22
 COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
 
 _pool: ThreadPoolExecutor | None = None
@@ -77,3 +81,21 @@ def copy_rows(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS) -> 
         np.copyto(dst[:bounds[1]], src[:bounds[1]], casting="unsafe")
     finally:
         pending.wait()
+
+
+def sums_finite(rows: np.ndarray, threads: int = COPY_THREADS) -> bool:
+    """Whether the float32 sums of the 2-D array `rows`, taken in parts of about `SUM_BYTES` over up to `threads`
+    threads, are all finite: False where any value is NaN or infinite (and, rarely, where finite values overflow a
+    part's sum). One read of the data and no mask of it. Not a BLAS product, although one is as fast: its threads
+    spin on the cores for a while after it returns, and the copy that follows took 62-75 ms instead of 24 (335 MB,
+    H200 machine)."""
+    step = max(1, SUM_BYTES // max(1, rows.itemsize * int(np.prod(rows.shape[1:], dtype=np.int64))))
+    starts = range(0, len(rows), step)
+
+    def finite(start: int) -> bool:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return bool(np.isfinite(rows[start:start + step].sum(dtype=np.float32)))
+
+    if len(starts) < 2 or threads < 2:
+        return all(finite(start) for start in starts)
+    return all(_executor().map(finite, starts))
