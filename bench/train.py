@@ -76,41 +76,40 @@ def main(argv: list[str] | None = None) -> int:
     def phase(r, name):
         return f"{r.phases[name]:.3f}" if r.phases else "-"
 
+    def per_step(r, fit, name):
+        return f"{getattr(fit, name) / r.fit_steps:.3f}" if fit is not None and getattr(fit, name) else "-"
+
     rows = [[r.model, r.runner, str(r.batch),
              f"{r.gpu_ms.median:.3f}" if r.gpu_ms else "-", f"{r.host_ms.median:.2f}" if r.host_ms else "-",
              f"{r.resident_host_ms.median:.2f}" if r.resident_host_ms else "-",
              f"{r.cuda_host_ms.median:.2f}" if r.cuda_host_ms else "-",
              f"{r.samples_per_s / 1e6:.3g} M" if r.samples_per_s else "-", phase(r, "step_kernel_ms"),
              phase(r, "weight_gradients_ms"),
-             f"{r.fit_wall_ms / r.fit_steps:.3f}" if r.fit_wall_ms else "-",
-             f"{r.fit_gpu_ms / r.fit_steps:.3f}" if r.fit_gpu_ms else "-",
+             per_step(r, r.fit, "wall_ms"), per_step(r, r.fit, "gpu_ms"),
              f"{r.fit_samples_per_s / 1e6:.3g} M" if r.fit_samples_per_s else "-",
-             f"{r.fit_upload_ms:.1f}" if r.fit_upload_ms is not None else "-",
-             f"{r.fit_cuda.wall_ms / r.fit_steps:.3f}" if r.fit_cuda else "-",
-             f"{r.fit_cuda.upload_ms:.1f}" if r.fit_cuda else "-", r.note[:60]] for r in results]
+             per_step(r, r.fit_cuda, "wall_ms"), per_step(r, r.fit_cuda, "gpu_ms"), r.note[:60]] for r in results]
     table = format_table(["model", "runner", "batch", "GPU ms/step", "host ms/step", "host ms/step (data on GPU)",
                           "host ms/step (CUDA tensors)", "samples/s (GPU)",
                           "step kernel ms", "weight grads ms", "fit wall ms/step", "fit GPU ms/step",
-                          "fit samples/s (wall)", "fit upload ms", "fit wall ms/step (CUDA data)",
-                          "fit upload ms (CUDA data)", "note"], rows)
+                          "fit samples/s (wall)", "fit wall ms/step (CUDA data)", "fit GPU ms/step (CUDA data)",
+                          "note"], rows)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"{results_stem(environment)}-training"
-    document = {"schema": "coopnn-train-bench/1", "environment": environment,
+    document = {"schema": "coopnn-train-bench/2", "environment": environment,
                 "results": [r.record() for r in results]}
     stem.with_suffix(".json").write_text(json.dumps(document, indent=1, default=str) + "\n")
     stem.with_suffix(".md").write_text(
         f"# Training step, {device_name(environment)} (driver {driver(environment)}), {environment['date'][:10]}\n\n"
         "L2 loss, Adam; GPU time of one whole step (median); samples/s = batch / GPU time. Host time of a step "
-        "call: coopnn's from numpy arrays, and with the data on the GPU from coopnn device arrays and from PyTorch "
-        "CUDA tensors (as `Trainer.step` takes them); PyTorch's from CUDA tensors in all three columns. For coopnn, "
-        "the step kernel (forward, loss, backward onto the tape) and the weight-gradient kernels timed apart; the "
-        "rest of a step is the optimizer and the conversion of the working copy. fit: a device-resident fit of "
-        f"{args.fit_steps} steps on a data set of 4 batches, wall clock per step and samples/s by the wall clock "
-        "(coopnn: the steps as one run, as `Trainer.fit` runs them without `on_step`; PyTorch: `torch.randint` "
-        "indices, no synchronisation until the end), and the wall clock of the data set's upload from numpy before "
-        "it. coopnn fits again from the data set in PyTorch CUDA tensors (taken as `Trainer.fit` takes them): the "
-        "steps' wall clock per step, and the upload's.\n\n"
+        "call: coopnn's `Trainer.step` from numpy arrays, and with the data on the GPU from coopnn device arrays and "
+        "from PyTorch CUDA tensors; PyTorch's from CUDA tensors in all three columns. For coopnn, the step kernel "
+        "(forward, loss, backward onto the tape) and the weight-gradient kernels timed apart; the rest of a step is "
+        f"the optimizer and the conversion of the working copy. fit: {args.fit_steps} steps on batches drawn from a "
+        "data set of 4 batches, the wall clock of the whole call per step (the data set's upload included) and "
+        "samples/s by it, from numpy arrays and from PyTorch CUDA tensors (coopnn: a whole `Trainer.fit` without "
+        "`on_step`, its steps one run, their GPU time beside it; PyTorch: `.cuda()` of the numpy arrays, "
+        "`torch.randint` indices, no synchronisation until the end).\n\n"
         f"```\n{table}\n```\n")
     print(f"wrote {stem}.json and .md")
     return 0

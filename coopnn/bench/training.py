@@ -2,19 +2,19 @@
 
 Each runner takes whole steps (forward, loss, backward, optimizer update) of the L2 loss with Adam on the same model,
 batch and random data, and reports the GPU time of a step (from its own clock: Vulkan timestamps around the step's
-submission, CUDA events around PyTorch's step) and the host time of the call: coopnn's from numpy arrays, from coopnn
-device arrays and from PyTorch CUDA tensors (as `Trainer.step` takes them), PyTorch's from CUDA tensors. The PyTorch
-baseline is what a PyTorch user would train with on that GPU: automatic mixed precision (fp16 autocast with a gradient
-scaler) and the fused Adam. Before timing, every runner steps for `warmup_seconds` and then on until its step time
-settles (`warm_up`): the H100 ran work several times slower after idling, and a machine just started ran the same steps
-up to 2x slower for a while after 2 s of warm-up. The warm-up taken is in each result's note.
+submission, CUDA events around PyTorch's step) and the host time of the call: coopnn's `Trainer.step` from numpy
+arrays, from coopnn device arrays and from PyTorch CUDA tensors, PyTorch's from CUDA tensors. The PyTorch baseline is
+what a PyTorch user would train with on that GPU: automatic mixed precision (fp16 autocast with a gradient scaler) and
+the fused Adam. Before timing, every runner steps for `warmup_seconds` and then on until its step time settles
+(`warm_up`): the H100 ran work several times slower after idling, and a machine just started ran the same steps up to
+2x slower for a while after 2 s of warm-up. The warm-up taken is in each result's note.
 
 With `fit_steps`, a runner that can also trains as a user's loop would: `fit_steps` steps on batches drawn from a
-data set already on the device (four batches' worth of random samples), timed by the wall clock from the call to
-the last result on the host, and the data set's upload before it apart. coopnn runs the steps as `Trainer.fit` does
-without `on_step` (one `session.run_steps`, its losses read back block by block) and reports its GPU time too; it fits
-again from the same data set in PyTorch CUDA tensors (uploaded as `Trainer.fit` takes them), where PyTorch has a CUDA
-device. PyTorch draws indices with `torch.randint` on the GPU and steps without synchronising until the end.
+data set (four batches' worth of random samples), timed by the wall clock from the call to the last result on the
+host, the data set's upload included: once from numpy arrays and once from PyTorch CUDA tensors. coopnn runs a whole
+`Trainer.fit` without `on_step` or progress bar (the data checked and uploaded, the steps as one run, the weights
+handed to the model) and reports the steps' GPU time too; PyTorch uploads the numpy arrays with `.cuda()` (the CUDA
+tensors need none), draws indices with `torch.randint` on the GPU and steps without synchronising until the end.
 """
 
 from __future__ import annotations
@@ -34,9 +34,8 @@ from coopnn.progress import Progress
 
 @dataclass(frozen=True)
 class FitTiming:
-    """Wall clock of a device-resident fit's data set upload and of its steps, and the steps' GPU time where the
-    runner reports it."""
-    upload_ms: float
+    """Wall clock of a whole fit (its data set's upload included), and its steps' GPU time where the runner reports
+    it."""
     wall_ms: float
     gpu_ms: float | None = None
 
@@ -59,10 +58,8 @@ class TrainingTiming:
     # a CUDA device; PyTorch: host_ms)
     cuda_host_ms: Stats | None = None
     fit_steps: int = 0
-    fit_wall_ms: float | None = None  # wall clock of the whole device-resident fit, its data set's upload apart
-    fit_gpu_ms: float | None = None  # GPU time of its submissions, where the runner reports it
-    fit_upload_ms: float | None = None  # wall clock of the data set's upload from numpy before the fit
-    fit_cuda: FitTiming | None = None  # coopnn: the same fit from the data set in PyTorch CUDA tensors
+    fit: FitTiming | None = None  # a fit from the data set in numpy arrays
+    fit_cuda: FitTiming | None = None  # the same from the data set in PyTorch CUDA tensors
 
     @property
     def samples_per_s(self) -> float | None:
@@ -70,31 +67,34 @@ class TrainingTiming:
 
     @property
     def fit_samples_per_s(self) -> float | None:
-        return None if not self.fit_wall_ms else self.batch * self.fit_steps / (self.fit_wall_ms / 1e3)
+        return None if self.fit is None else self.batch * self.fit_steps / (self.fit.wall_ms / 1e3)
 
     def record(self) -> dict:
         return {**asdict(self), "samples_per_s": self.samples_per_s, "fit_samples_per_s": self.fit_samples_per_s}
 
 
 class CoopnnTrainingRunner:
-    """A coopnn training session (backend and, for coopvec, the weight-gradient method and step kernel)."""
+    """A coopnn `Trainer` on a model prepared on `backend` (for coopvec, with the weight-gradient method and step
+    kernel): the host times are of its calls, as a user makes them; the GPU times and the step's parts are read from
+    its training session."""
 
     def __init__(self, graph: Graph, backend: str, gradients: str | None = None, step: str | None = None):
-        from coopnn.backends import training_backend
-        from coopnn.train.losses import get_loss
+        from coopnn.model import prepare
         from coopnn.train.optim import Adam
+        from coopnn.train.trainer import Trainer
 
-        if gradients is None and step is None:
-            self.session = training_backend(backend).prepare_training(graph, get_loss("l2"), Adam(lr=1e-3), device=None)
-        else:
-            from coopnn.backends.coopvec.training import CoopvecTrainingSession
-
-            self.session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None,
-                                                  gradients=gradients or "auto", step=step or "auto")
+        options = {name: value for name, value in (("gradients", gradients), ("step", step)) if value is not None}
+        self.model = prepare(graph, backend=backend)
+        try:
+            self.trainer = Trainer(self.model, "l2", Adam(lr=1e-3), **options)
+        except BaseException:
+            self.model.close()
+            raise
+        self.session = self.trainer.session
         self.input, self.output = graph.inputs[0].name, graph.outputs[0].name
 
-    def step(self, x: np.ndarray, y: np.ndarray) -> float | None:
-        self.session.step({self.input: x}, {self.output: y})
+    def step(self, x, y) -> float | None:
+        self.trainer.step(x, y)
         return getattr(self.session, "last_gpu_ms", None)
 
     def phases(self, x: np.ndarray, y: np.ndarray, runs: int) -> dict | None:
@@ -113,70 +113,51 @@ class CoopnnTrainingRunner:
         return {"step_kernel_ms": medians[0], "weight_gradients_ms": medians[1] - medians[0]}
 
     def resident_steps(self, x: np.ndarray, y: np.ndarray, steps: int) -> list[float]:
-        """Host ms of `steps` steps on (x, y) as coopnn device arrays, taken as `Trainer.step` takes them."""
+        """Host ms of `steps` `Trainer.step` calls on (x, y) as coopnn device arrays."""
         import coopnn
 
-        feeds, targets = {self.input: coopnn.to_device(x)}, {self.output: coopnn.to_device(y)}
-        return self._timed_steps(lambda: (feeds, targets), steps)
+        return self._timed_steps(coopnn.to_device(x), coopnn.to_device(y), steps)
 
     def cuda_steps(self, x: np.ndarray, y: np.ndarray, steps: int) -> list[float] | None:
-        """Host ms of `steps` steps on (x, y) as PyTorch CUDA tensors, converted as `Trainer.step` converts them;
-        None where PyTorch has no CUDA device or the session cannot share memory with CUDA."""
+        """Host ms of `steps` `Trainer.step` calls on (x, y) as PyTorch CUDA tensors; None where PyTorch has no CUDA
+        device or the session cannot share memory with CUDA."""
         if torch_cuda_unavailable_reason() or not getattr(self.session, "steps_take_cuda_arrays", False):
             return None
         import torch
 
-        from coopnn.interop.tensors import as_cuda_input
+        return self._timed_steps(torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda(), steps)
 
-        inputs, targets = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
-        return self._timed_steps(lambda: ({self.input: as_cuda_input(self.input, inputs, x.shape[1:], "f32")},
-                                          {self.output: as_cuda_input(self.output, targets, y.shape[1:], "f32")}),
-                                 steps)
-
-    def _timed_steps(self, batch: Callable[[], tuple[dict, dict]], steps: int) -> list[float]:
-        """Host ms of each of `steps` steps on the (feeds, targets) `batch()` gives, its call included."""
+    def _timed_steps(self, x, y, steps: int) -> list[float]:
         times = []
         for _ in range(steps):
             started = time.perf_counter()
-            self.session.step(*batch())
+            self.trainer.step(x, y)
             times.append((time.perf_counter() - started) * 1e3)
         return times
 
-    def fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> FitTiming:
-        """`steps` steps on batches the device draws from (x, y), uploaded first: one run, as `Trainer.fit` runs
-        them without `on_step`."""
-        return self._fit(lambda: ({self.input: x}, {self.output: y}), steps, batch)
+    def fit(self, x, y, steps: int, batch: int) -> FitTiming:
+        """A whole `Trainer.fit` of `steps` steps on batches drawn from (x, y), without `on_step` or a progress
+        bar: the data's checks and upload, the steps as one run, and the weights handed to the model."""
+        gpu_before = getattr(self.session, "total_gpu_ms", 0.0)
+        started = time.perf_counter()
+        self.trainer.fit(x, y, steps=steps, batch_size=batch, progress=False)
+        return FitTiming((time.perf_counter() - started) * 1e3,
+                         getattr(self.session, "total_gpu_ms", 0.0) - gpu_before or None)
 
     def cuda_fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> FitTiming | None:
-        """`fit` from (x, y) in PyTorch CUDA tensors, converted as `Trainer.fit` converts them; None where PyTorch
-        has no CUDA device or the session cannot share memory with CUDA."""
+        """`fit` from (x, y) in PyTorch CUDA tensors; None where PyTorch has no CUDA device or the session cannot
+        share memory with CUDA."""
         if torch_cuda_unavailable_reason() or not getattr(self.session, "takes_cuda_arrays", False):
             return None
         import torch
 
-        from coopnn.interop.tensors import as_cuda_input
-
         inputs, targets = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
         torch.cuda.synchronize()
-        return self._fit(lambda: ({self.input: as_cuda_input(self.input, inputs, x.shape[1:], "f32")},
-                                  {self.output: as_cuda_input(self.output, targets, y.shape[1:], "f32")}),
-                         steps, batch)
-
-    def _fit(self, data_set: Callable[[], tuple[dict, dict]], steps: int, batch: int) -> FitTiming:
-        started = time.perf_counter()
-        data = self.session.upload_data(*data_set())
-        uploaded = time.perf_counter()
-        gpu_before = getattr(self.session, "total_gpu_ms", 0.0)
-        try:
-            self.session.run_steps(data, 0, steps, batch, 0)
-            finished = time.perf_counter()
-        finally:
-            data.close()
-        return FitTiming((uploaded - started) * 1e3, (finished - uploaded) * 1e3,
-                         getattr(self.session, "total_gpu_ms", 0.0) - gpu_before or None)
+        return self.fit(inputs, targets, steps, batch)
 
     def close(self) -> None:
         self.session.close()
+        self.model.close()
 
 
 class TorchAmpTrainingRunner:
@@ -220,11 +201,22 @@ class TorchAmpTrainingRunner:
         return self.start.elapsed_time(self.end)
 
     def fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> FitTiming:
-        torch = self.torch
+        """`steps` steps on batches drawn from (x, y): their upload with `.cuda()`, then the steps."""
         started = time.perf_counter()
-        inputs, targets = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
-        torch.cuda.synchronize()
-        uploaded = time.perf_counter()
+        inputs, targets = self.torch.from_numpy(x).cuda(), self.torch.from_numpy(y).cuda()
+        self._steps(inputs, targets, steps, batch)
+        return FitTiming((time.perf_counter() - started) * 1e3)
+
+    def cuda_fit(self, x: np.ndarray, y: np.ndarray, steps: int, batch: int) -> FitTiming:
+        """`fit` on (x, y) already in CUDA tensors: the steps alone."""
+        inputs, targets = self.torch.from_numpy(x).cuda(), self.torch.from_numpy(y).cuda()
+        self.torch.cuda.synchronize()
+        started = time.perf_counter()
+        self._steps(inputs, targets, steps, batch)
+        return FitTiming((time.perf_counter() - started) * 1e3)
+
+    def _steps(self, inputs, targets, steps: int, batch: int) -> None:
+        torch = self.torch
         for _ in range(steps):
             rows = torch.randint(0, inputs.shape[0], (batch,), device="cuda")
             self.optimizer.zero_grad(set_to_none=True)
@@ -234,7 +226,6 @@ class TorchAmpTrainingRunner:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         torch.cuda.synchronize()
-        return FitTiming((uploaded - started) * 1e3, (time.perf_counter() - uploaded) * 1e3)
 
     def close(self) -> None:
         self.net = self.optimizer = self.data = None
@@ -306,12 +297,10 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
         if fit_steps:
             data = (rng.uniform(-1, 1, (4 * batch, x.shape[1])).astype(np.float32),
                     rng.uniform(0, 1, (4 * batch, y.shape[1])).astype(np.float32))
-            fit = runner.fit(*data, fit_steps, batch)
-            fit_cuda = runner.cuda_fit(*data, fit_steps, batch) if hasattr(runner, "cuda_fit") else None
+            fit, fit_cuda = runner.fit(*data, fit_steps, batch), runner.cuda_fit(*data, fit_steps, batch)
     except CoopnnError as e:
         return TrainingTiming(name, model, batch, "unavailable", f"{type(e).__name__}: {e}")
     finally:
         runner.close()
     return TrainingTiming(name, model, batch, "measured", note, steps, Stats.of(gpu) if gpu else None, Stats.of(host),
-                          phases, resident, Stats.of(cuda) if cuda else None, fit_steps if fit else 0,
-                          fit and fit.wall_ms, fit and fit.gpu_ms, fit and fit.upload_ms, fit_cuda)
+                          phases, resident, Stats.of(cuda) if cuda else None, fit_steps if fit else 0, fit, fit_cuda)

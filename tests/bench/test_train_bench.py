@@ -48,9 +48,10 @@ def test_the_device_resident_fit_measurement_reports_wall_and_gpu_time():
         rng = np.random.default_rng(0)
         fit = runner.fit(rng.uniform(-1, 1, (512, 3)).astype(np.float32),
                          rng.uniform(0, 1, (512, 3)).astype(np.float32), 6, 128)
+        assert runner.trainer.steps == 6  # a whole Trainer.fit
     finally:
         runner.close()
-    assert 0 < fit.gpu_ms <= fit.wall_ms and fit.upload_ms > 0
+    assert 0 < fit.gpu_ms <= fit.wall_ms
 
 
 def test_the_warm_up_runs_until_the_step_time_settles(monkeypatch):
