@@ -40,7 +40,7 @@ class RecordedRuns:
     def upload_data(self, feeds: Mapping[str, np.ndarray], targets: Mapping[str, np.ndarray]) -> ResidentData:
         """A data set on the device for `run_steps` (whole, or in shards where it does not fit)."""
         sources = {b.name: self._source(b, feeds, targets) for b in self._input_bindings()}
-        return ResidentData(self.context, sources)
+        return ResidentData(self.context, sources, self.kept_data)
 
     def run_steps(self, data: ResidentData, first_step: int, steps: int, batch_size: int, seed: int,
                   on_losses: Callable[[np.ndarray], None] | None = None) -> np.ndarray:

@@ -7,6 +7,10 @@ through the host for data already on the GPU. A data set larger than the device 
 addressable range, and half of the largest device-local heap for all of them together) is split into shards of whole
 rows; one shard is on the device at a time (`select` uploads another), with one warning saying so, and the sampler draws
 from the shard on the device (`coopnn.shaders.targets.sampler`).
+
+`KeptBuffers` holds a closed data set's buffers for the next one of the same sizes: a fit after a fit on data of the
+same shapes fills them again rather than making new ones, and so runs the steps its session recorded for them (a
+recording names the buffers it binds).
 """
 
 from __future__ import annotations
@@ -40,14 +44,39 @@ def data_budget(context) -> tuple[int, int]:
     return per_buffer, int(largest_heap(info) * HEAP_SHARE)
 
 
+class KeptBuffers:
+    """The buffers of the last data set closed, by (input name, kind, bytes), until one of other sizes replaces them
+    or the session closes."""
+
+    def __init__(self):
+        self.buffers: dict[tuple, object] = {}
+
+    def take(self, key: tuple, make):
+        """The kept buffer under `key`, or `make()`'s."""
+        buffer = self.buffers.pop(key, None)
+        return make() if buffer is None else buffer
+
+    def keep(self, buffers: Mapping[tuple, object]) -> None:
+        self.destroy()
+        self.buffers = dict(buffers)
+
+    def destroy(self) -> None:
+        for buffer in self.buffers.values():
+            buffer.destroy()
+        self.buffers = {}
+
+
 class ResidentData:
     """`sources` (name -> float32 array of rows, a `CudaInput` of float32 rows, or a `DeviceArray`) on `context`'s
-    device, whole or one shard at a time."""
+    device, whole or one shard at a time; its buffers taken from `kept` where it holds some of the same sizes, and
+    handed back to it on `close`."""
 
-    def __init__(self, context, sources: Mapping[str, np.ndarray | CudaInput | DeviceArray]):
+    def __init__(self, context, sources: Mapping[str, np.ndarray | CudaInput | DeviceArray],
+                 kept: KeptBuffers | None = None):
         from coopnn.runtime.vk.memory import HostAccess
 
         self.context = context
+        self.kept = kept
         self.sources = {name: source if isinstance(source, (CudaInput, DeviceArray))
                         else np.ascontiguousarray(source, np.float32).reshape(len(source), -1)
                         for name, source in sources.items()}
@@ -67,20 +96,23 @@ class ResidentData:
                           f"{len(self.shards)} shards of {shard_rows} samples, each run of steps drawing its batches "
                           f"from one shard", stacklevel=3)
         self.buffers = {}
-        self._borrowed: set[str] = set()  # device arrays bound where they are: not ours to destroy or fill
+        self._keys: dict[str, tuple] = {}  # of the buffers ours, as `kept` holds them
         try:
             for name, source in self.sources.items():
                 size = shard_rows * row_bytes[name]
                 if isinstance(source, DeviceArray) and len(self.shards) == 1:
-                    self.buffers[name] = source.bound_in(context)
-                    self._borrowed.add(name)
-                elif isinstance(source, CudaInput):
-                    self.buffers[name] = CudaRows(context, size)
+                    self.buffers[name] = source.bound_in(context)  # not ours to fill, keep or destroy
+                    continue
+                if isinstance(source, CudaInput):
+                    key, make = (name, "cuda", size), lambda size=size: CudaRows(context, size)
                 else:
                     access = HostAccess.NONE if isinstance(source, DeviceArray) else HostAccess.WRITE
-                    self.buffers[name] = context.create_buffer(size, access)
+                    key, make = (name, access, size), lambda size=size, access=access: context.create_buffer(
+                        size, access)
+                self.buffers[name] = kept.take(key, make) if kept is not None else make()
+                self._keys[name] = key
         except BaseException:
-            self.close()
+            self._destroy()
             raise
         self.shard = -1
         self.select(0)
@@ -99,7 +131,7 @@ class ResidentData:
         start, stop = self.shards[shard]
         for name, buffer in self.buffers.items():
             source = self.sources[name]
-            if name in self._borrowed:
+            if name not in self._keys:
                 continue
             if isinstance(source, CudaInput):
                 buffer.fill(source, start, stop)
@@ -112,10 +144,17 @@ class ResidentData:
         self.shard = shard
 
     def close(self) -> None:
-        for name, buffer in self.buffers.items():
-            if name not in self._borrowed:
-                buffer.destroy()
-        self.buffers = {}
+        """Hand our buffers to `kept` (destroy them where there is none)."""
+        if self.kept is None:
+            self._destroy()
+            return
+        self.kept.keep({key: self.buffers[name] for name, key in self._keys.items()})
+        self.buffers, self._keys = {}, {}
+
+    def _destroy(self) -> None:
+        for name in self._keys:
+            self.buffers[name].destroy()
+        self.buffers, self._keys = {}, {}
 
 
 def _row_bytes(source) -> int:

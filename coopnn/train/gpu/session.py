@@ -32,7 +32,7 @@ from coopnn.train.gpu.bookkeeping import StepBookkeeping
 from coopnn.train.gpu.flat_parameters import flatten, unflatten
 from coopnn.train.gpu.optimizer_values import optimizer_push
 from coopnn.train.gpu.recorded_runs import RecordedRuns
-from coopnn.train.gpu.resident import ResidentData
+from coopnn.train.gpu.resident import KeptBuffers, ResidentData
 from coopnn.runtime.executable import load_kernel
 from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
@@ -84,6 +84,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
             self.state = self.books.state
             self.recordings: dict = {}  # run key -> Recording, least recently used first
             self.batch_inputs = BatchInputs(self.context)
+            self.kept_data = KeptBuffers()  # the last fit's data set buffers, for the next of the same sizes
             initial = {name: self._constant(constant) for p in self.plan.layers
                        for name, constant in ((p.weight, p.weight_constant), (p.bias, p.bias_constant))}
             self.master.upload(flatten(self.layout, initial))
@@ -374,4 +375,5 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
             recording.destroy()
         self.recordings = {}
         self.batch_inputs.close()
+        self.kept_data.destroy()
         self.context.close()

@@ -50,6 +50,24 @@ def test_fit_on_cuda_tensors_equals_fit_on_numpy_arrays(coopvec_device, torch, m
     np.testing.assert_array_equal(runs[0][1], runs[1][1])
 
 
+def test_a_second_fit_on_cuda_tensors_of_the_same_shapes_refills_the_shared_buffers(coopvec_device, torch):
+    rng = np.random.default_rng(7)
+    sets = [(rng.uniform(0, 1, (3000, 2)).astype(np.float32), rng.uniform(0, 1, (3000, 3)).astype(np.float32))
+            for _ in range(2)]
+    runs = []
+    for on_cuda in (False, True):
+        with _trainer() as (model, trainer):
+            for index, (x, y) in enumerate(sets):
+                data = (torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()) if on_cuda else (x, y)
+                losses = trainer.fit(*data, steps=5, batch_size=500, progress=False)
+                if index == 0:
+                    kept = dict(trainer.session.kept_data.buffers)
+            assert trainer.session.kept_data.buffers == kept and len(trainer.session.recordings) == 1
+            runs.append((losses, model.run(sets[1][0])))
+    np.testing.assert_array_equal(runs[0][0], runs[1][0])
+    np.testing.assert_array_equal(runs[0][1], runs[1][1])
+
+
 def test_step_on_cuda_tensors_equals_step_on_numpy_arrays_without_a_host_copy(coopvec_device, torch, monkeypatch):
     from coopnn.interop import tensors
 

@@ -68,6 +68,30 @@ def test_a_run_hands_over_its_losses_block_by_block_and_fit_without_on_step_is_o
         assert len(runs) > 2 and sum(runs) == 60  # runs read back one by one for on_step
 
 
+def test_a_fit_on_data_of_the_same_shapes_refills_the_last_fits_buffers_and_runs_its_recording():
+    """A second fit on other data of the same shapes fills the first fit's buffers anew and runs the steps recorded
+    for them, with the losses and weights of a session that made new ones; data of other shapes replaces them."""
+    first, second = _data(300, seed=1), _data(300, seed=2)
+    results = []
+    for keep in (True, False):
+        with _model() as model:
+            trainer = coopnn.Trainer(model, seed=SEED)
+            trainer.fit(*first, steps=5, batch_size=50, progress=False)
+            kept = dict(trainer.session.kept_data.buffers)
+            assert len(kept) == 2  # the inputs and the targets
+            if not keep:
+                trainer.session.kept_data.destroy()
+            losses = trainer.fit(*second, steps=5, batch_size=50, progress=False)
+            assert len(trainer.session.recordings) == (1 if keep else 2)
+            results.append((losses, model.run(second[0])))
+            if keep:
+                assert trainer.session.kept_data.buffers == kept
+                trainer.fit(*_data(200), steps=2, batch_size=50, progress=False)
+                assert set(trainer.session.kept_data.buffers).isdisjoint(kept)
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+
+
 def test_a_batch_as_large_as_the_data_takes_the_whole_data_in_order():
     x, y = _data(90)
     fit_equals_step_by_step(_model, x, y, steps=3, batch_size=1000)
