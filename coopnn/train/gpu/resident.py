@@ -56,6 +56,11 @@ class KeptBuffers:
         buffer = self.buffers.pop(key, None)
         return make() if buffer is None else buffer
 
+    def only(self, keys) -> None:
+        """Destroy the kept buffers not under `keys`, before a data set that will not take them makes its own."""
+        for key in [key for key in self.buffers if key not in keys]:
+            self.buffers.pop(key).destroy()
+
     def keep(self, buffers: Mapping[tuple, object]) -> None:
         self.destroy()
         self.buffers = dict(buffers)
@@ -97,25 +102,27 @@ class ResidentData:
                           f"from one shard", stacklevel=3)
         self.buffers = {}
         self._keys: dict[str, tuple] = {}  # of the buffers ours, as `kept` holds them
+        made = {}  # name -> (key, what makes its buffer)
+        for name, source in self.sources.items():
+            size = shard_rows * row_bytes[name]
+            if isinstance(source, DeviceArray) and len(self.shards) == 1:
+                self.buffers[name] = source.bound_in(context)  # not ours to fill, keep or destroy
+            elif isinstance(source, CudaInput):
+                made[name] = (name, "cuda", size), lambda size=size: CudaRows(context, size)
+            else:
+                access = HostAccess.NONE if isinstance(source, DeviceArray) else HostAccess.WRITE
+                made[name] = (name, access, size), lambda size=size, access=access: context.create_buffer(size, access)
+        if kept is not None:
+            kept.only({key for key, _ in made.values()})
+        self.shard = -1
         try:
-            for name, source in self.sources.items():
-                size = shard_rows * row_bytes[name]
-                if isinstance(source, DeviceArray) and len(self.shards) == 1:
-                    self.buffers[name] = source.bound_in(context)  # not ours to fill, keep or destroy
-                    continue
-                if isinstance(source, CudaInput):
-                    key, make = (name, "cuda", size), lambda size=size: CudaRows(context, size)
-                else:
-                    access = HostAccess.NONE if isinstance(source, DeviceArray) else HostAccess.WRITE
-                    key, make = (name, access, size), lambda size=size, access=access: context.create_buffer(
-                        size, access)
+            for name, (key, make) in made.items():
                 self.buffers[name] = kept.take(key, make) if kept is not None else make()
                 self._keys[name] = key
+            self.select(0)
         except BaseException:
             self._destroy()
             raise
-        self.shard = -1
-        self.select(0)
 
     @property
     def rows(self) -> int:
@@ -144,7 +151,10 @@ class ResidentData:
         self.shard = shard
 
     def close(self) -> None:
-        """Hand our buffers to `kept` (destroy them where there is none)."""
+        """Hand our buffers to `kept` (destroy them where there is none); once."""
+        if not self._keys:
+            self.buffers = {}
+            return
         if self.kept is None:
             self._destroy()
             return

@@ -86,7 +86,12 @@ def test_a_fit_on_data_of_the_same_shapes_refills_the_last_fits_buffers_and_runs
             results.append((losses, model.run(second[0])))
             if keep:
                 assert trainer.session.kept_data.buffers == kept
+                context, kept_when_made = trainer.session.context, []
+                create_buffer = context.create_buffer
+                context.create_buffer = lambda *a, **k: (kept_when_made.append(len(trainer.session.kept_data.buffers)),
+                                                         create_buffer(*a, **k))[1]
                 trainer.fit(*_data(200), steps=2, batch_size=50, progress=False)
+                assert kept_when_made == [0, 0]  # the buffers of other sizes went first
                 assert set(trainer.session.kept_data.buffers).isdisjoint(kept)
     np.testing.assert_array_equal(results[0][0], results[1][0])
     np.testing.assert_array_equal(results[0][1], results[1][1])
