@@ -62,6 +62,7 @@ class KeptBuffers:
             self.buffers.pop(key).destroy()
 
     def keep(self, buffers: Mapping[tuple, object]) -> None:
+        """Hold `buffers` (by key) instead of those held so far, which are destroyed."""
         self.destroy()
         self.buffers = dict(buffers)
 
