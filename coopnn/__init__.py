@@ -17,6 +17,7 @@ from coopnn.errors import (
     InputError,
     ModelClosedError,
     ModelFormatError,
+    TrainerClosedError,
     UnsupportedOperatorError,
 )
 from coopnn.compiler import Program, compile
@@ -50,6 +51,7 @@ __all__ = [
     "ModelFormatError",
     "TensorInfo",
     "Trainer",
+    "TrainerClosedError",
     "UnsupportedOperatorError",
     "__version__",
     "backends",

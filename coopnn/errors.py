@@ -32,6 +32,10 @@ class ModelClosedError(InputError):
     """The model (or what runs it) was closed; load it again to use it."""
 
 
+class TrainerClosedError(ModelClosedError):
+    """The trainer was closed; make a new Trainer to train the model again."""
+
+
 class BackendUnavailableError(CoopnnError):
     """The requested backend cannot run here; the message says what is missing and how to get it."""
 

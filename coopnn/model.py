@@ -75,10 +75,13 @@ class Model:
     @property
     def graph(self) -> Graph:
         """The model's graph, holding its latest parameters."""
+        self._take_pending_parameters()
+        return self._graph
+
+    def _take_pending_parameters(self) -> None:
         if self._pending_parameters is not None:
             source, self._pending_parameters = self._pending_parameters, None
             self._graph = with_parameters(self._graph, source())
-        return self._graph
 
     def parameters(self) -> dict[str, np.ndarray]:
         """The trainable parameters (read-only float32 arrays) by stable name, such as "layers.0.weight"."""
@@ -105,6 +108,18 @@ class Model:
             self._pending_parameters = session.parameters
             self._trained_by = session
             self._executable_is_stale = True
+
+    def settle_training(self, session: backends.TrainingSession) -> None:
+        """`session`, which trains this model, is about to close: take the parameters it holds now, into the running
+        weights (on the GPU where the backend can) and into the graph, so that nothing reads the session later."""
+        with self._lock:
+            try:
+                if self._trained_by is session and self._executable is not None:
+                    self._current_executable()
+                self._take_pending_parameters()
+            finally:
+                if self._trained_by is session:
+                    self._trained_by = None
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model as an ONNX file (opset and operators in `coopnn.graph.onnx.export`), through a temporary

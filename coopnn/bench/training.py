@@ -156,7 +156,7 @@ class CoopnnTrainingRunner:
         return self.fit(inputs, targets, steps, batch)
 
     def close(self) -> None:
-        self.session.close()
+        self.trainer.close()
         self.model.close()
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from coopnn.errors import InputError, ModelFormatError
+from coopnn.errors import InputError, ModelFormatError, TrainerClosedError
 from coopnn.interop import tensors
 from coopnn.interop.device_arrays import DeviceArray
 from coopnn.model import Model
@@ -45,7 +45,8 @@ class Trainer:
 
     The trainer owns the weights from its creation on: it starts from the model's parameters, and after every step
     the model runs the trainer's (whatever the model's weight format, training keeps fp32 master weights; the model
-    rounds them to its format when it runs).
+    rounds them to its format when it runs). `close()`, or leaving a `with` block, frees the training session's
+    memory; the model keeps the trained weights.
     """
 
     def __init__(self, model: Model, loss: str | Loss = "l2", optimizer: str | Optimizer | None = None, *,
@@ -56,10 +57,34 @@ class Trainer:
         self.backend = model.backend if backend is None else backend
         training = backends.training_backend(self.backend)
         check_training_options(training, options)
-        self.session = training.prepare_training(model.graph, self.loss, self.optimizer, device=model.device,
+        self._session = training.prepare_training(model.graph, self.loss, self.optimizer, device=model.device,
                                                  **options)
         self.seed = seed
         self.steps = 0
+
+    @property
+    def session(self) -> backends.TrainingSession:
+        """The training backend's session: weights, optimizer state and the kernels that update them."""
+        if self._session is None:
+            raise TrainerClosedError("this trainer is closed; make a new Trainer to train the model again")
+        return self._session
+
+    def close(self) -> None:
+        """Free the session's memory (weights, optimizer state, tape, and on a GPU the last fit's data set) once the
+        model holds the trained weights; the model keeps running them. Later calls raise TrainerClosedError; closing
+        again does nothing."""
+        session, self._session = self._session, None
+        if session is not None:
+            try:
+                self.model.settle_training(session)
+            finally:
+                session.close()
+
+    def __enter__(self) -> "Trainer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def step(self, x: Any, y: Any) -> float:
         """One optimizer step on the batch (x, y); returns the batch's loss before the step. A batch of coopnn device

@@ -1,7 +1,7 @@
 """The Trainer on the numpy backend: the loss falls by a stated factor on a fixed task, the model runs the new
 weights at once, checkpoints resume exactly, data and backend errors are typed (samples that are not finite
-included), optimizers by name, and (where torch is installed) the loss curve is PyTorch's for the same start and
-batches."""
+included), optimizers by name, a closed trainer leaves the model its weights, and (where torch is installed) the loss
+curve is PyTorch's for the same start and batches."""
 
 from __future__ import annotations
 
@@ -290,3 +290,21 @@ def test_training_option_values_are_checked_against_the_backend_record():
         check_training_options(Record, {"gradients": "tiles"})
     with pytest.raises(coopnn.InputError, match=r"takes gradients=\['auto', 'coopmat'\], not step='tiled'"):
         check_training_options(Record, {"step": "tiled"})
+
+
+def test_a_closed_trainer_leaves_the_model_its_trained_weights_and_refuses_to_train():
+    with _trainer() as trainer:
+        trainer.fit(X, Y, steps=20, batch_size=256, progress=False)
+        trained = {name: value.copy() for name, value in trainer.session.parameters().items()}
+        session = trainer.session
+    assert session.master == {}  # the session was closed on leaving the block
+    for name, value in trainer.model.parameters().items():
+        np.testing.assert_array_equal(value, trained[name])
+    np.testing.assert_array_equal(trainer.model.run(X), run_graph(with_parameters(trainer.model.graph, trained),
+                                                                    {"x": X})["y"])
+    for call in (lambda: trainer.step(X, Y), lambda: trainer.fit(X, Y, steps=1, progress=False),
+                 lambda: trainer.evaluate(X, Y)):
+        with pytest.raises(coopnn.TrainerClosedError, match="this trainer is closed; make a new Trainer"):
+            call()
+    assert issubclass(coopnn.TrainerClosedError, coopnn.ModelClosedError)
+    trainer.close()  # again: nothing

@@ -1,5 +1,6 @@
 """Device-resident training on the coopvec backend (H100): `fit` gathers every batch on the GPU and runs steps back
-to back, the loss-scale and skip logic staying on the device, with exactly the results of step-by-step training."""
+to back, the loss-scale and skip logic staying on the device, with exactly the results of step-by-step training; a
+trainer closed before the model ran leaves it the weights an open one would."""
 
 from __future__ import annotations
 
@@ -26,6 +27,19 @@ def _data(n: int, inputs: int, outputs: int):
 def test_fit_on_the_gpu_equals_step_by_step(coopvec_device, make, inputs, outputs):
     x, y = _data(5000, inputs, outputs)
     fit_equals_step_by_step(make, x, y, steps=12, batch_size=1000, read_every=5)
+
+
+def test_a_trainer_closed_before_the_model_ran_leaves_it_the_weights_an_open_one_would(coopvec_device):
+    x, y = _data(3000, 2, 3)
+    outputs = []
+    for close in (False, True):
+        with coopnn.mlp(2, [64, 64], 3, backend="coopvec", weights="fp16", seed=2) as model:
+            trainer = coopnn.Trainer(model, seed=5)
+            trainer.fit(x, y, steps=6, batch_size=1000, progress=False)
+            if close:
+                trainer.close()
+            outputs.append(model.run(x))
+    np.testing.assert_array_equal(outputs[0], outputs[1])
 
 
 def test_skipped_steps_and_loss_scale_changes_happen_on_the_gpu_within_a_run(coopvec_device):

@@ -97,6 +97,24 @@ def test_a_fit_on_data_of_the_same_shapes_refills_the_last_fits_buffers_and_runs
     np.testing.assert_array_equal(results[0][1], results[1][1])
 
 
+def test_a_closed_trainer_frees_its_session_and_the_model_runs_the_trained_weights():
+    """Closed before the model ran the new weights: the model takes them first, then the session frees its buffers,
+    the last fit's data set among them."""
+    x, y = _data(300)
+    with _model() as model:
+        with coopnn.Trainer(model, seed=SEED) as trainer:
+            trainer.fit(x, y, steps=5, batch_size=50, progress=False)
+            trained = {name: value.copy() for name, value in trainer.session.parameters().items()}
+            session = trainer.session
+            kept = list(session.kept_data.buffers.values())
+        assert kept and not any(buffer.alive for buffer in kept)
+        with coopnn.mlp(3, [16, 16], 2, encoding="frequency", octaves=2, backend="numpy") as reference:
+            reference.set_parameters(trained)
+            np.testing.assert_allclose(model.run(x), reference.run(x), rtol=1e-4, atol=1e-5)
+        with pytest.raises(coopnn.TrainerClosedError):
+            trainer.fit(x, y, steps=1, progress=False)
+
+
 def test_a_batch_as_large_as_the_data_takes_the_whole_data_in_order():
     x, y = _data(90)
     fit_equals_step_by_step(_model, x, y, steps=3, batch_size=1000)
