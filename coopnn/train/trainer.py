@@ -109,9 +109,9 @@ class Trainer:
         run is read, and may return text for the progress bar; the model then runs the weights of the run's last
         step (with `read_every`, steps that are multiples of it see their own weights). An interrupted fit (Ctrl-C)
         waits for the steps already on the GPU; the trainer counts every step that ran, and the model runs the
-        weights of the last. A GPU session keeps the data set's buffers after `fit` returns, for the next fit on
-        data of the same shapes, which fills them anew and runs the steps recorded for them; data of other shapes
-        replaces them."""
+        weights of the last. A GPU session keeps the data set's buffers after `fit` returns (where they take at most
+        a sixteenth of the device's memory), for the next fit on data of the same shapes, which fills them anew and
+        runs the steps recorded for them; data of other shapes replaces them, and `close()` frees them."""
         if steps < 0 or batch_size < 1:
             raise InputError(f"fit needs steps >= 0 and batch_size >= 1, not {steps} and {batch_size}")
         if read_every is not None and read_every < 1:

@@ -10,7 +10,8 @@ from the shard on the device (`coopnn.shaders.targets.sampler`).
 
 `KeptBuffers` holds a closed data set's buffers for the next one of the same sizes: a fit after a fit on data of the
 same shapes fills them again rather than making new ones, and so runs the steps its session recorded for them (a
-recording names the buffers it binds).
+recording names the buffers it binds). It keeps none larger than `KEEP_SHARE` of the device's memory, which would
+stay out of other allocations' reach for little gain.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from coopnn.interop.tensors import CudaInput, rows_of
 HEAP_SHARE = 0.5
 # Past this many rows a row index no longer fits the sampler's 32-bit arithmetic.
 MAX_ROWS = 1 << 32
+# The share of the largest device-local heap a closed data set may keep for the next. Above it (8.8 GB on the H200) the
+# upload alone takes over half a second (335 MB in 24 ms there), against the 5-16 ms that keeping saved (99a827c).
+KEEP_SHARE = 1 / 16
 
 
 def largest_heap(info) -> int:
@@ -46,10 +50,15 @@ def data_budget(context) -> tuple[int, int]:
 
 class KeptBuffers:
     """The buffers of the last data set closed, by (input name, kind, bytes), until one of other sizes replaces them
-    or the session closes."""
+    or the session closes; none that take more than `limit` bytes together."""
 
-    def __init__(self):
+    def __init__(self, limit: int):
+        self.limit = limit
         self.buffers: dict[tuple, object] = {}
+
+    @classmethod
+    def on(cls, context) -> "KeptBuffers":
+        return cls(int(largest_heap(context.info) * KEEP_SHARE))
 
     def take(self, key: tuple, make):
         """The kept buffer under `key`, or `make()`'s."""
@@ -62,9 +71,12 @@ class KeptBuffers:
             self.buffers.pop(key).destroy()
 
     def keep(self, buffers: Mapping[tuple, object]) -> None:
-        """Hold `buffers` (by key) instead of those held so far, which are destroyed."""
+        """Hold `buffers` (by key) instead of those held so far, which are destroyed; destroy them too where they
+        take more than `limit` bytes."""
         self.destroy()
         self.buffers = dict(buffers)
+        if sum(key[2] for key in self.buffers) > self.limit:
+            self.destroy()
 
     def destroy(self) -> None:
         for buffer in self.buffers.values():

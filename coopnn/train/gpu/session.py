@@ -84,7 +84,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
             self.state = self.books.state
             self.recordings: dict = {}  # run key -> Recording, least recently used first
             self.batch_inputs = BatchInputs(self.context)
-            self.kept_data = KeptBuffers()  # the last fit's data set buffers, for the next of the same sizes
+            self.kept_data = KeptBuffers.on(self.context)  # the last fit's data set, for the next of its sizes
             initial = {name: self._constant(constant) for p in self.plan.layers
                        for name, constant in ((p.weight, p.weight_constant), (p.bias, p.bias_constant))}
             self.master.upload(flatten(self.layout, initial))

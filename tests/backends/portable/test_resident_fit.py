@@ -97,6 +97,20 @@ def test_a_fit_on_data_of_the_same_shapes_refills_the_last_fits_buffers_and_runs
     np.testing.assert_array_equal(results[0][1], results[1][1])
 
 
+def test_a_data_set_larger_than_the_session_keeps_is_freed_when_its_fit_ends():
+    x, y = _data(300)
+    with _model() as model:
+        trainer = coopnn.Trainer(model, seed=SEED)
+        trainer.session.kept_data.limit = 300 * (3 + 2) * 4 - 1  # one byte short of the data set's two buffers
+        made = []
+        create_buffer = trainer.session.context.create_buffer
+        trainer.session.context.create_buffer = lambda *a, **k: made.append(create_buffer(*a, **k)) or made[-1]
+        trainer.fit(x, y, steps=2, batch_size=50, progress=False)
+        data_set = [buffer for buffer in made if buffer.size in (300 * 3 * 4, 300 * 2 * 4)]
+        assert trainer.session.kept_data.buffers == {} and len(data_set) == 2
+        assert not any(buffer.alive for buffer in data_set)
+
+
 def test_a_closed_trainer_frees_its_session_and_the_model_runs_the_trained_weights():
     """Closed before the model ran the new weights: the model takes them first, then the session frees its buffers,
     the last fit's data set among them."""
