@@ -58,7 +58,7 @@ class Trainer:
         training = backends.training_backend(self.backend)
         check_training_options(training, options)
         self._session = training.prepare_training(model.graph, self.loss, self.optimizer, device=model.device,
-                                                 **options)
+                                                  **options)
         self.seed = seed
         self.steps = 0
 
