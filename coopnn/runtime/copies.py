@@ -96,6 +96,7 @@ def sums_finite(rows: np.ndarray, threads: int = COPY_THREADS) -> bool:
         with np.errstate(over="ignore", invalid="ignore"):
             return bool(np.isfinite(rows[start:start + step].sum(dtype=np.float32)))
 
-    if len(starts) < 2 or threads < 2:
+    groups = [starts[first::threads] for first in range(min(threads, len(starts)))]
+    if len(groups) < 2:
         return all(finite(start) for start in starts)
-    return all(_executor().map(finite, starts))
+    return all(_executor().map(lambda group: all(finite(start) for start in group), groups))

@@ -89,8 +89,7 @@ class ResidentData:
     device, whole or one shard at a time; its buffers taken from `kept` where it holds some of the same sizes, and
     handed back to it on `close`."""
 
-    def __init__(self, context, sources: Mapping[str, np.ndarray | CudaInput | DeviceArray],
-                 kept: KeptBuffers | None = None):
+    def __init__(self, context, sources: Mapping[str, np.ndarray | CudaInput | DeviceArray], kept: KeptBuffers):
         from coopnn.runtime.vk.memory import HostAccess
 
         self.context = context
@@ -125,12 +124,11 @@ class ResidentData:
             else:
                 access = HostAccess.NONE if isinstance(source, DeviceArray) else HostAccess.WRITE
                 made[name] = (name, access, size), lambda size=size, access=access: context.create_buffer(size, access)
-        if kept is not None:
-            kept.only({key for key, _ in made.values()})
+        kept.only({key for key, _ in made.values()})
         self.shard = -1
         try:
             for name, (key, make) in made.items():
-                self.buffers[name] = kept.take(key, make) if kept is not None else make()
+                self.buffers[name] = kept.take(key, make)
                 self._keys[name] = key
             self.select(0)
         except BaseException:
@@ -164,12 +162,9 @@ class ResidentData:
         self.shard = shard
 
     def close(self) -> None:
-        """Hand our buffers to `kept` (destroy them where there is none); once."""
+        """Hand our buffers to `kept`; once."""
         if not self._keys:
             self.buffers = {}
-            return
-        if self.kept is None:
-            self._destroy()
             return
         self.kept.keep({key: self.buffers[name] for name, key in self._keys.items()})
         self.buffers, self._keys = {}, {}
