@@ -47,8 +47,10 @@ class TileAddressing:
         return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f32), variable, index)
 
     def activation_tile(self, buffer: int, row: int, column) -> object:
-        """The workgroup-memory element at the corner of a tile: row `row` of the tile of samples, feature `column`."""
-        return self.shared(buffer, self.op("OpIAdd", column, row * self.stride))
+        """The workgroup-memory element at the corner of a tile: row `row` (an int or a u32 id) of the tile of samples,
+        feature `column`."""
+        offset = row * self.stride if isinstance(row, int) else self.op("OpIMul", row, self.stride)
+        return self.shared(buffer, self.op("OpIAdd", column, offset))
 
     def load(self, type_, pointer, layout, stride, *memory):
         return self.fn.emit("OpCooperativeMatrixLoadKHR", type_, pointer, layout, stride, *memory)

@@ -47,16 +47,18 @@ class LayerPasses(TileAddressing):
             for r, variable in enumerate(held):
                 epilogue(fn.emit("OpLoad", self.accumulator, variable), r * MATRIX, column)
 
-    def products(self, source: int, depth: int, b_tile, initial) -> list:
-        """The tile's row-tile accumulators: `initial` plus the sum over k of A (buffer `source`, columns k..k+16)
-        times b_tile(k), K outermost so that the row tiles' chains interleave; each B tile is loaded as its step
-        begins."""
+    def products(self, source: int, depth: int, b_tile, initial, rows=None) -> list:
+        """The accumulators of the tile's row tiles (or those starting at `rows`, ints or u32 ids): `initial` plus
+        the sum over k of A (buffer `source`, columns k..k+16) times b_tile(k), K outermost so that the row tiles'
+        chains interleave; each B tile is loaded as its step begins."""
         fn = self.fn
-        accumulators = [initial] * self.row_tiles
+        rows = rows if rows is not None else [r * MATRIX for r in range(self.row_tiles)]
+        accumulators = [initial] * len(rows)
         for k0 in range(0, depth, MATRIX):
             b = b_tile(k0)
-            for r in range(len(accumulators)):
-                a = self.load(self.a_type, self.shared(source, r * MATRIX * self.stride + k0), self.row_major,
-                              self.shared_stride(), SHARED)
+            for r, row in enumerate(rows):
+                corner = (self.shared(source, row * self.stride + k0) if isinstance(row, int)
+                          else self.activation_tile(source, row, k0))
+                a = self.load(self.a_type, corner, self.row_major, self.shared_stride(), SHARED)
                 accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", self.accumulator, a, b, accumulators[r])
         return accumulators

@@ -120,9 +120,7 @@ class TiledStepEmitter(LayerPasses):
         self.writer = ScalarWriter(m, fn)
         self.stride = activation_stride(plan)
         self.word = word_type(frame)
-        rows = m.type_array(self.word, m.constant(self.u32, self.tile * self.stride // HALVES_PER_WORD))
-        self.activations = tuple(m.global_variable("Workgroup", rows, name=f"activations_{i}")
-                                 for i in range(1 if tiling.in_place else 2))
+        self.activations = tuple(self.activation_buffer(f"activations_{i}") for i in range(self.buffer_count()))
         self.out_width = padded(plan.out_features)
         self.terms = m.global_variable("Workgroup", m.type_array(self.f32, m.constant(self.u32,
                                                                                       self.tile * self.out_width)),
@@ -142,6 +140,15 @@ class TiledStepEmitter(LayerPasses):
         self.signs = SignBits(fn, self.u32, self.bool, bits) if tiling.in_place and bits is not None else None
 
     # ----- helpers --------------------------------------------------------------------------------------------------
+
+    def buffer_count(self) -> int:
+        """Activation buffers in workgroup memory."""
+        return 1 if self.tiling.in_place else 2
+
+    def activation_buffer(self, name: str):
+        """One workgroup-memory buffer of the tile's rows, `stride` halves each."""
+        rows = self.m.type_array(self.word, self.m.constant(self.u32, self.tile * self.stride // HALVES_PER_WORD))
+        return self.m.global_variable("Workgroup", rows, name=name)
 
     def activated(self, held: HeldMatrix, component, index: int):
         """(z, y) of layer `index` at an accumulator component: the pre-activation (the products started from the
@@ -181,12 +188,7 @@ class TiledStepEmitter(LayerPasses):
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
         self.scale = frame.uniform_value(LOSS_SCALE)
         self.prefix()
-        with fn.for_range(self.local, frame.uint(MATRIX * MATRIX), frame.uint(self.invocations)) as element:
-            fn.emit("OpStore", self.shared_f32(self.indices, element), fn.emit("OpConvertUToF", self.f32, element),
-                    SHARED)
-        fn.barrier()
-        self.index_matrix = self.held(self.load(self.accumulator, self.shared_f32(self.indices, frame.zero),
-                                                self.row_major, frame.uint(MATRIX), SHARED), "element_index")
+        self.load_index_matrix()
         self.copy_to_tape(0, self.tape.input_start(0), self.layers[0].cols)
         last, buffers = len(self.layers) - 1, len(self.activations)
         for index in range(len(self.layers)):
@@ -204,6 +206,16 @@ class TiledStepEmitter(LayerPasses):
                 self.copy_to_tape(index % buffers, self.tape.delta_start(index - 1), self.layers[index - 1].rows)
         return frame.finish()
 
+    def load_index_matrix(self) -> None:
+        """`index_matrix`: an accumulator whose components are their own element index, through workgroup memory."""
+        fn, frame = self.fn, self.frame
+        with fn.for_range(self.local, frame.uint(MATRIX * MATRIX), frame.uint(self.invocations)) as element:
+            fn.emit("OpStore", self.shared_f32(self.indices, element), fn.emit("OpConvertUToF", self.f32, element),
+                    SHARED)
+        fn.barrier()
+        self.index_matrix = self.held(self.load(self.accumulator, self.shared_f32(self.indices, frame.zero),
+                                                self.row_major, frame.uint(MATRIX), SHARED), "element_index")
+
     def prefix(self) -> None:
         """Buffer 0: the first layer's input, the parameter-free prefix of one sample per invocation (as many
         invocations as the tile has samples; global x is the sample), zero-padded to the layer's width; and the
@@ -211,15 +223,18 @@ class TiledStepEmitter(LayerPasses):
         The epilogue so needs no data rows: reading the targets there through rows kept in workgroup memory made the
         kernel 5-9% slower than reading them by sample (H100, 2026-11-28)."""
         step, fn, program = self.step, self.fn, self.program
-        first_store = next(i for i, instr in enumerate(program.body) if instr.op == "store" and instr.args[1] == TAPE)
+        # the first layer's input: the prefix ends at its store onto the tape, or at its product with no tape
+        end, first = next((i, instr) for i, instr in enumerate(program.body)
+                          if instr.op == "gemv" or (instr.op == "store" and instr.args[1] == TAPE))
+        x = first.args[0] if first.op == "store" else first.args[1]
         with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(self.tile))):
-            for instr in program.body[:first_store]:
+            for instr in program.body[:end]:
                 step.held[instr.result] = LOWERINGS[instr.op](step, instr)
             targets = next(instr for instr in program.body if instr.op == "load" and instr.args[0] == TARGET_PARAM)
             first = self.op("OpIMul", self.local, self.out_width)
             for f, value in enumerate(step.forms.components(LOWERINGS["load"](step, targets), "f32")):
                 fn.emit("OpStore", self.shared_f32(self.terms, self.op("OpIAdd", first, f)), value, SHARED)
-            x = step.forms.components(step.held[program.body[first_store].args[0]], "f16")
+            x = step.forms.components(step.held[x], "f16")
             zero = self.m.constant(self.f16, 0.0)
             row = self.op("OpIMul", self.local, self.stride)
             halves = [x[k] if k < len(x) else zero for k in range(self.layers[0].cols)]
@@ -273,8 +288,12 @@ class TiledStepEmitter(LayerPasses):
         output = fn.emit("OpFConvert", self.halves, held.value())
         self.to_buffer(target, output, row, column)
         if stores_slope:
-            slope = fn.emit("OpFConvert", self.halves, slopes.value())
-            self.to_tape(slope, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
+            self.keep_slope(index, fn.emit("OpFConvert", self.halves, slopes.value()), row, column)
+
+    def keep_slope(self, index: int, slope, row, column) -> None:
+        """The float16 tile of layer `index`'s activation derivative where `slope_of` reads it: the tape region of
+        the layer's delta."""
+        self.to_tape(slope, self.tape.delta_start(index), self.layers[index].rows, self.tape.deltas, row, column)
 
     def loss_epilogue(self, index: int, acc, row: int, column, target: int) -> None:
         """The last layer's accumulator: the loss terms into the float32 block, the delta (the scaled loss gradient
@@ -305,7 +324,8 @@ class TiledStepEmitter(LayerPasses):
             self.to_tape(delta, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
         # the terms overwrite the targets the subgroup read, and KHR does not say which invocation stores an element
         fn.barrier("Subgroup")
-        self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, row * self.out_width)),
+        first_term = row * self.out_width if isinstance(row, int) else self.op("OpIMul", row, self.out_width)
+        self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, first_term)),
                    terms.value(), self.row_major, self.frame.uint(self.out_width), SHARED)
 
     def losses(self) -> None:

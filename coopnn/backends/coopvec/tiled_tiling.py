@@ -83,15 +83,23 @@ def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY,
     return Tiling(TILE, False, invocations)
 
 
-def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int,
-                       max_subgroup_size: int = SUBGROUP_SIZE) -> str | None:
-    """Why the tiled kernel cannot train this model on a device with `shared_memory` bytes of workgroup memory and
-    subgroups of up to `max_subgroup_size`, or None."""
+def untrainable_reason(plan: TrainingPlan, loss: Loss) -> str | None:
+    """Why no kernel on tiles can train this model with `loss` (a loss or activation it has no kernel for), or None."""
     if loss.name not in LOSS_KERNELS:
         return f"it has no kernel for the loss {loss.name!r}"
     for layer in plan.layers:
         if layer.activation is not None and layer.activation.op not in DERIVATIVES:
             return f"the activation {layer.activation.op.value} of {layer.node} has no derivative"
+    return None
+
+
+def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int,
+                       max_subgroup_size: int = SUBGROUP_SIZE) -> str | None:
+    """Why the tiled kernel cannot train this model on a device with `shared_memory` bytes of workgroup memory and
+    subgroups of up to `max_subgroup_size`, or None."""
+    reason = untrainable_reason(plan, loss)
+    if reason is not None:
+        return reason
     tiling = tiling_for(plan, shared_memory, max_subgroup_size)
     needed = workgroup_memory(plan, tiling)
     if needed > shared_memory:

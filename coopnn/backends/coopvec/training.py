@@ -23,7 +23,8 @@ import math
 import numpy as np
 
 from coopnn.backends.coopvec.layouts import pack_plan, padded
-from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients, outer_product, tiled_step, tiled_tiling
+from coopnn.backends.coopvec import (coopmat_gradients, coopvec_gradients, outer_product, tiled_fused, tiled_step,
+                                     tiled_tiling)
 from coopnn.backends.coopvec.products import weight_plan
 from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget
 from coopnn.errors import CompileError
@@ -54,8 +55,8 @@ SAMPLE_MAJOR_DELTAS_FROM_LAYERS = 4
 AUTO_TILED_FROM_LAYERS = 3
 # What any of the session's kernels may need, whichever gradient method it takes.
 TRAINING_FEATURES = (FEATURES | {"bufferDeviceAddress"} | coopmat_gradients.FEATURES | coopvec_gradients.FEATURES
-                     | outer_product.FEATURES | GRADIENT_FEATURES | BASE_FEATURES)
-GRADIENT_METHODS = ("auto", "coopmat", "coopvec", *outer_product.ACCUMULATOR_LAYOUTS)
+                     | outer_product.FEATURES | tiled_fused.FEATURES | GRADIENT_FEATURES | BASE_FEATURES)
+GRADIENT_METHODS = ("auto", "coopmat", "coopvec", "fused", *outer_product.ACCUMULATOR_LAYOUTS)
 STEP_METHODS = ("auto", "tiled", "coopvec")
 # The outer-product methods take layers up to this many inputs and outputs: on the H100 (2026-11-25) a step of
 # mlp_32_64x4_16 at 2^16 took 1.3 ms with them (0.27 ms with cooperative-matrix gradients), and mlp_64_128x4_16 did
@@ -74,8 +75,9 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def __init__(self, *args, gradients: str = "auto", step: str = "auto", **kwargs):
         """`gradients`: how weight gradients are reduced, "coopmat" (cooperative-matrix products of the tape),
         "coopvec" (cooperative-vector products, per row and chunk), "outer_product" (per-sample outer products
-        accumulated by the coopvec step kernel), "outer_product_reduced" (workgroup sums accumulated by it) or "auto"
-        (the fastest measured, `AUTO_GRADIENTS`).
+        accumulated by the coopvec step kernel), "outer_product_reduced" (workgroup sums accumulated by it), "fused"
+        (formed by the tiled step kernel from the tiles it holds, `tiled_fused`: no tape) or "auto" (the fastest
+        measured, `AUTO_GRADIENTS`).
         `step`: the forward/backward kernel, "tiled" (`tiled_step`: cooperative matrices over tiles of samples),
         "coopvec" (one invocation per sample, cooperative vectors) or "auto"."""
         if gradients not in GRADIENT_METHODS:
@@ -85,10 +87,14 @@ class CoopvecTrainingSession(KernelTrainingSession):
         self.accumulates = gradients in outer_product.ACCUMULATOR_LAYOUTS
         if self.accumulates and step == "tiled":
             raise ValueError(f"gradients={gradients!r} accumulates in the coopvec step kernel, not the tiled one")
+        self.fuses = gradients == "fused"
+        if self.fuses and step == "coopvec":
+            raise ValueError("gradients='fused' forms them in the tiled step kernel, not the coopvec one")
         self.gradient_method = AUTO_GRADIENTS if gradients == "auto" else gradients
-        self.requested_step = "coopvec" if self.accumulates else step
-        # the cooperative-matrix products flag non-finite partial gradients, so the optimizer can add them
-        self.optimizer_adds_partials = self.gradient_method == "coopmat"
+        self.requested_step = "coopvec" if self.accumulates else "tiled" if self.fuses else step
+        # the cooperative-matrix products and the fused kernel flag non-finite partial gradients, so the optimizer can
+        # add them
+        self.optimizer_adds_partials = self.gradient_method in ("coopmat", "fused")
         super().__init__(*args, **kwargs)
 
     def layer_shapes(self):
@@ -107,13 +113,19 @@ class CoopvecTrainingSession(KernelTrainingSession):
 
     def features(self) -> set[str]:
         return (super().features() | set(FEATURES) | {"bufferDeviceAddress"}
-                | (outer_product.FEATURES if self.accumulates else set()))
+                | (outer_product.FEATURES if self.accumulates else set())
+                | (tiled_fused.FEATURES if self.fuses else set()))
 
     def delta_layout(self) -> str:
         if self.gradient_method == "coopmat" and (self.step_method == "tiled"
                                                   or len(self.plan.layers) >= SAMPLE_MAJOR_DELTAS_FROM_LAYERS):
             return "samples"
         return "features"
+
+    def step_groups(self, count: int) -> int:
+        if self.fuses:
+            return tiled_fused.groups_for(count, self.binary.workgroup_size[0])
+        return super().step_groups(count)
 
     def make_gradient_shaders(self):
         if self.accumulates:
@@ -123,6 +135,8 @@ class CoopvecTrainingSession(KernelTrainingSession):
                                    f"inputs and outputs, this model has {widest}: accumulating outer products that "
                                    f"wide ran for minutes on the H100; use gradients='coopvec' or 'auto'")
             return [widen_shader()]
+        if self.fuses:  # the step kernel writes partial gradients; their sum serves `gradients`
+            return [partial_sum_shader()]
         if self.gradient_method == "coopmat":
             return [coopmat_gradients.coopmat_gradient_shader(self.layout, self.tape), partial_sum_shader()]
         return [coopvec_gradients.coopvec_gradient_shader(self.layout, self.tape), partial_sum_shader()]
@@ -130,6 +144,8 @@ class CoopvecTrainingSession(KernelTrainingSession):
     def partial_chunks(self, capacity: int) -> int:
         if self.accumulates:
             return 0
+        if self.fuses:
+            return tiled_fused.groups_for(capacity, self.binary.workgroup_size[0]) if capacity else 0
         if self.gradient_method == "coopmat":
             return coopmat_gradients.most_chunks(self.layout, capacity)
         return -(-capacity // coopvec_gradients.CHUNK)
@@ -145,6 +161,15 @@ class CoopvecTrainingSession(KernelTrainingSession):
                 self.plan, self.loss_function, shared_memory, max_subgroup_size):
             self.step_method = "coopvec"
             self.optimizer_kernel_shader = self.make_optimizer_shader()  # without the blocked copy
+        if self.fuses:
+            reason = tiled_fused.unsupported_reason(self.plan, self.loss_function, shared_memory, max_subgroup_size)
+            if reason is not None:
+                raise CompileError(f"gradients='fused' cannot train {self.plan.graph.name!r}: {reason}; use "
+                                   f"gradients='coopmat' or 'auto'")
+            binary = tiled_fused.fused_step_shader(self.program, self.plan, self.loss_function, self.layout,
+                                                   shared_memory, max_subgroup_size, min_subgroup_size)
+            self.granularity = math.lcm(self.granularity, binary.workgroup_size[0])  # whole tiles
+            return binary
         if self.step_method == "tiled":
             binary = tiled_step.tiled_step_shader(self.program, self.plan, self.loss_function, self.layout, self.tape,
                                                   shared_memory, max_subgroup_size, min_subgroup_size)
@@ -255,6 +280,8 @@ class CoopvecTrainingSession(KernelTrainingSession):
 
         if self.accumulates:
             return self.accumulated_gradient_steps(), 0
+        if self.fuses:
+            return [], tiled_fused.groups_for(count, self.binary.workgroup_size[0])
 
         products, product_kernel = self.gradient_shaders[0], self.gradient_kernels[0]
         common = {"batch": count, "capacity": self.capacity, "parameters": self.layout.size}

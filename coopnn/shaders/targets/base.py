@@ -197,8 +197,14 @@ class ShaderFrame:
         """In a training step's kernel (the sampler's push constants and a state binding), make `data_row` the row
         the sampler draws for `sample` (`coopnn.shaders.targets.sampler`); elsewhere it stays the sample. Called once
         the bindings are declared, where it dominates every read of an input."""
+        self.data_row = self.row_of(self.sample)
+
+    def row_of(self, sample):
+        """The data row sample `sample` (a u32 id) reads: the one the sampler draws in a training step's kernel,
+        elsewhere the sample itself."""
         if self.state_binding is not None and "seed" in (p.name for p in self.push_constants):
-            self.data_row = drawn_row(self, self.sample, TRAINING_STATE_FIELDS.index("drawn"))
+            return drawn_row(self, sample, TRAINING_STATE_FIELDS.index("drawn"))
+        return sample
 
     def push_value(self, name: str):
         """The push constant `name`, loaded once (at its first use, which must dominate later ones)."""

@@ -73,13 +73,18 @@ def _store_and_check(frame: ShaderFrame, total, element=None) -> None:
 
 def flag_nonfinite(frame: ShaderFrame, value, status: int) -> None:
     """Word 0 of binding `status` |= 1 unless float `value` is finite."""
+    flag_nonfinite_at(frame, value, frame.element_pointer(status, frame.zero, frame.u32))
+
+
+def flag_nonfinite_at(frame: ShaderFrame, value, word) -> None:
+    """The u32 at pointer `word` |= 1 unless float `value` is finite."""
     fn, m = frame.main, frame.module
     not_finite = fn.emit("OpLogicalOr", frame.bool, fn.emit("OpIsNan", frame.bool, value),
                          fn.emit("OpIsInf", frame.bool, value))
     with fn.if_(not_finite):
         # Relaxed: the status is read by later dispatches, after the barrier between them, or by the step's end, after
         # the release of the optimizer's count of finished workgroups (`step_state.end_step_in_last_group`).
-        fn.emit("OpAtomicOr", frame.u32, frame.element_pointer(status, frame.zero, frame.u32),
+        fn.emit("OpAtomicOr", frame.u32, word,
                 m.enum_constant("Scope", "Device"), m.enum_constant("MemorySemantics", "Relaxed"), frame.uint(1))
 
 

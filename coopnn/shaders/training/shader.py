@@ -26,8 +26,7 @@ def training_frame(push_constants: tuple[PushConstant, ...]) -> ShaderFrame:
 
 def storage_buffer(frame: ShaderFrame, binding: int, scalar, *, writable: bool, name: str) -> None:
     """Declares binding `binding` as a runtime array of `scalar` (tightly packed); `frame.element_pointer` reaches it."""
-    stride = frame.module.scalar_widths(scalar).pop() // 8
-    frame.buffers[binding] = _buffer_variable(frame, binding, scalar, stride, writable=writable, name=name)
+    frame.buffers[binding] = buffer_view(frame, binding, scalar, writable=writable, name=name)
 
 
 def _buffer_variable(frame: ShaderFrame, binding: int, element, stride: int, *, writable: bool, name: str,
@@ -38,6 +37,13 @@ def _buffer_variable(frame: ShaderFrame, binding: int, element, stride: int, *, 
                           name=block_name)
     decorations = [("DescriptorSet", 0), ("Binding", binding)] + ([] if writable else ["NonWritable"])
     return m.global_variable("StorageBuffer", block, name=name, decorations=decorations)
+
+
+def buffer_view(frame: ShaderFrame, binding: int, scalar, *, writable: bool, name: str):
+    """Binding `binding` once more, as a runtime array of `scalar` (tightly packed), beside its declaration in
+    `frame.buffers`: a variable for access chains of its own."""
+    stride = frame.module.scalar_widths(scalar).pop() // 8
+    return _buffer_variable(frame, binding, scalar, stride, writable=writable, name=name)
 
 
 def word_view(frame: ShaderFrame, binding: int, *, writable: bool):

@@ -50,6 +50,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
     growth_interval = 0  # with skip_nonfinite: good steps in a row after which the loss scale doubles
     takes_cuda_arrays = True  # `upload_data` copies CUDA arrays on the GPU (`Trainer.fit` hands them over as such)
     accumulates = False  # the step kernel sums weight gradients itself (outer products): no tape
+    fuses = False  # the step kernel forms the weight gradients' partial sums from the tiles it holds: no tape
     # the optimizer adds the chunks' partial gradients itself (`gradient_products`): their kernels flag non-finite
     # ones, or no step is skipped for them
     optimizer_adds_partials = False
@@ -61,7 +62,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         self.plan: TrainingPlan = plan_training(graph)
         self.loss_function, self.optimizer = loss, optimizer
         self.layout = ParameterLayout.of(self.layer_shapes())
-        self.tape = TapeLayout(() if self.accumulates else self.layout.layers, self.delta_layout())
+        self.tape = TapeLayout(() if self.accumulates or self.fuses else self.layout.layers, self.delta_layout())
         self.program = step_program(self.plan, loss, self.tape, accumulate=self.accumulates)
         self.last_gpu_ms: float | None = None  # of the last submission
         self.total_gpu_ms = 0.0  # of every submission of training steps so far
@@ -222,6 +223,8 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         def bound(b):
             if b.role == "state":
                 return self.state
+            if b.role == "partials":
+                return self.partials
             return data.buffers[b.name] if data is not None and b.role == "input" else self.io[b.index]
 
         return (self.weights_buffer(),) + tuple(bound(b) for b in self.binary.bindings[1:])
@@ -258,7 +261,11 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity, rows=rows,
                                      seed=seed & 0xFFFFFFFF, whole=int(batch >= rows))
         return [*self.step_prologue(),
-                Dispatch(self.step_kernel, self._buffers(data), push, self.step_kernel.group_count_for(count))]
+                Dispatch(self.step_kernel, self._buffers(data), push, self.step_groups(count))]
+
+    def step_groups(self, count: int) -> int:
+        """Work-groups of the step kernel for `count` invocations."""
+        return self.step_kernel.group_count_for(count)
 
     def _update(self, batch: int) -> list:
         """The commands after the backward pass of a step: the batch's loss in tiles alongside the first gradient
@@ -273,11 +280,10 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         steps, chunks = self.gradient_products(batch, count)
         if not self.optimizer_adds_partials:
             steps, chunks = self._summed(steps, chunks), 0
-        first, *gradients = steps
-        if isinstance(first, Dispatch):
+        if steps and isinstance(steps[0], Dispatch):
             # it reads the tape or the accumulated gradients, the loss tiles the per-sample losses: disjoint memory
-            first = dataclasses.replace(first, alongside=True)
-        return [loss_tiles, first, *gradients, self.optimizer_dispatch(batch, tiles, chunks), *self.working_steps()]
+            steps = [dataclasses.replace(steps[0], alongside=True), *steps[1:]]
+        return [loss_tiles, *steps, self.optimizer_dispatch(batch, tiles, chunks), *self.working_steps()]
 
     def _mean_losses(self, steps: int, batch: int) -> np.ndarray:
         self.total_gpu_ms += self.last_gpu_ms or 0.0

@@ -77,7 +77,7 @@ class StepBuffers:
     def sample_bytes(self) -> tuple[int, list[int]]:
         """Device bytes of one sample in a step's buffers: of its tape row, and of its row in each other buffer."""
         tape = (self.tape.width + self.tape_slack) * self.tape_itemsize
-        return tape, [b.features * b.itemsize for b in self.binary.bindings[1:] if b.role not in ("tape", "state")]
+        return tape, [b.features * b.itemsize for b in self.binary.bindings[1:] if b.role not in ("tape", "state", "partials")]
 
     def capacity_bounds(self) -> dict[str, int]:
         """The most samples one step may hold under each bound on it, keyed by how a message names the bound. The
@@ -131,7 +131,7 @@ class StepBuffers:
             for b in self.binary.bindings[1:]:
                 if b.role == "tape":
                     self.io[b.index] = self.context.create_buffer(capacity * self.sample_bytes()[0], HostAccess.NONE)
-                elif b.role != "state":
+                elif b.role not in ("state", "partials"):
                     access = HostAccess.READ if b.role == "loss" else HostAccess.WRITE
                     self.io[b.index] = self.context.create_buffer(capacity * b.features * b.itemsize, access)
             self.capacity = capacity

@@ -7,8 +7,9 @@ training state buffer (kept on the device, so steps need no host in between); th
 from the last layer back, each layer's delta (the gradient times its activation's derivative at the pre-activation)
 goes on the tape and the product with the transposed weight carries it to the layer before. Weight gradients are
 sums over samples of the tape, which other kernels reduce; with `accumulate` (the outer-product method) the kernel
-adds each sample's delta x input and delta to parameters of role "gradient" (`gradient_name`) instead, and stores
-nothing on the tape.
+adds each sample's delta x input and delta to parameters of role "gradient" (`gradient_name`) instead. With a tape of
+no layers (`accumulate`, or a kernel that forms the weight gradients from what it holds, `tiled_fused`) nothing goes on
+the tape.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: b
     x = lw.vectors[plan.input]
     saved = []
     for index, layer in enumerate(plan.layers):
-        if not accumulate:
+        if tape.layers:
             k.emit("store", None, (x, TAPE), start=tape.input_start(index), width=tape.layers[index].cols,
                    layout="samples")
         w = k.own_param(layer.weight, constants[layer.weight_constant], "matrix")
@@ -75,7 +76,7 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: b
                                                                     (layer.rows, layer.cols)).name))
             k.emit("accumulate_sum", None, (delta, k.add_param(gradient_name(layer.bias), "gradient",
                                                                (layer.rows,)).name))
-        else:
+        elif tape.layers:
             k.emit("store", None, (delta, TAPE), start=tape.delta_start(index), width=tape.layers[index].rows,
                    layout=tape.deltas)
         if index:

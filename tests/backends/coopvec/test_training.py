@@ -40,7 +40,7 @@ def _rounded(graph):
 
 
 OUTER_PRODUCT_LOSS_SCALE = 2.0 ** -4
-METHODS = ["coopmat", "coopvec", "outer_product", "outer_product_reduced"]
+METHODS = ["coopmat", "coopvec", "fused", "outer_product", "outer_product_reduced"]
 
 
 @pytest.mark.parametrize("gradients", METHODS)
