@@ -18,8 +18,14 @@ A layer's products go to subgroups as units of one column tile by `per_group` ro
 layers keep every subgroup busy.
 
 Why: the tiled step kernel writes 1,120 bytes of tape a sample on mlp_32_64x4_16, which the gradient kernel reads
-back (587 MB a step at 2^18); this kernel moves none of it. The accumulators bound which models it takes
-(`MAX_ACCUMULATORS`).
+back (587 MB a step at 2^18); this kernel moves none of it, and a step's memory does not grow with a tape. The
+accumulators bound which models it takes (`MAX_ACCUMULATORS`).
+
+Measured on the H200 (`bench/results/nvidia-h200-2026-11-28-fused-gradients.md`), it is slower than the tape: whole
+steps at 2^18 of 0.467 against 0.356 ms (mlp_32_64x4_16) and 0.239 against 0.182 (mlp_3_64x2_3), at 2^16 0.129
+against 0.125 and 0.074 against 0.073. Its forward and backward passes alone took 0.363 ms: keeping every layer's input
+on chip in 48 KB leaves tiles of 32 samples, and its 190-251 registers one work-group an SM, stalled by every layer's
+barrier. So "auto" does not take it. 132 to 1,056 work-groups a step were timed: 132 and 264 within 2%, more slower.
 """
 
 from __future__ import annotations
@@ -48,7 +54,8 @@ INVOCATIONS = 256
 TILE_SAMPLES = (64, 32)
 # 16 x 16 float32 accumulators a subgroup keeps for the weight gradients (8 registers each on subgroups of 32)
 MAX_ACCUMULATORS = 12
-# Work-groups a step runs at most, each writing one partial gradient
+# Work-groups a step runs at most, each writing one partial gradient: two an SM on the H200 (132 SMs), whose registers
+# leave one resident at a time; 132 was 1% faster there, 528 and 1,056 2-40% slower (the results file above)
 MAX_GROUPS = 264
 PARTIALS = "partials"
 

@@ -38,7 +38,9 @@ LAYOUT = "training_optimal"
 # "auto" takes cooperative-matrix weight gradients: on the H100 (bench/results/*-2026-11-27-training-b*.md) they took
 # 0.18 / 0.24 / 0.75 ms a step at batch 2^18 for mlp_3_64x2_3 / mlp_32_64x4_16 / mlp_64_128x4_16, cooperative-vector
 # gradients 0.33 / 0.65 / 1.72 ms; at 2^16 0.15 / 0.16 / 0.19 against 0.08 / 0.17 / 0.43 ms, the one loss (mlp_3_64x2_3
-# at 2^16) smaller than the wins, and the session does not know the batch when it compiles.
+# at 2^16) smaller than the wins, and the session does not know the batch when it compiles. Fused gradients
+# (`tiled_fused`, no tape) made whole steps slower on the H200: 0.467 against 0.356 ms (mlp_32_64x4_16) and 0.239
+# against 0.182 (mlp_3_64x2_3) at 2^18 (bench/results/nvidia-h200-2026-11-28-fused-gradients.md).
 AUTO_GRADIENTS = "coopmat"
 # The step kernel stores sample-major deltas as whole vectors, feature-major ones a component at a time; the
 # cooperative-matrix gradients read either. On the H100 at batch 2^18 (bench/results/
