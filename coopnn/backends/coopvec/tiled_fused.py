@@ -49,13 +49,17 @@ from coopnn.train.gpu.plan import TrainingPlan
 from coopnn.train.losses import Loss
 
 FEATURES = STEP_FEATURES | STATUS_FEATURES
+# 512 and 1,024 invocations (fewer accumulators a subgroup, registers capped at 128 and 64) made the step kernel 1.5 and
+# 3-4 times slower on the H200 (bench/results/nvidia-h200-2026-11-28-fused-gradients.md)
 INVOCATIONS = 256
 # Samples a tile: the largest of these whose buffers fit the device's workgroup memory
 TILE_SAMPLES = (64, 32)
-# 16 x 16 float32 accumulators a subgroup keeps for the weight gradients (8 registers each on subgroups of 32)
+# 16 x 16 float32 accumulators a subgroup keeps for the weight gradients (8 registers each on subgroups of 32). On the
+# H200, 8 (mlp_32_64x4_16) took 251 registers; 15 (that model at 128 invocations) spilled and ran 6 times slower
 MAX_ACCUMULATORS = 12
 # Work-groups a step runs at most, each writing one partial gradient: two an SM on the H200 (132 SMs), whose registers
-# leave one resident at a time; 132 was 1% faster there, 528 and 1,056 2-40% slower (the results file above)
+# leave one resident at a time; 132 was 1% faster there, 528 and 1,056 2-40% slower
+# (bench/results/nvidia-h200-2026-11-28-fused-gradients.md)
 MAX_GROUPS = 264
 PARTIALS = "partials"
 
