@@ -30,7 +30,6 @@ barrier. So "auto" does not take it. 132 to 1,056 work-groups a step were timed:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from coopnn.backends.coopvec.tiled_addressing import SHARED
@@ -38,7 +37,6 @@ from coopnn.backends.coopvec.tiled_step import FEATURES as STEP_FEATURES, OUTPUT
 from coopnn.backends.coopvec.tiled_tiling import (MATRIX, SHARED_MEMORY, SUBGROUP_SIZE, Tiling, activation_stride,
                                                   padded, untrainable_reason)
 from coopnn.errors import CompileError
-from coopnn.shaders.kernel.derivatives import derivative
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.targets.base import Binary, Binding
 from coopnn.shaders.targets.held_matrix import components
@@ -243,21 +241,11 @@ class FusedStepEmitter(TiledStepEmitter):
     def keep_slope(self, index: int, slope, row, column) -> None:
         self.to_buffer(self.slope_buffers[index], slope, row, column)
 
-    def slope_of(self, index: int, act, row, column):
-        """From layer index - 1's output (layer index's input, buffer `index`) for `OUTPUT_DERIVATIVES`, else from
-        its derivative's buffer."""
+    def slope_tile(self, index: int, act, row, column):
+        """In workgroup memory: layer index - 1's output (layer index's input, buffer `index`) for
+        `OUTPUT_DERIVATIVES`, else its derivative's buffer."""
         buffer = index if act.op in OUTPUT_DERIVATIVES else self.slope_buffers[index - 1]
-        tile = self.load(self.halves, self.activation_tile(buffer, row, column), self.row_major, self.shared_stride(),
-                         SHARED)
-        read = self.held(self.fn.emit("OpFConvert", self.accumulator, tile), "read")
-        if act.op not in OUTPUT_DERIVATIVES:
-            return read.load
-
-        def from_output(i):
-            value = read.load(i)
-            return derivative(self.writer, act.op, value, value, act.attrs)
-
-        return from_output
+        return self.activation_tile(buffer, row, column), self.row_major, self.shared_stride()
 
     # ----- weight gradients -----------------------------------------------------------------------------------------
 

@@ -373,17 +373,13 @@ class TiledStepEmitter(LayerPasses):
 
     def slope_of(self, index: int, act, row: int, column):
         """A function from an accumulator component to the derivative of layer index - 1's activation there: from the
-        sign bits where the kernel keeps them, else read from the tape: the layer's output (layer index's input) for
-        `OUTPUT_DERIVATIVES`, else the derivative the forward pass stored in the delta's region."""
-        fn, below = self.fn, self.layers[index - 1]
+        sign bits where the kernel keeps them, else read from the tile `slope_tile` gives: the layer's output (layer
+        index's input) for `OUTPUT_DERIVATIVES`, else the derivative the forward pass stored."""
+        fn = self.fn
         if self.keeps_signs(act):
             one, zero = self.writer.constant(1.0), self.writer.constant(0.0)
             return lambda i: fn.emit("OpSelect", self.f32, self.signs.positive(index - 1, row // MATRIX, i), one, zero)
-        if act.op in OUTPUT_DERIVATIVES:
-            pointer, layout, stride = self.tape_tile(self.tape.input_start(index), below.rows, "samples", row, column)
-        else:
-            pointer, layout, stride = self.tape_tile(self.tape.delta_start(index - 1), below.rows, self.tape.deltas,
-                                                     row, column)
+        pointer, layout, stride = self.slope_tile(index, act, row, column)
         read = self.held(fn.emit("OpFConvert", self.accumulator, self.load(self.halves, pointer, layout, stride,
                                                                           SHARED)), "read")
         if act.op not in OUTPUT_DERIVATIVES:
@@ -394,3 +390,12 @@ class TiledStepEmitter(LayerPasses):
             return derivative(self.writer, act.op, value, value, act.attrs)
 
         return from_output
+
+    def slope_tile(self, index: int, act, row: int, column):
+        """(pointer, matrix layout, stride) of the tile `slope_of` reads: on the tape, layer index's input region
+        for `OUTPUT_DERIVATIVES`, else layer index - 1's delta region, where the forward pass stored the
+        derivative."""
+        below = self.layers[index - 1]
+        if act.op in OUTPUT_DERIVATIVES:
+            return self.tape_tile(self.tape.input_start(index), below.rows, "samples", row, column)
+        return self.tape_tile(self.tape.delta_start(index - 1), below.rows, self.tape.deltas, row, column)

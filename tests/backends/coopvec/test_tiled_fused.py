@@ -7,7 +7,6 @@ Tolerances are test_training.py's: the fused kernel rounds what the tiled one ro
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import coopnn
@@ -15,7 +14,6 @@ from coopnn.backends.coopvec.tiled_fused import (MAX_GROUPS, FusedTiling, fused_
                                                  groups_for, row_groups, unsupported_reason)
 from coopnn.backends.coopvec.tiled_tiling import padded
 from coopnn.errors import CompileError
-from coopnn.layouts.formats.fp16 import round_fp16
 from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.train.gpu.loss_kernels import LOSS_KERNELS
@@ -23,8 +21,7 @@ from coopnn.train.gpu.plan import plan_training
 from coopnn.train.gpu.step_program import step_program
 from coopnn.train.losses import get_loss
 from coopnn.train.optim import Adam
-from coopnn.graph.parameters import parameters, with_parameters
-from tests.backends.coopvec.oracle import assert_matches_the_oracle
+from tests.backends.coopvec.oracle import assert_matches_on_random_data, rounded
 from tests.backends.coopvec.test_tiled_step import REAL_DOMAIN, TRAINABLE
 from tests.backends.portable.test_target import spirv_val
 from tests.conftest import ROOT
@@ -95,10 +92,6 @@ def test_a_step_runs_one_workgroup_a_tile_up_to_the_most_partials():
 
 # ----- on the GPU ----------------------------------------------------------------------------------------------------
 
-def _rounded(graph):
-    return with_parameters(graph, {k: round_fp16(v) for k, v in parameters(graph).items()})
-
-
 def _session(graph, loss):
     from coopnn.backends.coopvec.training import CoopvecTrainingSession
 
@@ -106,19 +99,9 @@ def _session(graph, loss):
 
 
 def _compare(graph, loss, inputs, outputs, samples, steps=20):
-    from coopnn.backends.numpy.training import NumpyTrainingSession
-
-    rng = np.random.default_rng(1)
-    x = round_fp16(rng.uniform(-1, 1, (samples, inputs)).astype(np.float32))
-    y = round_fp16(rng.uniform(0, 1, (samples, outputs)).astype(np.float32))
-    feeds, targets = {"x": x}, {"y": y}
-    oracle = NumpyTrainingSession(graph, get_loss(loss), Adam(lr=1e-3))
     session = _session(graph, loss)
-    try:
-        assert session.step_method == "tiled" and session.tape.width == 0
-        assert_matches_the_oracle(session, oracle, feeds, targets, steps)
-    finally:
-        session.close()
+    assert session.step_method == "tiled" and session.tape.width == 0
+    assert_matches_on_random_data(session, graph, loss, inputs, outputs, samples, steps)
 
 
 @pytest.mark.gpu
@@ -130,14 +113,14 @@ def _compare(graph, loss, inputs, outputs, samples, steps=20):
     (3, [64, 64, 64, 64], 16, "relu", "l2", 40000), (5, [48, 40], 6, "tanh", "l2", 30001),
 ])
 def test_fused_step_matches_the_numpy_step(coopvec_device, inputs, hidden, outputs, activation, loss, samples):
-    graph = _rounded(mlp_graph(inputs, hidden, outputs, activation=activation, encoding="frequency", octaves=3))
+    graph = rounded(mlp_graph(inputs, hidden, outputs, activation=activation, encoding="frequency", octaves=3))
     _compare(graph, loss, inputs, outputs, samples)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("activation", REAL_DOMAIN)
 def test_fused_gradients_of_every_activation(coopvec_device, activation):
-    _compare(_rounded(mlp_graph(3, [24, 40], 5, activation=activation)), "l2", 3, 5, 500, steps=0)
+    _compare(rounded(mlp_graph(3, [24, 40], 5, activation=activation)), "l2", 3, 5, 500, steps=0)
 
 
 @pytest.mark.gpu
