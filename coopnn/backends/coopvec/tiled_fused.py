@@ -156,7 +156,6 @@ def fused_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
 class FusedStepEmitter(TiledStepEmitter):
     def __init__(self, program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
                  fused: FusedTiling, min_subgroup_size: int, max_subgroup_size: int):
-        self.fused = fused
         super().__init__(program, plan, loss, parameters, TapeLayout((), "samples"),
                          Tiling(fused.samples, False, fused.invocations), min_subgroup_size)
         self.least_subgroups = fused.invocations // max_subgroup_size
@@ -171,7 +170,7 @@ class FusedStepEmitter(TiledStepEmitter):
             self.f32, self.m.constant(self.u32, fused.invocations)), name="bias_sums")
 
     def buffer_count(self) -> int:
-        return len(self.plan.layers) + 2 + len(self.fused.slopes)
+        return buffer_count(self.plan)
 
     # ----- the kernel -----------------------------------------------------------------------------------------------
 
