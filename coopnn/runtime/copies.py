@@ -1,6 +1,5 @@
 """Copies of large arrays between the user's memory and mapped Vulkan memory, spread over several threads, and the
-finiteness test of data about to be copied (`sums_finite`, or `copy_rows(check_finite=True)` in the copy's pass), on
-the same threads.
+finiteness test of data about to be copied (`sums_finite`), on the same threads.
 
 One core copies about 10 GB/s into mapped device memory and reads about 5 GB/s from host-cached memory; eight reach
 26 and 23 GB/s, sixteen 28 and 24 GB/s (H100 machine, `../shared/gpu/h100-host-path.md`). numpy releases the GIL while
@@ -22,10 +21,6 @@ MIN_BYTES_PER_THREAD = 1 << 20
 # Bytes of rows `sums_finite` sums at a time: 2^20 x 80 float32 in 11-13 ms over 16 threads on the H200 machine, against
 # 28-44 ms in one part a thread (`bench/results/nvidia-h200-2026-11-28-fit-host-side.md`).
 SUM_BYTES = 1 << 22
-# Bytes of rows a checked copy (`copy_rows(check_finite=True)`) copies and then sums, while the cache holds them: on the
-# H200 machine (16 threads) 48 MB took 2.64 ms in parts of 4 MB, 3.97 of 1 MB, 11.5 of 256 KB, against 3.32 for
-# `sums_finite` then the copy, and 2.02 for the copy alone (`bench/results/nvidia-h200-2026-11-28-step-host-side.md`).
-CHECKED_PART_BYTES = 1 << 22
 COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
 
 _pool: ThreadPoolExecutor | None = None
@@ -73,44 +68,19 @@ def start_copy(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS) ->
                         for a, b in zip(bounds[:-1], bounds[1:])])
 
 
-def copy_rows(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS, check_finite: bool = False) -> bool:
+def copy_rows(dst: np.ndarray, src: np.ndarray, threads: int = COPY_THREADS) -> None:
     """`dst[...] = src` (same number of rows; any strides; src cast to dst's dtype), split by rows over up to
-    `threads` threads, the calling one included. With `check_finite`, whether `src` passes `sums_finite`'s test,
-    each part summed right after it is copied (`CHECKED_PART_BYTES`), so the data is read from memory once; True
-    without it."""
-    part = _checked_copy if check_finite else _copy
+    `threads` threads, the calling one included."""
     bounds = _bounds(dst, src, threads)
     if len(bounds) == 2:
-        return part(dst, src)
-    futures = [_executor().submit(part, dst[a:b], src[a:b]) for a, b in zip(bounds[1:-1], bounds[2:])]
+        np.copyto(dst, src, casting="unsafe")
+        return
+    pending = PendingCopy([_executor().submit(np.copyto, dst[a:b], src[a:b], casting="unsafe")
+                           for a, b in zip(bounds[1:-1], bounds[2:])])
     try:
-        first = part(dst[:bounds[1]], src[:bounds[1]])
+        np.copyto(dst[:bounds[1]], src[:bounds[1]], casting="unsafe")
     finally:
-        PendingCopy(futures).wait()
-    return first and all(f.result() for f in futures)
-
-
-def _copy(dst: np.ndarray, src: np.ndarray) -> bool:
-    np.copyto(dst, src, casting="unsafe")
-    return True
-
-
-def _rows_per_part(rows: np.ndarray, part_bytes: int) -> int:
-    return max(1, part_bytes // max(1, rows.itemsize * int(np.prod(rows.shape[1:], dtype=np.int64))))
-
-
-def _finite_sum(rows: np.ndarray) -> bool:
-    with np.errstate(over="ignore", invalid="ignore"):
-        return bool(np.isfinite(rows.sum(dtype=np.float32)))
-
-
-def _checked_copy(dst: np.ndarray, src: np.ndarray) -> bool:
-    step = _rows_per_part(src, CHECKED_PART_BYTES)
-    finite = True
-    for first in range(0, len(src), step):
-        np.copyto(dst[first:first + step], src[first:first + step], casting="unsafe")
-        finite &= _finite_sum(src[first:first + step])
-    return finite
+        pending.wait()
 
 
 def sums_finite(rows: np.ndarray, threads: int = COPY_THREADS) -> bool:
@@ -119,11 +89,12 @@ def sums_finite(rows: np.ndarray, threads: int = COPY_THREADS) -> bool:
     part's sum). One read of the data and no mask of it. Not a BLAS product, although one is as fast: its threads
     spin on the cores for a while after it returns, and the copy that follows took 62-75 ms instead of 24 (335 MB,
     H200 machine)."""
-    step = _rows_per_part(rows, SUM_BYTES)
+    step = max(1, SUM_BYTES // max(1, rows.itemsize * int(np.prod(rows.shape[1:], dtype=np.int64))))
     starts = range(0, len(rows), step)
 
     def finite(start: int) -> bool:
-        return _finite_sum(rows[start:start + step])
+        with np.errstate(over="ignore", invalid="ignore"):
+            return bool(np.isfinite(rows[start:start + step].sum(dtype=np.float32)))
 
     groups = [starts[first::threads] for first in range(min(threads, len(starts)))]
     if len(groups) < 2:

@@ -19,10 +19,10 @@ from coopnn.interop import tensors
 from coopnn.interop.device_arrays import DeviceArray
 from coopnn.model import Model
 from coopnn.progress import Progress
+from coopnn.runtime.copies import sums_finite
 from coopnn import backends
 from coopnn.backends.base import check_training_options
 from coopnn.train.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
-from coopnn.train.finite import first_non_finite, non_finite_error
 from coopnn.train.losses import Loss, get_loss
 from coopnn.train.optim import Optimizer, get_optimizer
 from coopnn.graph.parameter_file import check_complete
@@ -33,6 +33,7 @@ EVALUATE_BATCH = 1 << 16  # samples per forward pass in evaluate(): bounds memor
 # way.
 READ_SECONDS = 0.1
 FIRST_RUN = 4  # steps in the first run, before one has been timed
+FINITE_CHECK_ROWS = 1 << 16  # samples of host data tested for NaN and infinity at a time
 
 
 class Trainer:
@@ -91,10 +92,7 @@ class Trainer:
         of CUDA arrays (PyTorch, CuPy) where the training device shares memory with CUDA (CUDA copies it into that
         memory first); elsewhere it goes through the host."""
         on_device = not _holds_cuda_arrays(x, y) or getattr(self.session, "steps_take_cuda_arrays", False)
-        # a GPU session tests the host arrays as it copies them: the data is read once
-        tests_copies = getattr(self.session, "tests_batches", False)
-        feeds, targets = self._data(x, y, on_device=on_device, test_finite=not tests_copies)
-        return self._step(feeds, targets, tests_copies)
+        return self._step(*self._data(x, y, on_device=on_device))
 
     def fit(self, x: Any, y: Any, *, steps: int, batch_size: int = 4096, progress: bool = True,
             on_step: Callable[[int, float], str | None] | None = None,
@@ -181,7 +179,7 @@ class Trainer:
     def evaluate(self, x: Any, y: Any, batch_size: int = EVALUATE_BATCH) -> float:
         """The mean loss over all of (x, y) with the current parameters (no step is taken): not finite where a
         sample is not."""
-        feeds, targets = self._data(x, y, test_finite=False)
+        feeds, targets = self._data(x, y, for_steps=False)
         count, total = _count(targets), 0.0
         for start in range(0, count, batch_size):
             part = slice(start, start + batch_size)
@@ -229,21 +227,20 @@ class Trainer:
         self.steps, self.seed = steps, seed
         self.model.take_trained(self.session)
 
-    def _step(self, feeds: Mapping[str, Any], targets: Mapping[str, Any], test_finite: bool) -> float:
+    def _step(self, feeds: Mapping[str, Any], targets: Mapping[str, Any]) -> float:
         """One step on a batch on the host, or (GPU sessions) one partly or wholly in coopnn device arrays or CUDA
-        arrays (`CudaInput`s), which the session copies on the device; `test_finite` (sessions that `tests_batches`
-        only): the session tests the host arrays as it copies them."""
-        loss = self.session.step(feeds, targets, test_finite=True) if test_finite else self.session.step(feeds, targets)
+        arrays (`CudaInput`s), which the session copies on the device."""
+        loss = self.session.step(feeds, targets)
         self.steps += 1
         self.model.take_trained(self.session)
         return loss
 
     def _data(self, x: Any, y: Any, on_device: bool = False,
-              test_finite: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+              for_steps: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
         """Inputs checked by the model, and float32 targets keyed by output name with matching batch sizes. Arrays
         already on a GPU stay there when `on_device` and the session takes them: CUDA arrays (PyTorch, CuPy, ...) as
         `CudaInput`s (converted to float32 rows there by their framework), coopnn device arrays as they are;
-        otherwise they are copied to the host. With `test_finite`, data on the host must be finite (InputError
+        otherwise they are copied to the host. Data on the host for steps (`for_steps`) must be finite (InputError
         naming the first sample that is not); data left on a GPU is not read back to check."""
         keep_cuda = on_device and getattr(self.session, "takes_cuda_arrays", False)
         named = self.model.named_inputs(x)
@@ -285,12 +282,28 @@ class Trainer:
             checked[name] = np.ascontiguousarray(array, dtype=np.float32)
         if batch == 0:
             raise InputError("the data holds no samples")
-        for what, arrays in (("input", feeds), ("targets for", checked)) if test_finite else ():
+        for what, arrays in (("input", feeds), ("targets for", checked)) if for_steps else ():
             for name, array in arrays.items():
-                row = first_non_finite(array) if isinstance(array, np.ndarray) else None
+                row = _first_non_finite(array) if isinstance(array, np.ndarray) else None
                 if row is not None:
-                    raise non_finite_error(what, name, row)
+                    raise InputError(f"{what} {name!r} holds NaN or infinity (first in sample {row}): one such sample "
+                                     f"makes every parameter NaN; drop or replace those samples")
         return feeds, checked
+
+
+def _first_non_finite(array: np.ndarray) -> int | None:
+    """The first sample (row) of `array` holding NaN or infinity, or None. The sums of its parts are not finite where
+    a sample is not (or, rarely, where finite values overflow one), so only then are the samples tested, in chunks so
+    that no mask of the whole data set is made: one pass over the data otherwise, on the copy threads
+    (`copies.sums_finite`), as `Trainer.step` checks every batch."""
+    rows = array.reshape(len(array), -1)
+    if sums_finite(rows):
+        return None
+    for first in range(0, len(rows), FINITE_CHECK_ROWS):
+        finite = np.isfinite(rows[first:first + FINITE_CHECK_ROWS]).all(axis=1)
+        if not finite.all():
+            return first + int(np.argmin(finite))
+    return None
 
 
 def _holds_cuda_arrays(*data: Any) -> bool:

@@ -1,5 +1,5 @@
-"""`copy_rows`: the threaded copy equals numpy's own for every split, dtype and memory order; `sums_finite`, and
-`copy_rows` testing as it copies, find NaN and infinity in any part, on the pool or not."""
+"""`copy_rows`: the threaded copy equals numpy's own for every split, dtype and memory order; `sums_finite` finds NaN and
+infinity in any part, on the pool or not."""
 
 from __future__ import annotations
 
@@ -57,19 +57,3 @@ def test_sums_finite_of_a_small_array_stays_on_the_calling_thread(monkeypatch):
 def test_sums_that_overflow_read_as_not_finite():
     # the caller then tests the samples one by one (`Trainer`)
     assert not copies.sums_finite(np.full((4, 4), 3e38, np.float32))
-
-
-@pytest.mark.parametrize("threads", [1, 4])
-@pytest.mark.parametrize("where", [0, 517, 1000])
-@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_a_checked_copy_copies_every_row_and_finds_a_value_that_is_not_finite(monkeypatch, threads, where, bad):
-    monkeypatch.setattr(copies, "MIN_BYTES_PER_THREAD", 64)
-    monkeypatch.setattr(copies, "CHECKED_PART_BYTES", 7 * 4 * 30)  # parts of 30 rows within each thread's share
-    rows = np.random.default_rng(0).uniform(-1, 1, (1001, 7)).astype(np.float32)
-    dst = np.empty_like(rows)
-    assert copies.copy_rows(dst, rows, threads, check_finite=True)
-    np.testing.assert_array_equal(dst, rows)
-    rows[where, 3] = bad
-    assert not copies.copy_rows(dst, rows, threads, check_finite=True)
-    np.testing.assert_array_equal(dst, rows)
-    assert copies.copy_rows(dst, rows, threads)  # unchecked: True whatever the data

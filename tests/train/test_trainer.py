@@ -17,7 +17,7 @@ from coopnn.backends.numpy.inference import run_graph
 from coopnn.backends import training_backends
 from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.parameters import with_parameters
-from coopnn.train import finite, trainer as trainer_module
+from coopnn.train import trainer as trainer_module
 from tests.conftest import ROOT
 
 rng = np.random.default_rng(0)
@@ -196,7 +196,7 @@ def test_data_errors_are_typed():
 def test_samples_that_are_not_finite_are_refused_before_a_step(bad, monkeypatch):
     """One such sample makes every parameter NaN: refused, naming the data and the sample (found in the fourth
     chunk the data is tested in), with the weights kept."""
-    monkeypatch.setattr(finite, "FINITE_CHECK_ROWS", 100)
+    monkeypatch.setattr(trainer_module, "FINITE_CHECK_ROWS", 100)
     trainer = _trainer()
     before = trainer.model.parameters()
     x, y = X.copy(), Y.copy()
@@ -225,9 +225,9 @@ def test_cuda_arrays_are_found_in_arrays_mappings_and_sequences():
 def test_finite_samples_whose_sum_overflows_are_not_refused():
     # the rows' sums overflow to infinity, so every sample is tested, and every one is finite
     x = np.full((300, 4), 3e38, np.float32)
-    assert finite.first_non_finite(x) is None
+    assert trainer_module._first_non_finite(x) is None
     x[250, 3] = -np.inf
-    assert finite.first_non_finite(x) == 250
+    assert trainer_module._first_non_finite(x) == 250
 
 
 def test_optimizers_by_name_train_with_their_defaults():

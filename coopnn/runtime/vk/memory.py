@@ -23,7 +23,7 @@ from typing import Protocol
 import numpy as np
 
 from coopnn.errors import BackendUnavailableError, DeviceMemoryError
-from coopnn.runtime.copies import copy_rows, sums_finite
+from coopnn.runtime.copies import copy_rows
 from coopnn.runtime.vk.device import Device
 from coopnn.runtime.vk.device_info import DeviceInfo, MemoryType
 from coopnn.runtime.vk.loader import load_vulkan
@@ -237,22 +237,17 @@ class Buffer:
         copy_rows(self._staging.host[offset:offset + source.size], source)
         self._written(offset, source.size)
 
-    def write_rows(self, rows: np.ndarray, dtype, offset: int = 0, check_finite: bool = False) -> bool:
+    def write_rows(self, rows: np.ndarray, dtype, offset: int = 0) -> None:
         """Copy the 2-D array `rows` (any strides and number type, cast to `dtype`) to byte `offset` for the next
-        dispatch, as packed rows: split over several threads and read once (`coopnn.runtime.copies.copy_rows`).
-        With `check_finite`, whether `rows` passed the finiteness test of `copies.sums_finite` (in the copy's pass
-        where the buffer is mapped); True without it."""
+        dispatch, as packed rows: split over several threads and read once (`coopnn.runtime.copies.copy_rows`)."""
         dtype = np.dtype(dtype)
         nbytes = rows.size * dtype.itemsize
         self._check_range(offset, nbytes)
         if self.placement is Placement.DEVICE:
-            finite = sums_finite(rows) if check_finite else True
             self.write(np.ascontiguousarray(rows, dtype), offset)
-            return finite
-        finite = copy_rows(self._staging.host[offset:offset + nbytes].view(dtype).reshape(rows.shape), rows,
-                           check_finite=check_finite)
+            return
+        copy_rows(self._staging.host[offset:offset + nbytes].view(dtype).reshape(rows.shape), rows)
         self._written(offset, nbytes)
-        return finite
 
     def _written(self, offset: int, size: int) -> None:
         """Bytes [offset, offset + size) of the host side changed: a STAGED buffer uploads them with the next

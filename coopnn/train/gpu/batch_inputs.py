@@ -16,21 +16,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from coopnn.errors import InputError
 from coopnn.interop.device_arrays import DeviceArray
 from coopnn.interop.cuda_rows import CopiedSignal, CudaRows, acquired, released
 from coopnn.interop.tensors import CudaInput
 from coopnn.runtime.vk.loader import load_vulkan
 
 TRANSFER_READ = load_vulkan().VK_ACCESS_TRANSFER_READ_BIT
-
-
-class NonFiniteRows(InputError):
-    """A host array of a batch holds NaN or infinity; `binding` is its input binding."""
-
-    def __init__(self, binding):
-        super().__init__(f"the batch for {binding.name!r} holds NaN or infinity")
-        self.binding = binding
 
 
 class BatchInputs:
@@ -51,17 +42,14 @@ class BatchInputs:
         return interop_unavailable_reason(self.context) is None
 
     def write(self, inputs: Sequence, buffers: Mapping[int, Any], sources: Mapping[int, Any],
-              batch: int, check_finite: bool = False) -> tuple[int, ...]:
+              batch: int) -> tuple[int, ...]:
         """Fill each binding of `inputs` (bindings of role "input") in `buffers` (by binding index) with rows 0 to
         `batch` of `sources[index]` (padding samples read row 0: `coopnn.shaders.targets.sampler`);
-        the GPU copies are submitted before this returns. The bindings filled on the GPU. With `check_finite`, host
-        arrays are tested as they are copied (`copies.copy_rows`): NonFiniteRows for the first that is not finite,
-        before anything is submitted."""
+        the GPU copies are submitted before this returns. The bindings filled on the GPU."""
         from coopnn.runtime.vk.queued_copies import QueuedCopies
 
         copies, copied, filled, streams = [], [], [], set()
-        # host arrays first: a batch refused for NaN has started no copy on the GPU or in CUDA
-        for b in sorted(inputs, key=lambda b: isinstance(sources[b.index], (DeviceArray, CudaInput))):
+        for b in inputs:
             source, target = sources[b.index], buffers[b.index]
             if isinstance(source, DeviceArray):
                 copies.append((source.bound_in(self.context).handle, target.handle, source.nbytes))
@@ -73,9 +61,8 @@ class BatchInputs:
                 streams.add(source.stream)
                 copies.append((shared.handle, target.handle, batch * source.row_bytes))
                 copied.append(b.index)
-            elif not target.write_rows(np.asarray(source).reshape(batch, -1), b.numpy_dtype,
-                                       check_finite=check_finite):
-                raise NonFiniteRows(b)
+            else:
+                target.write_rows(np.asarray(source).reshape(batch, -1), b.numpy_dtype)
         wait = self._cuda_copies_done(filled, streams) if filled else None
         if copies:
             if self._copies is None:

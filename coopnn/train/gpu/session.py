@@ -27,8 +27,7 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_groups, optimizer_shader
 from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_tile_shader
 from coopnn.interop.tensors import rows_of
-from coopnn.train.finite import first_non_finite, non_finite_error
-from coopnn.train.gpu.batch_inputs import BatchInputs, NonFiniteRows
+from coopnn.train.gpu.batch_inputs import BatchInputs
 from coopnn.train.gpu.bookkeeping import StepBookkeeping
 from coopnn.train.gpu.flat_parameters import flatten, unflatten
 from coopnn.train.gpu.optimizer_values import optimizer_push
@@ -52,7 +51,6 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
     takes_cuda_arrays = True  # `upload_data` copies CUDA arrays on the GPU (`Trainer.fit` hands them over as such)
     accumulates = False  # the step kernel sums weight gradients itself (outer products): no tape
     fuses = False  # the step kernel forms the weight gradients' partial sums from the tiles it holds: no tape
-    tests_batches = True  # `step(test_finite=True)` tests a batch's host arrays as it copies them
     # the optimizer adds the chunks' partial gradients itself (`gradient_products`): their kernels flag non-finite
     # ones, or no step is skipped for them
     optimizer_adds_partials = False
@@ -231,21 +229,15 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
         return (self.weights_buffer(),) + tuple(bound(b) for b in self.binary.bindings[1:])
 
-    def _write_batch(self, feeds: Mapping[str, Any], targets: Mapping[str, Any], batch: int,
-                     test_finite: bool = False) -> tuple[int, tuple]:
+    def _write_batch(self, feeds: Mapping[str, Any], targets: Mapping[str, Any], batch: int) -> tuple[int, tuple]:
         """Put one batch into the step kernel's inputs (`BatchInputs.write`): the invocation count (padding samples
         read the first sample's row and their losses and gradients are masked out), and the bindings filled on the
-        GPU. With `test_finite`, host arrays holding NaN or infinity raise the InputError `Trainer` raises."""
+        GPU."""
         self._ensure_capacity(batch)
         count = -(-batch // self.granularity) * self.granularity
         inputs = self._input_bindings()
         sources = {b.index: self._source(b, feeds, targets) for b in inputs}
-        try:
-            return count, self.batch_inputs.write(inputs, self.io, sources, batch, check_finite=test_finite)
-        except NonFiniteRows as e:
-            source = np.asarray(sources[e.binding.index])
-            what, name = ("targets for", self.plan.output) if e.binding.name == TARGET else ("input", e.binding.name)
-            raise non_finite_error(what, name, first_non_finite(source)) from None
+        return count, self.batch_inputs.write(inputs, self.io, sources, batch)
 
     def _input_bindings(self) -> list:
         """The step kernel's bindings of role "input": the model's inputs and the targets."""
@@ -338,11 +330,9 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
     # ----- the TrainingSession interface ----------------------------------------------------------------------------
 
-    def step(self, feeds, targets, test_finite: bool = False) -> float:
-        """`TrainingSession.step`; with `test_finite` (the session `tests_batches`), host arrays holding NaN or
-        infinity raise InputError, tested as they are copied, before the step runs."""
+    def step(self, feeds, targets) -> float:
         batch = rows_of(targets[self.plan.output])
-        count, copied = self._write_batch(feeds, targets, batch, test_finite)
+        count, copied = self._write_batch(feeds, targets, batch)
         self.books.before(1)
         self.last_gpu_ms = self._step_recording(batch, count, copied).run()
         return float(self._mean_losses(1, batch)[0])

@@ -178,29 +178,3 @@ def test_a_batch_beyond_max_device_bytes_is_refused_naming_the_largest_that_fits
         with pytest.raises(InputError, match=f"at most {most} samples"):
             trainer.fit(x, y, steps=2, batch_size=most + 1, progress=False)
         assert np.isfinite(trainer.fit(x, y, steps=2, batch_size=most, progress=False)).all()
-
-
-@pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_a_step_tests_its_host_batch_as_it_copies_it_and_names_the_sample(monkeypatch, bad):
-    """The session tests the batch in the copy's pass (the Trainer does not test it first), refuses it with the
-    Trainer's error before the step runs, and takes the next batch."""
-    from coopnn.train import trainer as trainer_module
-
-    monkeypatch.setattr(trainer_module, "first_non_finite", lambda array: pytest.fail("the Trainer tested the batch"))
-    with coopnn.mlp(2, [16], 3, backend="portable") as model:
-        trainer = coopnn.Trainer(model)
-        x, y = _data(3000, 2, 3)
-        before = model.parameters()
-        x[[1234, 2000], 1] = bad
-        with pytest.raises(InputError, match=r"input 'x' holds NaN or infinity \(first in sample 1234\)"):
-            trainer.step(x, y)
-        x, y = _data(3000, 2, 3)
-        y[7, 2] = bad
-        with pytest.raises(InputError, match=r"targets for 'y' holds NaN or infinity \(first in sample 7\)"):
-            trainer.step(x, y)
-        assert trainer.steps == 0
-        for name, value in model.parameters().items():
-            np.testing.assert_array_equal(value, before[name])
-        y[7, 2] = 0.5
-        trainer.step(x, y)
-        assert trainer.steps == 1
