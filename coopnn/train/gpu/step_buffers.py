@@ -77,7 +77,8 @@ class StepBuffers:
     def sample_bytes(self) -> tuple[int, list[int]]:
         """Device bytes of one sample in a step's buffers: of its tape row, and of its row in each other buffer."""
         tape = (self.tape.width + self.tape_slack) * self.tape_itemsize
-        return tape, [b.features * b.itemsize for b in self.binary.bindings[1:] if b.role not in ("tape", "state", "partials")]
+        return tape, [b.features * b.itemsize for b in self.binary.bindings[1:]
+                      if b.role not in ("tape", "state", "partials")]
 
     def capacity_bounds(self) -> dict[str, int]:
         """The most samples one step may hold under each bound on it, keyed by how a message names the bound. The
