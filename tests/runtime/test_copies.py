@@ -1,5 +1,5 @@
-"""`copy_rows`: the threaded copy equals numpy's own for every split, dtype and memory order; `sums_finite` finds NaN and
-infinity in any part, on the pool or not."""
+"""`copy_rows`: the threaded copy equals numpy's own for every split, dtype and memory order; `sums_finite` finds NaN
+and infinity in any part, on the pool or not."""
 
 from __future__ import annotations
 

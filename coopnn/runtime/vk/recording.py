@@ -8,13 +8,13 @@ spent three times over while the GPU waited (a 1,000-step fit of mlp_3_64x2_3 at
 for 74 ms of GPU work, 2026-11-28); a primary executing a recorded step takes microseconds a repetition.
 
 A recording submits on `lanes` lanes (the first made with it, the others on first use), one submission in flight on
-each, so that the host queues the next submission while one runs; primaries and timestamps are per lane, the
-descriptor sets and the secondary shared. Each (kernel, buffers) pair gets a descriptor set of its own (the kernels' shared cache recycles
-sets, which a kept recording must not see), and push constants are fixed when recorded. Staging copies are part of
-every submission: the given byte ranges of STAGED buffers are uploaded before the dispatches (the host writes their
+each, so that the host queues the next submission while one runs; primaries and timestamps are per lane, the descriptor
+sets and the secondary shared. Each (kernel, buffers) pair gets a descriptor set of its own (the kernels' shared cache
+recycles sets, which a kept recording must not see), and push constants are fixed when recorded. Staging copies are part
+of every submission: the given byte ranges of STAGED buffers are uploaded before the dispatches (the host writes their
 staging memory between submissions; with DIRECT buffers it writes them in place), and the given STAGED buffers
-downloaded whole after. Submissions of different recordings may be in flight together too (the queue runs them in
-order, each after the work before it).
+downloaded whole after. Submissions of different recordings may be in flight together too (the queue runs them in order,
+each after the work before it).
 """
 
 from __future__ import annotations

@@ -20,10 +20,10 @@ from coopnn.train.gpu.bookkeeping import MAX_STEPS_IN_FLIGHT
 from coopnn.train.gpu.resident import ResidentData
 
 # A run of steps is submitted as blocks of these many steps, the first of one step and each at most 4 times the one
-# before, and none longer than BLOCK_SECONDS by the GPU time a step of the last block finished took: the losses come back for the
-# progress bar, and an interrupt waits for the blocks in flight, about that often. Each submission costs the GPU about
-# 25 us between blocks (barriers and timestamps): blocks of at most 16 steps spent 1.0 ms of a 1,000-step fit of
-# mlp_3_64x2_3 at 2^16 samples (63 ms of GPU work) that way on the H100 (2026-11-28).
+# before, and none longer than BLOCK_SECONDS by the GPU time a step of the last block finished took: the losses come
+# back for the progress bar, and an interrupt waits for the blocks in flight, about that often. Each submission costs
+# the GPU about 25 us between blocks (barriers and timestamps): blocks of at most 16 steps spent 1.0 ms of a 1,000-step
+# fit of mlp_3_64x2_3 at 2^16 samples (63 ms of GPU work) that way on the H100 (2026-11-28).
 BLOCKS = (256, 64, 16, 4, 1)
 BLOCK_SECONDS = 0.1
 # Submissions of a run in flight at once: the host queues the next block while one runs.

@@ -21,6 +21,9 @@ from coopnn.train.gpu.resident import HEAP_SHARE, largest_heap
 # One step's tape stays below this, whatever the device allows, so a mistaken batch size fails with a clear error
 # rather than exhausting device memory.
 MAX_TAPE_BYTES = 2 << 30
+# Bindings of buffers the session makes once, not per sample of capacity: the training state words, the partial
+# gradients a fused step kernel writes (`prepare_tape` makes those)
+SESSION_ROLES = ("state", "partials")
 
 
 def largest(fits: Callable[[int], bool], most: int) -> int:
@@ -78,7 +81,7 @@ class StepBuffers:
         """Device bytes of one sample in a step's buffers: of its tape row, and of its row in each other buffer."""
         tape = (self.tape.width + self.tape_slack) * self.tape_itemsize
         return tape, [b.features * b.itemsize for b in self.binary.bindings[1:]
-                      if b.role not in ("tape", "state", "partials")]
+                      if b.role != "tape" and b.role not in SESSION_ROLES]
 
     def capacity_bounds(self) -> dict[str, int]:
         """The most samples one step may hold under each bound on it, keyed by how a message names the bound. The
@@ -132,7 +135,7 @@ class StepBuffers:
             for b in self.binary.bindings[1:]:
                 if b.role == "tape":
                     self.io[b.index] = self.context.create_buffer(capacity * self.sample_bytes()[0], HostAccess.NONE)
-                elif b.role not in ("state", "partials"):
+                elif b.role not in SESSION_ROLES:
                     access = HostAccess.READ if b.role == "loss" else HostAccess.WRITE
                     self.io[b.index] = self.context.create_buffer(capacity * b.features * b.itemsize, access)
             self.capacity = capacity
