@@ -24,6 +24,8 @@ MAX_TAPE_BYTES = 2 << 30
 # Bindings of buffers the session makes once, not per sample of capacity: the training state words, the partial
 # gradients a fused step kernel writes (`prepare_tape` makes those)
 SESSION_ROLES = ("state", "partials")
+# Bytes of the tape buffer bound where a step keeps no tape (Vulkan buffers are never empty)
+UNUSED_TAPE = 16
 
 
 def largest(fits: Callable[[int], bool], most: int) -> int:
@@ -78,8 +80,9 @@ class StepBuffers:
     loss_sums = None  # the sums of the losses' tiles (`prepare_tape`)
 
     def sample_bytes(self) -> tuple[int, list[int]]:
-        """Device bytes of one sample in a step's buffers: of its tape row, and of its row in each other buffer."""
-        tape = (self.tape.width + self.tape_slack) * self.tape_itemsize
+        """Device bytes of one sample in a step's buffers: of its tape row (none where the step keeps no tape: the
+        outer-product and fused methods), and of its row in each other buffer."""
+        tape = (self.tape.width + self.tape_slack) * self.tape_itemsize if self.tape.layers else 0
         return tape, [b.features * b.itemsize for b in self.binary.bindings[1:]
                       if b.role != "tape" and b.role not in SESSION_ROLES]
 
@@ -133,8 +136,9 @@ class StepBuffers:
 
         try:
             for b in self.binary.bindings[1:]:
-                if b.role == "tape":
-                    self.io[b.index] = self.context.create_buffer(capacity * self.sample_bytes()[0], HostAccess.NONE)
+                if b.role == "tape":  # a step kernel that keeps no tape still binds one, never read
+                    self.io[b.index] = self.context.create_buffer(max(capacity * self.sample_bytes()[0], UNUSED_TAPE),
+                                                                  HostAccess.NONE)
                 elif b.role not in SESSION_ROLES:
                     access = HostAccess.READ if b.role == "loss" else HostAccess.WRITE
                     self.io[b.index] = self.context.create_buffer(capacity * b.features * b.itemsize, access)

@@ -17,6 +17,7 @@ import coopnn
 from coopnn.layouts.formats.fp16 import round_fp16
 from coopnn.nets.builders import mlp_graph
 from coopnn.backends.coopvec.training import CoopvecTrainingSession
+from coopnn.train.gpu.step_buffers import UNUSED_TAPE
 from coopnn.train.losses import get_loss
 from coopnn.backends.numpy.training import NumpyTrainingSession
 from coopnn.train.optim import Adam
@@ -63,6 +64,23 @@ def test_step_matches_the_numpy_step(gradients, inputs, hidden, outputs, activat
         session.loss_scale = OUTER_PRODUCT_LOSS_SCALE
     try:
         assert_matches_the_oracle(session, oracle, feeds, targets)
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("gradients", METHODS)
+def test_a_step_allocates_a_tape_only_where_its_gradients_read_one(gradients):
+    keeps_tape = gradients in ("coopmat", "coopvec")
+    rng = np.random.default_rng(3)
+    feeds = {"x": rng.uniform(-1, 1, (1000, 3)).astype(np.float32)}
+    targets = {"y": rng.uniform(0, 1, (1000, 4)).astype(np.float32)}
+    session = CoopvecTrainingSession(mlp_graph(3, [64, 64], 4, activation="relu"), get_loss("l2"), Adam(lr=1e-3),
+                                     None, gradients=gradients)
+    try:
+        session.step(feeds, targets)
+        tape = session.sample_bytes()[0]
+        assert (tape > 0) == keeps_tape
+        assert session.tape_buffer.size == (session.capacity * tape if keeps_tape else UNUSED_TAPE)
     finally:
         session.close()
 
