@@ -5,9 +5,7 @@ A submission runs the sequence `repeat` times back to back. For a repeat above o
 a secondary command buffer that a primary executes that many times; each repeat count gets a primary of its own on
 first use, kept. Recording a block of 16 training steps whole took 3.5-4 ms of the H100 machine's host, which a fit
 spent three times over while the GPU waited (a 1,000-step fit of mlp_3_64x2_3 at 2^16 samples: 87 ms by the wall clock
-for 74 ms of GPU work, 2026-11-28). A primary that executed the secondary once a repetition, with a barrier between,
-still took 1.2 ms to record for 256 steps on the H200 machine, much of it while the GPU waited in a first fit; one
-execute naming the secondary 256 times takes microseconds.
+for 74 ms of GPU work, 2026-11-28); a primary executing a recorded step takes microseconds a repetition.
 
 A recording submits on `lanes` lanes (the first made with it, the others on first use), one submission in flight on
 each, so that the host queues the next submission while one runs; primaries and timestamps are per lane, the descriptor
@@ -67,23 +65,23 @@ class Recording:
         return lane
 
     def _body(self, repeat: int):
-        """What records the sequence `repeat` times in a primary command buffer: the commands themselves once, or one
-        vkCmdExecuteCommands naming the secondary command buffer that holds them `repeat` times. The secondary starts
-        with the barrier between the sequence's last command and its first, so each repetition waits for the one
-        before (the first, for the submission's uploads, already waited for)."""
+        """What records the sequence `repeat` times in a primary command buffer: the commands themselves once, or the
+        secondary command buffer holding them, executed `repeat` times with the barrier between the last command and
+        the first."""
         if repeat == 1:
             return lambda cmd: record_sequence(cmd, self._commands)
         if self._secondary is None:
-            joint = barrier_between(self._commands[-1], self._commands[0])
+            self._secondary = self._lane(0).secondary(lambda cmd: record_sequence(cmd, self._commands))
+        secondary, joint = self._secondary, barrier_between(self._commands[-1], self._commands[0])
+        execute = load_vulkan().lib.vkCmdExecuteCommands
 
-            def record(cmd) -> None:
-                barrier(cmd, joint)
-                record_sequence(cmd, self._commands)
+        def body(cmd) -> None:
+            for index in range(repeat):
+                if index:
+                    barrier(cmd, joint)
+                execute(cmd, 1, secondary)
 
-            self._secondary = self._lane(0).secondary(record)
-        vk = load_vulkan()
-        copies = vk.ffi.new("VkCommandBuffer[]", [self._secondary[0]] * repeat)
-        return lambda cmd: vk.lib.vkCmdExecuteCommands(cmd, repeat, copies)
+        return body
 
     def _descriptor_set(self, dispatch: Dispatch):
         key = (id(dispatch.kernel), tuple(b.serial for b in dispatch.buffers))
