@@ -46,11 +46,16 @@ class TileAddressing:
     def shared_f32(self, variable, index) -> object:
         return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f32), variable, index)
 
-    def activation_tile(self, buffer: int, row: int, column) -> object:
-        """The workgroup-memory element at the corner of a tile: row `row` (an int or a u32 id) of the tile of samples,
-        feature `column`."""
-        offset = row * self.stride if isinstance(row, int) else self.op("OpIMul", row, self.stride)
-        return self.shared(buffer, self.op("OpIAdd", column, offset))
+    def times(self, value, factor: int):
+        """`value` (an int or a u32 id) times `factor`: an int for an int, else an instruction."""
+        return value * factor if isinstance(value, int) else self.op("OpIMul", value, factor)
+
+    def activation_tile(self, buffer: int, row, column) -> object:
+        """The workgroup-memory element at the corner of a tile: row `row` of the tile of samples, feature `column`
+        (each an int or a u32 id)."""
+        offset = self.times(row, self.stride)
+        both_known = isinstance(column, int) and isinstance(offset, int)
+        return self.shared(buffer, column + offset if both_known else self.op("OpIAdd", column, offset))
 
     def load(self, type_, pointer, layout, stride, *memory):
         return self.fn.emit("OpCooperativeMatrixLoadKHR", type_, pointer, layout, stride, *memory)

@@ -57,8 +57,7 @@ class LayerPasses(TileAddressing):
         for k0 in range(0, depth, MATRIX):
             b = b_tile(k0)
             for r, row in enumerate(rows):
-                corner = (self.shared(source, row * self.stride + k0) if isinstance(row, int)
-                          else self.activation_tile(source, row, k0))
-                a = self.load(self.a_type, corner, self.row_major, self.shared_stride(), SHARED)
+                a = self.load(self.a_type, self.activation_tile(source, row, k0), self.row_major, self.shared_stride(),
+                              SHARED)
                 accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", self.accumulator, a, b, accumulators[r])
         return accumulators

@@ -324,8 +324,7 @@ class TiledStepEmitter(LayerPasses):
             self.to_tape(delta, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
         # the terms overwrite the targets the subgroup read, and KHR does not say which invocation stores an element
         fn.barrier("Subgroup")
-        first_term = row * self.out_width if isinstance(row, int) else self.op("OpIMul", row, self.out_width)
-        self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, first_term)),
+        self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, self.times(row, self.out_width))),
                    terms.value(), self.row_major, self.frame.uint(self.out_width), SHARED)
 
     def losses(self) -> None:
