@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Callable
 
 from coopnn.cli_arrays import OUTPUT_SUFFIXES, match_inputs, output_suffix, read_inputs
 from coopnn.cli_format import HelpFormatter
+from coopnn.disk_cache import write_atomic
 from coopnn.errors import CoopnnError, InputError
 from coopnn.layouts.formats import format_names
 from coopnn.layouts.formats.calibration import quantizing_format_names
@@ -220,8 +222,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
                              decode_vector=args.decode_vector, workgroup_size=args.workgroup_size)
     emitted = {"spirv": lambda: program.spirv, "spvasm": lambda: program.spvasm().encode(),
                "tl": lambda: program.text.encode()}[args.emit]()
-    with open(args.output, "wb") as f:
-        f.write(emitted)
+    try:
+        write_atomic(Path(args.output), emitted, make_folder=False)
+    except OSError as e:
+        raise CoopnnError(f"cannot write {args.output!r}: {e.strerror or e}") from None
     print(f"wrote {args.output} ({len(emitted)} bytes, target {args.target}, entry point {program.entry_point}, "
           f"{len(program.bindings)} bindings)")
     return 0

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
-from coopnn.disk_cache import write_atomic
+from coopnn.disk_cache import refuse_folder, write_atomic
 from coopnn.dtypes import ACCEPTED_INPUT_NUMPY
 from coopnn.errors import CompileError, InputError, ModelClosedError, ModelFormatError
 from coopnn.graph import parameter_file
@@ -123,8 +123,11 @@ class Model:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model as an ONNX file (opset and operators in `coopnn.graph.onnx.export`), through a temporary
-        file and a rename, so that a crash mid-write leaves any previous file whole."""
+        file and a rename, so that a crash mid-write leaves any previous file whole (InputError when `path` is a
+        folder)."""
         from coopnn.graph.onnx.export import export_onnx
+
+        refuse_folder(path, "model")
 
         try:
             write_atomic(Path(path), export_onnx(self.graph).SerializeToString(), make_folder=False)
@@ -132,7 +135,9 @@ class Model:
             raise ModelFormatError(f"cannot write {os.fspath(path)!r}: {e.strerror or e}") from e
 
     def save_parameters(self, path: str | os.PathLike) -> None:
-        """Write the parameters to a safetensors file keyed by stable name (read back by `load(parameters_file=)`)."""
+        """Write the parameters to a safetensors file keyed by stable name (read back by `load_parameters` and
+        `load(parameters_file=)`); InputError when `path` is a folder."""
+        refuse_folder(path, "parameters")
         parameter_file.save_parameters(self.graph, path)
 
     def __repr__(self) -> str:
