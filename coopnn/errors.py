@@ -37,7 +37,12 @@ class TrainerClosedError(ModelClosedError):
 
 
 class BackendUnavailableError(CoopnnError):
-    """The requested backend cannot run here; the message says what is missing and how to get it."""
+    """The requested backend cannot run here; the message says what is missing and how to get it.
+
+    A device asked for (`device=`, `--device` or COOPNN_DEVICE) that matches none raises this too, under every
+    backend (numpy, which runs on no device, included): whether a device exists is a fact about the machine, not about
+    the call (`device=1` is right on one machine and wrong on the next), just like a backend whose device is absent,
+    and one type for the mistake lets a caller catch it the same way whatever the backend."""
 
 
 class CompileError(CoopnnError):

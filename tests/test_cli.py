@@ -227,6 +227,14 @@ def test_a_device_asked_for_that_does_not_exist_is_an_error_not_a_fall_back(tmp_
     assert "COOPNN_DEVICE='no such gpu'" in proc.stderr and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("backend", ["numpy", "portable", "auto"])
+def test_run_with_a_device_that_matches_none_fails_and_writes_nothing(tmp_path, capsys, backend):
+    np.save(tmp_path / "x.npy", np.zeros((2, 3), np.float32))
+    assert main(["run", str(ROOT / "models" / "mlp_3_64x2_3.onnx"), "-i", str(tmp_path / "x.npy"),
+                 "-o", str(tmp_path / "y.npy"), "--backend", backend, "--device", "99"]) == 1
+    assert not (tmp_path / "y.npy").exists() and "coopnn: error: " in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("write", [lambda p: p.write_bytes(b"garbage bytes, no header"),
                                    lambda p: np.save(p, np.array([{"a": 1}], dtype=object), allow_pickle=True)],
                          ids=["garbage", "object_array"])

@@ -149,17 +149,17 @@ def test_huge_batch_runs_in_chunks():
     np.testing.assert_array_equal(y[0], y[-1])
 
 
-def test_a_device_asked_for_must_exist_unless_the_backend_is_numpy(monkeypatch):
+def test_a_device_asked_for_must_exist_whatever_the_backend(monkeypatch):
     from coopnn.errors import BackendUnavailableError
 
     model_path = ROOT / "models" / "mlp_3_64x2_3.onnx"
-    with pytest.raises(BackendUnavailableError, match=r"device='no such gpu'"):
-        coopnn.load(model_path, device="no such gpu")
+    for backend in ("auto", "numpy", "portable"):
+        with pytest.raises(BackendUnavailableError, match=r"device='no such gpu'"):
+            coopnn.load(model_path, backend=backend, device="no such gpu")
     monkeypatch.setenv("COOPNN_DEVICE", "no such gpu")
-    with pytest.raises(BackendUnavailableError, match=r"COOPNN_DEVICE='no such gpu'"):
-        coopnn.load(model_path)
-    with coopnn.load(model_path, backend="numpy") as model:  # numpy runs on no device
-        assert model.backend == "numpy"
+    for backend in ("auto", "numpy"):
+        with pytest.raises(BackendUnavailableError, match=r"COOPNN_DEVICE='no such gpu'"):
+            coopnn.load(model_path, backend=backend)
 
 
 def test_big_endian_inputs_are_converted_once_with_the_same_results():
