@@ -256,8 +256,10 @@ def _bench_setup(p: argparse.ArgumentParser) -> None:
                         f"({', '.join(REFERENCE_ORDER)})")
     p.add_argument("--batch", type=_batch_list, default=",".join(map(str, DEFAULT_BATCHES)),
                    help="batch sizes, e.g. 16384,262144 or 2^14,2^18")
-    # not choices=: a format a backend or baseline cannot run is reported in the results, not refused
-    p.add_argument("--weights", default="fp16", help=f"coopnn weight format ({', '.join(format_names())})")
+    # a known format a backend or baseline cannot run is reported in the results, not refused
+    p.add_argument("--weights", default="auto", choices=["auto", *format_names()],
+                   help="coopnn weight format; auto resolves per model as `coopnn.load` does on this machine "
+                        "(float16 where a float16 backend runs here and keeps the outputs accurate, else float32)")
     p.add_argument("--runs", type=int, default=budget.runs, help="timed runs per batch")
     p.add_argument("--warmup", type=int, default=budget.warmup, help="warm-up runs")
     p.add_argument("--budget", type=float, default=budget.seconds_per_batch,

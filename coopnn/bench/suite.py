@@ -22,6 +22,7 @@ from coopnn.bench.measure import BatchTiming, Budget, measure_batches, timed_run
 from coopnn.bench.models import BenchModel
 from coopnn.bench.report import comparisons
 from coopnn.bench.runners import Runner, RunnerSpec
+from coopnn.layouts.formats import weight_format
 from coopnn.progress import Progress
 from coopnn.backends.numpy.inference import run_graph
 
@@ -34,7 +35,9 @@ class Settings:
     """What a suite measures besides the models and runners."""
 
     batches: tuple[int, ...] = DEFAULT_BATCHES
-    weights: str = "fp16"  # the coopnn weight format; baselines keep their own precision
+    # the coopnn weight format, or "auto": the one `coopnn.load` would take for each model here; baselines keep
+    # their own precision
+    weights: str = "auto"
     budget: Budget = field(default_factory=Budget)
     first_call_batch: int = 256  # also the batch the outputs are checked against the numpy reference on
     seed: int = 0
@@ -107,10 +110,10 @@ class SuiteRun:
                 cached[batch] = model.feeds(batch, self.settings.seed)
             return cached[batch]
 
-        return [self.runner(model, spec, small, reference, feeds_for) for spec in self.specs]
+        weights = resolved_weights(model.graph, self.settings.weights)
+        return [self.runner(model, spec, weights, small, reference, feeds_for) for spec in self.specs]
 
-    def runner(self, model: BenchModel, spec: RunnerSpec, small, reference, feeds_for) -> dict:
-        weights = self.settings.weights
+    def runner(self, model: BenchModel, spec: RunnerSpec, weights: str, small, reference, feeds_for) -> dict:
         record = {"model": model.name, "runner": spec.name, "kind": spec.kind,
                   "precision": spec.precision or f"{weights} weights", "status": "ok", "reason": "",
                   "first_call_ms": None, "max_abs_error": None, "max_abs_reference": None, "batches": []}
@@ -132,9 +135,9 @@ class SuiteRun:
         runner = None
         try:
             with tempfile.TemporaryDirectory(prefix="coopnn-bench-cache-") as cache, pipeline_cache_at(Path(cache)):
-                cold, cold_ms, _ = self._first_call(spec, model, small)
+                cold, cold_ms, _ = self._first_call(spec, model, weights, small)
                 cold.close()
-                runner, warm_ms, outputs = self._first_call(spec, model, small)
+                runner, warm_ms, outputs = self._first_call(spec, model, weights, small)
             record["first_call_ms"] = {"cold": cold_ms, "warm": warm_ms}
             record["max_abs_error"], record["max_abs_reference"] = _max_abs(outputs, reference)
             timings = measure_batches(runner, list(self.settings.batches), feeds_for, self.settings.budget, on_batch)
@@ -148,10 +151,10 @@ class SuiteRun:
                 runner.close()
         return record
 
-    def _first_call(self, spec: RunnerSpec, model: BenchModel, small) -> tuple[Runner, float, dict]:
+    def _first_call(self, spec: RunnerSpec, model: BenchModel, weights: str, small) -> tuple[Runner, float, dict]:
         """Prepare (compile, pack, create pipelines) and one small run: the runner, the milliseconds, the outputs."""
         start = time.perf_counter()
-        runner = spec.prepare(model, self.settings.weights)
+        runner = spec.prepare(model, weights)
         try:
             _, _, outputs = timed_run(runner, small)
         except BaseException:
@@ -160,9 +163,21 @@ class SuiteRun:
         return runner, (time.perf_counter() - start) * 1e3, outputs
 
 
+def resolved_weights(graph, weights: str) -> str:
+    """The weight format the suite runs `graph` in: `weights`, or for "auto" the one `coopnn.load(backend="auto")`
+    takes for it on this machine (so that a benchmark times what a user gets); InputError for an unknown name."""
+    if weights != "auto":
+        return weight_format(weights).name
+    from coopnn.backends.auto_weights import choose_weights
+
+    return choose_weights(graph, "auto", None).weights.name
+
+
 def run_suite(model_paths: list[str | Path], specs: list[RunnerSpec], settings: Settings,
               label: str = "bench") -> dict:
     """Benchmark every runner in `specs` on every model; returns the results document (see bench/README.md)."""
+    if settings.weights != "auto":
+        weight_format(settings.weights)  # an unknown name is an InputError before anything is measured
     switches = disable_driver_shader_caches()
     env = environment.describe_environment()
     device = environment.device_name(env)
