@@ -120,7 +120,7 @@ def test_backends_lists_numpy_and_unknown_backend_errors():
 
 
 def test_unknown_weight_format_is_a_typed_error():
-    with pytest.raises(coopnn.CoopnnError, match="weight format 'int3'"):
+    with pytest.raises(coopnn.InputError, match="unknown weight format .int3.; supported: fp16, fp32"):
         coopnn.load(MLP, backend="numpy", weights="int3")
 
 
