@@ -8,6 +8,7 @@ is loaded only when a Vulkan backend is asked for or probed.
 from __future__ import annotations
 
 from coopnn.errors import (
+    BackendNotice,
     BackendUnavailableError,
     CompileError,
     CoopnnError,
@@ -34,6 +35,7 @@ __version__ = "0.1.0"
 
 
 __all__ = [
+    "BackendNotice",
     "BackendStatus",
     "BackendUnavailableError",
     "CompileError",

@@ -33,7 +33,8 @@ def command(name: str, help: str, setup: Callable[[argparse.ArgumentParser], Non
 
 
 def _info_setup(p: argparse.ArgumentParser) -> None:
-    pass
+    p.add_argument("model", nargs="?", help="also say which backend and weights `coopnn.load(MODEL)` takes here, and "
+                                            "why (its `backend_reason`)")
 
 
 def _targets_on(info) -> list[str]:
@@ -69,7 +70,25 @@ def cmd_info(args: argparse.Namespace) -> int:
     from coopnn.runtime.device_report import device_report
 
     print(device_report(_targets_on))
+    if args.model is not None:
+        _print_auto_choice(args.model)
     return 0
+
+
+def _print_auto_choice(path: str) -> None:
+    """What `backend="auto"` and `weights="auto"` take for the model at `path` here, with every reason."""
+    import textwrap
+    import warnings
+
+    import coopnn
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", coopnn.BackendNotice)  # the reasons are printed here in full
+        with coopnn.load(path) as model:
+            name, backend, weights, reason = model.graph.name, model.backend, model.weights, model.backend_reason
+    print(f"{name}: backend {backend}, weights {weights}, because:")
+    for part in reason.split("; "):
+        print(textwrap.fill(part, 120, initial_indent="  ", subsequent_indent="    "))
 
 
 def _model_arg(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,5 @@
-"""The typed errors coopnn raises: every user-facing failure is a subclass of CoopnnError."""
+"""The typed errors coopnn raises (every user-facing failure is a subclass of CoopnnError), and the category of the
+one notice it gives as a Python warning (`BackendNotice`)."""
 
 from __future__ import annotations
 
@@ -64,3 +65,9 @@ class DeviceMemoryError(DeviceError):
 
 class DeviceLostError(DeviceError):
     """The device was lost (driver reset, hang or crash): every later call on this model fails; load it anew."""
+
+
+class BackendNotice(UserWarning):
+    """`backend="auto"` ran a model on numpy, as no faster backend runs it here: one line, with the detail in
+    `model.backend_reason` (and `coopnn info MODEL`). Naming a backend (`backend="numpy"`) or
+    `warnings.simplefilter("ignore", coopnn.BackendNotice)` silences it."""

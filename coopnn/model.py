@@ -7,9 +7,9 @@ graph when the model next runs, so `run` always uses the latest weights.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
@@ -18,7 +18,7 @@ import numpy as np
 
 from coopnn.disk_cache import refuse_folder, write_atomic
 from coopnn.dtypes import ACCEPTED_INPUT_NUMPY
-from coopnn.errors import CompileError, InputError, ModelClosedError, ModelFormatError
+from coopnn.errors import BackendNotice, CompileError, InputError, ModelClosedError, ModelFormatError
 from coopnn.graph import parameter_file
 from coopnn.graph.ir import Graph, Value
 from coopnn.graph.passes import optimize
@@ -34,8 +34,6 @@ from coopnn.graph.parameters import parameters, with_parameters
 
 if TYPE_CHECKING:
     import onnx
-
-log = logging.getLogger("coopnn")
 
 
 @dataclass(frozen=True)
@@ -391,7 +389,9 @@ def prepare(graph: Graph, *, backend: str = "auto", weights: str | WeightFormat 
         fmt = calibrated(weight_format(weights), graph, calibration)
     choice = backends.choose(backend, graph, fmt, device, examined)
     if backend == "auto" and choice.backend.name == "numpy":
-        log.warning("coopnn: no Vulkan backend runs %r faster here, using numpy (%s)", graph.name, choice.reason)
+        # stacklevel 3: the line of the user's `coopnn.load` or `coopnn.mlp`
+        warnings.warn(f"coopnn: {graph.name!r} runs on numpy, as no faster backend runs here (see "
+                      f"model.backend_reason)", BackendNotice, stacklevel=3)
     executable = choice.backend.prepare(graph, choice.lowered, weights=fmt, device=device)
     if reasons:
         choice = dataclasses.replace(choice, reason="; ".join([choice.reason] + reasons))

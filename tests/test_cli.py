@@ -51,6 +51,15 @@ def test_info_says_whether_each_device_reports_kernel_statistics(capsys):
                for line in lines)
 
 
+def test_info_with_a_model_says_what_auto_takes_for_it_and_why(capsys):
+    assert main(["info", str(MLP)]) == 0
+    out = capsys.readouterr().out
+    with coopnn.load(MLP) as model:
+        backend, weights, reason = model.backend, model.weights, model.backend_reason
+    assert f"mlp_32_64x4_16: backend {backend}, weights {weights}, because:" in out
+    assert all(part.split(" (")[0] in out for part in reason.split("; "))
+
+
 def test_inspect_prints_a_layer_table(capsys):
     assert main(["inspect", str(MLP)]) == 0
     out = capsys.readouterr().out

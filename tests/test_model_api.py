@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import logging
+import warnings
 
 import numpy as np
 import onnx
@@ -132,13 +132,29 @@ def test_fp16_weights_on_numpy_round_the_weights():
     np.testing.assert_allclose(a, b, rtol=1e-2, atol=1e-2)
 
 
-def test_auto_notice_is_one_line_when_falling_back_to_numpy(caplog):
-    with caplog.at_level(logging.WARNING, logger="coopnn"):
+def test_auto_notice_is_one_short_warning_line_when_falling_back_to_numpy():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         with coopnn.load(MLP) as model:
-            backend = model.backend
-    if backend == "numpy":
-        notices = [r for r in caplog.records if r.name == "coopnn"]
-        assert len(notices) == 1 and "\n" not in notices[0].getMessage()
+            backend, reason = model.backend, model.backend_reason
+    notices = [w for w in caught if issubclass(w.category, coopnn.BackendNotice)]
+    if backend != "numpy":
+        assert not notices
+        return
+    [notice] = notices
+    text = str(notice.message)
+    assert len(text) <= 100 + len(MLP.stem) and "\n" not in text and "model.backend_reason" in text
+    assert notice.filename == __file__  # it points at the caller's line
+    assert "skipped" in reason and len(reason) > len(text)  # the detail is the model's
+
+
+def test_the_auto_notice_is_silenced_by_naming_a_backend_or_by_its_category():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        coopnn.load(MLP, backend="numpy").close()
+        warnings.simplefilter("ignore", coopnn.BackendNotice)
+        coopnn.load(MLP).close()
+    assert not [w for w in caught if issubclass(w.category, coopnn.BackendNotice)]
 
 
 def test_huge_batch_runs_in_chunks():
