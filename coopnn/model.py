@@ -132,6 +132,14 @@ class Model:
         except OSError as e:
             raise ModelFormatError(f"cannot write {os.fspath(path)!r}: {e.strerror or e}") from e
 
+    def load_parameters(self, path: str | os.PathLike) -> None:
+        """Replace every parameter by the tensor of the same stable name in the safetensors file `path` (written by
+        `save_parameters`), run from the next call; ModelFormatError naming the file and the tensor, as
+        `load(parameters_file=)` gives, when it is unreadable or does not hold exactly this model's parameters (the
+        model is then unchanged)."""
+        with self._lock:
+            self.set_parameters(parameters(parameter_file.load_parameters(self.graph, path)))
+
     def save_parameters(self, path: str | os.PathLike) -> None:
         """Write the parameters to a safetensors file keyed by stable name (read back by `load_parameters` and
         `load(parameters_file=)`); InputError when `path` is a folder."""
