@@ -1,11 +1,11 @@
 """coopnn: run and train small neural-shading MLPs on Vulkan GPUs through cooperative vectors.
 
-The public surface: `load`, `Model`, `compile`, `Program`, `backends` (`backends.statuses()`: every backend, whether it can run here, and if not, why), the errors, and training: `Trainer`, `optim`
-(Adam, SGD) and `mlp` (models built without ONNX). Nothing here imports the `vulkan` package: Vulkan
-is loaded only when a Vulkan backend is asked for or probed.
+The public surface is `__all__`, and nothing else: `load`, `Model` (and its `TensorInfo`), `compile`, `Program`,
+`backends` (`backends.statuses()`: every backend, whether it can run here, and if not, why; `BackendStatus`), the
+errors and the `BackendNotice` warning, device arrays (`to_device`, `DeviceArray`, `empty`), and training:
+`Trainer`, `optim` (Adam, SGD) and `mlp` (models built without ONNX). Nothing here imports the `vulkan` package:
+Vulkan is loaded only when a Vulkan backend is asked for or probed.
 """
-
-from __future__ import annotations
 
 from coopnn.errors import (
     BackendNotice,
@@ -62,3 +62,9 @@ __all__ = [
     "optim",
     "to_device",
 ]
+
+
+def __dir__() -> list[str]:
+    # The documented names only: the subpackages imported on the way (coopnn.model, coopnn.graph, ...) stay
+    # importable but are not the API.
+    return sorted(__all__)

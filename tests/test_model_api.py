@@ -21,6 +21,18 @@ def mlp():
         yield model
 
 
+def test_the_public_names_are_exactly_those_documented():
+    import types
+
+    public = [name for name in dir(coopnn) if not name.startswith("_")]
+    assert public == sorted(name for name in coopnn.__all__ if not name.startswith("_"))
+    assert all(hasattr(coopnn, name) for name in coopnn.__all__)
+    # every name bound in the package that is not a subpackage imported on the way is documented
+    stray = {name for name, value in vars(coopnn).items() if not name.startswith("_") and name not in coopnn.__all__
+             and not (isinstance(value, types.ModuleType) and value.__name__ == f"coopnn.{name}")}
+    assert not stray  # `annotations` was one, from `from __future__ import annotations`
+
+
 def test_load_accepts_path_string_bytes_and_proto():
     x = np.random.default_rng(0).uniform(-1, 1, (5, 32)).astype(np.float32)
     results = []
