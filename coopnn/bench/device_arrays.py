@@ -23,7 +23,8 @@ import numpy as np
 import coopnn
 from coopnn.bench.environment import describe_environment, results_stem
 from coopnn.bench.models import BenchModel
-from coopnn.bench.roofline import KernelWork, inference_work
+from coopnn.bench.environment import device_name
+from coopnn.bench.roofline import inference_work, peaks_for
 
 MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
 RUNS = 15
@@ -105,8 +106,8 @@ def chunked_run(executable, device_x, runs: int) -> dict:
     return {**row, "chunks": len(pieces)}
 
 
-def measure_model(path: Path, log2_batch: int, runs: int = RUNS) -> dict:
-    model = coopnn.load(path)
+def measure_model(path: Path, log2_batch: int, runs: int = RUNS, backend: str = "auto") -> dict:
+    model = coopnn.load(path, backend=backend)
     try:
         executable = model._executable
         if not hasattr(executable, "kernel"):
@@ -116,23 +117,24 @@ def measure_model(path: Path, log2_batch: int, runs: int = RUNS) -> dict:
         x = np.random.default_rng(log2_batch).uniform(-1, 1, (1 << log2_batch, features)).astype(np.float32)
         device_x = coopnn.to_device(x)
         np.testing.assert_allclose(model.run(device_x).numpy(), model.run(x), rtol=1e-6, atol=1e-6)
-        work = inference_work(BenchModel.load(path).graph, 1 << log2_batch, executable.binary.workgroup_size[0])
+        work = inference_work(BenchModel.load(path).graph, 1 << log2_batch)
         row = {"model": path.stem, "log2_batch": log2_batch, "backend": model.backend, "weights": model.weights,
-               "work": work.record(),
                "numpy": timed(lambda: model.run(x), lambda: executable.last_gpu_ms, runs),
                "device": timed(lambda: model.run(device_x), lambda: executable.last_gpu_ms, runs),
                "imported": imported_run(executable, x, runs),
                "chunked": chunked_run(executable, device_x, runs)}
+        bounds = peaks_for(device_name(describe_environment()))
+        row["roofline"] = {variant: work.against(row[variant]["gpu_ms"], bounds) for variant in VARIANTS}
         return row
     finally:
         model.close()
 
 
-def measure(model_paths, log2_batches, runs: int = RUNS) -> dict:
+def measure(model_paths, log2_batches, runs: int = RUNS, backend: str = "auto") -> dict:
     rows = []
     for path in model_paths:
         for log2 in log2_batches:
-            row = measure_model(Path(path), log2, runs)
+            row = measure_model(Path(path), log2, runs, backend)
             rows.append(row)
             print(json.dumps(row), flush=True)
     return {"environment": describe_environment(), "rows": rows}
@@ -155,9 +157,8 @@ def markdown(document: dict) -> str:
         cells = [f"{fmt(r[v]['gpu_ms'])} ({fmt(r[v]['wall_ms'])})" for v in VARIANTS]
         numpy_gpu, device_gpu = r["numpy"]["gpu_ms"], r["device"]["gpu_ms"]
         ratio = device_gpu / numpy_gpu if numpy_gpu and device_gpu else None
-        bound = KernelWork(**r["work"]).bound_ms()
         lines.append(f"| {r['model']} | 2^{r['log2_batch']} | " + " | ".join(cells)
-                     + f" | {fmt(ratio)} | {fmt(device_gpu / bound if device_gpu else None)} |")
+                     + f" | {fmt(ratio)} | {fmt(r['roofline']['device']['ratio_to_bound'])} |")
     return "\n".join(lines) + "\n"
 
 
