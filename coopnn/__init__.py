@@ -23,7 +23,8 @@ from coopnn.errors import (
 )
 from coopnn.compiler import Program, compile
 from coopnn.model import Model, TensorInfo, load
-from coopnn.interop.device_arrays import DeviceArray, to_device
+from coopnn.interop import device_arrays as _device_arrays
+from coopnn.interop.device_arrays import DeviceArray
 from coopnn import backends
 from coopnn.backends import BackendStatus
 from coopnn.runtime.host_arrays import empty
@@ -32,6 +33,16 @@ from coopnn.nets.builders import mlp
 from coopnn.train.trainer import Trainer
 
 __version__ = "0.1.0"
+
+
+def to_device(x, device=None) -> DeviceArray:
+    """`x` (any float array) copied once into GPU memory as float32: a `DeviceArray` that `Model.run` takes and returns
+    without host round trips. `device` as `coopnn.load` takes it; models must run on the same device.
+
+    Every backend declares its device features first, so the array's context is the one models load into: an array
+    made before any model would otherwise sit in a second VkDevice and be imported by fd into the models' one."""
+    backends.all_backends()
+    return _device_arrays.to_device(x, device)
 
 
 __all__ = [

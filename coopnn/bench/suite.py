@@ -16,7 +16,7 @@ from typing import Mapping
 
 import numpy as np
 
-from coopnn.bench import environment, peaks
+from coopnn.bench import environment, peaks, roofline
 from coopnn.bench.caches import disable_driver_shader_caches, pipeline_cache_at
 from coopnn.bench.measure import BatchTiming, Budget, measure_batches, timed_run
 from coopnn.bench.models import BenchModel
@@ -41,6 +41,7 @@ class Settings:
     budget: Budget = field(default_factory=Budget)
     first_call_batch: int = 256  # also the batch the outputs are checked against the numpy reference on
     seed: int = 0
+    measure_peaks: bool = False  # the roofline from this GPU's own copy and product rates (PyTorch), not the tables
 
 
 def parse_batches(text: str) -> tuple[int, ...]:
@@ -71,9 +72,11 @@ DERIVED = ("time_source", "samples_per_s", "host_samples_per_s", "tflops", "frac
            "fraction_of_bandwidth_bound")
 
 
-def _throughput(timing: BatchTiming, model: BenchModel, peak: peaks.DevicePeak | None) -> dict:
-    """The batch record: the timing, and what follows from it (null for a skipped batch)."""
-    record = {**asdict(timing), **dict.fromkeys(DERIVED)}
+def _throughput(timing: BatchTiming, model: BenchModel, peak: peaks.DevicePeak | None,
+                bounds: roofline.RooflinePeaks | None = None) -> dict:
+    """The batch record: the timing, and what follows from it (null for a skipped batch), its roofline included:
+    the bytes and FLOPs of the batch (float32 in and out, as callers hand them over) against `bounds`."""
+    record = {**asdict(timing), **dict.fromkeys(DERIVED), "roofline": None}
     if timing.status != "measured":
         return record
     seconds = (timing.gpu_ms or timing.host_ms).median / 1e3
@@ -87,6 +90,7 @@ def _throughput(timing: BatchTiming, model: BenchModel, peak: peaks.DevicePeak |
         fraction_of_fp16_peak=tflops / peak.fp16_dense_tflops if peak else None,
         fraction_of_bandwidth_bound=samples_per_s / peaks.bandwidth_bound_samples_per_s(
             model.io_bytes_per_sample, peak.memory_bandwidth_gbs) if peak else None,
+        roofline=roofline.inference_work(model.graph, timing.batch).against(seconds * 1e3, bounds),
     )
     return record
 
@@ -94,10 +98,12 @@ def _throughput(timing: BatchTiming, model: BenchModel, peak: peaks.DevicePeak |
 class SuiteRun:
     """Runs the suite, advancing `progress` by one step per (model, runner, batch)."""
 
-    def __init__(self, specs: list[RunnerSpec], settings: Settings, peak: peaks.DevicePeak | None, progress: Progress):
+    def __init__(self, specs: list[RunnerSpec], settings: Settings, peak: peaks.DevicePeak | None, progress: Progress,
+                 bounds: roofline.RooflinePeaks | None = None):
         self.specs = specs
         self.settings = settings
         self.peak = peak
+        self.bounds = bounds
         self.progress = progress
 
     def model(self, model: BenchModel) -> list[dict]:
@@ -141,7 +147,7 @@ class SuiteRun:
             record["first_call_ms"] = {"cold": cold_ms, "warm": warm_ms}
             record["max_abs_error"], record["max_abs_reference"] = _max_abs(outputs, reference)
             timings = measure_batches(runner, list(self.settings.batches), feeds_for, self.settings.budget, on_batch)
-            record["batches"] = [_throughput(t, model, self.peak) for t in timings]
+            record["batches"] = [_throughput(t, model, self.peak, self.bounds) for t in timings]
         except Exception as e:  # a failing runner is a result to report; the rest of the suite still runs
             record.update(status="failed", reason=f"{type(e).__name__}: {e}")
             self.progress.note(f"{model.name} on {spec.name} failed: {record['reason']}")
@@ -182,19 +188,22 @@ def run_suite(model_paths: list[str | Path], specs: list[RunnerSpec], settings: 
     env = environment.describe_environment()
     device = environment.device_name(env)
     peak = peaks.device_peak(device)
+    bounds = roofline.peaks_for(device, roofline.measured_peaks() if settings.measure_peaks else None)
     models = [BenchModel.load(p) for p in model_paths]
     started = time.perf_counter()
     results = []
     with Progress(len(models) * len(specs) * len(settings.batches), label) as progress:
-        suite = SuiteRun(specs, settings, peak, progress)
+        suite = SuiteRun(specs, settings, peak, progress, bounds)
         for model in models:
             results += suite.model(model)
     document = {
         "schema": SCHEMA,
         "environment": {**env, "device": device, "driver": environment.driver(env), "driver_shader_caches": switches},
         "peaks": peaks.peak_record(device),
+        "roofline_peaks": asdict(bounds) if bounds else None,
         "settings": {"batches": list(settings.batches), "weights": settings.weights, **asdict(settings.budget),
-                     "first_call_batch": settings.first_call_batch, "seed": settings.seed},
+                     "first_call_batch": settings.first_call_batch, "seed": settings.seed,
+                     "measure_peaks": settings.measure_peaks},
         "models": [_model_record(m, peak) for m in models],
         "runners": [spec.record() for spec in specs],
         "results": results,

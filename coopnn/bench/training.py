@@ -60,6 +60,7 @@ class TrainingTiming:
     fit_steps: int = 0
     fit: FitTiming | None = None  # a fit from the data set in numpy arrays
     fit_cuda: FitTiming | None = None  # the same from the data set in PyTorch CUDA tensors
+    keeps_tape: bool = True  # whether the step stores layer inputs and deltas between its kernels (the roofline's bytes)
 
     @property
     def samples_per_s(self) -> float | None:
@@ -92,6 +93,8 @@ class CoopnnTrainingRunner:
             raise
         self.session = self.trainer.session
         self.input, self.output = graph.inputs[0].name, graph.outputs[0].name
+        tape = getattr(self.session, "tape", None)
+        self.keeps_tape = tape is None or bool(tape.layers)
 
     def step(self, x, y) -> float | None:
         self.trainer.step(x, y)
@@ -303,4 +306,5 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
     finally:
         runner.close()
     return TrainingTiming(name, model, batch, "measured", note, steps, Stats.of(gpu) if gpu else None, Stats.of(host),
-                          phases, resident, Stats.of(cuda) if cuda else None, fit_steps if fit else 0, fit, fit_cuda)
+                          phases, resident, Stats.of(cuda) if cuda else None, fit_steps if fit else 0, fit, fit_cuda,
+                          getattr(runner, "keeps_tape", True))

@@ -1,0 +1,23 @@
+"""The device-array probe (`coopnn.bench.device_arrays`) runs every variant end to end on a Vulkan device (lavapipe
+here, the portable backend) and reports them; nothing here is a measurement."""
+
+from __future__ import annotations
+
+import pytest
+
+from coopnn.bench import device_arrays
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.vulkan
+
+
+def test_every_variant_runs_and_is_reported(validated_device, tmp_path):
+    document = device_arrays.measure([ROOT / "models" / "mlp_3_64x2_3.onnx"], [9], runs=1, backend="portable")
+    (row,) = document["rows"]
+    assert set(device_arrays.VARIANTS) <= set(row)
+    for variant in device_arrays.VARIANTS:
+        assert row[variant]["wall_ms"] > 0
+        assert row["roofline"][variant]["flops"] == 512 * 8960
+    assert row["chunked"]["chunks"] >= 1
+    markdown = device_arrays.write(document, tmp_path).read_text()
+    assert "| mlp_3_64x2_3 | 2^9 |" in markdown
