@@ -13,7 +13,7 @@ import pytest
 
 import coopnn
 from coopnn.errors import InputError
-from tests.conftest import ROOT
+from tests.conftest import ROOT, import_torch
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("coopvec_device")]
 
@@ -23,7 +23,7 @@ TWO_HEADS = ROOT / "models" / "nerf_skip_two_heads.onnx"
 
 @pytest.fixture(scope="module")
 def torch():
-    torch = pytest.importorskip("torch", reason="PyTorch is not installed")
+    torch = import_torch()
     if not torch.cuda.is_available():
         pytest.skip("PyTorch sees no CUDA device")
     return torch
