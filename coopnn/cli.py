@@ -188,8 +188,9 @@ def _kernels_setup(p: argparse.ArgumentParser) -> None:
                    help="the kernels of a training step (L2 loss, Adam) instead of the inference kernel")
 
 
-@command("kernels", "what the device's driver made of a model's kernels, for inference or a training step: registers, "
-                    "spilled bytes, workgroup memory... as the driver reports them (VK_KHR_pipeline_executable_properties)",
+@command("kernels", "what the device's driver made of a model's kernels, for inference or a training step: "
+                    "registers, spilled bytes, workgroup memory... as the driver reports them "
+                    "(VK_KHR_pipeline_executable_properties)",
          _kernels_setup)
 def cmd_kernels(args: argparse.Namespace) -> int:
     import coopnn

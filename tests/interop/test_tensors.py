@@ -12,6 +12,7 @@ import pytest
 from coopnn.errors import InputError
 from coopnn.interop import tensors
 from coopnn.interop.tensors import as_cuda_input, is_cuda_array
+from tests.conftest import import_torch
 
 # ---------------------------------------------------------------------------------------------- recognising arrays
 
@@ -50,7 +51,7 @@ def test_interface_and_dlpack_producers_on_cuda_are_cuda_arrays():
 
 
 def test_torch_cpu_tensors_are_not_cuda_arrays():
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     assert not is_cuda_array(torch.zeros(4, 3))
     with pytest.raises(InputError, match="input 'x' is a tensor on cpu"):
         as_cuda_input("x", torch.zeros(4, 3), (3,), "f32")
