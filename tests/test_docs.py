@@ -2,11 +2,12 @@
 
 A fenced block's info string says what it is. `python` blocks are executed, each in a fresh interpreter; `sh` (or
 `bash`, `shell`) blocks are run line by line, and every line of one must be a `coopnn ...` or `python3 ...` command,
-so that a reader can paste it. A second word says what a block needs: `vulkan` (any Vulkan device, lavapipe in CI),
-`gpu` (a device with cooperative vectors), or `setup` (installs coopnn or runs this suite: not run from here, as CI
-runs exactly those commands, which a test checks against `.ci/run`). Blocks in other languages (`text`, `json`, ...)
-are shown, not run. Everything runs in a temporary folder that holds links to the repository's `models/` and
-`bench/`, so the blocks' relative paths work and what they write is thrown away.
+so that a reader can paste it. Further words say what a block needs: `vulkan` (any Vulkan device, lavapipe in CI),
+`gpu` (a device with cooperative vectors), `torch` (PyTorch with CUDA), or `setup` (installs coopnn or runs this
+suite: not run from here, as CI runs exactly those commands, which a test checks against `.ci/run`). A block's test
+carries the `vulkan` or `gpu` marker its needs give, so `pytest -m gpu` runs the GPU blocks too. Blocks in other
+languages (`text`, `json`, ...) are shown, not run. Everything runs in a temporary folder that holds links to the
+repository's `models/` and `bench/`, so the blocks' relative paths work and what they write is thrown away.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ CHECKED_WIDTH = [*DOCUMENTS, ROOT / "DEVELOPERS.md"]
 MAX_COLUMNS = 120
 MAX_README_LINES = 300
 SHELL_LANGUAGES = {"sh", "bash", "shell"}
-NEEDS = {"vulkan", "gpu", "setup"}
+NEEDS = {"vulkan", "gpu", "torch", "setup"}
 FENCE = re.compile(r"^```(\S*)\s*(.*)$")
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 BLOCK_SECONDS = 300
@@ -68,8 +69,11 @@ def blocks_of(path: Path) -> list[Block]:
     return found
 
 
-def runnable_blocks() -> list[Block]:
-    return [block for path in DOCUMENTS for block in blocks_of(path)
+def runnable_blocks() -> list:
+    """Every python and shell block but the setup ones, as parameters marked with what they need."""
+    return [pytest.param(block, id=block.id, marks=[getattr(pytest.mark, need) for need in ("vulkan", "gpu")
+                                                    if need in block.needs])
+            for path in DOCUMENTS for block in blocks_of(path)
             if (block.language == "python" or block.language in SHELL_LANGUAGES) and "setup" not in block.needs]
 
 
@@ -78,9 +82,21 @@ def skip_unless_possible(block: Block) -> None:
     unknown = block.needs - NEEDS
     assert not unknown, f"{block.id}: unknown info-string words {sorted(unknown)}; known: {sorted(NEEDS)}"
     reason = (coopvec_skip_reason() if "gpu" in block.needs else None) or \
-        (vulkan_skip_reason() if "vulkan" in block.needs else None)
+        (vulkan_skip_reason() if "vulkan" in block.needs else None) or \
+        (torch_cuda_skip_reason() if "torch" in block.needs else None)
     if reason:
-        pytest.skip(f"{block.id} needs {'a GPU' if 'gpu' in block.needs else 'Vulkan'}: {reason}")
+        pytest.skip(f"{block.id}: {reason}")
+
+
+def torch_cuda_skip_reason() -> str | None:
+    """Why a block that calls PyTorch on CUDA cannot run here, or None."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return "needs PyTorch (pip install -e '.[export]')"
+    import torch
+
+    return None if torch.cuda.is_available() else "needs PyTorch with a CUDA device"
 
 
 @pytest.fixture
@@ -116,7 +132,7 @@ def run_checked(argv: list[str], where: str, cwd: Path) -> None:
     assert done.returncode == 0, f"{where} failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
 
 
-@pytest.mark.parametrize("block", runnable_blocks(), ids=lambda block: block.id)
+@pytest.mark.parametrize("block", runnable_blocks())
 def test_code_block_runs(block: Block, reader_folder: Path):
     skip_unless_possible(block)
     if block.language == "python":

@@ -6,8 +6,9 @@ submission, CUDA events around PyTorch's step) and the host time of the call: co
 arrays, from coopnn device arrays and from PyTorch CUDA tensors, PyTorch's from CUDA tensors. The PyTorch baseline is
 what a PyTorch user would train with on that GPU: automatic mixed precision (fp16 autocast with a gradient scaler) and
 the fused Adam. Before timing, every runner steps for `warmup_seconds` and then on until its step time settles
-(`warm_up`): the H100 ran work several times slower after idling, and a machine just started ran the same steps up to
-2x slower for a while after 2 s of warm-up. The warm-up taken is in each result's note.
+(`warm_up`), because a GPU runs work several times slower after idling and a machine just started runs the same
+steps slower for a while even after a fixed warm-up (`docs/benchmarks.md`). The warm-up taken is in each result's
+note.
 
 With `fit_steps`, a runner that can also trains as a user's loop would: `fit_steps` steps on batches drawn from a
 data set (four batches' worth of random samples), timed by the wall clock from the call to the last result on the

@@ -16,10 +16,10 @@ Ordering, all on the GPU, with timeline semaphores exported from Vulkan and impo
 The host does not wait for the GPU in a run, except to reuse a slot whose previous submission is still running (the
 host is then SLOTS runs ahead). A slot's `inputs_ready` values only grow because a slot is reused only after its
 previous submission, which waited for the previous value, has finished.
-Cost: each run hands the GPU from the CUDA context to Vulkan's and back. On an H100 (driver 580.159) each hand-off
-took about 0.16 ms (an empty CUDA -> Vulkan -> CUDA round trip 0.31 ms, with timeline or binary semaphores alike,
-against 2.5 us for a CUDA signal and wait), which dominates small batches; the queue-family ownership barriers cost
-nothing measurable, and having the host wait for the copies before submitting, or order both APIs itself, was slower.
+Cost: each run hands the GPU from the CUDA context to Vulkan's and back, a fixed cost (with timeline or binary
+semaphores alike) that dominates small batches: the CUDA-tensor column of `bench/results/*-host-path.md`. The
+queue-family ownership barriers cost nothing measurable, and having the host wait for the copies before submitting,
+or order both APIs itself, was slower, so the GPU orders them.
 
 Lifetimes:
   - Reuse across calls: slots, semaphores and descriptor sets are made once; buffers only when a larger batch arrives

@@ -35,8 +35,8 @@ from coopnn.backends.coopvec.training import (GRADIENT_METHODS, STEP_METHODS, TR
                                               CoopvecTrainingSession)
 from coopnn.backends.trained_weights import trained_entries
 
-# Measured on the H100 (tests/backends/coopvec/test_speed.py) for the benchmark MLPs at 2^14 to 2^21 samples: 32 and 64
-# within 2% of each other everywhere, 128 up to 5% slower at 2^21.
+# Samples a work-group: 32 and 64 ran the benchmark MLPs equally fast and 128 slower at the largest batches
+# (`tests/backends/coopvec/test_speed.py` times them on a GPU).
 WORKGROUP_SIZE = 64
 LAYOUT = "inferencing_optimal"
 COMPUTE_STAGE_BIT = 0x20  # VK_SHADER_STAGE_COMPUTE_BIT
