@@ -132,3 +132,26 @@ def test_golden_dumps(name, make, tmp_path):
         golden.write_text(text)
         pytest.fail(f"wrote the missing golden file {golden}: review it and commit it")
     assert text == golden.read_text(), f"if the change is intended, delete {golden}, rerun, review and commit"
+
+
+@pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
+def test_float16_io_modules_pass_spirv_val(path, tmp_path):
+    """The kernels float16 device arrays run: inputs and outputs bound as float16 rows, every zoo model."""
+    program = compile(path, target="coopvec", weights="fp16")
+    binary = target("coopvec").compile(program.kernel, FP16, 64, io_dtype="f16")
+    assert [b.dtype for b in binary.bindings[1:]] == ["f16"] * (len(binary.bindings) - 1)
+    spirv_val(binary.spirv, tmp_path)
+
+
+def test_float16_io_reads_and_writes_halves_without_converting():
+    program = compile(ROOT / "models" / "mlp_32_64x4_16.onnx", target="coopvec", weights="fp16")
+    half = target("coopvec").compile(program.kernel, FP16, 64, io_dtype="f16")
+    text = disassemble(half.spirv)
+    assert "OpFConvert" not in text and text.count("OpCooperativeVectorStoreNV") == 1
+    assert text.count("OpCooperativeVectorLoadNV") == 1
+
+
+def test_float16_io_is_for_inference_with_float_weights():
+    program = compile(ROOT / "models" / "mlp_32_64x4_16.onnx", target="coopvec", weights="fp16")
+    with pytest.raises(CompileError, match="float16 rows for inference with float weights only"):
+        target("coopvec").compile(program.kernel, FP16, 64, io_dtype="bf16")
