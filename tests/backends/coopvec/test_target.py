@@ -155,3 +155,14 @@ def test_float16_io_is_for_inference_with_float_weights():
     program = compile(ROOT / "models" / "mlp_32_64x4_16.onnx", target="coopvec", weights="fp16")
     with pytest.raises(CompileError, match="float16 rows for inference with float weights only"):
         target("coopvec").compile(program.kernel, FP16, 64, io_dtype="bf16")
+
+
+@pytest.mark.parametrize("io_dtype", ["f32", "f16"])
+@pytest.mark.parametrize("size", [32, 128, 256])
+def test_the_workgroup_sizes_the_inference_probe_compares_pass_spirv_val(size, io_dtype, tmp_path):
+    """`coopnn.bench.inference_variants` compiles these against the model's own weight manifest."""
+    program = compile(ROOT / "models" / "mlp_64_128x4_16.onnx", target="coopvec", weights="fp16")
+    packed = _packed(program.kernel, "inferencing_optimal")
+    binary = target("coopvec").compile(program.kernel, FP16, size, packed=packed, io_dtype=io_dtype)
+    assert binary.workgroup_size == (size, 1, 1)
+    spirv_val(binary.spirv, tmp_path)
