@@ -17,8 +17,9 @@ is read on the stream the caller works on: PyTorch's or CuPy's current stream, o
 Outputs: PyTorch in, PyTorch out; CuPy in, CuPy out; any other producer, PyTorch when importable, else the bridge's
 output object itself, which exposes `__cuda_array_interface__` (version 3, with its stream; no `__dlpack__`) in the
 kernel's element type, boolean outputs as 0/1. Outputs are float32 but where every input was float16 (`is_float16`)
-and the model has a float16-I/O kernel: then the kernel reads and writes float16 and the outputs stay float16. Outputs view memory the bridge owns, without a copy; the returned
-array keeps that memory alive (PyTorch and CuPy hold the output object).
+and the model has a float16-I/O kernel: then the kernel reads and writes float16 and the outputs stay float16.
+Outputs view memory the bridge owns, without a copy; the returned array keeps that memory alive (PyTorch and CuPy
+hold the output object).
 """
 
 from __future__ import annotations
