@@ -134,11 +134,13 @@ def test_golden_dumps(name, make, tmp_path):
     assert text == golden.read_text(), f"if the change is intended, delete {golden}, rerun, review and commit"
 
 
+@pytest.mark.parametrize("weights", ["fp16", "fp8_e4m3"])
 @pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
-def test_float16_io_modules_pass_spirv_val(path, tmp_path):
-    """The kernels float16 device arrays run: inputs and outputs bound as float16 rows, every zoo model."""
-    program = compile(path, target="coopvec", weights="fp16")
-    binary = target("coopvec").compile(program.kernel, FP16, 64, io_dtype="f16")
+def test_float16_io_modules_pass_spirv_val(path, weights, tmp_path):
+    """The kernels float16 device arrays run: inputs and outputs bound as float16 rows, every zoo model, float16 and
+    8-bit float weights."""
+    program = compile(path, target="coopvec", weights=weights)
+    binary = target("coopvec").compile(program.kernel, weight_format(weights), 64, io_dtype="f16")
     assert [b.dtype for b in binary.bindings[1:]] == ["f16"] * (len(binary.bindings) - 1)
     spirv_val(binary.spirv, tmp_path)
 
@@ -152,9 +154,16 @@ def test_float16_io_reads_and_writes_halves_without_converting():
 
 
 def test_float16_io_is_for_inference_with_float_weights():
-    program = compile(ROOT / "models" / "mlp_32_64x4_16.onnx", target="coopvec", weights="fp16")
+    path = ROOT / "models" / "mlp_32_64x4_16.onnx"
+    program = compile(path, target="coopvec", weights="fp16")
     with pytest.raises(CompileError, match="float16 rows for inference with float weights only"):
         target("coopvec").compile(program.kernel, FP16, 64, io_dtype="bf16")
+    with coopnn.load(path, backend="numpy") as model:
+        calibration = random_feeds(model, 64, seed=2)
+    int8 = compile(path, target="coopvec", weights="int8", calibration=calibration)
+    fmt = calibrated(weight_format("int8"), int8.graph, calibration)
+    with pytest.raises(CompileError, match="with int8 weights"):
+        target("coopvec").compile(int8.kernel, fmt, 64, io_dtype="f16")
 
 
 @pytest.mark.parametrize("io_dtype", ["f32", "f16"])
