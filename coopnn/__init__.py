@@ -35,14 +35,15 @@ from coopnn.train.trainer import Trainer
 __version__ = "0.1.0"
 
 
-def to_device(x, device=None) -> DeviceArray:
-    """`x` (any float array) copied once into GPU memory as float32: a `DeviceArray` that `Model.run` takes and returns
-    without host round trips. `device` as `coopnn.load` takes it; models must run on the same device.
+def to_device(x, device=None, dtype="float32") -> DeviceArray:
+    """`x` (any float array) copied once into GPU memory as `dtype` (float32, or float16: models on the coopvec
+    backend then read and write float16, half the bytes): a `DeviceArray` that `Model.run` takes and returns without
+    host round trips. `device` as `coopnn.load` takes it; models must run on the same device.
 
     Every backend declares its device features first, so the array's context is the one models load into: an array
     made before any model would otherwise sit in a second VkDevice and be imported by fd into the models' one."""
     backends.all_backends()
-    return _device_arrays.to_device(x, device)
+    return _device_arrays.to_device(x, device, dtype)
 
 
 __all__ = [

@@ -4,6 +4,10 @@ a slow run apart (bench/device_arrays.py runs it on the GPU machine).
 For each model and batch, the median GPU time (timestamps around the dispatches) and wall clock of:
 - `numpy`: `run(x)`, the host path (chunks pipelined over I/O slots);
 - `device`: `run(to_device(x))`, the library's path: one dispatch over the arrays where they are;
+- `float16`: `run(to_device(x, dtype="float16"))`, the float16-I/O kernel where the backend has one (coopvec): the
+  column to hold beside tiny-cuda-nn's and Dr.Jit's, whose data is float16 on the GPU;
+- `cuda` and `cuda_f16`: `run()` on PyTorch CUDA tensors, float32 and half (the latter the float16-I/O kernel through
+  the CUDA bridge), with a synchronize, where PyTorch has a CUDA device; GPU time: the bridge's dispatches;
 - `imported`: that dispatch on arrays that live in another VkDevice of the same GPU and are imported by fd into the
   model's, as `coopnn.to_device` arrays were when made before any model was loaded;
 - `chunked`: the library's arrays copied into buffers of the host path's chunk size beforehand, then one dispatch a
@@ -28,7 +32,8 @@ from coopnn.bench.roofline import inference_work, peaks_for
 
 MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
 RUNS = 15
-VARIANTS = ("numpy", "device", "imported", "chunked")
+VARIANTS = ("numpy", "device", "float16", "cuda", "cuda_f16", "imported", "chunked")
+HALF_VARIANTS = ("float16", "cuda_f16")  # float16 in and out: their roofline counts two bytes a value
 
 
 def timed(call, gpu_ms, runs: int) -> dict:
@@ -50,6 +55,35 @@ def _whole_dispatch(executable, buffers, batch: int):
 
     return Dispatch(executable.kernel, tuple(buffers), executable.binary.pack_push(count=batch),
                     executable.kernel.group_count_for(batch))
+
+
+def float16_run(model, x: np.ndarray, runs: int) -> dict:
+    """`run` on float16 device arrays; the reason instead where the model's backend has no float16-I/O kernel."""
+    half = coopnn.to_device(x, dtype="float16")
+    try:
+        model.run(half)
+    except coopnn.InputError as e:
+        return {"wall_ms": None, "gpu_ms": None, "reason": str(e)}
+    return timed(lambda: model.run(half), lambda: model._executable.last_gpu_ms, runs)
+
+
+def cuda_run(model, x: np.ndarray, runs: int, half: bool) -> dict:
+    """`run` on a PyTorch CUDA tensor (half with `half`) and a synchronize; the reason instead without one."""
+    from coopnn.bench.training import torch_cuda_unavailable_reason
+
+    why = torch_cuda_unavailable_reason()
+    if why is not None:
+        return {"wall_ms": None, "gpu_ms": None, "reason": why}
+    import torch
+
+    tensor = torch.from_numpy(x).cuda()
+    tensor = tensor.half() if half else tensor
+
+    def call():
+        model.run(tensor)
+        torch.cuda.synchronize()
+
+    return timed(call, lambda: model.last_gpu_ms, runs)
 
 
 def imported_run(executable, x: np.ndarray, runs: int) -> dict:
@@ -117,14 +151,19 @@ def measure_model(path: Path, log2_batch: int, runs: int = RUNS, backend: str = 
         x = np.random.default_rng(log2_batch).uniform(-1, 1, (1 << log2_batch, features)).astype(np.float32)
         device_x = coopnn.to_device(x)
         np.testing.assert_allclose(model.run(device_x).numpy(), model.run(x), rtol=1e-6, atol=1e-6)
-        work = inference_work(BenchModel.load(path).graph, 1 << log2_batch)
+        graph = BenchModel.load(path).graph
+        work, half_work = (inference_work(graph, 1 << log2_batch, io_itemsize=size) for size in (4, 2))
         row = {"model": path.stem, "log2_batch": log2_batch, "backend": model.backend, "weights": model.weights,
                "numpy": timed(lambda: model.run(x), lambda: executable.last_gpu_ms, runs),
                "device": timed(lambda: model.run(device_x), lambda: executable.last_gpu_ms, runs),
+               "float16": float16_run(model, x, runs),
+               "cuda": cuda_run(model, x, runs, half=False),
+               "cuda_f16": cuda_run(model, x, runs, half=True),
                "imported": imported_run(executable, x, runs),
                "chunked": chunked_run(executable, device_x, runs)}
         bounds = peaks_for(device_name(describe_environment()))
-        row["roofline"] = {variant: work.against(row[variant]["gpu_ms"], bounds) for variant in VARIANTS}
+        row["roofline"] = {v: (half_work if v in HALF_VARIANTS else work).against(row[v]["gpu_ms"], bounds)
+                           for v in VARIANTS}
         return row
     finally:
         model.close()
@@ -146,19 +185,21 @@ def markdown(document: dict) -> str:
     lines = [f"# `run()` on device arrays against numpy on {env.get('vulkan', {}).get('device', '?')}", "",
              f"Driver {env.get('vulkan', {}).get('driver', '?')}, {env.get('date', '')}. Median GPU ms (wall ms); "
              "`device` is the library's path, `imported` arrays of another VkDevice imported by fd (what arrays made "
-             "before any model were), `chunked` the host path's dispatch shape on device buffers. Bound: "
+             "before any model were), `chunked` the host path's dispatch shape on device buffers; `cuda`, `cuda_f16`: "
+             "PyTorch CUDA tensors, float32 and half. Bound: "
              "`coopnn.bench.roofline` (bytes at the copy bandwidth or FLOPs at the tensor-core peak).", "",
-             "| model | batch | numpy | device | imported | chunked | device / numpy | device / bound |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| model | batch | " + " | ".join(VARIANTS) + " | device / numpy | device / bound | float16 / bound |",
+             "|---|---|" + "---|" * (len(VARIANTS) + 3)]
     for r in document["rows"]:
         if "skipped" in r:
-            lines.append(f"| {r['model']} | 2^{r['log2_batch']} | {r['skipped']} |||||||")
+            lines.append(f"| {r['model']} | 2^{r['log2_batch']} | {r['skipped']} |" + "|" * (len(VARIANTS) + 2))
             continue
         cells = [f"{fmt(r[v]['gpu_ms'])} ({fmt(r[v]['wall_ms'])})" for v in VARIANTS]
         numpy_gpu, device_gpu = r["numpy"]["gpu_ms"], r["device"]["gpu_ms"]
         ratio = device_gpu / numpy_gpu if numpy_gpu and device_gpu else None
         lines.append(f"| {r['model']} | 2^{r['log2_batch']} | " + " | ".join(cells)
-                     + f" | {fmt(ratio)} | {fmt(r['roofline']['device']['ratio_to_bound'])} |")
+                     + f" | {fmt(ratio)} | {fmt(r['roofline']['device']['ratio_to_bound'])} | "
+                     f"{fmt(r['roofline']['float16']['ratio_to_bound'])} |")
     return "\n".join(lines) + "\n"
 
 

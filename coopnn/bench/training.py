@@ -61,7 +61,7 @@ class TrainingTiming:
     fit_steps: int = 0
     fit: FitTiming | None = None  # a fit from the data set in numpy arrays
     fit_cuda: FitTiming | None = None  # the same from the data set in PyTorch CUDA tensors
-    keeps_tape: bool = True  # whether the step stores layer inputs and deltas between its kernels (the roofline's bytes)
+    keeps_tape: bool = True  # whether the step stores layer inputs and deltas between kernels (the roofline's bytes)
 
     @property
     def samples_per_s(self) -> float | None:

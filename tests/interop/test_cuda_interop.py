@@ -269,3 +269,25 @@ def test_reuse_over_2000_calls_leaks_nothing(torch):
         assert before[3][1] > 0  # the bridge's buffers are among those counted
         assert bridge.pool_counts()["idle"] <= 8
         bridge.close()
+
+
+def test_half_tensors_run_the_float16_kernel_and_come_back_half(torch):
+    """Float16 in, float16 out, read and written as float16 by the kernel: the same values as the float32 path gives
+    for the same (float16-exact) inputs, which rounds inputs and outputs to float16 too; the numpy oracle of
+    float16-rounded weights within the float16 tolerance."""
+    from coopnn.graph.onnx.importer import import_model
+    from coopnn.graph.passes import optimize
+    from coopnn.interop.cuda_bridge import bridge_for
+    from coopnn.layouts.formats.emulation import run_fp16_emulation
+
+    with coopnn.load(MLP, backend="coopvec", weights="fp16") as model:
+        x = (torch.rand(5001, 32, device="cuda") * 2 - 1).half()
+        y = model.run(x)
+        assert y.dtype == torch.float16 and y.shape == (5001, 16) and "f16" in bridge_for(model._executable)._bridges
+        got = y.float().cpu().numpy()
+        np.testing.assert_array_equal(got, model.run(x.float().cpu().numpy()))
+        assert model.run(x.float()).dtype == torch.float32  # float32 in: the float32 kernel, as before
+        graph = optimize(import_model(MLP))
+        want = run_fp16_emulation(graph, {"x": x.float().cpu().numpy()})["y"]
+        np.testing.assert_allclose(got, want, rtol=1e-3, atol=2.5e-3)
+        assert model.last_gpu_ms > 0

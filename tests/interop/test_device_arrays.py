@@ -140,3 +140,34 @@ def test_a_run_is_one_dispatch_over_the_whole_batch_on_the_arrays_own_buffers(mo
         assert dispatch.buffers == (executable.weight_buffer, x._buffer, y._buffer)
         assert bytes(dispatch.push_constants) == bytes(executable.binary.pack_push(count=1000))
         np.testing.assert_allclose(y.numpy(), model.run(x.numpy()), rtol=1e-6, atol=1e-7)
+
+
+def test_float16_arrays_round_trip_and_say_so():
+    x = _x(50, seed=6)
+    d = coopnn.to_device(x, dtype="float16")
+    assert d.dtype == np.float16 and d.nbytes == 50 * 32 * 2 and "float16" in repr(d)
+    np.testing.assert_array_equal(d.numpy(), x.astype(np.float16))
+    with pytest.raises(InputError, match="device arrays hold float32 or float16, not 'int8'"):
+        coopnn.to_device(x, dtype="int8")
+
+
+def test_float16_arrays_are_refused_where_float32_is_read():
+    """Only coopvec has float16-I/O kernels; training steps (and anything else binding a device array) read
+    float32 ones: both say so by name rather than reading the halves as floats."""
+    with coopnn.load(MLP, backend="portable") as model:
+        half = coopnn.to_device(_x(64), dtype="float16")
+        with pytest.raises(InputError, match="reads and writes f32 arrays, not f16: float16 device arrays run on the "
+                                             "coopvec backend"):
+            model.run(half)
+        with pytest.raises(InputError, match=r"holds float16; float32 is read here: make it with "
+                                             r"coopnn.to_device\(x, dtype='float32'\)"):
+            half.bound_in(model._executable.context)
+
+
+def test_one_run_takes_one_dtype():
+    with coopnn.load(TWO_HEADS, backend="portable") as model:
+        names = [i.name for i in model.inputs]
+        feeds = {name: coopnn.to_device(_x(8, model.inputs[k].shape[1]), dtype=("float16" if k else "float32"))
+                 for k, name in enumerate(names)}
+        with pytest.raises(InputError, match="device arrays of one run hold one dtype; these hold float16, float32"):
+            model.run(feeds)

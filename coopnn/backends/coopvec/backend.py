@@ -121,10 +121,14 @@ def prepare_coopvec(graph: Graph, program: KernelProgram, weights: WeightFormat,
     # held from the conversion to the executable, so both use one shared context rather than making two in turn
     with open_context(device, features=FEATURES):
         packed = optimal_weights(weight_plan(program, weights), device)
-        binary = CoopvecBackend.target.compile(program, weights, workgroup_size, packed=packed)
-        # device addresses let `convert_in_place` write new weights with the driver's conversion on the GPU
-        binary = dataclasses.replace(binary, features=binary.features | {"bufferDeviceAddress"})
-        return KernelExecutable(binary, graph, device, program.sources)
+        def compiled(io_dtype: str):
+            made = CoopvecBackend.target.compile(program, weights, workgroup_size, packed=packed, io_dtype=io_dtype)
+            # device addresses let `convert_in_place` write new weights with the driver's conversion on the GPU
+            return dataclasses.replace(made, features=made.features | {"bufferDeviceAddress"})
+
+        # float16 device arrays: the same kernel on float16 rows, compiled on first use (`KernelExecutable.kernel_for`)
+        halves = {} if weights.input_quantization is not None else {"f16": lambda: compiled("f16")}
+        return KernelExecutable(compiled("f32"), graph, device, program.sources, halves)
 
 
 def convert_in_place(executable: KernelExecutable, plan: WeightPlan) -> bool:
