@@ -28,11 +28,15 @@ U32 = 0xFFFFFFFF
 def level_scale(level: int, per_level_scale: float, base_resolution: int) -> np.float32:
     """The level's scale, in float32 as tcnn computes it."""
     log2_scale = np.log2(np.float32(per_level_scale))
-    return np.float32(np.exp2(np.float32(level) * log2_scale) * np.float32(base_resolution) - np.float32(1))
+    with np.errstate(over="ignore"):  # an infinite scale is refused by the grid's size check
+        return np.float32(np.exp2(np.float32(level) * log2_scale) * np.float32(base_resolution) - np.float32(1))
+
+
+UNBOUNDED = 1 << 62  # the resolution recorded for a level whose scale overflowed float32 (the grid refuses it)
 
 
 def level_resolution(scale: np.float32) -> int:
-    return int(math.ceil(float(scale))) + 1
+    return int(math.ceil(float(scale))) + 1 if math.isfinite(float(scale)) else UNBOUNDED
 
 
 def next_multiple(value: int, step: int) -> int:
