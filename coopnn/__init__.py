@@ -1,7 +1,7 @@
 """coopnn: run and train small neural-shading MLPs on Vulkan GPUs through cooperative vectors.
 
 The public surface: `load`, `Model`, `compile`, `Program`, `backends` (`backends.statuses()`: every backend, whether it can run here, and if not, why), the errors, and training: `Trainer`, `optim`
-(Adam, SGD) and `mlp` (models built without ONNX). Nothing here imports the `vulkan` package: Vulkan
+(Adam, SGD), `mlp` (models built without ONNX) and `from_tcnn_config` (a tiny-cuda-nn JSON config). Nothing here imports the `vulkan` package: Vulkan
 is loaded only when a Vulkan backend is asked for or probed.
 """
 
@@ -28,6 +28,7 @@ from coopnn.backends import BackendStatus
 from coopnn.runtime.host_arrays import empty
 from coopnn.train import optim
 from coopnn.nets.builders import mlp
+from coopnn.nets.tcnn_config import from_tcnn_config
 from coopnn.train.trainer import Trainer
 
 __version__ = "0.1.0"
@@ -55,6 +56,7 @@ __all__ = [
     "UnsupportedOperatorError",
     "__version__",
     "backends",
+    "from_tcnn_config",
     "load",
     "mlp",
     "optim",

@@ -22,7 +22,9 @@ ACTIVATIONS = tuple(sorted(op.value for op, d in ops.REGISTRY.items() if d.fusab
 MAX_PARAMETERS = 1 << 28  # what `mlp_graph` makes at most: 1 GiB of float32 (drawn in float64 first)
 
 
-def _activation(name: str | None, role: str) -> Activation | None:
+def _activation(name: str | Activation | None, role: str) -> Activation | None:
+    if isinstance(name, Activation):
+        return name
     if name is None or name == "none":
         return None
     if name not in ACTIVATIONS:
@@ -50,7 +52,7 @@ def _initial_layer(rng: np.random.Generator, fan_in: int, fan_out: int, initiali
 
 
 def mlp_graph(in_features: int, hidden: Sequence[int] = (64, 64), out_features: int = 3, *,
-              activation: str | None = "relu", output_activation: str | None = None,
+              activation: str | Activation | None = "relu", output_activation: str | Activation | None = None,
               encoding: str | Mapping[str, Any] | None = None, octaves: int | None = None, seed: int = 0,
               name: str = "mlp", initialisation: str = "pytorch") -> Graph:
     """The graph IR of the MLP `mlp` prepares (same arguments, less the backend's)."""
@@ -83,7 +85,7 @@ def mlp_graph(in_features: int, hidden: Sequence[int] = (64, 64), out_features: 
 
 
 def mlp(in_features: int, hidden: Sequence[int] = (64, 64), out_features: int = 3, *,
-        activation: str | None = "relu", output_activation: str | None = None,
+        activation: str | Activation | None = "relu", output_activation: str | Activation | None = None,
         encoding: str | Mapping[str, Any] | None = None, octaves: int | None = None, seed: int = 0, name: str = "mlp",
         backend: str = "auto", weights: str = "fp32", device: str | int | None = None,
         initialisation: str = "pytorch") -> Model:
