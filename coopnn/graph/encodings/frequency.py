@@ -49,7 +49,8 @@ class Frequency(Encoding):
             return float32(np.ldexp(x[:, :, None], octaves) * np.float32(math.pi))
         return float32(x[:, :, None] * float32((2.0 ** octaves) * math.pi))
 
-    def _frequencies(self) -> np.ndarray:
+    def frequencies(self) -> np.ndarray:
+        """The float32 factors 2^k pi the layout multiplies x by."""
         if self.layout == "tcnn":
             return float32(np.ldexp(np.float32(math.pi), np.arange(self.n_frequencies)))
         return float32((2.0 ** np.arange(self.n_frequencies)) * math.pi)
@@ -66,7 +67,7 @@ class Frequency(Encoding):
     def backward(self, x, params, dy):
         x = as_rows(x, self.n_input_dims)
         batch, phases = x.shape[0], self._phases(x).astype(np.float64)
-        scale = self._frequencies().astype(np.float64)
+        scale = self.frequencies().astype(np.float64)
         d_sin, d_cos = np.cos(phases) * scale, -np.sin(phases) * scale
         dy = np.asarray(dy, np.float64)
         if self.layout == "tcnn":
