@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from coopnn.graph.activations import ACTIVATIONS, f32 as _f32
+from coopnn.graph.encodings.base import Encoding
 from coopnn.graph.ir import Activation, Op
 
 Array = np.ndarray
@@ -259,7 +260,9 @@ def _reduce(fn):
 
 
 def _encoding_shape(shapes, attrs):
-    encoding, x = attrs["encoding"], shapes[0]
+    encoding, x = attrs.get("encoding"), shapes[0]
+    if not isinstance(encoding, Encoding):
+        raise ShapeError(f"an encoding node holds a coopnn.graph.encodings Encoding, not {encoding!r}")
     if len(x) != 2 or x[-1] != encoding.n_input_dims:
         raise ShapeError(f"{encoding.describe()} encodes [batch, {encoding.n_input_dims}] inputs, not {x}")
     want = ((encoding.n_parameters,),) if encoding.n_parameters else ()
