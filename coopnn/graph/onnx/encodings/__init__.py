@@ -1,4 +1,4 @@
-"""Encodings in standard ONNX operators, one module per encoding (`simple` holds the four without parameters),
+"""Encodings in standard ONNX operators, one module per encoding,
 each defining `WRITERS` (otype -> writer), found here: `write_encoding` writes an ENCODING node's subgraph."""
 
 from __future__ import annotations
