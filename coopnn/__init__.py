@@ -1,8 +1,8 @@
 """coopnn: run and train small neural-shading MLPs on Vulkan GPUs through cooperative vectors.
 
 The public surface: `load`, `Model`, `compile`, `Program`, `backends` (`backends.statuses()`: every backend, whether it can run here, and if not, why), the errors, and training: `Trainer`, `optim`
-(Adam, SGD), `mlp` (models built without ONNX) and `from_tcnn_config` (a tiny-cuda-nn JSON config). Nothing here imports the `vulkan` package: Vulkan
-is loaded only when a Vulkan backend is asked for or probed.
+(Adam, SGD), `mlp` (models built without ONNX) and `from_tcnn_config` (a tiny-cuda-nn JSON config). Nothing here
+imports the `vulkan` package: Vulkan is loaded only when a Vulkan backend is asked for or probed.
 """
 
 from __future__ import annotations

@@ -44,7 +44,8 @@ ENCODINGS: Mapping[str, Callable[..., tuple[str, int]]] = {"frequency": frequenc
 
 def encoding_node(builder: GraphBuilder, x: str, encoding: Encoding, rng: np.random.Generator,
                   name: str = "encoding") -> tuple[str, int]:
-    """Add `encoding` over the value `x` as an ENCODING node `name`; its parameters start as the encoding starts them."""
+    """Add `encoding` over the value `x` as an ENCODING node `name`, its parameters started as the encoding starts
+    them."""
     inputs = [x]
     if encoding.n_parameters:
         inputs.append(builder.constant(f"{name}.params", encoding.initial_parameters(rng)))

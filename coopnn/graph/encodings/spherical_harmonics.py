@@ -30,7 +30,8 @@ def harmonics(direction: np.ndarray, degree: int) -> np.ndarray:
     [-1, 1]. Values and derivatives travel together as [value, d/dx, d/dy, d/dz] rows."""
     x, y, z = (np.asarray(direction[:, i], np.float64) for i in range(3))
     one, zero = np.ones_like(x), np.zeros_like(x)
-    unit = {"x": np.stack([x, one, zero, zero]), "y": np.stack([y, zero, one, zero]), "z": np.stack([z, zero, zero, one])}
+    unit = {"x": np.stack([x, one, zero, zero]), "y": np.stack([y, zero, one, zero]),
+            "z": np.stack([z, zero, zero, one])}
 
     def times(a, b):  # product rule on [value, gradient] rows
         return np.concatenate([a[:1] * b[:1], a[:1] * b[1:] + b[:1] * a[1:]])

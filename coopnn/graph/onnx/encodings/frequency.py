@@ -1,4 +1,5 @@
-"""The ONNX form of Frequency: both layouts: the phases x 2^k pi as one Mul against a constant, then Sin and Cos, interleaved (tcnn) or in blocks after x (nerf)."""
+"""The ONNX form of Frequency: both layouts: the phases x 2^k pi as one Mul against a constant, then Sin and Cos,
+interleaved (tcnn) or in blocks after x (nerf)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The ONNX form of OneBlob: the quartic kernel's clamped integral at each bin boundary, its wrapped copies added, differenced between neighbouring boundaries."""
+"""The ONNX form of OneBlob: the quartic kernel's clamped integral at each bin boundary, its wrapped copies added,
+differenced between neighbouring boundaries."""
 
 from __future__ import annotations
 
