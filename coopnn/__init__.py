@@ -3,8 +3,8 @@
 The public surface is `__all__`, and nothing else: `load`, `Model` (and its `TensorInfo`), `compile`, `Program`,
 `backends` (`backends.statuses()`: every backend, whether it can run here, and if not, why; `BackendStatus`), the
 errors and the `BackendNotice` warning, device arrays (`to_device`, `DeviceArray`, `empty`), and training:
-`Trainer`, `optim` (Adam, SGD) and `mlp` (models built without ONNX). Nothing here imports the `vulkan` package:
-Vulkan is loaded only when a Vulkan backend is asked for or probed.
+`Trainer`, `optim` (Adam, SGD), `mlp` (models built without ONNX) and `from_tcnn_config` (a tiny-cuda-nn JSON
+config). Nothing here imports the `vulkan` package: Vulkan is loaded only when a Vulkan backend is asked for or probed.
 """
 
 from coopnn.errors import (
@@ -30,6 +30,7 @@ from coopnn.backends import BackendStatus
 from coopnn.runtime.host_arrays import empty
 from coopnn.train import optim
 from coopnn.nets.builders import mlp
+from coopnn.nets.tcnn_config import from_tcnn_config
 from coopnn.train.trainer import Trainer
 
 __version__ = "0.1.0"
@@ -69,6 +70,7 @@ __all__ = [
     "UnsupportedOperatorError",
     "__version__",
     "backends",
+    "from_tcnn_config",
     "load",
     "mlp",
     "optim",

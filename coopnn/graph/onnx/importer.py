@@ -19,6 +19,7 @@ from coopnn.graph.ir import Graph, Value
 from coopnn.graph.onnx import converters  # noqa: F401  (fills the registry with the listed converter families)
 from coopnn.graph.onnx import registry
 from coopnn.graph.onnx.context import ConversionContext
+from coopnn.graph.onnx.fuse_encodings import fuse_encodings
 from coopnn.graph.onnx.loading import load_proto
 from coopnn.graph.onnx.node import OnnxNode, canonical_domain
 from coopnn.graph.onnx.tensors import element_type_name
@@ -43,7 +44,7 @@ def import_model(model: str | os.PathLike | bytes | onnx.ModelProto, *,
     proto = load_proto(model, base_dir)
     check_declarations(proto)
     initializers = read_initializers(proto)
-    proto = check_and_infer(proto)
+    proto = fuse_encodings(check_and_infer(proto))
     graph = proto.graph
     opsets = {canonical_domain(o.domain): o.version for o in proto.opset_import}
     names = {v.name for v in graph.input} | set(initializers) | {o for n in graph.node for o in n.output}
