@@ -8,10 +8,11 @@ instruction names with `@reads(...)`; parser.py imports them by name.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
-from coopnn.tl.ast import Atomic, Inst, Region, Value
+from coopnn.tl.ast import Atomic, Constant, Inst, Region, Value
+from coopnn.tl.types import INDEX
 from coopnn.tl.scanner import Scanner
 
 Reader = Callable[["Opcode", Scanner], list[Inst]]
@@ -44,6 +45,14 @@ class Opcode:
     start: int
     scanner: Scanner
     fresh: FreshNames
+    implied: list[Inst] = field(default_factory=list)  # instructions the text implies before this one
+
+    def immediate(self, value, value_type) -> Value:
+        """A value for an immediate constant written where the grammar wants a local identifier (the reference's
+        examples do this), defined by a constant instruction placed before the instruction being read."""
+        name = Value(self.fresh.take("imm"), self.scanner.span(self.start))
+        self.implied.append(Constant(results=(name,), span=name.span, value=value, type=value_type))
+        return name
 
     def take(self, choices: tuple[str, ...]) -> str | None:
         """The next modifier if it is one of `choices` (consumed), else None."""
@@ -69,7 +78,7 @@ def finish(op: Opcode, node_type: type, /, **fields) -> list[Inst]:
     """The instruction `node_type(**fields)` spanning what was read, once every modifier was understood."""
     if op.modifiers:
         raise op.scanner.error(f"{op.name} has no modifier '.{op.modifiers[0]}'", op.start)
-    return [node_type(results=op.results, span=op.span(), **fields)]
+    return op.implied + [node_type(results=op.results, span=op.span(), **fields)]
 
 
 def local_list(s: Scanner) -> tuple[Value, ...]:
@@ -88,14 +97,16 @@ def parenthesized_locals(s: Scanner, allow_empty: bool = False) -> tuple[Value, 
     return values
 
 
-def index_list(s: Scanner) -> tuple[Value, ...]:
-    """`[ [local-identifier-list] ]`."""
+def index_list(op: Opcode, s: Scanner) -> tuple[Value, ...]:
+    """`[ [local-identifier-list] ]`; an integer constant in the list (as in the reference's load examples) is read
+    as an index constant."""
     s.expect("[")
-    if s.eat("]"):
-        return ()
-    values = local_list(s)
-    s.expect("]", "closing the index list")
-    return values
+    values = []
+    while not s.eat("]"):
+        if values:
+            s.expect(",", "between indices")
+        values.append(op.immediate(s.integer(), INDEX) if s.peek_integer() else s.local("an index"))
+    return tuple(values)
 
 
 def region(s: Scanner, fresh: FreshNames) -> Region:

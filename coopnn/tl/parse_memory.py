@@ -26,7 +26,7 @@ def _alloca(op: Opcode, s: Scanner):
 def _load(op: Opcode, s: Scanner):
     op.results_count(1)
     tensor = s.local()
-    indices = index_list(s)
+    indices = index_list(op, s)
     s.expect(":")
     loaded = memref_type(s) if s.peek("memref<") else number_type(s)
     return finish(op, ast.Load, tensor=tensor, indices=indices, type=loaded)
@@ -38,7 +38,7 @@ def _store(op: Opcode, s: Scanner):
     value = s.local()
     s.expect(",")
     tensor = s.local()
-    return finish(op, ast.Store, value=value, tensor=tensor, indices=index_list(s))
+    return finish(op, ast.Store, value=value, tensor=tensor, indices=index_list(op, s))
 
 
 @reads("atomic_load")
@@ -46,7 +46,7 @@ def _atomic_load(op: Opcode, s: Scanner):
     op.results_count(1)
     atomic = op.take_atomic()
     tensor = s.local()
-    indices = index_list(s)
+    indices = index_list(op, s)
     s.expect(":")
     return finish(op, ast.AtomicLoad, atomic=atomic, tensor=tensor, indices=indices, type=number_type(s))
 
@@ -58,7 +58,7 @@ def _atomic_store(op: Opcode, s: Scanner):
     value = s.local()
     s.expect(",")
     tensor = s.local()
-    return finish(op, ast.AtomicStore, atomic=atomic, value=value, tensor=tensor, indices=index_list(s))
+    return finish(op, ast.AtomicStore, atomic=atomic, value=value, tensor=tensor, indices=index_list(op, s))
 
 
 @reads(*ATOMIC_UPDATES)
@@ -68,7 +68,7 @@ def _atomic_update(op: Opcode, s: Scanner):
     value = s.local()
     s.expect(",")
     tensor = s.local()
-    indices = index_list(s)
+    indices = index_list(op, s)
     s.expect(":")
     return finish(op, ast.AtomicUpdate, op=ATOMIC_UPDATES[op.name], atomic=atomic, value=value, tensor=tensor,
                   indices=indices, type=number_type(s))

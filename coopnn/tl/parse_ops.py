@@ -76,16 +76,12 @@ def _legacy_compare(op: Opcode, s: Scanner):
     operands.append(_operand_or_immediate(s))
     s.expect(":")
     operand_type = scalar_type(s)
-    implied = []
     for index, operand in enumerate(operands):
-        if isinstance(operand, ast.Value):
-            continue
-        if operand_type.is_bool and not isinstance(operand, bool):
-            raise s.error("an immediate comparison operand needs the operand type after ':'", op.start)
-        value = ast.Value(op.fresh.take("imm"))
-        implied.append(ast.Constant(results=(value,), span=op.span(), value=operand, type=operand_type))
-        operands[index] = value
-    return implied + finish(op, ast.Compare, op=LEGACY_COMPARISONS[condition], a=operands[0], b=operands[1])
+        if not isinstance(operand, ast.Value):
+            if operand_type.is_bool and not isinstance(operand, bool):
+                raise s.error("an immediate comparison operand needs the operand type after ':'", op.start)
+            operands[index] = op.immediate(operand, operand_type)
+    return finish(op, ast.Compare, op=LEGACY_COMPARISONS[condition], a=operands[0], b=operands[1])
 
 
 @reads(*MATH_UNARY)
