@@ -24,7 +24,7 @@ class Launch:
         return self.work_group_size[0] * self.work_group_size[1]
 
 
-def _grid(num_groups) -> tuple[int, int, int]:
+def grid(num_groups) -> tuple[int, int, int]:
     grid = (num_groups,) if isinstance(num_groups, int) else tuple(num_groups)
     if not 1 <= len(grid) <= 3 or any(type(n) is not int or n < 1 for n in grid):
         raise InputError(f"groups takes one to three positive integers (the work-groups along x, y, z); got "
@@ -45,4 +45,4 @@ def launch_for(function: ast.Function, subgroup_size: int | None = None, num_gro
     elif shape[0] % size:
         raise InputError(f"@{function.name}'s work_group_size {list(shape)} is not a multiple of the subgroup size "
                          f"{size} in its first mode")
-    return Launch(size, tuple(shape), _grid(num_groups))
+    return Launch(size, tuple(shape), grid(num_groups))
