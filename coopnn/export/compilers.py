@@ -16,6 +16,7 @@ import glob
 import importlib.util
 import os
 import re
+import tempfile
 import threading
 from importlib import metadata
 from pathlib import Path
@@ -163,15 +164,27 @@ def _global_session() -> int:
     return session.value
 
 
-def compile_slang(path: str | os.PathLike, stage: str, *, entry: str = "main",
+def compile_slang(source: str, stage: str, *, path: str | os.PathLike = "shader.slang", entry: str = "main",
                   include_dirs: Iterable[str | os.PathLike] = (), defines: Mapping[str, str] | None = None) -> bytes:
-    """SPIR-V of the entry point `entry` of the Slang file `path` for `stage`."""
-    args = [str(path), "-target", "spirv", "-profile", "spirv_1_6", "-stage", stage, "-entry", entry,
-            "-fvk-use-entrypoint-name", "-matrix-layout-row-major"]
-    for directory in include_dirs:
-        args += ["-I", str(directory)]
-    for key, value in (defines or {}).items():
-        args += ["-D", f"{key}={value}"]
+    """SPIR-V of the entry point `entry` of the Slang `source` for `stage`; `#include` finds files beside `path`
+    and in `include_dirs`."""
+    path = Path(path)
+    with tempfile.TemporaryDirectory() as scratch:
+        written = Path(scratch) / path.name
+        written.write_text(source)
+        args = [str(written), "-target", "spirv", "-profile", "spirv_1_6", "-stage", stage, "-entry", entry,
+                "-fvk-use-entrypoint-name", "-I", str(path.parent.resolve())]
+        for directory in include_dirs:
+            args += ["-I", str(directory)]
+        for key, value in (defines or {}).items():
+            args += ["-D", f"{key}={value}"]
+        words, message = _run_slang(args)
+    if not words:
+        raise CompileError(f"Slang rejected {path} ({stage}):\n{message}")
+    return words
+
+
+def _run_slang(args: list[str]) -> tuple[bytes, str]:
     lib = _slang()
     with _lock:
         request = lib.spCreateCompileRequest(_global_session())
@@ -183,9 +196,6 @@ def compile_slang(path: str | os.PathLike, stage: str, *, entry: str = "main",
             message = (lib.spGetDiagnosticOutput(request) or b"").decode(errors="replace").strip()
             size = ctypes.c_size_t()
             code = None if failed else lib.spGetCompileRequestCode(request, ctypes.byref(size))
-            words = ctypes.string_at(code, size.value) if code and size.value else b""
+            return (ctypes.string_at(code, size.value) if code and size.value else b""), message
         finally:
             lib.spDestroyCompileRequest(request)
-    if not words:
-        raise CompileError(f"Slang rejected {path} ({stage}):\n{message}")
-    return words

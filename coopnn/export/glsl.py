@@ -82,7 +82,8 @@ def _coopvec(export: Export) -> list[str]:
               f"    float encoded[{len(plan.encoded)}];", f"    {n}_encode(inputs, encoded);",
               f"    coopvecNV<float16_t, {first}> v0;",
               f"    for (int k = 0; k < {len(plan.encoded)}; ++k) v0[k] = float16_t(encoded[k]);",
-              # zeros filled element by element: a splat would need shaderReplicatedComposites
+              # zeros filled element by element: a splat is OpCompositeConstructReplicateEXT, which would need
+              # the shaderReplicatedComposites feature
               f"    for (int k = {len(plan.encoded)}; k < {first}; ++k) v0[k] = float16_t(0.0);"]
     for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
         rows, columns = where.matrix.rows, where.matrix.columns

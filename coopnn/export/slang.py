@@ -77,10 +77,12 @@ def _coopvec(export: Export) -> list[str]:
     lines = _offsets(export, specialized=True)
     lines += [f"void {n}_eval(float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
               f"    float encoded[{len(plan.encoded)}];", f"    {n}_encode(inputs, encoded);",
-              f"    CoopVec<half, {first}> v0;",
-              f"    for (int k = 0; k < {len(plan.encoded)}; ++k) v0[k] = half(encoded[k]);",
-              # zeros filled element by element: a splat would need shaderReplicatedComposites
-              f"    for (int k = {len(plan.encoded)}; k < {first}; ++k) v0[k] = half(0.0);"]
+              # built from every component: Slang makes a default-constructed or splatted CoopVec with
+              # OpCompositeConstructReplicateEXT, which would need the shaderReplicatedComposites feature
+              f"    CoopVec<half, {first}> v0 = CoopVec<half, {first}>("]
+    components = [f"half(encoded[{k}])" for k in range(len(plan.encoded))]
+    components += ["half(0.0)"] * (first - len(plan.encoded))
+    lines += [f"        {', '.join(components[k:k + 8])}{',' if k + 8 < first else ');'}" for k in range(0, first, 8)]
     for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
         rows = where.matrix.rows
         lines.append(f"    CoopVec<half, {rows}> v{i + 1} = coopVecMatMulAdd<half, {rows}>(v{i}, {half}, {n}_weights, "
