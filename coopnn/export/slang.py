@@ -45,9 +45,15 @@ def _portable(export: Export) -> list[str]:
     n, plan = export.name, export.plan
     element = export.format.bits // 8
     if element == 2:
+        # widened with integer operations: f16tof32 becomes 16-bit SPIR-V types, which need shaderFloat16 and
+        # shaderInt16, and the portable variant asks for no feature
         load = [f"float {n}_load(uint offset) {{",
                 f"    uint word = {n}_weights.Load(offset & ~3u);",
-                "    return f16tof32((offset & 2u) != 0u ? word >> 16 : word);", "}"]
+                "    uint bits = ((offset & 2u) != 0u ? word >> 16 : word) & 0xFFFFu;",
+                "    uint sign = (bits & 0x8000u) << 16, exponent = (bits >> 10) & 0x1Fu, mantissa = bits & 0x3FFu;",
+                "    if (exponent == 0u) return asfloat(sign | asuint(float(mantissa) * 5.9604645e-08));",
+                "    if (exponent == 31u) return asfloat(sign | 0x7F800000u | (mantissa << 13));",
+                "    return asfloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));", "}"]
     else:
         load = [f"float {n}_load(uint offset) {{ return asfloat({n}_weights.Load(offset)); }}"]
     lines = _offsets(export, specialized=False) + load
