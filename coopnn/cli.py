@@ -9,6 +9,7 @@ import argparse
 import sys
 from typing import Callable
 
+from coopnn import cli_export
 from coopnn.cli_arrays import OUTPUT_SUFFIXES, match_inputs, output_suffix, read_inputs
 from coopnn.cli_format import HelpFormatter
 from coopnn.errors import CoopnnError, InputError
@@ -298,6 +299,9 @@ def cmd_fit_image(args: argparse.Namespace) -> int:
     from coopnn.examples.fit_image import run
 
     return run(args)
+
+
+command("export-shader", cli_export.HELP, cli_export.setup)(cli_export.run)
 
 
 def build_parser() -> argparse.ArgumentParser:

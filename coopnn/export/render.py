@@ -20,6 +20,7 @@ from coopnn.runtime.vk.graphics import draw_fullscreen
 # Features a device needs for the cooperative-vector variant (the float16 vectors, and the memory model glslang and
 # Slang declare with the extension).
 COOPVEC_FEATURES = frozenset({"cooperativeVector", "shaderFloat16", "vulkanMemoryModel"})
+FRAGMENT_STAGE = 0x10  # VK_SHADER_STAGE_FRAGMENT_BIT
 
 GLSL_VERTEX = """#version 460
 void main() {
@@ -98,6 +99,27 @@ def draw_texture(context, manifest_path: str | os.PathLike, width: int, height: 
                                dict(weights.specialization), push)
     finally:
         weights.buffer.destroy()
+
+
+def fragment_variant(device: str | int | None = None) -> str:
+    """"coopvec" where the device runs cooperative vectors in fragment shaders with the features they need, else
+    "portable"."""
+    from coopnn.runtime.vk.shared import chosen_device
+
+    info = chosen_device(device)
+    support = info.cooperative_vector
+    usable = support is not None and support.cooperative_vector and support.supported_stages & FRAGMENT_STAGE
+    return "coopvec" if usable and all(info.features.get(f) for f in COOPVEC_FEATURES) else "portable"
+
+
+def draw_export(model, directory: str | os.PathLike, side: int, *, lang: str = "glsl",
+                device: str | int | None = None) -> tuple[np.ndarray, str]:
+    """Export `model` (a 2-input texture) into `directory` as `texture`, draw it at `side` x `side` on `device` with
+    the best variant it runs, and return the [side, side, channels] image and the variant."""
+    exported = model.export_shader(directory, lang=lang, name="texture")
+    variant = fragment_variant(device)
+    image = render_texture(exported.manifest, side, side, variant=variant, device=device)
+    return image[..., :min(model.graph.outputs[0].shape[1], 4)], variant
 
 
 def render_texture(manifest_path: str | os.PathLike, width: int, height: int, *, variant: str = "portable",
