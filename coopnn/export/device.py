@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from coopnn.backends.coopvec.driver import MatrixFormat, convert_on_host, converted_size
+from coopnn.backends.coopvec.driver import MatrixFormat, convert_on_host
 from coopnn.errors import InputError
 from coopnn.export.manifest import MANIFEST_VERSION
 from coopnn.export.weights import check_file
@@ -42,13 +42,27 @@ def read_export(manifest_path: str | os.PathLike) -> ExportFiles:
         raise InputError(f"{path} is not a readable export manifest: {e}") from None
     if not isinstance(document, dict) or document.get("coopnn_shader_export") != MANIFEST_VERSION:
         raise InputError(f"{path} is not a version-{MANIFEST_VERSION} coopnn shader export manifest")
-    weights = path.parent / document["weights"]["file"]
+    try:
+        weights = path.parent / document["weights"]["file"]
+        _check_layers(document["layers"], document["weights"]["size"])
+    except (KeyError, TypeError) as e:
+        raise InputError(f"{path} lacks {e} or holds it in another form; write it again with coopnn export-shader") \
+            from None
     try:
         data = weights.read_bytes()
     except OSError as e:
         raise InputError(f"{weights}: {e.strerror}") from None
     check_file(data, document, str(weights))
     return ExportFiles(document, data)
+
+
+def _check_layers(layers, size: int) -> None:
+    """InputError for a manifest entry reaching outside the weights file (KeyError for a missing key)."""
+    for layer in layers:
+        for part in (layer["matrix"], layer["bias"]):
+            if not 0 <= part["offset"] <= part["offset"] + part["size"] <= size:
+                raise InputError(f"layer {layer['name']!r}: bytes [{part['offset']}, {part['offset'] + part['size']})"
+                                 f" lie outside the {size}-byte weights file")
 
 
 @dataclass(frozen=True)
@@ -68,9 +82,8 @@ def optimal_image(context, files: ExportFiles) -> tuple[bytes, dict[int, int]]:
         source = MatrixFormat(m["rows"], m["columns"], component, MatrixLayout.ROW_MAJOR, m["stride"])
         target = MatrixFormat(m["rows"], m["columns"], component, MatrixLayout.INFERENCING_OPTIMAL)
         matrix_at = align_up(end, MATRIX_ALIGNMENT)
-        size = converted_size(context, source, target)
         converted = convert_on_host(context, files.data[m["offset"]:m["offset"] + m["size"]], source, target)
-        bias_at = align_up(matrix_at + size, VECTOR_ALIGNMENT)
+        bias_at = align_up(matrix_at + len(converted), VECTOR_ALIGNMENT)
         end = bias_at + b["size"]
         out.extend(bytes(end - len(out)))
         out[matrix_at:matrix_at + len(converted)] = converted
