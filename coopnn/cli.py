@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from coopnn import cli_export
 from coopnn.cli_arrays import OUTPUT_SUFFIXES, match_inputs, output_suffix, read_inputs
 from coopnn.cli_format import HelpFormatter
 from coopnn.disk_cache import write_atomic
@@ -324,6 +325,9 @@ def cmd_fit_image(args: argparse.Namespace) -> int:
     from coopnn.examples.fit_image import run
 
     return run(args)
+
+
+command("export-shader", cli_export.HELP, cli_export.setup)(cli_export.run)
 
 
 def build_parser() -> argparse.ArgumentParser:

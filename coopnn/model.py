@@ -140,6 +140,13 @@ class Model:
         with self._lock:
             self.set_parameters(parameters(parameter_file.load_parameters(self.graph, path)))
 
+    def export_shader(self, directory: str | os.PathLike, *, lang: str = "glsl", name: str | None = None,
+                      weights: str = "fp16"):
+        """Write the network as an include for an engine's shaders (`coopnn.export.export_shader`)."""
+        from coopnn.export import export_shader
+
+        return export_shader(self.graph, directory, lang=lang, name=name, weights=weights)
+
     def save_parameters(self, path: str | os.PathLike) -> None:
         """Write the parameters to a safetensors file keyed by stable name (read back by `load_parameters` and
         `load(parameters_file=)`); InputError when `path` is a folder."""

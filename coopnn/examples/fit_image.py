@@ -69,7 +69,8 @@ def psnr(reconstruction: np.ndarray, target: np.ndarray) -> float:
 def fit_image(image: str | os.PathLike | None = None, *, size: int = 128, steps: int = 2000,
               batch_size: int = 4096, hidden: Sequence[int] = (64, 64, 64), octaves: int = 8, lr: float = 1e-2,
               eval_every: int = 50, backend: str = "numpy", weights: str = "fp32", seed: int = 0,
-              output_dir: str | os.PathLike = "fit_image", progress: bool = True) -> FitImageResult:
+              output_dir: str | os.PathLike = "fit_image", progress: bool = True,
+              export_shader: str | os.PathLike | None = None) -> FitImageResult:
     """Train an MLP on `image` (default: matplotlib's sample photograph) and write what it learnt to `output_dir`."""
     started = time.monotonic()
     target = square(read_image(default_image_path() if image is None else image), size)
@@ -95,6 +96,10 @@ def fit_image(image: str | os.PathLike | None = None, *, size: int = 128, steps:
                             out / "psnr.csv", time.monotonic() - started)
     write_png(result.reconstruction, model.run(coordinates).reshape(side, side, 3))
     write_png(result.target, target)
+    if export_shader is not None:  # the trained network as a shader include, drawn by a fragment shader
+        from coopnn.export.render import draw_export
+
+        write_png(out / "exported_shader.png", draw_export(model, export_shader, side)[0])
     steps_done, values = zip(*history)
     plot(result.plot, steps_done, values, xlabel="step", ylabel="PSNR (dB)",
          title=f"{side}x{side} image, {octaves} octaves, MLP {list(hidden)}")
@@ -132,14 +137,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="weight format the model runs with (fp16 for the coopvec backend, which trains on GPU)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the batches")
     parser.add_argument("--output-dir", "-o", default="fit_image", help="folder for the PNGs and the PSNR table")
+    parser.add_argument("--export-shader", metavar="DIR", default=None,
+                        help="also export the network as a GLSL include into DIR and write exported_shader.png, its "
+                             "draw by a fragment shader on the Vulkan device")
 
 
 def run(args: argparse.Namespace) -> int:
     result = fit_image(args.image, size=args.size, steps=args.steps, batch_size=args.batch_size, hidden=args.hidden,
                        octaves=args.octaves, lr=args.lr, eval_every=args.eval_every, backend=args.backend,
-                       weights=args.weights, seed=args.seed, output_dir=args.output_dir)
+                       weights=args.weights, seed=args.seed, output_dir=args.output_dir,
+                       export_shader=args.export_shader)
     print(f"PSNR {result.final_psnr:.2f} dB after {result.psnr[-1][0]} steps ({result.seconds:.1f} s); wrote "
-          f"{result.reconstruction}, {result.target}, {result.plot}, {result.table}")
+          f"{result.reconstruction}, {result.target}, {result.plot}, {result.table}"
+          + (f"; exported the network to {args.export_shader} and drew it into exported_shader.png"
+             if args.export_shader else ""))
     return 0
 
 

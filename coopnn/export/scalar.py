@@ -1,0 +1,48 @@
+"""The input stage as a scalar program: every value of the graph's prefix held as a numpy array of scalar expression
+names (one per feature, in the value's feature shape), and the statements that compute them.
+
+Shape operators (reshape, concat, slice, transpose) only rearrange names, so they cost nothing in the shader;
+elementwise operators add one statement per element. The statements use the syntax GLSL and Slang share for float
+scalars (`sin(t3)`, `t1 * 6.2831855`, `(x >= 0.0 ? a : b)`), so one program serves both languages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def literal(value: float) -> str:
+    """A float32 literal both languages read exactly (the shortest repr of the float32 value)."""
+    value = np.float32(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{value} has no literal")
+    text = str(value)
+    return text if ("." in text or "e" in text) else text + ".0"
+
+
+@dataclass
+class ScalarProgram:
+    """Statements `float name = expression;` in order; `inputs` names the stage's input features."""
+
+    statements: list[tuple[str, str]] = field(default_factory=list)
+
+    def assign(self, expression: str) -> str:
+        """A new temporary holding `expression`; its name."""
+        name = f"t{len(self.statements)}"
+        self.statements.append((name, expression))
+        return name
+
+    def constant(self, array: np.ndarray) -> np.ndarray:
+        """`array` (a graph constant) as literal expressions of its shape."""
+        flat = [literal(v) for v in np.asarray(array, np.float32).ravel()]
+        return np.array(flat, dtype=object).reshape(np.shape(array))
+
+    def apply(self, function, *operands: np.ndarray) -> np.ndarray:
+        """One statement per element of the broadcast `operands`: `function(*names)` gives its expression."""
+        broadcast = np.broadcast_arrays(*[np.asarray(o, dtype=object) for o in operands])
+        out = np.empty(broadcast[0].shape, dtype=object)
+        for index in np.ndindex(out.shape):
+            out[index] = self.assign(function(*(b[index] for b in broadcast)))
+        return out
