@@ -118,8 +118,12 @@ def chunked_run(executable, device_x, runs: int) -> dict:
     from coopnn.runtime.vk.commands import Dispatch
     from coopnn.runtime.vk.memory import HostAccess
 
+    from coopnn.runtime.host_path import split_batch
+
     context = executable.context
-    batch, chunk = device_x.shape[0], min(executable.chunk, executable.max_chunk)
+    batch = device_x.shape[0]
+    chunk = split_batch(batch, min(executable.chunk, executable.max_chunk), executable.inputs, executable.outputs,
+                        executable.binary.workgroup_size[0])
     row_in, row_out = device_x.nbytes // batch, executable.outputs[0].features * 4
     pieces = []
     for start in range(0, batch, chunk):
