@@ -114,11 +114,10 @@ def imported_run(executable, x: np.ndarray, runs: int) -> dict:
 def chunked_run(executable, device_x, runs: int) -> dict:
     """The host path's chunks as separate dispatches (barriers between) on buffers of one chunk each, filled from the
     device array on the GPU before timing."""
-    from coopnn.runtime.vk.lane import copy_buffer
-    from coopnn.runtime.vk.commands import Dispatch
-    from coopnn.runtime.vk.memory import HostAccess
-
     from coopnn.runtime.host_path import split_batch
+    from coopnn.runtime.vk.commands import Dispatch
+    from coopnn.runtime.vk.lane import copy_buffer
+    from coopnn.runtime.vk.memory import HostAccess
 
     context = executable.context
     batch = device_x.shape[0]
