@@ -114,12 +114,15 @@ def imported_run(executable, x: np.ndarray, runs: int) -> dict:
 def chunked_run(executable, device_x, runs: int) -> dict:
     """The host path's chunks as separate dispatches (barriers between) on buffers of one chunk each, filled from the
     device array on the GPU before timing."""
-    from coopnn.runtime.vk.lane import copy_buffer
+    from coopnn.runtime.host_path import split_batch
     from coopnn.runtime.vk.commands import Dispatch
+    from coopnn.runtime.vk.lane import copy_buffer
     from coopnn.runtime.vk.memory import HostAccess
 
     context = executable.context
-    batch, chunk = device_x.shape[0], min(executable.chunk, executable.max_chunk)
+    batch = device_x.shape[0]
+    chunk = split_batch(batch, min(executable.chunk, executable.max_chunk), executable.inputs, executable.outputs,
+                        executable.binary.workgroup_size[0])
     row_in, row_out = device_x.nbytes // batch, executable.outputs[0].features * 4
     pieces = []
     for start in range(0, batch, chunk):

@@ -9,7 +9,7 @@ from coopnn.bench import device_arrays
 from coopnn.bench.training import torch_cuda_unavailable_reason
 from tests.conftest import ROOT
 
-pytestmark = pytest.mark.vulkan
+pytestmark = [pytest.mark.vulkan, pytest.mark.slow]  # five model loads and a dozen runs: seconds on lavapipe
 
 
 def test_every_variant_runs_and_is_reported(validated_device, tmp_path):
