@@ -299,10 +299,10 @@ class CudaBridges:
                 self._bridges[io_dtype] = CudaBridge(self._executable, io_dtype)
             return self._bridges[io_dtype]
 
-    def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+    def run(self, feeds: Mapping[str, Any], prologue: Prologue | None = None) -> dict[str, Any]:
         bridge = self._bridge(feeds)
         self._last = bridge
-        return bridge.run(feeds)
+        return bridge.run(feeds, prologue)
 
     @property
     def last_gpu_ms(self) -> float | None:
