@@ -3,9 +3,10 @@
 
 `ExportedBuffer` binds like `coopnn.runtime.vk.memory.Buffer` (it has `handle`, `size`, `serial`, `alive` and
 `device_address`), so `ComputeKernel.descriptor_set` takes it; made with `device_address=True` it has a GPU address
-(what vkCmdConvertCooperativeVectorMatrixNV reads from). Its memory is a dedicated allocation of its own, so an importer maps exactly
-this buffer (CUDA is told so with CUDA_EXTERNAL_MEMORY_DEDICATED). Both kinds of object are registered with the
-context's ObjectTracker: `context.live_objects()` counts them and closing the context destroys whatever is left.
+(what vkCmdConvertCooperativeVectorMatrixNV reads from). Its memory is a dedicated allocation of its own, so an
+importer maps exactly this buffer (CUDA is told so with CUDA_EXTERNAL_MEMORY_DEDICATED). Both kinds of object are
+registered with the context's ObjectTracker: `context.live_objects()` counts them and closing the context destroys
+whatever is left.
 
 Each `export_fd()` returns a new fd holding its own reference to the object's payload: the payload outlives the Vulkan
 object for as long as an importer holds it, which is what lets a CUDA tensor outlive its model. An importer that

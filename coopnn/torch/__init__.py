@@ -8,6 +8,7 @@ CUDA bridge (`coopnn.interop`); on a machine without CUDA the package imports an
 
 from __future__ import annotations
 
-from coopnn.torch.modules import Encoding, Module, Network, NetworkWithInputEncoding, cuda_unavailable_reason, from_model
+from coopnn.torch.modules import (Encoding, Module, Network, NetworkWithInputEncoding, cuda_unavailable_reason,
+                                  from_model)
 
 __all__ = ["Encoding", "Module", "Network", "NetworkWithInputEncoding", "cuda_unavailable_reason", "from_model"]
