@@ -5,7 +5,9 @@ Memory. The vector is a `coopnn.interop.shared_objects.SharedBuffer` (device-loc
 opaque fd and imported into the device's primary CUDA context), laid out by `flat_layout.FlatLayout`; `tensor` views
 it through `__cuda_array_interface__` (no copy). Where the model's kernels store float16 weights, a float16 `mirror`
 of the same layout sits beside it: the module refreshes it from the vector on the caller's stream (one torch copy)
-before the Vulkan side converts it into the kernels' layout (`coopnn.torch.sync`).
+before the Vulkan side converts it into the kernels' layout (`coopnn.torch.sync`), with the padding of each block
+zeroed, since the driver's conversion copies whole padded blocks and torch may have written anything there (an
+initialiser over the whole vector).
 
 Lifetimes: the buffers live in a scope of the model's shared Vulkan context of their own, so the model may be
 prepared anew under them. `close()` destroys their Vulkan side; each tensor keeps its memory (CUDA's import holds it)
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
 import torch
 
 from coopnn.errors import BackendUnavailableError
@@ -56,6 +59,9 @@ class MasterWeights:
         self.buffer, self.tensor = self._shared(layout.size * 4, "<f4", device_address)
         self.mirror_buffer, self.mirror = (self._shared(layout.size * 2, "<f2", device_address) if halves
                                            else (None, None))
+        # 1 where a parameter is, 0 in its padding: the mirror's padding stays zero whatever torch wrote there
+        self._mask = None if not halves else torch.from_numpy(layout.flatten(
+            {name: np.ones(entry.shape, np.float32) for name, entry in layout.entries.items()})).to(self.tensor.device)
 
     def _shared(self, nbytes: int, typestr: str, device_address: bool):
         with self._driver.current(self._cuda_context):
@@ -66,9 +72,10 @@ class MasterWeights:
         return buffer, torch.as_tensor(view, device=f"cuda:{self.ordinal}")
 
     def refresh_mirror(self) -> None:
-        """The float16 mirror made equal to the vector, on the current stream."""
+        """The float16 mirror made equal to the vector (its padding zero), on the current stream, allocating
+        nothing."""
         if self.mirror is not None:
-            self.mirror.copy_(self.tensor.detach())
+            torch.mul(self.tensor.detach(), self._mask, out=self.mirror)
 
     def close(self) -> None:
         for buffer in self.buffers:
