@@ -93,6 +93,8 @@ class Module(torch.nn.Module):
                                halves=member is not None and member.READS_HALVES)
         with torch.cuda.device(ordinal):
             master.tensor.copy_(torch.from_numpy(layout.flatten(values)))
+            # the first refresh may run on another stream than this copy's
+            torch.cuda.current_stream().synchronize()
         return ForwardRunner(model, master, member)
 
     @property

@@ -20,6 +20,8 @@ from tests.interop.test_cuda_interop import _open_fds, _own_device_bytes
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("coopvec_device")]
 
 FP16 = {"rtol": 1e-3, "atol": 2.5e-3}
+# the float16 emulation is the oracle of these weights on this backend
+COOPVEC = {"backend": "coopvec", "weights": "fp16"}
 ACTIVATIONS = ("None", "ReLU", "LeakyReLU", "Exponential", "Sine", "Sigmoid", "Softplus", "Tanh")
 
 
@@ -71,7 +73,8 @@ def _in_pytorch(torch, module, x, activation, output_activation):
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_forward_matches_the_emulation_and_pytorch_for_every_activation(torch, ct, activation):
     output_activation = "Sigmoid" if activation == "None" else "None"
-    module = ct.Network(32, 16, _network(activation=activation, output_activation=output_activation), seed=7)
+    config = _network(activation=activation, output_activation=output_activation)
+    module = ct.Network(32, 16, config, seed=7, **COOPVEC)
     assert module.backend == "coopvec"
     x = (torch.rand(3000, 32, device="cuda") * 2 - 1).half().float()
     y = module(x)
@@ -83,7 +86,7 @@ def test_forward_matches_the_emulation_and_pytorch_for_every_activation(torch, c
 
 
 def test_optimizer_updates_are_seen_by_the_next_call(torch, ct):
-    module = ct.Network(32, 16, _network(), seed=1)
+    module = ct.Network(32, 16, _network(), seed=1, **COOPVEC)
     optimizer = torch.optim.Adam([module.params], lr=1e-2)
     x = torch.rand(4096, 32, device="cuda") * 2 - 1
     before = module(x).clone()
@@ -103,28 +106,28 @@ def test_optimizer_updates_are_seen_by_the_next_call(torch, ct):
 
 
 def test_half_inputs_and_half_outputs(torch, ct):
-    module = ct.Network(32, 16, _network(), seed=2, output_dtype=torch.float16)
+    module = ct.Network(32, 16, _network(), seed=2, output_dtype=torch.float16, **COOPVEC)
     x = (torch.rand(5000, 32, device="cuda") * 2 - 1).half()
     y = module(x)
     assert y.dtype == torch.float16
     np.testing.assert_allclose(y.float().cpu().numpy(), _emulated(module, x), **FP16)
     assert module(x.float()).dtype == torch.float16
     module.close()
-    full = ct.Network(32, 16, _network(), seed=2)
+    full = ct.Network(32, 16, _network(), seed=2, **COOPVEC)
     assert full(x).dtype == torch.float32
     full.close()
 
 
 def test_encodings_and_networks_with_input_encodings(torch, ct):
     frequency = {"otype": "Frequency", "n_frequencies": 4}
-    encoding = ct.Encoding(3, frequency)
+    encoding = ct.Encoding(3, frequency, **COOPVEC)
     x = torch.rand(2000, 3, device="cuda")
     assert encoding.n_output_dims == 24 and encoding(x).shape == (2000, 24)
     np.testing.assert_allclose(encoding(x).cpu().numpy(), _emulated(encoding, x), **FP16)
     encoding.close()
     for config in (frequency, {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 2,
                                "log2_hashmap_size": 12, "base_resolution": 8, "per_level_scale": 1.5}):
-        module = ct.NetworkWithInputEncoding(3, 4, config, _network(), seed=3)
+        module = ct.NetworkWithInputEncoding(3, 4, config, _network(), seed=3, **COOPVEC)
         np.testing.assert_allclose(module(x).cpu().numpy(), _emulated(module, x), **FP16, err_msg=config["otype"])
         module.close()
 
@@ -146,7 +149,7 @@ def test_from_model_copies_the_model(torch, ct):
 
 
 def test_several_streams_give_what_the_default_stream_gives(torch, ct):
-    module = ct.Network(32, 16, _network(), seed=5)
+    module = ct.Network(32, 16, _network(), seed=5, **COOPVEC)
     inputs = [torch.rand(b, 32, device="cuda") for b in (100, 4096, 20000)]
     wants = [module(x).clone() for x in inputs]
     streams = [torch.cuda.Stream() for _ in range(3)]
@@ -163,7 +166,7 @@ def test_several_streams_give_what_the_default_stream_gives(torch, ct):
 
 
 def test_tensors_outlive_their_module(torch, ct):
-    module = ct.Network(32, 16, _network(), seed=6)
+    module = ct.Network(32, 16, _network(), seed=6, **COOPVEC)
     x = torch.rand(777, 32, device="cuda")
     y = module(x)
     want = y.cpu().clone()
@@ -180,7 +183,7 @@ def test_tensors_outlive_their_module(torch, ct):
 
 
 def test_backward_is_refused_with_the_reason(torch, ct):
-    module = ct.Network(32, 16, _network(), seed=8)
+    module = ct.Network(32, 16, _network(), seed=8, **COOPVEC)
     y = module(torch.rand(64, 32, device="cuda"))
     with pytest.raises(CompileError, match="forward passes only"):
         y.sum().backward()
@@ -188,7 +191,7 @@ def test_backward_is_refused_with_the_reason(torch, ct):
 
 
 def test_ten_thousand_calls_leak_nothing(torch, ct):
-    module = ct.Network(32, 16, _network(), seed=9)
+    module = ct.Network(32, 16, _network(), seed=9, **COOPVEC)
     context = module._runner.model._executable.context
     batches = (1, 777, 4096, 65_536)
     inputs = {b: torch.rand(b, 32, device="cuda") for b in batches}
