@@ -121,13 +121,13 @@ class Composite(Encoding):
             columns.append(np.full((len(x), part.pad), e.pad_value, np.float32))
         return np.concatenate(columns, axis=1)
 
-    def backward(self, x, params, dy):
+    def backward(self, x, params, dy, input_gradient=True):
         x = as_rows(x, self.n_input_dims)
         d_params, dx, start = [], np.zeros(x.shape, np.float32), 0
         for part, own in zip(self.parts, self._split(np.asarray(params, np.float32))):
             e = part.encoding
             g, d_x = e.backward(x[:, part.begin:part.begin + e.n_input_dims], own,
-                                dy[:, start:start + e.n_output_dims])
+                                dy[:, start:start + e.n_output_dims], input_gradient)
             d_params.append(g)
             dx[:, part.begin:part.begin + e.n_input_dims] += d_x
             start += e.n_output_dims + part.pad
