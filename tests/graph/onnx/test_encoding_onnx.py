@@ -32,6 +32,8 @@ ENCODINGS = [
     ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 1},
                                        {"otype": "HashGrid", "n_dims_to_encode": 2, "n_levels": 2},
                                        {"otype": "SphericalHarmonics", "degree": 2}]}, 6),
+    ({"otype": "Composite", "nested": [{"otype": "SphericalHarmonics", "n_dims_to_encode": 3, "degree": 1},
+                                       {"otype": "DenseGrid", "n_levels": 2, "n_features_per_level": 4}]}, 5),
 ]
 IDS = [f"{config['otype']}-{config.get('interpolation', config.get('layout', ''))}-{n}d" for config, n in ENCODINGS]
 
