@@ -3,11 +3,11 @@
 `--encoding frequency` (the default) learns the photograph of Grace Hopper that ships with matplotlib (nothing is
 downloaded), centre-cropped and box-filtered to 128 x 128; `--encoding hashgrid` trains tiny-cuda-nn's image
 configuration (a hash grid, `coopnn.examples.image_models`) on the 1024 x 1024 Mona Lisa that slangpy ships, at full
-resolution, with batches of 2^18 pixels as tcnn's image sample; `--encoding CONFIG.json` a tcnn config of your own.
+resolution, with batches of 2^18 pixels as tcnn's image sample (2^14 on the numpy backend); `--encoding CONFIG.json` a tcnn config of your own.
 It shows loss and PSNR as it trains and writes the reconstruction and the target as PNG, a full-resolution crop of
 both side by side, a plot of PSNR against step, and the PSNR values as CSV: `python -m coopnn.examples.fit_image
-[IMAGE] [--encoding E] [--steps N] [--output-dir DIR]`. The defaults (2000 steps of 4096 samples) take about two minutes on two CPU cores
-with the numpy backend (107 s, longer when the cores are busy with other work), about ten minutes with
+[IMAGE] [--encoding E] [--steps N] [--output-dir DIR]`. The frequency defaults (2000 steps of 4096 samples) take
+about two minutes on two CPU cores with the numpy backend (107 s, longer when the cores are busy with other work), about ten minutes with
 `--backend portable` on lavapipe on those cores (575 s), and 2.1 s for the whole command with `--backend coopvec
 --weights fp16` on an H100, caches warm (measured 2026-11-27).
 """
@@ -82,15 +82,16 @@ def fit_image(image: str | os.PathLike | None = None, *, size: int | None = None
               encoding: str = "frequency") -> FitImageResult:
     """Train a model (`encoding`: frequency, hashgrid or a tcnn JSON config) on `image` and write what it learnt to
     `output_dir`. Defaults that depend on the encoding: the image (matplotlib's photograph, or slangpy's 1024 x 1024
-    one for tcnn configs), `size` (128, or the whole image), `batch_size` (4096, or tcnn's 2^18) and `lr` (1e-2, or
-    the config's)."""
+    one for tcnn configs), `size` (128, or the whole image), `batch_size` (4096, or tcnn's 2^18, 2^14 on numpy) and
+    `lr` (1e-2, or the config's)."""
     started = time.monotonic()
     made = image_model(encoding, hidden=hidden, octaves=octaves, lr=lr, seed=seed, backend=backend, weights=weights)
     if image is None:
         image = megapixel_image_path() if made.tcnn else default_image_path()
     pixels = read_image(image)
     target = square(pixels, size if size is not None else (min(pixels.shape[:2]) if made.tcnn else 128))
-    batch_size = batch_size if batch_size is not None else (1 << 18 if made.tcnn else 4096)
+    if batch_size is None:  # tcnn's image sample takes 2^18; the numpy backend takes a minute a step at that
+        batch_size = (1 << 14 if backend == "numpy" else 1 << 18) if made.tcnn else 4096
     side = target.shape[0]
     coordinates, colours = pixel_centres(side), target.reshape(-1, 3)
     model, trainer = made.model, made.trainer
@@ -157,7 +158,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "image)")
     parser.add_argument("--steps", type=positive, default=2000, help="training steps")
     parser.add_argument("--batch-size", type=positive, default=None,
-                        help="pixels per step (default 4096; tcnn configs: 2^18)")
+                        help="pixels per step (default 4096; tcnn configs: 2^18, 2^14 on the numpy backend)")
     parser.add_argument("--hidden", type=positive, nargs="+", default=[64, 64, 64], help="hidden layer widths")
     parser.add_argument("--octaves", type=int, default=8, help="octaves of the frequency encoding")
     parser.add_argument("--lr", type=float, default=None,

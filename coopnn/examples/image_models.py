@@ -78,5 +78,5 @@ def image_model(encoding: str, *, hidden: Sequence[int], octaves: int, lr: float
         config = {**config, "optimizer": {**config.get("optimizer", {}), "learning_rate": lr}}
     model, trainer = coopnn.from_tcnn_config(config, 2, 3, seed=seed, backend=backend, weights=weights)
     enc = next(n.attrs["encoding"] for n in model.graph.nodes if n.op.value == "encoding")
-    name = "hashgrid (tcnn's image config)" if encoding == "hashgrid" else os.path.basename(encoding)
-    return ImageModel(model, trainer, f"{name}: {enc.otype}, {enc.n_parameters:,} encoding parameters", True)
+    name = encoding if encoding == "hashgrid" else os.path.basename(encoding)
+    return ImageModel(model, trainer, f"{name}, {enc.n_parameters:,} encoding parameters", True)
