@@ -3,13 +3,13 @@
 `--encoding frequency` (the default) learns the photograph of Grace Hopper that ships with matplotlib (nothing is
 downloaded), centre-cropped and box-filtered to 128 x 128; `--encoding hashgrid` trains tiny-cuda-nn's image
 configuration (a hash grid, `coopnn.examples.image_models`) on the 1024 x 1024 Mona Lisa that slangpy ships, at full
-resolution, with batches of 2^18 pixels as tcnn's image sample (2^14 on the numpy backend); `--encoding CONFIG.json` a tcnn config of your own.
-It shows loss and PSNR as it trains and writes the reconstruction and the target as PNG, a full-resolution crop of
-both side by side, a plot of PSNR against step, and the PSNR values as CSV: `python -m coopnn.examples.fit_image
-[IMAGE] [--encoding E] [--steps N] [--output-dir DIR]`. The frequency defaults (2000 steps of 4096 samples) take
-about two minutes on two CPU cores with the numpy backend (107 s, longer when the cores are busy with other work), about ten minutes with
-`--backend portable` on lavapipe on those cores (575 s), and 2.1 s for the whole command with `--backend coopvec
---weights fp16` on an H100, caches warm (measured 2026-11-27).
+resolution, with batches of 2^18 pixels as tcnn's image sample (2^14 on the numpy backend); `--encoding CONFIG.json`
+a tcnn config of your own. It shows loss and PSNR as it trains and writes the reconstruction and the target as PNG,
+a full-resolution crop of both side by side, a plot of PSNR against step, and the PSNR values as CSV: `python -m
+coopnn.examples.fit_image [IMAGE] [--encoding E] [--steps N] [--output-dir DIR]`. The frequency defaults (2000 steps
+of 4096 samples) take about two minutes on two CPU cores with the numpy backend (107 s, longer when the cores are
+busy with other work), about ten minutes with `--backend portable` on lavapipe on those cores (575 s), and 2.1 s for
+the whole command with `--backend coopvec --weights fp16` on an H100, caches warm (measured 2026-11-27).
 """
 
 from __future__ import annotations

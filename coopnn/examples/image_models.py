@@ -56,7 +56,8 @@ def tcnn_config(encoding: str) -> dict[str, Any]:
     try:
         config = json.loads(Path(encoding).read_text())
     except (OSError, ValueError) as e:
-        raise CoopnnError(f"--encoding {encoding!r} is neither frequency, hashgrid nor a readable JSON file: {e}") from e
+        raise CoopnnError(f"--encoding {encoding!r} is neither frequency, hashgrid nor a readable JSON file: "
+                          f"{e}") from e
     if not isinstance(config, dict):
         raise CoopnnError(f"{encoding!r} holds {type(config).__name__}, not a tiny-cuda-nn config object")
     if "otype" in config:
