@@ -63,7 +63,7 @@ class Grid(Encoding):
     def from_config(cls, config: Mapping[str, Any], n_input_dims: int, where: str) -> "Grid":
         keys = ConfigReader(config, where)
         if not 1 <= n_input_dims <= MAX_INPUT_DIMS:
-            keys.fail("n_dims_to_encode" if keys.has("n_dims_to_encode") else "otype",
+            keys.fail("n_dims_to_encode" if keys.has("n_dims_to_encode") else "n_input_dims",
                       f"gives a grid of {n_input_dims} input dimensions; grids take 1 to {MAX_INPUT_DIMS}")
         grid_type = keys.choice("type", _DEFAULT_TYPE[config.get("otype", "Grid").lower()], GRID_TYPES)
         features = keys.integer("n_features_per_level", 2, 1, 8)

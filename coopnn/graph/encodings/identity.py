@@ -10,8 +10,6 @@ import numpy as np
 from coopnn.graph.encodings.base import Encoding, as_rows, float32
 from coopnn.graph.encodings.config import ConfigReader
 
-MAX_INPUT_DIMS = 1 << 16
-
 
 @dataclass(frozen=True)
 class Identity(Encoding):

@@ -90,3 +90,15 @@ def test_an_edited_subgraph_is_not_fused():
     assert not any(node.op_type == "Encoding" for node in fused.graph.node)
     with pytest.raises(UnsupportedOperatorError, match="to INT64 is not supported"):
         coopnn.load(proto.SerializeToString(), backend="numpy")
+
+
+@pytest.mark.parametrize("value", ["not json", "[1, 2]", '{"config": {"otype": "HashGrid"}}',
+                                   '{"config": {"otype": "Nope"}, "n_input_dims": 2, "input": "x", "params": "",'
+                                   ' "output": "y"}',
+                                   '{"config": {"otype": "Identity"}, "n_input_dims": -3, "input": "x", "params": "",'
+                                   ' "output": "y"}'])
+def test_metadata_that_does_not_describe_the_nodes_fuses_nothing(value):
+    config, n_in = ENCODINGS[0]
+    proto = export_onnx(model_for(config, n_in).graph)
+    proto.metadata_props[0].value = value
+    assert not any(node.op_type == "Encoding" for node in fuse_encodings(proto).graph.node)
