@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 import coopnn
+from coopnn.graph.parameters import parameters, with_parameters
+from coopnn.layouts.formats.emulation import run_fp16_emulation
+from coopnn.layouts.formats.fp16 import round_fp16
 from tests.graph.onnx.test_encoding_onnx import ENCODINGS, IDS, inputs, model_for
 
 _GRIDS = ("HashGrid", "DenseGrid", "TiledGrid")
@@ -33,5 +38,17 @@ def kernel_model(config, n_in, backend: str):
     return model, reference
 
 
-__all__ = ["COVERAGE", "COVERAGE_IDS", "ENCODINGS", "EVERY", "EVERY_IDS", "IDS", "inputs", "kernel_model",
+def fp16_reference(graph, x: np.ndarray) -> np.ndarray:
+    """What the float16 kernels compute for an encoded MLP: every parameter (the tables too) rounded to float16, the
+    encoding in float32 of the unrounded input, then the layers in the float16 arithmetic of `run_fp16_emulation`
+    from the encoded input rounded to float16."""
+    graph = with_parameters(graph, {k: round_fp16(v) for k, v in parameters(graph).items()})
+    node, rest = graph.nodes[0], graph.nodes[1:]
+    table = graph.constants[node.inputs[1]] if len(node.inputs) > 1 else np.zeros(0, np.float32)
+    encoded = node.attrs["encoding"].forward(np.asarray(x, np.float32), table)
+    layers = graph.with_nodes(rest).replace(inputs=(graph.values[node.outputs[0]],))
+    return run_fp16_emulation(layers, {node.outputs[0]: encoded})[graph.outputs[0].name]
+
+
+__all__ = ["fp16_reference", "COVERAGE", "COVERAGE_IDS", "ENCODINGS", "EVERY", "EVERY_IDS", "IDS", "inputs", "kernel_model",
            "model_for"]
