@@ -1,6 +1,7 @@
 """The encodings' SPIR-V (`coopnn.shaders.targets.encodings`) without a device: one emission per otype the graph
 has, every encoding test model's kernel lowers to one `encode` feeding the first product, the interpreter runs it as
-the numpy backend does, and the portable and coopvec modules of every model pass spirv-val."""
+the numpy backend does, the tile plans take it as their per-sample input stage, and the portable, coopvec, coopmat
+and coopmat2 modules of every model pass spirv-val."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.shaders.kernel.interpret import run_program
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.targets.encodings.registry import emitters
+from coopnn.shaders.targets.tile_plan import plan_tiles
 from tests.backends.portable.test_target import spirv_val
 from tests.shaders.targets.encoding_cases import ENCODINGS, EVERY, EVERY_IDS, IDS, inputs, model_for
 
@@ -53,6 +55,21 @@ def test_portable_and_coopvec_modules_pass_spirv_val(config, n_in, tmp_path):
     spirv_val(target("portable").compile(program, FP16).spirv, tmp_path)
     spirv_val(target("coopvec").compile(program, FP16, packed=pack_plan(weight_plan(program, FP16))).spirv,
               tmp_path)
+
+
+@pytest.mark.parametrize("config, n_in", EVERY, ids=EVERY_IDS)
+def test_tile_modules_pass_spirv_val(config, n_in, tmp_path):
+    program = lower(model_for(config, n_in).graph)
+    for name in ("coopmat", "coopmat2"):
+        spirv_val(target(name).compile(program, FP16).spirv, tmp_path)
+
+
+def test_the_tile_plan_runs_the_encoding_per_sample():
+    model = model_for(*ENCODINGS[6])
+    plan = plan_tiles(lower(model.graph), "coopmat")
+    assert [i.op for i in plan.input_stage] == ["encode"]
+    assert plan.stages[0].width == model.graph.nodes[0].attrs["encoding"].n_output_dims
+    assert plan.stages[0].epilogue == () and len(plan.products) == 2
 
 
 @pytest.mark.parametrize("name", ["portable", "coopvec"])
