@@ -292,7 +292,8 @@ def _fit_image_setup(p: argparse.ArgumentParser) -> None:
     add_arguments(p)
 
 
-@command("fit-image", "learn an image with a frequency encoding and an MLP; write PNGs and a PSNR plot",
+@command("fit-image", "learn an image with an encoding (frequency, hashgrid, a tcnn config) and an MLP; write PNGs and "
+         "a PSNR plot",
          _fit_image_setup)
 def cmd_fit_image(args: argparse.Namespace) -> int:
     from coopnn.examples.fit_image import run

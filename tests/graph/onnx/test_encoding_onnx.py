@@ -32,6 +32,8 @@ ENCODINGS = [
     ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 1},
                                        {"otype": "HashGrid", "n_dims_to_encode": 2, "n_levels": 2},
                                        {"otype": "SphericalHarmonics", "degree": 2}]}, 6),
+    ({"otype": "Composite", "nested": [{"otype": "SphericalHarmonics", "n_dims_to_encode": 3, "degree": 1},
+                                       {"otype": "DenseGrid", "n_levels": 2, "n_features_per_level": 4}]}, 5),
 ]
 IDS = [f"{config['otype']}-{config.get('interpolation', config.get('layout', ''))}-{n}d" for config, n in ENCODINGS]
 
@@ -88,3 +90,15 @@ def test_an_edited_subgraph_is_not_fused():
     assert not any(node.op_type == "Encoding" for node in fused.graph.node)
     with pytest.raises(UnsupportedOperatorError, match="to INT64 is not supported"):
         coopnn.load(proto.SerializeToString(), backend="numpy")
+
+
+@pytest.mark.parametrize("value", ["not json", "[1, 2]", '{"config": {"otype": "HashGrid"}}',
+                                   '{"config": {"otype": "Nope"}, "n_input_dims": 2, "input": "x", "params": "",'
+                                   ' "output": "y"}',
+                                   '{"config": {"otype": "Identity"}, "n_input_dims": -3, "input": "x", "params": "",'
+                                   ' "output": "y"}'])
+def test_metadata_that_does_not_describe_the_nodes_fuses_nothing(value):
+    config, n_in = ENCODINGS[0]
+    proto = export_onnx(model_for(config, n_in).graph)
+    proto.metadata_props[0].value = value
+    assert not any(node.op_type == "Encoding" for node in fuse_encodings(proto).graph.node)
