@@ -12,11 +12,11 @@ import numpy as np
 from coopnn.errors import InputError
 from coopnn.interop.device_arrays import DeviceArray
 from coopnn.runtime.vk.memory import HostAccess
-from coopnn.runtime.vk.shared import open_context
+from coopnn.runtime.vk.shared import chosen_device, open_context
 from coopnn.tl import ast
 from coopnn.tl.arguments import BoundGroup, BoundMemref, bind_arguments
 from coopnn.tl.checker import checked
-from coopnn.tl.codegen.compile import CompiledFunction, compile_function, features_for
+from coopnn.tl.codegen.compile import CompiledFunction, compile_function
 from coopnn.tl.codegen.layout import argument_words
 from coopnn.tl.launch import grid, launch_for
 from coopnn.tl.parser import parse
@@ -56,9 +56,9 @@ class Kernel:
 
     def __init__(self, function: ast.Function, device=None):
         self.function = function
-        self.context = open_context(device, features=features_for(function))
-        launch = launch_for(function, self.context.info.subgroup.size)
+        launch = launch_for(function, chosen_device(device).subgroup.size)
         self.compiled: CompiledFunction = compile_function(function, launch)
+        self.context = open_context(device, features=self.compiled.features)
         self.kernel = self.context.create_kernel(self.compiled.spirv, self.compiled.binding_count, 0,
                                                  workgroup_size=(*launch.work_group_size, 1),
                                                  name=f"tl:{function.name}")

@@ -123,5 +123,6 @@ def compile_function(function: ast.Function, launch: Launch) -> CompiledFunction
     e.fn.return_()
     m.entry_point(e.fn, "main", "GLCompute", local_size=(*launch.work_group_size, 1))
     bindings = 1 + sum(1 for s in slots if s.binding is not None)
-    return CompiledFunction(function.name, m.to_bytes(), launch, slots, bindings, features_for(function))
+    return CompiledFunction(function.name, m.to_bytes(), launch, slots, bindings,
+                            features_for(function) | e.features)
 

@@ -45,11 +45,15 @@ def _store(e: Emitter, i: ast.Store):
 
 
 def _scope_and_semantics(e: Emitter, atomic: ast.Atomic, memref: MemrefValue):
+    if memref.element.component().size == 8:
+        e.m.capability("Int64Atomics")
+        e.features.add("shaderBufferInt64Atomics" if memref.storage_class == "StorageBuffer"
+                       else "shaderSharedInt64Atomics")
     storage = "UniformMemory" if memref.storage_class == "StorageBuffer" else "WorkgroupMemory"
     semantics = VULKAN_SEMANTICS[atomic.semantics]
     return (e.m.enum_constant("Scope", VULKAN_SCOPES[atomic.scope]),
             e.m.enum_constant("MemorySemantics", *semantics, *((storage,) if semantics else ())) if semantics
-            else e.m.enum_constant("MemorySemantics", "MaskNone"))
+            else e.m.enum_constant("MemorySemantics", "Relaxed"))
 
 
 def _parts(e: Emitter, memref: MemrefValue, flat):
@@ -119,7 +123,7 @@ def atomic_update(e: Emitter, op: str, memref: MemrefValue, flat, value: Typed, 
 def _compare_exchange_loop(e: Emitter, op: str, part: ScalarType, pointer, operand, scope, semantics):
     bits = storage_type(e.m, part)
     held = e.value_type(part)
-    relaxed = e.m.enum_constant("MemorySemantics", "MaskNone")
+    relaxed = e.m.enum_constant("MemorySemantics", "Relaxed")
     expected = e.fn.variable(bits)
     e.fn.emit("OpStore", expected, e.emit("OpAtomicLoad", bits, pointer, scope, relaxed))
     with e.fn.loop() as loop:

@@ -74,6 +74,7 @@ class Emitter:
         self.u32 = module.type_int(32, False)
         self.bool = module.type_bool()
         self._builtins: dict[str, Id] = {}
+        self.features: set[str] = set()  # device features the emitted instructions need beyond the types'
 
     def fail(self, inst, message: str):
         where = f"{inst.span}: " if getattr(inst, "span", None) is not None else ""
