@@ -11,6 +11,7 @@ from typing import Callable
 
 from coopnn.cli_arrays import OUTPUT_SUFFIXES, match_inputs, output_suffix, read_inputs
 from coopnn.cli_format import HelpFormatter
+from coopnn.cli_tl import TL_COMMAND
 from coopnn.errors import CoopnnError, InputError
 from coopnn.layouts.formats import format_names
 from coopnn.layouts.formats.calibration import quantizing_format_names
@@ -298,6 +299,9 @@ def cmd_fit_image(args: argparse.Namespace) -> int:
     from coopnn.examples.fit_image import run
 
     return run(args)
+
+
+COMMANDS["tl"] = TL_COMMAND
 
 
 def build_parser() -> argparse.ArgumentParser:
