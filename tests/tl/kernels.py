@@ -222,6 +222,68 @@ GRID = """func @grid(%out: memref<i64x?x?>) {
 }"""
 
 
+TILE_COPY = """func @copy(%A: memref<f32x70x64>, %B: memref<f32x70x64>) {
+    %c0 = constant 0 : index
+    %c70 = constant 70 : index
+    %c64 = constant 64 : index
+    foreach_tile (%i,%j)=(%c0,%c0),(%c70,%c64) as (%ti,%tj)<=(32,32) {
+        %c32 = constant 32 : index
+        %is_remainder = less_than %ti, %c32 : bool
+        if %is_remainder {
+            %tile = cooperative_matrix_load.rows_checked %A[%i,%j] : coopmatrix<f32x32x32,matrix_acc>
+            cooperative_matrix_store.rows_checked %tile, %B[%i,%j]
+        } else {
+            %tile = cooperative_matrix_load %A[%i,%j] : coopmatrix<f32x32x32,matrix_acc>
+            cooperative_matrix_store %tile, %B[%i,%j]
+        }
+    }
+}"""
+
+MATRICES = """func @matrices(%A: memref<f16x32x8>, %B: memref<f16x8x8>, %C: memref<f32x32x8>, %T: memref<f32x8x32>,
+                       %R: memref<f32x32x1>, %K: memref<f32x1x8>, %E: memref<f32x64>) {
+    %c0 = constant 0 : index
+    parallel {
+        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<f16x32x8,matrix_a>
+        %b = cooperative_matrix_load %B[%c0,%c0] : coopmatrix<f16x8x8,matrix_b>
+        %c = cooperative_matrix_load %C[%c0,%c0] : coopmatrix<f32x32x8,matrix_acc>
+        %d = cooperative_matrix_mul_add %a, %b, %c : coopmatrix<f32x32x8,matrix_acc>
+        %half = constant 0.5 : f32
+        %s = cooperative_matrix_scale %half, %d : coopmatrix<f32x32x8,matrix_acc>
+        %masked = cooperative_matrix_apply (%i,%j,%v)=%s -> coopmatrix<f32x32x8,matrix_acc> {
+            %keep = less_than_equal %j, %i : bool
+            %out = if %keep -> (f32) {
+                yield (%v)
+            } else {
+                %zero = constant 0.0 : f32
+                yield (%zero)
+            }
+            yield (%out)
+        }
+        %sum = add %masked, %d : coopmatrix<f32x32x8,matrix_acc>
+        %rows = cooperative_matrix_reduce_add.row %sum : coopmatrix<f32x32x1,matrix_acc>
+        %cols = cooperative_matrix_reduce_max.column %sum : coopmatrix<f32x1x8,matrix_acc>
+        %first = cooperative_matrix_extract %sum[1] : f32
+        %two = constant 2.0 : f32
+        %bigger = mul %first, %two : f32
+        %changed = cooperative_matrix_insert %bigger, %sum[1] : coopmatrix<f32x32x8,matrix_acc>
+        %lane = subgroup_local_id : i32
+        %sg = subgroup_linear_id : i32
+        %size = subgroup_size : i32
+        %zero_i = constant 0 : i32
+        %first_subgroup = equal %sg, %zero_i : bool
+        if %first_subgroup {
+            cooperative_matrix_store %changed, %C[%c0,%c0]
+            cooperative_matrix_store.t %sum, %T[%c0,%c0]
+            cooperative_matrix_store %rows, %R[%c0,%c0]
+            cooperative_matrix_store %cols, %K[%c0,%c0]
+            %slot = add %lane, %size : i32
+            %k = cast %slot : index
+            store %first, %E[%k]
+        }
+    }
+}"""
+
+
 def _float(n, seed=0, scale=3.0):
     return (_rng(seed).uniform(-scale, scale, n)).astype(np.float32)
 
@@ -243,6 +305,14 @@ EXAMPLES = [
                                    np.zeros((3, 20), np.complex64))),
     Example("views", VIEWS, lambda: (np.asfortranarray(_float(24, 7).reshape(4, 6)), np.zeros(3, np.float32))),
     Example("grid", GRID, lambda: (np.zeros((5, 9), np.int64),), groups=(3, 1, 1)),
+    Example("tile_copy", TILE_COPY, lambda: (np.asfortranarray(_float(70 * 64, 8).reshape(70, 64)),
+                                             np.zeros((70, 64), np.float32, order="F"))),
+    Example("matrices", MATRICES, lambda: (np.asfortranarray(_float(256, 9, 1.0).reshape(32, 8).astype(np.float16)),
+                                           np.asfortranarray(_float(64, 10, 1.0).reshape(8, 8).astype(np.float16)),
+                                           np.asfortranarray(_float(256, 11).reshape(32, 8)),
+                                           np.zeros((8, 32), np.float32, order="F"),
+                                           np.zeros((32, 1), np.float32, order="F"),
+                                           np.zeros((1, 8), np.float32, order="F"), np.zeros(64, np.float32))),
 ]
 
 

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 
 from coopnn.shaders.spirv import Module
 from coopnn.tl import ast
-from coopnn.tl.codegen import emit_collectives, emit_control, emit_memory, emit_scalar  # noqa: F401 (emitters)
+from coopnn.tl.codegen import emit_collectives, emit_control, emit_coopmatrix, emit_memory, emit_scalar  # noqa: F401
 from coopnn.tl.codegen.emitter import Emitter, GroupRef, MemrefValue, Typed
 from coopnn.tl.codegen.layout import ARGUMENT_BINDING, Slot, argument_slots
 from coopnn.tl.codegen.types import storage_type
 from coopnn.tl.launch import Launch
 from coopnn.tl.types import GroupType, ScalarType
 
-EMITTER_MODULES = (emit_collectives, emit_control, emit_memory, emit_scalar)
+EMITTER_MODULES = (emit_collectives, emit_control, emit_coopmatrix, emit_memory, emit_scalar)
 ALWAYS_FEATURES = frozenset({"shaderInt64", "vulkanMemoryModel"})
 FEATURES_BY_TYPE = {
     "i8": {"shaderInt8", "storageBuffer8BitAccess"},

@@ -19,7 +19,7 @@ from coopnn.tl import ast
 from coopnn.tl.codegen.layout import ARGUMENT_BINDING
 from coopnn.tl.codegen.types import from_storage, storage_type, to_storage, value_type
 from coopnn.tl.launch import Launch
-from coopnn.tl.types import ScalarType
+from coopnn.tl.types import CoopMatrixType, ScalarType
 
 Emit = Callable[["Emitter", ast.Inst], tuple]
 EMITTERS: dict[type, Emit] = {}
@@ -61,6 +61,14 @@ class Typed:
 
     id: Id
     type: ScalarType
+
+
+@dataclass(frozen=True)
+class CoopValue:
+    """A cooperative matrix: this invocation's work-item vector, one value per element (see emit_coopmatrix.py)."""
+
+    type: CoopMatrixType
+    elements: tuple[Id, ...]
 
 
 class Emitter:
