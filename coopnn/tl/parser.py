@@ -13,7 +13,6 @@ from coopnn.tl.parse_types import any_type, dictionary
 from coopnn.tl.scanner import Scanner
 
 _NAMED_ATTRIBUTE = re.compile(r'\{\s*(?:[A-Za-z_]\w*|"[^"]*")\s*=')
-READER_MODULES = (parse_control, parse_coopmatrix, parse_memory, parse_ops)
 
 
 def _argument(s: Scanner) -> Argument:

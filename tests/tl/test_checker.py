@@ -49,13 +49,13 @@ NEGATIVE = [
     ("size mode", "    %s = size %A[2] : index", "2.5-", "out of range"),
     ("alloca space", "    %t = alloca : memref<f32x4>", "2.5-", "local address space"),
     ("alloca dynamic", "    %t = alloca : memref<f32x?,local>", "2.5-", "known at compile time"),
-    ("coopmatrix use", "    parallel {\n        %c0 = constant 0 : index\n        %a = cooperative_matrix_load %A[%c0,%c0]"
-     " : coopmatrix<f32x4x8,matrix_acc>\n        %d = cooperative_matrix_mul_add %a, %a, %a : "
+    ("coopmatrix use", "    parallel {\n        %c0 = constant 0 : index\n"
+     "        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<f32x4x8,matrix_acc>\n        %d = cooperative_matrix_mul_add %a, %a, %a : "
      "coopmatrix<f32x4x4,matrix_acc>\n    }", "5.9-", "A must have use matrix_a"),
     ("coopmatrix element", "    parallel {\n        %c0 = constant 0 : index\n        %a = cooperative_matrix_load "
      "%A[%c0,%c0] : coopmatrix<f16x4x8,matrix_a>\n    }", "4.9-", "component type (f16) must match"),
-    ("reduce shape", "    parallel {\n        %c0 = constant 0 : index\n        %a = cooperative_matrix_load %A[%c0,%c0]"
-     " : coopmatrix<f32x4x8,matrix_acc>\n        %r = cooperative_matrix_reduce_add.row %a : "
+    ("reduce shape", "    parallel {\n        %c0 = constant 0 : index\n"
+     "        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<f32x4x8,matrix_acc>\n        %r = cooperative_matrix_reduce_add.row %a : "
      "coopmatrix<f32x1x8,matrix_acc>\n    }", "5.9-", "returns coopmatrix<f32x4x1,matrix_acc>"),
 ]
 
@@ -69,8 +69,8 @@ def test_each_mistake_gets_its_diagnostic(what, body, where, message):
 
 
 def test_function_level_diagnostics():
-    text = """func @f(%c: coopmatrix<f32x8x8,matrix_acc>, %a: memref<f16x4> {alignment=3}, %b: memref<f32x4x4,strided<1,2>>)
-        attributes {work_group_size=[24,1], subgroup_size=16} { }
+    text = """func @f(%c: coopmatrix<f32x8x8,matrix_acc>, %a: memref<f16x4> {alignment=3},
+               %b: memref<f32x4x4,strided<1,2>>) attributes {work_group_size=[24,1], subgroup_size=16} { }
 func @f() { }"""
     messages = [d.message for d in check(parse(text))]
     assert any("first mode of work_group_size (24)" in m for m in messages)
@@ -82,7 +82,8 @@ func @f() { }"""
 
 def test_checked_raises_with_every_diagnostic_in_order():
     with pytest.raises(TensorLanguageError) as raised:
-        checked(parse(HEADER + "    %y = add %x, %q : f32\n    %z = add %x, %w : f32\n}\n"), "k.tl")
+        checked(parse(HEADER + "    %y = add %x, %q : f32\n    %z = add %x, %w : f32\n}\n"),
+                "k.tl")
     assert str(raised.value) == "k.tl:2.18-19: Undefined value %q\nk.tl:3.18-19: Undefined value %w"
 
 

@@ -57,14 +57,3 @@ def test_every_example_module_validates(example, subgroup_size, validate):
 
 def test_the_same_function_compiles_to_the_same_bytes():
     assert _compiled(EXAMPLES[0].text).spirv == _compiled(EXAMPLES[0].text).spirv
-
-
-def test_what_the_compiler_does_not_handle_is_a_compile_error_naming_the_line():
-    text = """func @m(%a: memref<f32x16x16>) {
-        %c0 = constant 0 : index
-        parallel {
-            %t = cooperative_matrix_atomic_load %a[%c0,%c0] : coopmatrix<f32x16x16,matrix_acc>
-        }
-    }"""
-    with pytest.raises(CompileError, match=r"^4\.\d+-\d+: the SPIR-V compiler does not handle cooperative_matrix_atomic_load"):
-        _compiled(text)

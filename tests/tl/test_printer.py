@@ -27,7 +27,8 @@ def test_floats_print_exactly_in_hexadecimal():
 
 
 def test_defaults_are_left_out_and_attributes_sorted():
-    text = """func @f(%a: memref<f32x4x4,strided<1,4>,global>, %x: f32) attributes {work_group_size=[32,1],subgroup_size=16} {
+    text = """func @f(%a: memref<f32x4x4,strided<1,4>,global>, %x: f32)
+        attributes {work_group_size=[32,1],subgroup_size=16} {
         gemm.n.n %x, %a, %a, %x, %a
         gemm.n.t %x, %a, %a, %x, %a
         %c0 = constant 0 : index

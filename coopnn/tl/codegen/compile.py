@@ -15,7 +15,6 @@ from coopnn.tl.codegen.types import storage_type
 from coopnn.tl.launch import Launch
 from coopnn.tl.types import GroupType, ScalarType
 
-EMITTER_MODULES = (emit_collectives, emit_control, emit_coopmatrix, emit_memory, emit_scalar)
 ALWAYS_FEATURES = frozenset({"shaderInt64", "vulkanMemoryModel"})
 FEATURES_BY_TYPE = {
     "i8": {"shaderInt8", "storageBuffer8BitAccess"},

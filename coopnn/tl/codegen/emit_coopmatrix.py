@@ -6,7 +6,7 @@ column v div ceil(R/S). mul_add broadcasts B's rows across the subgroup; column 
 from __future__ import annotations
 
 from coopnn.tl import ast
-from coopnn.tl.codegen.emit_memory import atomic_update
+from coopnn.tl.codegen.emit_memory import atomic_load_element, atomic_store_element, atomic_update
 from coopnn.tl.codegen.emit_scalar import binary, convert, work_item_length
 from coopnn.tl.codegen.emitter import CoopValue, Emitter, MemrefValue, Typed, emits
 from coopnn.tl.codegen.types import constant
@@ -71,20 +71,20 @@ def _addresses(e: Emitter, i, memref: MemrefValue, t: CoopMatrixType):
     return found
 
 
-def _guarded_load(e: Emitter, memref: MemrefValue, flat, condition, component: ScalarType):
+def _guarded_load(e: Emitter, i, memref: MemrefValue, flat, condition, component: ScalarType):
+    def load(at):
+        return e.load_element(memref, at) if i.atomic is None else atomic_load_element(e, memref, at, i.atomic, i)
+
     if condition is None:
-        return e.load_element(memref, flat)
-    safe = e.emit("OpSelect", e.i64, condition, flat, memref.offset)
-    loaded = e.load_element(memref, safe)
+        return load(flat)
+    loaded = load(e.emit("OpSelect", e.i64, condition, flat, memref.offset))
     return e.emit("OpSelect", e.value_type(component), condition, loaded, constant(e.m, component, 0))
 
 
 @emits(ast.CoopLoad)
 def _load(e: Emitter, i: ast.CoopLoad):
     memref = e.value(i.tensor)
-    if i.atomic is not None:
-        e.fail(i, "the SPIR-V compiler does not handle cooperative_matrix_atomic_load yet")
-    elements = tuple(_guarded_load(e, memref, flat, condition, i.type.component)
+    elements = tuple(_guarded_load(e, i, memref, flat, condition, i.type.component)
                      for flat, condition in _addresses(e, i, memref, i.type))
     return (CoopValue(i.type, elements),)
 
@@ -100,10 +100,16 @@ def _guarded(e: Emitter, condition, write) -> None:
 @emits(ast.CoopStore)
 def _store(e: Emitter, i: ast.CoopStore):
     memref, matrix = e.value(i.tensor), e.value(i.value)
-    if i.atomic is not None:
-        e.fail(i, "the SPIR-V compiler does not handle cooperative_matrix_atomic_store yet")
+    component = matrix.type.component
+
+    def write(flat, value):
+        if i.atomic is None:
+            e.store_element(memref, flat, value)
+        else:
+            atomic_store_element(e, memref, flat, Typed(value, component), i.atomic, i)
+
     for (flat, condition), value in zip(_addresses(e, i, memref, matrix.type), matrix.elements):
-        _guarded(e, condition, lambda flat=flat, value=value: e.store_element(memref, flat, value))
+        _guarded(e, condition, lambda flat=flat, value=value: write(flat, value))
     return ()
 
 

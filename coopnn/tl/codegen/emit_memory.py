@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from coopnn.tl import ast
 from coopnn.tl.codegen.emit_scalar import binary
+from coopnn.shaders.spirv import Id
 from coopnn.tl.codegen.emitter import Emitter, GroupRef, MemrefValue, Typed, emits
 from coopnn.tl.codegen.types import from_storage, storage_type, to_storage
 from coopnn.tl.types import BOOL, INDEX, ScalarType
@@ -73,17 +74,20 @@ def _check_atomic_type(e: Emitter, i, element: ScalarType) -> None:
         e.fail(i, f"atomics on {element} are not supported by the SPIR-V compiler (32- and 64-bit types are)")
 
 
+def atomic_load_element(e: Emitter, memref: MemrefValue, flat, atomic: ast.Atomic, where) -> Id:
+    """The element at `flat`, loaded atomically (a complex one part by part)."""
+    _check_atomic_type(e, where, memref.element)
+    scope, semantics = _scope_and_semantics(e, atomic, memref)
+    values = [from_storage(e.fn, part, e.emit("OpAtomicLoad", storage_type(e.m, part), pointer, scope, semantics))
+              for pointer, part in _parts(e, memref, flat)]
+    return values[0] if len(values) == 1 else e.emit("OpCompositeConstruct", e.value_type(memref.element), *values)
+
+
 @emits(ast.AtomicLoad)
 def _atomic_load(e: Emitter, i: ast.AtomicLoad):
     tensor = e.value(i.tensor)
-    _check_atomic_type(e, i, tensor.element)
-    scope, semantics = _scope_and_semantics(e, i.atomic, tensor)
-    values = []
-    for pointer, part in _parts(e, tensor, e.flat_index(tensor, _indices(e, i.indices))):
-        raw = e.emit("OpAtomicLoad", storage_type(e.m, part), pointer, scope, semantics)
-        values.append(from_storage(e.fn, part, raw))
-    return (Typed(values[0] if len(values) == 1 else e.emit("OpCompositeConstruct", e.value_type(i.type), *values),
-                  i.type),)
+    flat = e.flat_index(tensor, _indices(e, i.indices))
+    return (Typed(atomic_load_element(e, tensor, flat, i.atomic, i), i.type),)
 
 
 def _split(e: Emitter, value: Typed) -> list:
@@ -93,14 +97,18 @@ def _split(e: Emitter, value: Typed) -> list:
     return [e.emit("OpCompositeExtract", part, value.id, k) for k in (0, 1)]
 
 
+def atomic_store_element(e: Emitter, memref: MemrefValue, flat, value: Typed, atomic: ast.Atomic, where) -> None:
+    _check_atomic_type(e, where, memref.element)
+    scope, semantics = _scope_and_semantics(e, atomic, memref)
+    for (pointer, part), part_value in zip(_parts(e, memref, flat), _split(e, value)):
+        e.fn.emit("OpAtomicStore", pointer, scope, semantics, to_storage(e.fn, part, part_value))
+
+
 @emits(ast.AtomicStore)
 def _atomic_store(e: Emitter, i: ast.AtomicStore):
     tensor = e.value(i.tensor)
-    _check_atomic_type(e, i, tensor.element)
-    scope, semantics = _scope_and_semantics(e, i.atomic, tensor)
     flat = e.flat_index(tensor, _indices(e, i.indices))
-    for (pointer, part), value in zip(_parts(e, tensor, flat), _split(e, e.value(i.value))):
-        e.fn.emit("OpAtomicStore", pointer, scope, semantics, to_storage(e.fn, part, value))
+    atomic_store_element(e, tensor, flat, e.value(i.value), i.atomic, i)
     return ()
 
 

@@ -16,7 +16,6 @@ from typing import Callable
 from coopnn.errors import CompileError
 from coopnn.shaders.spirv import Id, Module
 from coopnn.tl import ast
-from coopnn.tl.codegen.layout import ARGUMENT_BINDING
 from coopnn.tl.codegen.types import from_storage, storage_type, to_storage, value_type
 from coopnn.tl.launch import Launch
 from coopnn.tl.types import CoopMatrixType, ScalarType
