@@ -57,3 +57,18 @@ def test_every_example_module_validates(example, subgroup_size, validate):
 
 def test_the_same_function_compiles_to_the_same_bytes():
     assert _compiled(EXAMPLES[0].text).spirv == _compiled(EXAMPLES[0].text).spirv
+
+
+def test_gemm_lowers_to_khr_cooperative_matrices_where_the_device_offers_the_product(validate):
+    from coopnn.tl.launch import MatrixShape
+
+    text = """func @g(%alpha: f16, %a: memref<f16x32x48>, %b: memref<f16x32x16>, %beta: f32, %c: memref<f32x48x16>) {
+        gemm.t %alpha, %a, %b, %beta, %c
+    }"""
+    function = checked(parse(text)).function()
+    shapes = (MatrixShape(16, 16, 16, "f16", "f16", "f32"),)
+    compiled = compile_function(function, launch_for(function, 32, matrix_shapes=shapes))
+    validate(compiled.spirv)
+    assert "cooperativeMatrix" in compiled.features and compiled.extensions == {"VK_KHR_cooperative_matrix"}
+    deeper = (MatrixShape(16, 16, 64, "f16", "f16", "f32"),)
+    assert not compile_function(function, launch_for(function, 32, matrix_shapes=deeper)).extensions  # loops

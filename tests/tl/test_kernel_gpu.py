@@ -81,3 +81,27 @@ def test_each_example_runs_at_the_gpus_subgroup_size(example):
             np.testing.assert_allclose(np.asarray(a, np.complex128 if a.dtype.kind == "c" else np.float64),
                                        np.asarray(b, np.complex128 if b.dtype.kind == "c" else np.float64),
                                        rtol=2e-3 if a.dtype.itemsize <= 2 else 1e-5, atol=1e-5)
+
+
+HALF_GEMM = """func @half(%alpha: f16, %A: memref<f16x128x64>, %B: memref<f16x64x96>, %beta: f32, %C: memref<f32x128x96>)
+        attributes {work_group_size=[128,1]} {
+    gemm %alpha, %A, %B, %beta, %C
+}"""
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5])
+def test_a_float16_gemm_runs_on_cooperative_matrices_where_the_device_offers_them(beta):
+    from coopnn.runtime.vk.shared import chosen_device
+    from coopnn.tl.kernel import matrix_shapes
+
+    offered = [s for s in matrix_shapes(chosen_device(None)) if (s.a, s.b, s.c) == ("f16", "f16", "f32")
+               and 128 % s.m == 0 and 96 % s.n == 0 and 64 % s.k == 0]
+    rng = np.random.default_rng(2)
+    a = np.asfortranarray(rng.standard_normal((128, 64)).astype(np.float16))
+    b = np.asfortranarray(rng.standard_normal((64, 96)).astype(np.float16))
+    c = np.asfortranarray(rng.standard_normal((128, 96)).astype(np.float32))
+    expected = 0.75 * (a.astype(np.float64) @ b.astype(np.float64)) + beta * c
+    kernel = compile(HALF_GEMM)
+    kernel(np.float16(0.75), a, b, np.float32(beta), c)
+    assert bool(kernel.compiled.extensions) == bool(offered)
+    np.testing.assert_allclose(c, expected, rtol=1e-3, atol=2.5e-3)

@@ -34,6 +34,7 @@ class CompiledFunction:
     slots: tuple[Slot, ...]
     binding_count: int
     features: frozenset[str]
+    extensions: frozenset[str] = frozenset()
 
 
 def scalar_types(node) -> set[str]:
@@ -104,7 +105,7 @@ def _bind(e: Emitter, argument: ast.Argument, slot: Slot):
     order = memref.order
     shape = tuple(_dimension(e, s, slot.slot + 1 + k) for k, s in enumerate(memref.shape))
     strides = tuple(_dimension(e, s, slot.slot + 1 + order + k) for k, s in enumerate(memref.strides))
-    return MemrefValue(variable, "StorageBuffer", memref.element, e.index(0), shape, strides, associated)
+    return MemrefValue(variable, "StorageBuffer", memref.element, e.index(0), shape, strides, associated, memref)
 
 
 def compile_function(function: ast.Function, launch: Launch) -> CompiledFunction:
@@ -123,5 +124,5 @@ def compile_function(function: ast.Function, launch: Launch) -> CompiledFunction
     m.entry_point(e.fn, "main", "GLCompute", local_size=(*launch.work_group_size, 1))
     bindings = 1 + sum(1 for s in slots if s.binding is not None)
     return CompiledFunction(function.name, m.to_bytes(), launch, slots, bindings,
-                            features_for(function) | e.features)
+                            features_for(function) | e.features, frozenset(e.extensions))
 

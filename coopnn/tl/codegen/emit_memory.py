@@ -167,7 +167,7 @@ def _subview(e: Emitter, i: ast.Subview):
         shape.append(_offset_or_size(e, piece.size))
         strides.append(stride)
     return (MemrefValue(tensor.variable, tensor.storage_class, tensor.element, offset, tuple(shape), tuple(strides),
-                        tensor.associated),)
+                        tensor.associated, i.type),)
 
 
 @emits(ast.Expand)
@@ -181,7 +181,7 @@ def _expand(e: Emitter, i: ast.Expand):
     shape = tensor.shape[:i.mode] + tuple(sizes) + tensor.shape[i.mode + 1:]
     all_strides = tensor.strides[:i.mode] + tuple(strides) + tensor.strides[i.mode + 1:]
     return (MemrefValue(tensor.variable, tensor.storage_class, tensor.element, tensor.offset, shape, all_strides,
-                        tensor.associated),)
+                        tensor.associated, i.type),)
 
 
 @emits(ast.Fuse)
@@ -193,7 +193,7 @@ def _fuse(e: Emitter, i: ast.Fuse):
     shape = tensor.shape[:i.first] + (fused,) + tensor.shape[i.last + 1:]
     strides = tensor.strides[:i.first + 1] + tensor.strides[i.last + 1:]
     return (MemrefValue(tensor.variable, tensor.storage_class, tensor.element, tensor.offset, shape, strides,
-                        tensor.associated),)
+                        tensor.associated, i.type),)
 
 
 @emits(ast.Size)
@@ -219,7 +219,7 @@ def _alloca(e: Emitter, i: ast.Alloca):
         strides.append(e.index(running))
         running *= size
     return (MemrefValue(variable, "Workgroup", i.type.element, e.index(0), tuple(e.index(n) for n in i.type.shape),
-                        tuple(strides), e.m.constant(e.bool, True)),)
+                        tuple(strides), e.m.constant(e.bool, True), i.type),)
 
 
 @emits(ast.Barrier)

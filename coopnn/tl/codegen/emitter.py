@@ -18,7 +18,7 @@ from coopnn.shaders.spirv import Id, Module
 from coopnn.tl import ast
 from coopnn.tl.codegen.types import from_storage, storage_type, to_storage, value_type
 from coopnn.tl.launch import Launch
-from coopnn.tl.types import CoopMatrixType, ScalarType
+from coopnn.tl.types import CoopMatrixType, MemrefType, ScalarType
 
 Emit = Callable[["Emitter", ast.Inst], tuple]
 EMITTERS: dict[type, Emit] = {}
@@ -42,6 +42,7 @@ class MemrefValue:
     shape: tuple[Id, ...]
     strides: tuple[Id, ...]
     associated: Id
+    declared: MemrefType | None = None  # its type, where the source says it (static sizes and strides)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Emitter:
         self.bool = module.type_bool()
         self._builtins: dict[str, Id] = {}
         self.features: set[str] = set()  # device features the emitted instructions need beyond the types'
+        self.extensions: set[str] = set()  # device extensions they need
 
     def fail(self, inst, message: str):
         where = f"{inst.span}: " if getattr(inst, "span", None) is not None else ""
