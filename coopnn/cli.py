@@ -14,6 +14,7 @@ from coopnn import cli_export
 from coopnn.cli_arrays import OUTPUT_SUFFIXES, match_inputs, output_suffix, read_inputs
 from coopnn.cli_format import HelpFormatter
 from coopnn.disk_cache import write_atomic
+from coopnn.cli_tl import TL_COMMAND
 from coopnn.errors import CoopnnError, InputError
 from coopnn.layouts.formats import format_names
 from coopnn.layouts.formats.calibration import quantizing_format_names
@@ -329,6 +330,7 @@ def cmd_fit_image(args: argparse.Namespace) -> int:
 
 
 command("export-shader", cli_export.HELP, cli_export.setup)(cli_export.run)
+COMMANDS["tl"] = TL_COMMAND
 
 
 def build_parser() -> argparse.ArgumentParser:
