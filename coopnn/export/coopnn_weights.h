@@ -35,6 +35,7 @@ typedef enum CoopnnStatus {
     COOPNN_NO_CONVERSION,    /* the device offers no vkConvertCooperativeVectorMatrixNV (extension not enabled) */
     COOPNN_NO_MEMORY_TYPE,   /* no host-visible memory type can hold the buffer */
     COOPNN_TOO_MANY_LAYERS,  /* more than COOPNN_MAX_LAYERS layers */
+    COOPNN_WRONG_LAYOUT,     /* the layout passed to coopnn_weights_fill was made for another network or device */
     COOPNN_VULKAN_ERROR      /* a Vulkan call failed: CoopnnWeights.result holds its VkResult */
 } CoopnnStatus;
 
@@ -127,6 +128,7 @@ const char* coopnn_status_string(CoopnnStatus status) {
     case COOPNN_NO_CONVERSION: return "vkConvertCooperativeVectorMatrixNV is missing: enable VK_NV_cooperative_vector";
     case COOPNN_NO_MEMORY_TYPE: return "no host-visible memory type can hold the weights buffer";
     case COOPNN_TOO_MANY_LAYERS: return "the network has more layers than COOPNN_MAX_LAYERS";
+    case COOPNN_WRONG_LAYOUT: return "the layout was made for another network or device";
     case COOPNN_VULKAN_ERROR: return "a Vulkan call failed";
     }
     return "unknown status";
@@ -221,8 +223,10 @@ CoopnnStatus coopnn_weights_fill(VkDevice device, const CoopnnNetwork* network, 
     memset(out, 0, layout->size);
     for (uint32_t i = 0; i < network->layers; ++i) {
         const CoopnnMatrix* m = &network->matrices[i];
-        size_t size = layout->size - layout->offsets[2 * i];
+        size_t size = 0;
         CoopnnConvertInfo info = coopnn_convert_info(network, m, &size);
+        if (convert(device, &info) != VK_SUCCESS) return COOPNN_VULKAN_ERROR; /* the size, with no destination */
+        if (layout->offsets[2 * i] + size > layout->offsets[2 * i + 1]) return COOPNN_WRONG_LAYOUT;
         info.srcData.hostAddress = source + m->offset;
         info.dstData.hostAddress = out + layout->offsets[2 * i];
         if (convert(device, &info) != VK_SUCCESS) return COOPNN_VULKAN_ERROR;
