@@ -28,7 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("interop", ("coopnn.interop",)),
     ("train", ("coopnn.train",)),
     ("backends", ("coopnn.backends",)),
-    ("api", ("coopnn.model", "coopnn.compiler", "coopnn.export")),
+    ("api", ("coopnn.model", "coopnn.compiler", "coopnn.tl", "coopnn.export")),
     ("top", ("coopnn.nets", "coopnn.train.trainer", "coopnn.examples", "coopnn.bench", "coopnn.cli", "coopnn.cli_arrays",
              "coopnn.cli_stream", "coopnn.cli_format", "coopnn.cli_export", "coopnn.__main__", "coopnn")),
 ]

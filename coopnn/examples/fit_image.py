@@ -3,10 +3,9 @@
 By default it learns the photograph of Grace Hopper that ships with matplotlib (nothing is downloaded), centre-
 cropped and box-filtered to 128 x 128, and shows loss and PSNR as it trains. It writes the reconstruction and the
 target as PNG, a plot of PSNR against step, and the PSNR values as CSV: `python -m coopnn.examples.fit_image [IMAGE]
-[--steps N] [--output-dir DIR]`. The defaults (2000 steps of 4096 samples) take about two minutes on two CPU cores
-with the numpy backend (107 s, longer when the cores are busy with other work), about ten minutes with
-`--backend portable` on lavapipe on those cores (575 s), and 2.1 s for the whole command with `--backend coopvec
---weights fp16` on an H100, caches warm (measured 2026-11-27).
+[--steps N] [--output-dir DIR]`. The defaults (2000 steps of 4096 samples) are sized for the numpy backend on a
+CPU; `--backend coopvec --weights fp16` trains on the GPU, and `--backend portable` on any Vulkan device (on lavapipe
+the slowest of the three, as it runs the GPU kernels on the CPU).
 """
 
 from __future__ import annotations

@@ -90,6 +90,8 @@ class Op(str, enum.Enum):
     REDUCE_MAX = "reduce_max"
     REDUCE_MIN = "reduce_min"
 
+    ENCODING = "encoding"  # inputs: x[batch, n_in], params[n]? (a constant); attrs: encoding (coopnn.graph.encodings)
+
 
 def freeze_attrs(attrs: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """A read-only copy of `attrs` with lists turned into tuples, so nodes stay immutable."""

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from coopnn.graph.activations import ACTIVATIONS, f32 as _f32
+from coopnn.graph.encodings.base import Encoding
 from coopnn.graph.ir import Activation, Op
 
 Array = np.ndarray
@@ -27,7 +28,7 @@ class ShapeError(ValueError):
 @dataclass(frozen=True)
 class OpDef:
     op: Op
-    kind: str  # "unary", "binary", "ternary", "linear", "shape", "norm", "reduce"
+    kind: str  # "unary", "binary", "ternary", "linear", "shape", "norm", "reduce", "encoding"
     min_inputs: int
     max_inputs: int
     shape_fn: Callable[[Sequence[ShapeT], Mapping[str, Any]], ShapeT]
@@ -258,6 +259,23 @@ def _reduce(fn):
     return run
 
 
+def _encoding_shape(shapes, attrs):
+    encoding, x = attrs.get("encoding"), shapes[0]
+    if not isinstance(encoding, Encoding):
+        raise ShapeError(f"an encoding node holds a coopnn.graph.encodings Encoding, not {encoding!r}")
+    if len(x) != 2 or x[-1] != encoding.n_input_dims:
+        raise ShapeError(f"{encoding.describe()} encodes [batch, {encoding.n_input_dims}] inputs, not {x}")
+    want = ((encoding.n_parameters,),) if encoding.n_parameters else ()
+    if tuple(tuple(s) for s in shapes[1:]) != want:
+        raise ShapeError(f"{encoding.describe()} takes {encoding.n_parameters} parameters as a vector "
+                         f"{list(want)}, not {list(shapes[1:])}")
+    return (x[0], encoding.n_output_dims)
+
+
+def _encoding_eval(x, params=None, encoding=None):
+    return encoding.forward(x, np.zeros(0, np.float32) if params is None else params)
+
+
 def _cast_eval(x, to):
     return x.astype(np.bool_) if to == "bool" else _f32(x)
 
@@ -308,6 +326,7 @@ _register(Op.REDUCE_SUM, "reduce", (1, 1), _reduce_shape, _reduce(np.sum))
 _register(Op.REDUCE_MEAN, "reduce", (1, 1), _reduce_shape, _reduce(np.mean))
 _register(Op.REDUCE_MAX, "reduce", (1, 1), _reduce_shape, _reduce(np.max))
 _register(Op.REDUCE_MIN, "reduce", (1, 1), _reduce_shape, _reduce(np.min))
+_register(Op.ENCODING, "encoding", (1, 2), _encoding_shape, _encoding_eval)
 
 assert set(REGISTRY) == set(Op), f"operators without a definition: {set(Op) - set(REGISTRY)}"
 

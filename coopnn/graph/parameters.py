@@ -1,9 +1,9 @@
 """The trainable parameters of a graph: which constants train, their stable names, and swapping in new values.
 
 A parameter is a float constant read in a parameter slot: a LINEAR's weight and bias, a PRELU's slope, a
-LAYER_NORM's scale and bias. Every other constant (encoding frequencies, thresholds, operands of elementwise
-arithmetic) stays fixed. A parameter is named `{node}.{role}` after the first node that reads it in such a slot, so
-the names do not depend on how constants happen to be named: a graph built by `coopnn.mlp`, exported to ONNX and
+LAYER_NORM's scale and bias, an ENCODING's parameter vector (a grid's tables). Every other constant (encoding
+frequencies, thresholds, operands of elementwise arithmetic) stays fixed. A parameter is named `{node}.{role}`
+after the first node that reads it in such a slot, so the names do not depend on how constants happen to be named: a graph built by `coopnn.mlp`, exported to ONNX and
 imported again names its parameters alike, and weight files and checkpoints are keyed by these names.
 """
 
@@ -21,6 +21,7 @@ PARAMETER_SLOTS: Mapping[Op, tuple[str | None, ...]] = {
     Op.LINEAR: (None, "weight", "bias"),
     Op.PRELU: (None, "slope"),
     Op.LAYER_NORM: (None, "scale", "bias"),
+    Op.ENCODING: (None, "params"),  # a trainable encoding's flat parameter vector (a grid's tables)
 }
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from coopnn.graph import ops
-from coopnn.graph.ir import Graph, Op
+from coopnn.graph.encodings.base import Encoding
+from coopnn.graph.ir import Graph, Node, Op
 
 
 class VerificationError(AssertionError):
@@ -60,8 +63,21 @@ def verify(graph: Graph) -> Graph:
             act = node.activation
             if act is not None and not ops.opdef(act.op).fusable_activation:
                 fail(f"node {node.name!r} fuses {act.op.value}, which is not an activation")
+        if node.op is Op.ENCODING:
+            _check_encoding(graph, node, fail)
         defined.add(out)
     for v in graph.outputs:
         if v.name not in defined:
             fail(f"output {v.name!r} is never produced")
     return graph
+
+
+def _check_encoding(graph: Graph, node: Node, fail) -> None:
+    """An ENCODING node holds an Encoding, and its parameters (when it has any) are a float32 constant."""
+    encoding = node.attrs.get("encoding")
+    if not isinstance(encoding, Encoding) or set(node.attrs) != {"encoding"}:
+        fail(f"node {node.name!r} (encoding) must hold exactly one attribute 'encoding', an Encoding")
+    if len(node.inputs) > 1:
+        params = graph.constants.get(node.inputs[1])
+        if params is None or params.dtype != np.float32:
+            fail(f"node {node.name!r} (encoding) reads its parameters from {node.inputs[1]!r}, not a float32 constant")

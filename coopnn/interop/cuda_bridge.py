@@ -1,4 +1,5 @@
-"""`CudaBridge`: runs a `KernelExecutable`'s kernel on CUDA arrays (PyTorch, CuPy, ...) without a trip through the host.
+"""`CudaBridge`: runs a `KernelExecutable`'s kernel on CUDA arrays (PyTorch, CuPy, ...) without a trip through the host;
+`CudaBridges` (what `bridge_for` gives) holds one a kernel I/O dtype, so float16 arrays run the float16-I/O kernel.
 
 The bridge orders the work of both APIs; what it orders lives in modules of its own: `shared_objects` (Vulkan buffers
 and timeline semaphores imported into CUDA, and where their memory lives), `slot` (the SLOTS submissions that can be in
@@ -16,10 +17,10 @@ Ordering, all on the GPU, with timeline semaphores exported from Vulkan and impo
 The host does not wait for the GPU in a run, except to reuse a slot whose previous submission is still running (the
 host is then SLOTS runs ahead). A slot's `inputs_ready` values only grow because a slot is reused only after its
 previous submission, which waited for the previous value, has finished.
-Cost: each run hands the GPU from the CUDA context to Vulkan's and back. On an H100 (driver 580.159) each hand-off
-took about 0.16 ms (an empty CUDA -> Vulkan -> CUDA round trip 0.31 ms, with timeline or binary semaphores alike,
-against 2.5 us for a CUDA signal and wait), which dominates small batches; the queue-family ownership barriers cost
-nothing measurable, and having the host wait for the copies before submitting, or order both APIs itself, was slower.
+Cost: each run hands the GPU from the CUDA context to Vulkan's and back, a fixed cost (with timeline or binary
+semaphores alike) that dominates small batches: the CUDA-tensor column of `bench/results/*-host-path.md`. The
+queue-family ownership barriers cost nothing measurable, and having the host wait for the copies before submitting,
+or order both APIs itself, was slower, so the GPU orders them.
 
 Lifetimes:
   - Reuse across calls: slots, semaphores and descriptor sets are made once; buffers only when a larger batch arrives
@@ -104,14 +105,18 @@ class _Resources:
 
 class CudaBridge:
     """Runs `executable` (a `KernelExecutable`) on CUDA arrays: `run({name: array})` returns {name: array} in the
-    caller's framework, ordered on the caller's stream; see the module docstring for the mechanism and lifetimes."""
+    caller's framework, ordered on the caller's stream; see the module docstring for the mechanism and lifetimes.
+    `io_dtype`: the rows its kernel reads and writes (`KernelExecutable.kernel_for`): "f32", or "f16", whose outputs
+    stay float16."""
 
-    def __init__(self, executable):
+    def __init__(self, executable, io_dtype: str = "f32"):
         context = executable.context
         reason = interop_unavailable_reason(context)
         if reason is not None:
             raise BackendUnavailableError(reason)
         self._executable = executable
+        self._binary, self._kernel = executable.kernel_for(io_dtype)
+        self._keeps_float16 = io_dtype == "f16"
         self._context = context
         self._driver = cuda_driver()
         ordinal = self._driver.ordinal_of_uuid(context.info.device_uuid)
@@ -122,12 +127,12 @@ class CudaBridge:
         graph = executable.graph
         self._input_features = {v.name: tuple(v.features) for v in graph.inputs}
         self._outputs = {v.name: (tuple(v.features), v.dtype == "bool") for v in graph.outputs}
-        self._input_bindings = tuple(executable.inputs)
-        self._output_bindings = tuple(executable.outputs)
+        self._input_bindings = tuple(b for b in self._binary.bindings if b.role == "input")
+        self._output_bindings = tuple(b for b in self._binary.bindings if b.role == "output")
         limits = context.info.limits
         widest = max(b.features * b.itemsize for b in self._input_bindings + self._output_bindings)
         self.chunk_limit = max(1, min(limits.max_storage_buffer_range // widest,
-                                      limits.max_compute_work_group_count[0] * executable.kernel.workgroup_size[0]))
+                                      limits.max_compute_work_group_count[0] * self._kernel.workgroup_size[0]))
         self._lock = threading.Lock()
         cuda_context = self._driver.primary_context(ordinal)
         self._resources = _Resources(context, self._driver, cuda_context, limits.max_storage_buffer_range)
@@ -189,7 +194,8 @@ class CudaBridge:
             framework = tensors.framework_of(feeds[self._input_bindings[0].name])
             if batch == 0:
                 return {b.name: tensors.wrap_output(CudaOutput(0, (0,) + self._outputs[b.name][0], _typestr(b)),
-                                                    framework, self.device, stream, self._outputs[b.name][1])
+                                                    framework, self.device, stream, self._outputs[b.name][1],
+                                                    self._keeps_float16)
                         for b in self._output_bindings}
             resources.pool.reclaim()
             single = batch <= self.chunk_limit
@@ -209,7 +215,8 @@ class CudaBridge:
             # every buffer is owned by an output object before any is wrapped, so a failure gives them all back
             made = [resources.pool.output(buffer, (batch,) + self._outputs[b.name][0], _typestr(b), stream)
                     for b, buffer in zip(self._output_bindings, lent)]
-            return {b.name: tensors.wrap_output(output, framework, self.device, stream, self._outputs[b.name][1])
+            return {b.name: tensors.wrap_output(output, framework, self.device, stream, self._outputs[b.name][1],
+                                                self._keeps_float16)
                     for b, output in zip(self._output_bindings, made)}
 
     def _dispatch(self, inputs: list[tensors.CudaInput], outputs: list[SharedBuffer], start: int, count: int,
@@ -234,8 +241,8 @@ class CudaBridge:
             copies = [(chunk, whole, start * b.features * b.itemsize, count * b.features * b.itemsize)
                       for chunk, whole, b in zip(bound_outputs, outputs, self._output_bindings)]
         shared = [b for b in slot.inputs if b is not None] + list(outputs)
-        slot.record(executable.kernel, (executable.weight_buffer, *slot.inputs, *bound_outputs), shared,
-                    executable.binary.pack_push(count=count), executable.kernel.group_count_for(count), copies)
+        slot.record(self._kernel, (executable.weight_buffer, *slot.inputs, *bound_outputs), shared,
+                    self._binary.pack_push(count=count), self._kernel.group_count_for(count), copies)
         slot.submit(slot.inputs_ready.value, self._resources.done)
         self._timing.submitted(slot)
 
@@ -256,6 +263,49 @@ class CudaBridge:
             self._closer()
 
 
-def bridge_for(executable) -> CudaBridge:
-    """The bridge of `executable` (a `KernelExecutable`), made on first use and closed with it."""
-    return executable.attachment("cuda_bridge", lambda: CudaBridge(executable))
+class CudaBridges:
+    """The bridges of one executable by I/O dtype, each made on first use: float16 arrays in (every input) take the
+    float16-I/O kernel where the executable has one and get float16 arrays back; anything else, or a backend without
+    that kernel, takes the float32 one (which converts float16 inputs on the GPU, as for other dtypes)."""
+
+    def __init__(self, executable):
+        self._executable = executable
+        self._bridges: dict[str, CudaBridge] = {}
+        self._last: CudaBridge | None = None
+        self._halves: bool | None = None  # whether the executable has a float16-I/O kernel, once asked
+        self._lock = threading.Lock()
+
+    def _bridge(self, feeds: Mapping[str, Any]) -> CudaBridge:
+        io_dtype = "f32"
+        if feeds and all(tensors.is_float16(v) for v in feeds.values()):
+            if self._halves is None:
+                try:
+                    self._executable.kernel_for("f16")
+                    self._halves = True
+                except InputError:
+                    self._halves = False
+            io_dtype = "f16" if self._halves else "f32"
+        with self._lock:
+            if io_dtype not in self._bridges:
+                self._bridges[io_dtype] = CudaBridge(self._executable, io_dtype)
+            return self._bridges[io_dtype]
+
+    def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+        bridge = self._bridge(feeds)
+        self._last = bridge
+        return bridge.run(feeds)
+
+    @property
+    def last_gpu_ms(self) -> float | None:
+        """GPU time of the last run's dispatches in ms; None before the first or without timestamps."""
+        return None if self._last is None else self._last.last_gpu_ms
+
+    def close(self) -> None:
+        with self._lock:
+            for bridge in self._bridges.values():
+                bridge.close()
+
+
+def bridge_for(executable) -> CudaBridges:
+    """The bridges of `executable` (a `KernelExecutable`), made on first use and closed with it."""
+    return executable.attachment("cuda_bridge", lambda: CudaBridges(executable))

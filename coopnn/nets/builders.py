@@ -7,7 +7,7 @@ activation fused, so the parameters are named `layers.{i}.weight` and `layers.{i
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -22,7 +22,9 @@ ACTIVATIONS = tuple(sorted(op.value for op, d in ops.REGISTRY.items() if d.fusab
 MAX_PARAMETERS = 1 << 28  # what `mlp_graph` makes at most: 1 GiB of float32 (drawn in float64 first)
 
 
-def _activation(name: str | None, role: str) -> Activation | None:
+def _activation(name: str | Activation | None, role: str) -> Activation | None:
+    if isinstance(name, Activation):
+        return name
     if name is None or name == "none":
         return None
     if name not in ACTIVATIONS:
@@ -36,29 +38,45 @@ def _positive(value: Any, what: str) -> int:
     return int(value)
 
 
+INITIALISATIONS = ("pytorch", "xavier")
+
+
+def _initial_layer(rng: np.random.Generator, fan_in: int, fan_out: int, initialisation: str):
+    """A layer's starting weight and bias: PyTorch's nn.Linear, or tiny-cuda-nn's (Xavier-uniform weights, which
+    tcnn's MLPs start with, and zero biases, which they do not have)."""
+    if initialisation == "xavier":
+        bound = np.sqrt(6 / (fan_in + fan_out))
+        return rng.uniform(-bound, bound, (fan_out, fan_in)), np.zeros(fan_out)
+    bound = 1 / np.sqrt(fan_in)
+    return rng.uniform(-bound, bound, (fan_out, fan_in)), rng.uniform(-bound, bound, fan_out)
+
+
 def mlp_graph(in_features: int, hidden: Sequence[int] = (64, 64), out_features: int = 3, *,
-              activation: str | None = "relu", output_activation: str | None = None, encoding: str | None = None,
-              octaves: int | None = None, seed: int = 0, name: str = "mlp") -> Graph:
+              activation: str | Activation | None = "relu", output_activation: str | Activation | None = None,
+              encoding: str | Mapping[str, Any] | None = None, octaves: int | None = None, seed: int = 0,
+              name: str = "mlp", initialisation: str = "pytorch") -> Graph:
     """The graph IR of the MLP `mlp` prepares (same arguments, less the backend's)."""
     widths = [_positive(in_features, "in_features"), *(_positive(h, "hidden width") for h in hidden),
               _positive(out_features, "out_features")]
     hidden_act, output_act = _activation(activation, "activation"), _activation(output_activation, "output_activation")
+    if initialisation not in INITIALISATIONS:
+        raise InputError(f"unknown initialisation {initialisation!r}; initialisations: {', '.join(INITIALISATIONS)}")
     builder = GraphBuilder(name)
     x = builder.input("x", widths[0])
+    rng = np.random.default_rng(seed)
     if encoding is not None:
-        x, widths[0] = encode(builder, x, encoding, {} if octaves is None else {"octaves": octaves})
+        x, widths[0] = encode(builder, x, encoding, {} if octaves is None else {"octaves": octaves}, rng)
     elif octaves is not None:
         raise InputError("octaves configures an encoding: pass encoding='frequency' as well")
     count = sum((fan_in + 1) * fan_out for fan_in, fan_out in zip(widths[:-1], widths[1:]))
     if count > MAX_PARAMETERS:
         raise InputError(f"an MLP of widths {widths} has {count:,} parameters; coopnn.mlp makes up to "
                          f"{MAX_PARAMETERS:,} (1 GiB of float32; neural-shading MLPs hold thousands to millions)")
-    rng = np.random.default_rng(seed)
     layers = len(widths) - 1
     for i, (fan_in, fan_out) in enumerate(zip(widths[:-1], widths[1:])):
-        bound = 1 / np.sqrt(fan_in)
-        weight = builder.constant(f"layers.{i}.weight", rng.uniform(-bound, bound, (fan_out, fan_in)))
-        bias = builder.constant(f"layers.{i}.bias", rng.uniform(-bound, bound, fan_out))
+        initial_weight, initial_bias = _initial_layer(rng, fan_in, fan_out, initialisation)
+        weight = builder.constant(f"layers.{i}.weight", initial_weight)
+        bias = builder.constant(f"layers.{i}.bias", initial_bias)
         last = i == layers - 1
         act = output_act if last else hidden_act
         x = builder.node(Op.LINEAR, f"layers.{i}", [x, weight, bias], output="y" if last else None,
@@ -67,15 +85,19 @@ def mlp_graph(in_features: int, hidden: Sequence[int] = (64, 64), out_features: 
 
 
 def mlp(in_features: int, hidden: Sequence[int] = (64, 64), out_features: int = 3, *,
-        activation: str | None = "relu", output_activation: str | None = None, encoding: str | None = None,
-        octaves: int | None = None, seed: int = 0, name: str = "mlp", backend: str = "auto", weights: str = "fp32",
-        device: str | int | None = None) -> Model:
+        activation: str | Activation | None = "relu", output_activation: str | Activation | None = None,
+        encoding: str | Mapping[str, Any] | None = None, octaves: int | None = None, seed: int = 0, name: str = "mlp",
+        backend: str = "auto", weights: str = "fp32", device: str | int | None = None,
+        initialisation: str = "pytorch") -> Model:
     """An MLP in_features -> hidden... -> out_features, prepared on `backend` like `coopnn.load`.
 
-    `activation` follows every hidden layer and `output_activation` the last (names: `ACTIVATIONS`, or None).
-    `encoding="frequency"` puts NeRF's positional encoding with `octaves` octaves (default 6) before the first layer.
-    The input is named "x" and the output "y".
+    `activation` follows every hidden layer and `output_activation` the last (names: `ACTIVATIONS`, or None);
+    `hidden=[]` makes one Linear layer. `encoding="frequency"` puts NeRF's positional encoding with `octaves` octaves
+    (default 6) before the first layer; a tiny-cuda-nn encoding config (`{"otype": "HashGrid", ...}`, see
+    docs/encodings.md) puts that encoding there, its parameters (`encoding.params`) trained with the layers.
+    `initialisation` is "pytorch" (nn.Linear's) or "xavier" (tiny-cuda-nn's, biases zero). The input is named "x"
+    and the output "y".
     """
     graph = mlp_graph(in_features, hidden, out_features, activation=activation, output_activation=output_activation,
-                      encoding=encoding, octaves=octaves, seed=seed, name=name)
+                      encoding=encoding, octaves=octaves, seed=seed, name=name, initialisation=initialisation)
     return prepare(graph, backend=backend, weights=weights, device=device)

@@ -1,18 +1,22 @@
-"""Input encodings built as graph IR, by name: what `coopnn.mlp(encoding=...)` puts before the first layer.
+"""Input encodings built as graph IR: what `coopnn.mlp(encoding=...)` puts before the first layer.
 
-Each encoding takes the builder, the name of a [batch, d] value and its options, and returns the name and width of
-the encoded [batch, width] value. The encodings have no parameters, so training never differentiates through them.
+`encoding="frequency"` builds coopnn's NeRF-style frequency encoding from elementwise operators, as it always has
+(every backend runs it). A tiny-cuda-nn encoding config (a dict with an `otype`, or an otype name as a string)
+becomes one `Op.ENCODING` node holding the `coopnn.graph.encodings` object, with its parameters (a grid's tables)
+as the constant `encoding.params`, drawn from the model's seeded generator; `docs/encodings.md` lists them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from coopnn.errors import InputError
 from coopnn.graph.builder import GraphBuilder
+from coopnn.graph.encodings.base import Encoding
+from coopnn.graph.encodings.registry import from_config
 from coopnn.graph.ir import Op
 
 DEFAULT_OCTAVES = 6
@@ -38,12 +42,31 @@ def frequency(builder: GraphBuilder, x: str, octaves: int | None = None) -> tupl
 ENCODINGS: Mapping[str, Callable[..., tuple[str, int]]] = {"frequency": frequency}
 
 
-def encode(builder: GraphBuilder, x: str, encoding: str, options: Mapping) -> tuple[str, int]:
-    try:
-        encoder = ENCODINGS[encoding]
-    except (KeyError, TypeError):
-        raise InputError(f"unknown encoding {encoding!r}; encodings: {', '.join(ENCODINGS)}") from None
-    try:
-        return encoder(builder, x, **options)
-    except TypeError as e:
-        raise InputError(f"encoding {encoding!r}: {e}") from None
+def encoding_node(builder: GraphBuilder, x: str, encoding: Encoding, rng: np.random.Generator,
+                  name: str = "encoding") -> tuple[str, int]:
+    """Add `encoding` over the value `x` as an ENCODING node `name`, its parameters started as the encoding starts
+    them."""
+    inputs = [x]
+    if encoding.n_parameters:
+        inputs.append(builder.constant(f"{name}.params", encoding.initial_parameters(rng)))
+    return builder.node(Op.ENCODING, name, inputs, encoding=encoding), encoding.n_output_dims
+
+
+def encode(builder: GraphBuilder, x: str, encoding: str | Mapping[str, Any], options: Mapping,
+           rng: np.random.Generator | None = None) -> tuple[str, int]:
+    """Encode `x` by `encoding`: a name of `ENCODINGS` (with its `options`), or a tiny-cuda-nn config or otype."""
+    if isinstance(encoding, str) and encoding in ENCODINGS:
+        try:
+            return ENCODINGS[encoding](builder, x, **options)
+        except TypeError as e:
+            raise InputError(f"encoding {encoding!r}: {e}") from None
+    if isinstance(encoding, str):
+        encoding = {"otype": encoding}
+    if not isinstance(encoding, Mapping):
+        raise InputError(f"encoding must be a name ({', '.join(ENCODINGS)} or a tiny-cuda-nn otype) or a "
+                         f"tiny-cuda-nn encoding config (a dict), not {encoding!r}")
+    if options:
+        raise InputError(f"octaves configures encoding='frequency'; a tiny-cuda-nn config takes its own keys "
+                         f"(Frequency: n_frequencies), not {sorted(options)}")
+    made = from_config(encoding, builder.width(x))
+    return encoding_node(builder, x, made, np.random.default_rng(0) if rng is None else rng)

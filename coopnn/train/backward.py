@@ -183,6 +183,13 @@ def _layer_norm(r: Record, g: Array, needs: Sequence[bool]) -> list[Array | None
     return grads
 
 
+def _encoding(r: Record, g: Array, needs: Sequence[bool]) -> list[Array | None]:
+    """The encoding's own analytic backward pass (`coopnn.graph.encodings.base.Encoding.backward`)."""
+    x, *params = r.inputs
+    d_params, d_x = r.node.attrs["encoding"].backward(x, params[0] if params else np.zeros(0, np.float32), g)
+    return [d_x.astype(g.dtype) if needs[0] else None] + ([d_params.astype(g.dtype)] if params else [])
+
+
 Rule = Callable[[Record, Array, Sequence[bool]], list]
 
 RULES: dict[Op, Rule] = {
@@ -202,6 +209,7 @@ RULES: dict[Op, Rule] = {
     Op.REDUCE_MEAN: _reduce_mean,
     Op.REDUCE_MAX: _reduce_extreme,
     Op.REDUCE_MIN: _reduce_extreme,
+    Op.ENCODING: _encoding,
 }
 
 

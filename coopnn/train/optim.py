@@ -9,7 +9,7 @@ per-parameter `slots` in the same shapes, so `state_dict()` means the same which
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping, Sequence
 
 import numpy as np
 
@@ -75,28 +75,36 @@ def _check(condition: bool, message: str) -> None:
         raise InputError(message)
 
 
+def _names(no_decay: Sequence[str]) -> tuple[str, ...]:
+    _check(not isinstance(no_decay, str) and all(isinstance(n, str) for n in no_decay),
+           f"no_decay must be a list of parameter names, not {no_decay!r}")
+    return tuple(no_decay)
+
+
 class Adam(Optimizer):
-    """Adam (Kingma and Ba 2015) with bias correction; `weight_decay` adds weight_decay * w to each gradient."""
+    """Adam (Kingma and Ba 2015) with bias correction; `weight_decay` adds weight_decay * w to each gradient of the
+    parameters not named in `no_decay` (tiny-cuda-nn decays its MLP's matrices, not a grid's entries)."""
 
     name = "adam"
     slots = ("m", "v")
 
     def __init__(self, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
+                 weight_decay: float = 0.0, no_decay: Sequence[str] = ()):
         _check(lr >= 0, f"Adam lr must be >= 0, not {lr}")
         _check(len(betas) == 2 and all(0 <= b < 1 for b in betas),
                f"Adam betas must be two numbers in [0, 1), not {betas}")
         _check(eps >= 0 and weight_decay >= 0, f"Adam eps and weight_decay must be >= 0, not {eps}, {weight_decay}")
         super().__init__()
         self.lr, self.betas = float(lr), (float(betas[0]), float(betas[1]))
-        self.eps, self.weight_decay = float(eps), float(weight_decay)
+        self.eps, self.weight_decay, self.no_decay = float(eps), float(weight_decay), _names(no_decay)
 
     def hyperparameters(self) -> dict[str, Any]:
-        return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay}
+        return {"lr": self.lr, "betas": list(self.betas), "eps": self.eps, "weight_decay": self.weight_decay,
+                "no_decay": list(self.no_decay)}
 
     def update_one(self, name, parameter, gradient):
         beta1, beta2 = self.betas
-        if self.weight_decay:
+        if self.weight_decay and name not in self.no_decay:
             gradient = gradient + self.weight_decay * parameter
         m, v = self.slot("m", name, parameter), self.slot("v", name, parameter)
         m += (1 - beta1) * (gradient - m)
@@ -108,26 +116,27 @@ class Adam(Optimizer):
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent with optional momentum (PyTorch's form: the first step seeds the buffer)."""
+    """Stochastic gradient descent with optional momentum (PyTorch's form: the first step seeds the buffer); weight
+    decay skips the parameters named in `no_decay`, as Adam's does."""
 
     name = "sgd"
     slots = ("momentum",)
 
     def __init__(self, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0,
-                 nesterov: bool = False):
+                 nesterov: bool = False, no_decay: Sequence[str] = ()):
         _check(lr >= 0 and momentum >= 0 and weight_decay >= 0,
                f"SGD lr, momentum and weight_decay must be >= 0, not {lr}, {momentum}, {weight_decay}")
         _check(not nesterov or (momentum > 0 and dampening == 0), "SGD nesterov needs momentum > 0 and no dampening")
         super().__init__()
         self.lr, self.momentum, self.dampening = float(lr), float(momentum), float(dampening)
-        self.weight_decay, self.nesterov = float(weight_decay), bool(nesterov)
+        self.weight_decay, self.nesterov, self.no_decay = float(weight_decay), bool(nesterov), _names(no_decay)
 
     def hyperparameters(self) -> dict[str, Any]:
         return {"lr": self.lr, "momentum": self.momentum, "dampening": self.dampening,
-                "weight_decay": self.weight_decay, "nesterov": self.nesterov}
+                "weight_decay": self.weight_decay, "nesterov": self.nesterov, "no_decay": list(self.no_decay)}
 
     def update_one(self, name, parameter, gradient):
-        if self.weight_decay:
+        if self.weight_decay and name not in self.no_decay:
             gradient = gradient + self.weight_decay * parameter
         if self.momentum:
             buffer = self.state["momentum"].get(name)

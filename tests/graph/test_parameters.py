@@ -17,7 +17,8 @@ from tests.conftest import ROOT
 
 def test_slots():
     assert PARAMETER_SLOTS[Op.LINEAR] == (None, "weight", "bias")
-    assert set(PARAMETER_SLOTS) == {Op.LINEAR, Op.PRELU, Op.LAYER_NORM}
+    assert set(PARAMETER_SLOTS) == {Op.LINEAR, Op.PRELU, Op.LAYER_NORM, Op.ENCODING}
+    assert PARAMETER_SLOTS[Op.ENCODING] == (None, "params")
 
 
 def test_names_of_an_imported_model_come_from_its_nodes():

@@ -73,7 +73,7 @@ def test_every_listed_activation_builds():
 @pytest.mark.parametrize("kwargs, message", [
     ({"activation": "swish"}, "unknown activation 'swish'; activations: none, abs"),
     ({"output_activation": "softmax"}, "unknown output_activation 'softmax'"),
-    ({"encoding": "hash_grid"}, "unknown encoding 'hash_grid'; encodings: frequency"),
+    ({"encoding": "hash_grid"}, "key 'otype' is 'hash_grid', which is not an encoding coopnn has; encodings: C"),
     ({"octaves": 4}, "octaves configures an encoding"),
     ({"encoding": "frequency", "octaves": 0}, "whole number of octaves >= 1"),
     ({"hidden": [8, 0]}, "hidden width must be a whole number >= 1, not 0"),

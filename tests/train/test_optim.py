@@ -9,6 +9,7 @@ import pytest
 import coopnn
 from coopnn.errors import InputError, ModelFormatError
 from coopnn.train.optim import OPTIMIZERS, SGD, Adam
+from tests.conftest import import_torch
 
 rng = np.random.default_rng(5)
 START = {"w": rng.uniform(-1, 1, (3, 4)).astype(np.float32), "b": rng.uniform(-1, 1, 3).astype(np.float32)}
@@ -41,7 +42,7 @@ def test_sgd_with_momentum_by_hand():
 
 
 def _torch_run(torch_optimizer_factory):
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     tensors = {k: torch.tensor(v.copy(), requires_grad=True) for k, v in START.items()}
     optimizer = torch_optimizer_factory(torch, list(tensors.values()))
     for grads in GRADIENTS:
@@ -91,7 +92,8 @@ def test_state_dict_contents():
     _run(optimizer, GRADIENTS[:1])
     state = optimizer.state_dict()
     assert state["type"] == "adam" and state["step"] == 1
-    assert state["hyperparameters"] == {"lr": 0.5, "betas": [0.8, 0.9], "eps": 1e-8, "weight_decay": 0.0}
+    assert state["hyperparameters"] == {"lr": 0.5, "betas": [0.8, 0.9], "eps": 1e-8, "weight_decay": 0.0,
+                                     "no_decay": []}
     assert set(state["slots"]) == {"m", "v"} and state["slots"]["m"]["w"].shape == (3, 4)
 
 
@@ -113,3 +115,11 @@ def test_malformed_state_is_a_format_error():
         Adam().load_state_dict({**state, "hyperparameters": {"lr": 1, "momentum": 0.9}})
     with pytest.raises(ModelFormatError, match="keeps the slots"):
         Adam().load_state_dict({**state, "slots": {"momentum": {}}})
+
+
+def test_weight_decay_skips_the_parameters_named_in_no_decay():
+    for optimizer in (Adam(lr=0.1, weight_decay=0.5, no_decay=["grid"]), SGD(lr=0.1, weight_decay=0.5,
+                                                                             no_decay=["grid"])):
+        parameters = {"grid": np.ones(2, np.float32), "w": np.ones(2, np.float32)}
+        optimizer.update(parameters, {"grid": np.zeros(2), "w": np.zeros(2)})
+        assert np.all(parameters["grid"] == 1) and np.all(parameters["w"] < 1)

@@ -4,7 +4,9 @@ Constants become initializers under their IR names and nodes keep their IR names
 again names its parameters as before (`coopnn.graph.parameters`) and takes the same weight files. A LINEAR becomes
 Gemm (transB=1) on rank-2 inputs, MatMul and Add otherwise, followed by its activation (the ONNX operator its row of
 `coopnn.graph.activations` names); operators ONNX lacks are written as the ONNX operators that compute them (SiLU,
-Softplus with beta or threshold, Clip with its bounds as inputs).
+Softplus with beta or threshold, Clip with its bounds as inputs). An ENCODING is written in standard operators
+(`coopnn.graph.onnx.encodings`: a grid's hash in int64 arithmetic, its table the parameter initializer, the lookup a
+Gather) and described in the model's metadata, from which `fuse_encodings` makes the node again on import.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from coopnn.errors import CompileError
 from coopnn.graph import ops
 from coopnn.graph.activations import ACTIVATIONS
 from coopnn.graph.ir import Graph, Node, Op
+from coopnn.graph.onnx.encodings import write_encoding
+from coopnn.graph.onnx.fuse_encodings import describe_encodings
 from coopnn.graph.passes.rewrite import NameScope
 
 OPSET = 20  # the first with Gelu
@@ -144,7 +148,13 @@ def _reduce(w: _Writer, node: Node) -> None:
           keepdims=int(node.attrs.get("keepdims", True)))
 
 
+def _encoding(w: _Writer, node: Node) -> None:
+    x, *params = node.inputs
+    write_encoding(w, node.attrs["encoding"], x, params[0] if params else None, node.outputs[0], node.name)
+
+
 _NODE_WRITERS: dict[Op, Callable[[_Writer, Node], None]] = {
+    Op.ENCODING: _encoding,
     Op.LINEAR: _linear,
     Op.GEMM: _gemm,
     Op.SLICE: _slice,
@@ -187,4 +197,5 @@ def export_onnx(graph: Graph) -> onnx.ModelProto:
                                     [_value_info(graph, v.name) for v in graph.outputs], w.initializers)
     model = helper.make_model(proto_graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="coopnn")
     model.ir_version = IR_VERSION
+    describe_encodings(model, graph)
     return model

@@ -1,7 +1,8 @@
 """import_model: an ONNX model (path, bytes or ModelProto) → a coopnn graph, through the converter registry.
 
-Steps: load safely (`loading`), check (`validation`: initializers, ONNX checker, shape inference), declare the graph
-inputs as batched values, convert node by node with the registered converters, then collect the outputs.
+Steps: load safely (`loading`), check (`validation`: opset and outputs, initializers, ONNX checker, shape
+inference), declare the graph inputs as batched values, convert node by node with the registered converters, then
+collect the outputs.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from coopnn.graph.ir import Graph, Value
 from coopnn.graph.onnx import converters  # noqa: F401  (fills the registry with the listed converter families)
 from coopnn.graph.onnx import registry
 from coopnn.graph.onnx.context import ConversionContext
+from coopnn.graph.onnx.fuse_encodings import fuse_encodings
 from coopnn.graph.onnx.loading import load_proto
 from coopnn.graph.onnx.node import OnnxNode, canonical_domain
 from coopnn.graph.onnx.tensors import element_type_name
-from coopnn.graph.onnx.validation import check_and_infer, read_initializers
+from coopnn.graph.onnx.validation import check_and_infer, check_declarations, read_initializers
 
 # ONNX element types an input may have → the IR type of its values (floats are computed in float32)
 _INPUT_DTYPES = {
@@ -40,8 +42,9 @@ def import_model(model: str | os.PathLike | bytes | onnx.ModelProto, *,
     the node, its operator and opset) for anything coopnn cannot run.
     """
     proto = load_proto(model, base_dir)
+    check_declarations(proto)
     initializers = read_initializers(proto)
-    proto = check_and_infer(proto)
+    proto = fuse_encodings(check_and_infer(proto))
     graph = proto.graph
     opsets = {canonical_domain(o.domain): o.version for o in proto.opset_import}
     names = {v.name for v in graph.input} | set(initializers) | {o for n in graph.node for o in n.output}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import Iterable
 
 from coopnn.graph.ir import Graph
 
@@ -17,12 +18,15 @@ def use_counts(graph: Graph) -> Counter[str]:
 
 
 class NameScope:
-    """The node and value names a graph already uses; hands out new ones derived from a base name."""
+    """The node and value names a graph (or a list of names) already uses; hands out new ones derived from a base
+    name."""
 
-    def __init__(self, graph: Graph):
-        self._taken = {node.name for node in graph.nodes}
-        self._taken.update(graph.values, graph.constants)
-        self._taken.update(v.name for v in graph.inputs + graph.outputs)
+    def __init__(self, graph: Graph | None = None, taken: Iterable[str] = ()):
+        self._taken = set(taken)
+        if graph is not None:
+            self._taken.update(node.name for node in graph.nodes)
+            self._taken.update(graph.values, graph.constants)
+            self._taken.update(v.name for v in graph.inputs + graph.outputs)
 
     def fresh(self, base: str) -> str:
         """`base` itself when it is free, else `base_1`, `base_2`, ...; the name returned is taken from then on."""

@@ -68,6 +68,9 @@ class Lowerer:
         if not self.value(node.outputs[0]).batched:
             raise CompileError(f"node {node.name!r} computes a constant; run the constant-folding pass first")
         fn = LOWERINGS.get(node.op)
+        if fn is None and node.op is Op.ENCODING:
+            raise CompileError(f"node {node.name!r}: the encoding {node.attrs['encoding'].describe()} has no kernel "
+                               "lowering yet; the numpy backend runs and trains it")
         if fn is None:
             raise CompileError(
                 f"node {node.name!r}: operator {node.op.value} has no kernel lowering "

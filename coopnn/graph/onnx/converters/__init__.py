@@ -8,6 +8,7 @@ from coopnn.graph.onnx.converters import (
     activations,
     constants,
     elementwise,
+    encodings,
     indexing,
     linear,
     normalization,
@@ -15,4 +16,4 @@ from coopnn.graph.onnx.converters import (
     shape,
 )
 
-FAMILIES = (activations, constants, elementwise, indexing, linear, normalization, reduce, shape)
+FAMILIES = (activations, constants, elementwise, encodings, indexing, linear, normalization, reduce, shape)

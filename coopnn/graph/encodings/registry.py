@@ -1,0 +1,51 @@
+"""The encodings by tiny-cuda-nn `otype`: each module of this package that defines `ENCODINGS` (a tuple of Encoding
+classes) adds its classes under their `otype` and `aliases`, matched case-insensitively as tiny-cuda-nn matches them.
+
+Adding an encoding is adding a module here; nothing lists them.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from typing import Any, Mapping
+
+from coopnn.errors import InputError
+from coopnn.graph.encodings.base import Encoding
+
+DEFAULT_OTYPE = "OneBlob"  # what tiny-cuda-nn makes of a config without an otype
+
+
+@functools.cache
+def _classes() -> dict[str, type]:
+    found: dict[str, type] = {}
+    package = importlib.import_module("coopnn.graph.encodings")
+    for module in pkgutil.iter_modules(package.__path__):
+        for cls in getattr(importlib.import_module(f"{package.__name__}.{module.name}"), "ENCODINGS", ()):
+            for name in (cls.otype, *getattr(cls, "aliases", ())):
+                if name.lower() in found:
+                    raise ValueError(f"encoding otype {name!r} registered twice")
+                found[name.lower()] = cls
+    return found
+
+
+def otypes() -> list[str]:
+    """Every otype spelling coopnn takes."""
+    names = set()
+    for cls in _classes().values():
+        names.update((cls.otype, *getattr(cls, "aliases", ())))
+    return sorted(names)
+
+
+def from_config(config: Mapping[str, Any], n_input_dims: int, where: str = "encoding") -> Encoding:
+    """The encoding a tiny-cuda-nn encoding config describes, over `n_input_dims` input columns; InputError naming
+    the key for anything coopnn cannot build."""
+    if not isinstance(config, Mapping):
+        raise InputError(f"{where}: an encoding config is a JSON object (a dict), not {config!r}")
+    otype = config.get("otype", DEFAULT_OTYPE)
+    cls = _classes().get(otype.lower()) if isinstance(otype, str) else None
+    if cls is None:
+        raise InputError(f"{where}: key 'otype' is {otype!r}, which is not an encoding coopnn has; encodings: "
+                         f"{', '.join(otypes())}")
+    return cls.from_config(config, n_input_dims, where)
