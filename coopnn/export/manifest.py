@@ -14,6 +14,8 @@ MANIFEST_VERSION = 1
 
 
 def _jsonable(value):
+    if hasattr(value, "to_config"):  # an encoding: its tiny-cuda-nn config
+        return value.to_config()
     if isinstance(value, (tuple, list)):
         return [_jsonable(v) for v in value]
     if isinstance(value, np.generic):

@@ -84,7 +84,7 @@ def _lower_stage(graph: Graph, stage, first_linear: Node) -> tuple[list[tuple[st
         operands = []
         for name in node.inputs:
             if graph.is_constant(name):
-                operands.append(program.constant(graph.constants[name]))
+                operands.append(np.asarray(graph.constants[name]))
             elif name in values:
                 operands.append(values[name])
             else:

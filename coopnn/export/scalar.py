@@ -2,7 +2,8 @@
 names (one per feature, in the value's feature shape), and the statements that compute them.
 
 Shape operators (reshape, concat, slice, transpose) only rearrange names, so they cost nothing in the shader;
-elementwise operators add one statement per element. The statements use the syntax GLSL and Slang share for float
+elementwise operators add one statement per element. Graph constants reach the lowerings as numeric arrays and become literals where a lowering reads them
+(`ScalarProgram.expressions`). The statements use the syntax GLSL and Slang share for float
 scalars (`sin(t3)`, `t1 * 6.2831855`, `(x >= 0.0 ? a : b)`), so one program serves both languages.
 """
 
@@ -34,14 +35,18 @@ class ScalarProgram:
         self.statements.append((name, expression))
         return name
 
-    def constant(self, array: np.ndarray) -> np.ndarray:
-        """`array` (a graph constant) as literal expressions of its shape."""
-        flat = [literal(v) for v in np.asarray(array, np.float32).ravel()]
-        return np.array(flat, dtype=object).reshape(np.shape(array))
+    @staticmethod
+    def expressions(operand: np.ndarray) -> np.ndarray:
+        """`operand` as expressions: computed values (object arrays) as they are, a graph constant (a numeric array,
+        converted only here, so that a large one a lowering never reads costs nothing) as literals."""
+        if operand.dtype == object:
+            return operand
+        flat = [literal(v) for v in np.asarray(operand, np.float32).ravel()]
+        return np.array(flat, dtype=object).reshape(np.shape(operand))
 
     def apply(self, function, *operands: np.ndarray) -> np.ndarray:
         """One statement per element of the broadcast `operands`: `function(*names)` gives its expression."""
-        broadcast = np.broadcast_arrays(*[np.asarray(o, dtype=object) for o in operands])
+        broadcast = np.broadcast_arrays(*[self.expressions(o) for o in operands])
         out = np.empty(broadcast[0].shape, dtype=object)
         for index in np.ndindex(out.shape):
             out[index] = self.assign(function(*(b[index] for b in broadcast)))
