@@ -22,11 +22,15 @@ CONFIGS = {
     "identity": {"otype": "Identity", "scale": 0.5, "offset": 0.25},
     "composite": {"otype": "Composite", "nested": [{"otype": "TriangleWave", "n_dims_to_encode": 1, "n_frequencies": 3},
                                                    {"otype": "Frequency", "n_frequencies": 2}]},
+    "spherical_harmonics": {"otype": "Composite", "nested": [{"otype": "SphericalHarmonics", "degree": 8,
+                                                             "n_dims_to_encode": 3},
+                                                            {"otype": "Identity"}]},
 }
+INPUTS = {"spherical_harmonics": 4}
 
 
-def encoded_model(config):
-    return coopnn.mlp(2, [16], 3, encoding=config, output_activation="sigmoid", seed=4, backend="numpy")
+def encoded_model(config, inputs: int = 2):
+    return coopnn.mlp(inputs, [16], 3, encoding=config, output_activation="sigmoid", seed=4, backend="numpy")
 
 
 # Slang runs the composite, which holds the other encodings' lowerings.
@@ -37,9 +41,10 @@ CASES = [(name, "glsl") for name in CONFIGS] + [("composite", "slang")]
 @pytest.mark.parametrize(("config", "lang"), CASES, ids=[f"{c}-{l}" for c, l in CASES])
 def test_each_encoding_matches_numpy(vk_context, tmp_path, config, lang):
     require_compilers()
-    model = encoded_model(CONFIGS[config])
+    width = INPUTS.get(config, 2)
+    model = encoded_model(CONFIGS[config], width)
     exported = export_shader(model.graph, tmp_path / "export", lang=lang, name="enc", weights="fp32")
-    inputs = np.random.default_rng(2).uniform(0, 1, (128, 2)).astype(np.float32)
+    inputs = np.random.default_rng(2).uniform(0, 1, (128, width)).astype(np.float32)
     words = compute_shader(exported, "portable")
     if lang == "slang":
         words = without_debug(words, tmp_path)
