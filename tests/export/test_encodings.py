@@ -20,6 +20,7 @@ CONFIGS = {
     "frequency_nerf": {"otype": "Frequency", "n_frequencies": 3, "layout": "nerf"},
     "triangle_wave": {"otype": "TriangleWave", "n_frequencies": 5},
     "identity": {"otype": "Identity", "scale": 0.5, "offset": 0.25},
+    "oneblob": {"otype": "OneBlob", "n_bins": 8},
     "composite": {"otype": "Composite", "nested": [{"otype": "TriangleWave", "n_dims_to_encode": 1, "n_frequencies": 3},
                                                    {"otype": "Frequency", "n_frequencies": 2}]},
     "spherical_harmonics": {"otype": "Composite", "nested": [{"otype": "SphericalHarmonics", "degree": 8,
