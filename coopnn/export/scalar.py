@@ -23,17 +23,27 @@ def literal(value: float) -> str:
     return text if ("." in text or "e" in text) else text + ".0"
 
 
+TABLE = "@table"  # `@table<k>(element)` reads element `element` of table k; the writers name the function
+
+
 @dataclass
 class ScalarProgram:
-    """Statements `float name = expression;` in order; `inputs` names the stage's input features."""
+    """Statements `type name = expression;` in order (type "float" or "uint"), and the tables (float32 vectors the
+    weights file holds after the layers) the statements read through `@table<k>(element)`."""
 
-    statements: list[tuple[str, str]] = field(default_factory=list)
+    statements: list[tuple[str, str, str]] = field(default_factory=list)
+    tables: list[tuple[str, np.ndarray]] = field(default_factory=list)
 
-    def assign(self, expression: str) -> str:
+    def assign(self, expression: str, type: str = "float") -> str:
         """A new temporary holding `expression`; its name."""
         name = f"t{len(self.statements)}"
-        self.statements.append((name, expression))
+        self.statements.append((type, name, expression))
         return name
+
+    def table(self, name: str, values: np.ndarray) -> str:
+        """Register `values` (named after the node that reads them) as a table; the function that reads it."""
+        self.tables.append((name, np.asarray(values, np.float32).ravel()))
+        return f"{TABLE}{len(self.tables) - 1}"
 
     @staticmethod
     def expressions(operand: np.ndarray) -> np.ndarray:
