@@ -1,6 +1,6 @@
-"""Encoding nodes (`Op.ENCODING`, tiny-cuda-nn configs) in the export: each encoding the export writes computes what
-its numpy forward computes, through the compute harness at the float32 tolerance; one with tables (a grid) is refused
-naming the node; the manifest carries the encoding's config."""
+"""Encoding nodes (`Op.ENCODING`, tiny-cuda-nn configs) in the export: each encoding computes what its numpy forward
+computes, through the compute harness at the float32 tolerance, grids (hash, dense, tiled; every interpolation)
+reading their tables from the weights file; the manifest carries the encoding's config and the tables."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import coopnn
-from coopnn.errors import CompileError
 from coopnn.export import export_shader
 from tests.export.harness import (FP32_TOLERANCE, compute_shader, reference, require_compilers, run_compute,
                                   without_debug)
@@ -27,7 +26,19 @@ CONFIGS = {
                                                              "n_dims_to_encode": 3},
                                                             {"otype": "Identity"}]},
 }
-INPUTS = {"spherical_harmonics": 4}
+GRIDS = {
+    "hash_grid": {"otype": "HashGrid", "n_levels": 4, "n_features_per_level": 2, "log2_hashmap_size": 8,
+                  "base_resolution": 4, "per_level_scale": 2.0},
+    "dense_grid_smoothstep": {"otype": "DenseGrid", "n_levels": 2, "n_features_per_level": 4, "base_resolution": 3,
+                              "interpolation": "Smoothstep"},
+    "tiled_grid_nearest": {"otype": "TiledGrid", "n_levels": 3, "n_features_per_level": 1, "base_resolution": 4,
+                           "interpolation": "Nearest"},
+    "composite_grid": {"otype": "Composite", "nested": [
+        {"otype": "HashGrid", "n_dims_to_encode": 2, "n_levels": 2, "log2_hashmap_size": 6, "base_resolution": 8},
+        {"otype": "Frequency", "n_frequencies": 2}]},
+}
+CONFIGS.update(GRIDS)
+INPUTS = {"spherical_harmonics": 4, "composite_grid": 3}
 
 
 def encoded_model(config, inputs: int = 2):
@@ -35,7 +46,7 @@ def encoded_model(config, inputs: int = 2):
 
 
 # Slang runs the composite, which holds the other encodings' lowerings.
-CASES = [(name, "glsl") for name in CONFIGS] + [("composite", "slang")]
+CASES = [(name, "glsl") for name in CONFIGS] + [("composite", "slang"), ("composite_grid", "slang")]
 
 
 @pytest.mark.vulkan
@@ -44,6 +55,8 @@ def test_each_encoding_matches_numpy(vk_context, tmp_path, config, lang):
     require_compilers()
     width = INPUTS.get(config, 2)
     model = encoded_model(CONFIGS[config], width)
+    if config in GRIDS:  # tables of trained size rather than tcnn's 1e-4 start, so that they carry the output
+        with_tables(model)
     exported = export_shader(model.graph, tmp_path / "export", lang=lang, name="enc", weights="fp32")
     inputs = np.random.default_rng(2).uniform(0, 1, (128, width)).astype(np.float32)
     words = compute_shader(exported, "portable")
@@ -53,11 +66,21 @@ def test_each_encoding_matches_numpy(vk_context, tmp_path, config, lang):
     np.testing.assert_allclose(outputs, reference(model, inputs, weights="fp32"), **FP32_TOLERANCE)
 
 
-def test_an_encoding_with_tables_is_refused_naming_the_node(tmp_path):
-    model = coopnn.mlp(2, [16], 3, encoding={"otype": "HashGrid", "n_levels": 2, "log2_hashmap_size": 8},
-                       backend="numpy")
-    with pytest.raises(CompileError, match="node 'encoding'.*has parameters \\(tables\\)"):
-        export_shader(model.graph, tmp_path)
+def with_tables(model) -> None:
+    """The model with its encoding's parameters drawn uniformly in [-1, 1]."""
+    rng = np.random.default_rng(7)
+    model.set_parameters({name: rng.uniform(-1, 1, value.shape).astype(np.float32)
+                          for name, value in model.parameters().items() if name.startswith("encoding")})
+
+
+def test_the_manifest_lists_the_tables(tmp_path):
+    model = encoded_model(GRIDS["hash_grid"])
+    exported = export_shader(model.graph, tmp_path, name="enc", weights="fp16")
+    manifest = json.loads(exported.manifest.read_text())
+    [table] = manifest["tables"]
+    assert table["elements"] == model.graph.nodes[0].attrs["encoding"].n_parameters
+    assert table["spec_constant"] == 2 * len(manifest["layers"]) and table["component_type"] == "float16"
+    assert "TEX" not in exported.source.read_text() and "enc_table0" in exported.source.read_text()
 
 
 def test_the_manifest_holds_the_encoding_config(tmp_path):

@@ -2,9 +2,9 @@
 defining `LOWERINGS` (tiny-cuda-nn otype -> lowering), found here; adding an encoding to the export is adding a module.
 
 A lowering takes the encoding, the expressions of its input columns, its parameters (a numpy vector, empty for
-encodings without any) and the program, and returns the expressions of its output columns, padding included.
-Encodings with parameters (the grids) need tables in the weights file, which the export does not write: they, and
-any encoding without a module here, are refused naming the node.
+encodings without any) and the program, and returns the expressions of its output columns, padding included; an
+encoding with parameters puts them in a table of the weights file (`ScalarProgram.table`). An encoding without a
+module here is refused naming the node.
 """
 
 from __future__ import annotations
@@ -39,9 +39,7 @@ def lower_encoding(encoding, columns: Sequence[str], params: np.ndarray, program
     """The output expressions of `encoding` on `columns`; CompileError naming `what` for one the export cannot
     write."""
     lower = encoding_lowerings().get(encoding.otype)
-    if lower is None or encoding.n_parameters:
-        why = ("has parameters (tables), which the shader export does not write yet" if encoding.n_parameters
-               else "has no lowering in the shader export")
-        raise CompileError(f"{what}: {encoding.describe()} {why}; it writes "
+    if lower is None:
+        raise CompileError(f"{what}: {encoding.describe()} has no lowering in the shader export; it writes "
                            f"{', '.join(sorted(encoding_lowerings()))} encodings")
     return lower(encoding, list(columns), params, program, what)

@@ -1,5 +1,6 @@
-"""Composite: each nested encoding on its own input columns, its output followed by the pad columns tiny-cuda-nn
-writes (the nested encoding's pad value)."""
+"""Composite: each nested encoding on its own input columns and its own span of the parameters (in order, as the
+composite lays them out), its output followed by the pad columns tiny-cuda-nn writes (the nested encoding's pad
+value)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from coopnn.export.scalar import literal
 def _composite(encoding, columns, params, program, what):
     from coopnn.export.encodings import lower_encoding
 
-    out = []
+    out, start = [], 0
     for i, part in enumerate(encoding.parts):
         nested = part.encoding
         own = columns[part.begin:part.begin + nested.n_input_dims]
-        out += lower_encoding(nested, own, params[:0], program, f"{what} (nested encoding {i})")
+        parameters, start = params[start:start + nested.n_parameters], start + nested.n_parameters
+        out += lower_encoding(nested, own, parameters, program, f"{what} (nested encoding {i})")
         out += [literal(nested.pad_value)] * part.pad
     return out
 
