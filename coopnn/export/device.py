@@ -1,7 +1,8 @@
 """The weights of an export on a Vulkan device from Python: what `coopnn_weights.h` does for a C engine. The file is
 checked against its manifest, then either uploaded as it is (the portable variant reads the row-major file) or laid
 out anew with each matrix converted to InferencingOptimal by the device's driver (vkConvertCooperativeVectorMatrixNV,
-on the host) and the biases and tables copied; the converted offsets are the values of the shader's specialization constants.
+on the host) and the biases and tables copied; the converted offsets are the values of the shader's specialization
+constants.
 """
 
 from __future__ import annotations

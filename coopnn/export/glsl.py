@@ -93,8 +93,8 @@ def _coopvec(export: Export) -> list[str]:
     for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
         rows, columns = where.matrix.rows, where.matrix.columns
         lines += [f"    coopvecNV<float16_t, {rows}> v{i + 1};",
-                  f"    coopVecMatMulAddNV(v{i + 1}, v{i}, {half}, {n}_weights, {export.constant(i, 'MATRIX')}, {half}, "
-                  f"{n}_weights, {export.constant(i, 'BIAS')}, {half}, {rows}, {columns}, "
+                  f"    coopVecMatMulAddNV(v{i + 1}, v{i}, {half}, {n}_weights, {export.constant(i, 'MATRIX')}, "
+                  f"{half}, {n}_weights, {export.constant(i, 'BIAS')}, {half}, {rows}, {columns}, "
                   f"gl_CooperativeVectorMatrixLayoutInferencingOptimalNV, false, 0);"]
         if layer.activation is not None:
             lines.append(f"    for (int o = 0; o < {rows}; ++o) "

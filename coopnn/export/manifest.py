@@ -52,8 +52,8 @@ def manifest(export: Export, data: bytes, language: str, graph_constants) -> dic
     for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
         act = layer.activation
         layers.append({"name": layer.name, "inputs": layer.inputs, "outputs": layer.outputs,
-                       "activation": None if act is None else {"op": act.op.value,
-                                                               "attrs": {k: _jsonable(v) for k, v in act.attrs.items()}},
+                       "activation": None if act is None else {
+                           "op": act.op.value, "attrs": {k: _jsonable(v) for k, v in act.attrs.items()}},
                        "matrix": _region(where.matrix, export, i, "MATRIX"),
                        "bias": _region(where.bias, export, i, "BIAS")})
     return {
@@ -68,7 +68,7 @@ def manifest(export: Export, data: bytes, language: str, graph_constants) -> dic
         "input_stage": _stage(export, graph_constants),
         "layers": layers,
         "tables": [{"node": node, "offset": region.offset, "size": region.size, "elements": region.rows,
-                    "component_type": EXPORT_FORMATS[export.format.name][0], "offset_constant": export.table_constant(k),
-                    "spec_constant": export.table_spec_index(k)}
+                    "component_type": EXPORT_FORMATS[export.format.name][0],
+                    "offset_constant": export.table_constant(k), "spec_constant": export.table_spec_index(k)}
                    for k, ((node, _), region) in enumerate(zip(plan.tables, export.tables))],
     }

@@ -2,9 +2,11 @@
 names (one per feature, in the value's feature shape), and the statements that compute them.
 
 Shape operators (reshape, concat, slice, transpose) only rearrange names, so they cost nothing in the shader;
-elementwise operators add one statement per element. Graph constants reach the lowerings as numeric arrays and become literals where a lowering reads them
-(`ScalarProgram.expressions`). The statements use the syntax GLSL and Slang share for float
-scalars (`sin(t3)`, `t1 * 6.2831855`, `(x >= 0.0 ? a : b)`), so one program serves both languages.
+elementwise operators add one statement per element. Graph constants reach the lowerings as numeric arrays and
+become literals where a lowering reads them (`ScalarProgram.expressions`); a lowering that reads a large constant
+element by element (a grid's feature vectors) puts it in a table instead (`ScalarProgram.table`). The statements use
+the syntax GLSL and Slang share for float and uint scalars (`sin(t3)`, `t1 * 6.2831855`, `(x >= 0.0 ? a : b)`,
+`(t4 * 2654435761u) % 1024u`), so one program serves both languages.
 """
 
 from __future__ import annotations
