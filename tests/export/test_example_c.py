@@ -44,8 +44,9 @@ def program(request, tmp_path_factory):
     model = texture_model() if request.param == "frequency" else hash_grid_texture()
     exported = export_shader(model.graph, directory, name="texture")
     binary = directory / "neural_texture"
-    subprocess.run([gcc, "-std=c99", "-O2", "-Wall", "-Wextra", "-pedantic", "-Werror", "-I", str(directory),
-                    str(SOURCE), "-o", str(binary), "-lvulkan"], check=True, capture_output=True, text=True)
+    built = subprocess.run([gcc, "-std=c99", "-O2", "-Wall", "-Wextra", "-pedantic", "-I", str(directory),
+                            str(SOURCE), "-o", str(binary), "-lvulkan"], capture_output=True, text=True)
+    assert built.returncode == 0 and "warning" not in built.stderr, built.stderr
     return model, exported, binary
 
 
