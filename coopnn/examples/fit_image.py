@@ -118,7 +118,7 @@ def fit_image(image: str | os.PathLike | None = None, *, size: int | None = None
     if export_shader is not None:  # the trained network as a shader include, drawn by a fragment shader
         from coopnn.export.render import draw_export
 
-        write_png(out / "exported_shader.png", draw_export(model, export_shader, side)[0])
+        write_png(out / "exported_shader.png", draw_export(model, export_shader, side))
     steps_done, values = zip(*history)
     plot(result.plot, steps_done, values, xlabel="step", ylabel="PSNR (dB)",
          title=f"{side}x{side} image, {made.title}")
