@@ -25,17 +25,22 @@ def write_header(export: Export, manifest: dict) -> str:
              f"#define {up}_INPUTS {plan.inputs}", f"#define {up}_OUTPUTS {plan.outputs}",
              f"#define {up}_LAYERS {len(plan.layers)}", f'#define {up}_WEIGHTS_FILE "{weights["file"]}"',
              f"#define {up}_WEIGHTS_SIZE {weights['size']}u", f"#define {up}_WEIGHTS_FNV1A64 0x{weights['fnv1a64']}ull",
-             f"/* Row-major offsets in the file (the portable variant's constants); the cooperative-vector variant's "
-             f"come from coopnn_weights_layout. */"]
+             f"/* Offsets in the file (the portable variant's constants); the cooperative-vector variant's come "
+             f"from coopnn_weights_layout. */"]
     for i, where in enumerate(export.regions):
         lines += [f"#define {export.constant(i, 'MATRIX')} {where.matrix.offset}u",
                   f"#define {export.constant(i, 'BIAS')} {where.bias.offset}u"]
     matrices = ", ".join(f"{{{m.offset}u, {m.size}u, {m.rows}u, {m.columns}u, {m.stride}u}}"
                          for m in (w.matrix for w in export.regions))
     biases = ", ".join(f"{{{b.offset}u, {b.size}u}}" for b in (w.bias for w in export.regions))
+    lines += [f"#define {export.table_constant(k)} {t.offset}u" for k, t in enumerate(export.tables)]
     lines += ["", f"static const CoopnnMatrix {n}_matrices[{up}_LAYERS] = {{{matrices}}};",
-              f"static const CoopnnVector {n}_biases[{up}_LAYERS] = {{{biases}}};",
-              f'static const CoopnnNetwork {n}_network = {{"{n}", {up}_LAYERS, {n}_matrices, {n}_biases, '
-              f"{up}_WEIGHTS_SIZE, {up}_WEIGHTS_FNV1A64, {COMPONENT_TYPES[export.format.name]}}};",
+              f"static const CoopnnVector {n}_biases[{up}_LAYERS] = {{{biases}}};"]
+    if export.tables:
+        tables = ", ".join(f"{{{t.offset}u, {t.size}u}}" for t in export.tables)
+        lines.append(f"static const CoopnnVector {n}_tables[{len(export.tables)}] = {{{tables}}};")
+    lines += [f'static const CoopnnNetwork {n}_network = {{"{n}", {up}_LAYERS, {n}_matrices, {n}_biases, '
+              f"{len(export.tables)}, {f'{n}_tables' if export.tables else 'NULL'}, {up}_WEIGHTS_SIZE, "
+              f"{up}_WEIGHTS_FNV1A64, {COMPONENT_TYPES[export.format.name]}}};",
               "", f"#endif /* {up}_H */", ""]
     return "\n".join(lines)

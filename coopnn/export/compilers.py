@@ -44,6 +44,7 @@ def _library(pattern: str) -> ctypes.CDLL:
     return ctypes.CDLL(found[-1])
 
 
+@functools.cache
 def versions() -> dict[str, str]:
     """The versions of the compilers: the wheel's, Slang's build tag and glslang's."""
     text = Path(_glslang()._name).read_bytes()

@@ -4,8 +4,8 @@
  * NAME.weights.bin) describes the file as a CoopnnNetwork.
  *
  *   coopnn_check_weights   the file is the one NAME.h describes (size and FNV-1a hash), else COOPNN_WRONG_SIZE/HASH
- *   coopnn_weights_layout  the buffer a variant binds: its size and each matrix's and bias's offset (the values of
- *                          the shader's specialization constants NAME_SPEC_ID + i); for COOPNN_COOPVEC it asks the
+ *   coopnn_weights_layout  the buffer a variant binds: its size and each matrix's, bias's and table's offset (the
+ *                          shader's specialization constants NAME_SPEC_ID + i); for COOPNN_COOPVEC it asks the
  *                          driver (vkConvertCooperativeVectorMatrixNV) how large each InferencingOptimal matrix is
  *   coopnn_weights_fill    writes that buffer's bytes into host memory (mapped or staging), converting each matrix
  *   coopnn_weights_upload  all three into a new host-visible storage buffer (device-local where the device has such
@@ -27,6 +27,8 @@ extern "C" {
 #endif
 
 #define COOPNN_MAX_LAYERS 64
+#define COOPNN_MAX_TABLES 16
+#define COOPNN_MAX_OFFSETS (2 * COOPNN_MAX_LAYERS + COOPNN_MAX_TABLES)
 
 typedef enum CoopnnStatus {
     COOPNN_OK = 0,
@@ -34,7 +36,8 @@ typedef enum CoopnnStatus {
     COOPNN_WRONG_HASH,       /* the weights file is not the one NAME.h was exported with */
     COOPNN_NO_CONVERSION,    /* the device offers no vkConvertCooperativeVectorMatrixNV (extension not enabled) */
     COOPNN_NO_MEMORY_TYPE,   /* no host-visible memory type can hold the buffer */
-    COOPNN_TOO_MANY_LAYERS,  /* more than COOPNN_MAX_LAYERS layers */
+    COOPNN_TOO_MANY_LAYERS,  /* more than COOPNN_MAX_LAYERS layers or COOPNN_MAX_TABLES tables */
+    COOPNN_WRONG_LAYOUT,     /* the layout passed to coopnn_weights_fill was made for another network or device */
     COOPNN_VULKAN_ERROR      /* a Vulkan call failed: CoopnnWeights.result holds its VkResult */
 } CoopnnStatus;
 
@@ -47,7 +50,7 @@ typedef struct CoopnnMatrix {
 } CoopnnMatrix;
 
 typedef struct CoopnnVector {
-    uint32_t offset, size;       /* bytes of the bias in the weights file */
+    uint32_t offset, size;       /* bytes of the bias or table in the weights file */
 } CoopnnVector;
 
 typedef struct CoopnnNetwork {
@@ -55,6 +58,8 @@ typedef struct CoopnnNetwork {
     uint32_t layers;
     const CoopnnMatrix* matrices;
     const CoopnnVector* biases;
+    uint32_t table_count;        /* the input stage's tables (a grid's feature vectors), copied as they are */
+    const CoopnnVector* tables;
     uint64_t file_size;
     uint64_t file_fnv1a64;
     int32_t component_type;      /* VkComponentTypeKHR of the elements: 0 float16, 1 float32 */
@@ -62,15 +67,15 @@ typedef struct CoopnnNetwork {
 
 typedef struct CoopnnLayout {
     size_t size;                                  /* bytes of the buffer the variant binds */
-    uint32_t offsets[2 * COOPNN_MAX_LAYERS];      /* matrix i at offsets[2i], its bias at offsets[2i + 1] */
-    uint32_t count;                               /* 2 * layers */
+    uint32_t offsets[COOPNN_MAX_OFFSETS];         /* matrix i at [2i], its bias at [2i + 1], table k at [2L + k] */
+    uint32_t count;                               /* 2 * layers + tables */
 } CoopnnLayout;
 
 typedef struct CoopnnWeights {
     VkBuffer buffer;
     VkDeviceMemory memory;
     CoopnnLayout layout;
-    VkSpecializationMapEntry entries[2 * COOPNN_MAX_LAYERS];
+    VkSpecializationMapEntry entries[COOPNN_MAX_OFFSETS];
     VkSpecializationInfo specialization;          /* points into this struct: keep it where it is while in use */
     VkResult result;                              /* the failed call's result for COOPNN_VULKAN_ERROR */
 } CoopnnWeights;
@@ -126,7 +131,8 @@ const char* coopnn_status_string(CoopnnStatus status) {
     case COOPNN_WRONG_HASH: return "the weights file's FNV-1a hash does not match its NAME.h (another export?)";
     case COOPNN_NO_CONVERSION: return "vkConvertCooperativeVectorMatrixNV is missing: enable VK_NV_cooperative_vector";
     case COOPNN_NO_MEMORY_TYPE: return "no host-visible memory type can hold the weights buffer";
-    case COOPNN_TOO_MANY_LAYERS: return "the network has more layers than COOPNN_MAX_LAYERS";
+    case COOPNN_TOO_MANY_LAYERS: return "the network has more layers or tables than COOPNN_MAX_LAYERS/TABLES";
+    case COOPNN_WRONG_LAYOUT: return "the layout was made for another network or device";
     case COOPNN_VULKAN_ERROR: return "a Vulkan call failed";
     }
     return "unknown status";
@@ -142,7 +148,8 @@ uint64_t coopnn_fnv1a64(const void* data, size_t size) {
 CoopnnStatus coopnn_check_weights(const CoopnnNetwork* network, const void* file, size_t file_size) {
     if (file_size != network->file_size) return COOPNN_WRONG_SIZE;
     if (coopnn_fnv1a64(file, file_size) != network->file_fnv1a64) return COOPNN_WRONG_HASH;
-    return network->layers > COOPNN_MAX_LAYERS ? COOPNN_TOO_MANY_LAYERS : COOPNN_OK;
+    return network->layers > COOPNN_MAX_LAYERS || network->table_count > COOPNN_MAX_TABLES ? COOPNN_TOO_MANY_LAYERS
+                                                                                           : COOPNN_OK;
 }
 
 static CoopnnConvertInfo coopnn_convert_info(const CoopnnNetwork* network, const CoopnnMatrix* m, size_t* dst_size) {
@@ -183,14 +190,16 @@ CoopnnStatus coopnn_weights_layout(VkDevice device, const CoopnnNetwork* network
                                    CoopnnLayout* layout) {
     size_t sizes[COOPNN_MAX_LAYERS];
     VkResult result = VK_SUCCESS;
-    if (network->layers > COOPNN_MAX_LAYERS) return COOPNN_TOO_MANY_LAYERS;
+    if (network->layers > COOPNN_MAX_LAYERS || network->table_count > COOPNN_MAX_TABLES) return COOPNN_TOO_MANY_LAYERS;
     memset(layout, 0, sizeof *layout);
-    layout->count = 2 * network->layers;
+    layout->count = 2 * network->layers + network->table_count;
     if (variant == COOPNN_PORTABLE) {
         for (uint32_t i = 0; i < network->layers; ++i) {
             layout->offsets[2 * i] = network->matrices[i].offset;
             layout->offsets[2 * i + 1] = network->biases[i].offset;
         }
+        for (uint32_t k = 0; k < network->table_count; ++k)
+            layout->offsets[2 * network->layers + k] = network->tables[k].offset;
         layout->size = (size_t)network->file_size;
         return COOPNN_OK;
     }
@@ -203,6 +212,11 @@ CoopnnStatus coopnn_weights_layout(VkDevice device, const CoopnnNetwork* network
         layout->offsets[2 * i] = (uint32_t)matrix;
         layout->offsets[2 * i + 1] = (uint32_t)bias;
         end = bias + network->biases[i].size;
+    }
+    for (uint32_t k = 0; k < network->table_count; ++k) {
+        size_t table = coopnn_align(end, 16);
+        layout->offsets[2 * network->layers + k] = (uint32_t)table;
+        end = table + network->tables[k].size;
     }
     layout->size = coopnn_align(end, 16);
     return COOPNN_OK;
@@ -221,13 +235,18 @@ CoopnnStatus coopnn_weights_fill(VkDevice device, const CoopnnNetwork* network, 
     memset(out, 0, layout->size);
     for (uint32_t i = 0; i < network->layers; ++i) {
         const CoopnnMatrix* m = &network->matrices[i];
-        size_t size = layout->size - layout->offsets[2 * i];
+        size_t size = 0;
         CoopnnConvertInfo info = coopnn_convert_info(network, m, &size);
+        if (convert(device, &info) != VK_SUCCESS) return COOPNN_VULKAN_ERROR; /* the size, with no destination */
+        if (layout->offsets[2 * i] + size > layout->offsets[2 * i + 1]) return COOPNN_WRONG_LAYOUT;
         info.srcData.hostAddress = source + m->offset;
         info.dstData.hostAddress = out + layout->offsets[2 * i];
         if (convert(device, &info) != VK_SUCCESS) return COOPNN_VULKAN_ERROR;
         memcpy(out + layout->offsets[2 * i + 1], source + network->biases[i].offset, network->biases[i].size);
     }
+    for (uint32_t k = 0; k < network->table_count; ++k)
+        memcpy(out + layout->offsets[2 * network->layers + k], source + network->tables[k].offset,
+               network->tables[k].size);
     return COOPNN_OK;
 }
 
@@ -236,7 +255,8 @@ static uint32_t coopnn_memory_type(VkPhysicalDevice physical_device, uint32_t al
     VkPhysicalDeviceMemoryProperties properties;
     vkGetPhysicalDeviceMemoryProperties(physical_device, &properties);
     const VkMemoryPropertyFlags wanted[2] = {
-        VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+        VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+            VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
         VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT};
     for (int w = 0; w < 2; ++w)
         for (uint32_t i = 0; i < properties.memoryTypeCount; ++i)

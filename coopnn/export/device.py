@@ -1,7 +1,8 @@
 """The weights of an export on a Vulkan device from Python: what `coopnn_weights.h` does for a C engine. The file is
 checked against its manifest, then either uploaded as it is (the portable variant reads the row-major file) or laid
 out anew with each matrix converted to InferencingOptimal by the device's driver (vkConvertCooperativeVectorMatrixNV,
-on the host) and the biases copied; the converted offsets are the values of the shader's specialization constants.
+on the host) and the biases and tables copied; the converted offsets are the values of the shader's specialization
+constants.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def read_export(manifest_path: str | os.PathLike) -> ExportFiles:
         raise InputError(f"{path} is not a version-{MANIFEST_VERSION} coopnn shader export manifest")
     try:
         weights = path.parent / document["weights"]["file"]
-        _check_layers(document["layers"], document["weights"]["size"])
+        _check_regions(document, document["weights"]["size"])
     except (KeyError, TypeError) as e:
         raise InputError(f"{path} lacks {e} or holds it in another form; write it again with coopnn export-shader") \
             from None
@@ -56,13 +57,14 @@ def read_export(manifest_path: str | os.PathLike) -> ExportFiles:
     return ExportFiles(document, data)
 
 
-def _check_layers(layers, size: int) -> None:
+def _check_regions(document: Mapping, size: int) -> None:
     """InputError for a manifest entry reaching outside the weights file (KeyError for a missing key)."""
-    for layer in layers:
-        for part in (layer["matrix"], layer["bias"]):
-            if not 0 <= part["offset"] <= part["offset"] + part["size"] <= size:
-                raise InputError(f"layer {layer['name']!r}: bytes [{part['offset']}, {part['offset'] + part['size']})"
-                                 f" lie outside the {size}-byte weights file")
+    regions = [(f"layer {l['name']!r}", part) for l in document["layers"] for part in (l["matrix"], l["bias"])]
+    regions += [(f"the table of {t['node']!r}", t) for t in document["tables"]]
+    for what, part in regions:
+        if not 0 <= part["offset"] <= part["offset"] + part["size"] <= size:
+            raise InputError(f"{what}: bytes [{part['offset']}, {part['offset'] + part['size']}) lie outside the "
+                             f"{size}-byte weights file")
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,12 @@ def optimal_image(context, files: ExportFiles) -> tuple[bytes, dict[int, int]]:
         out[matrix_at:matrix_at + len(converted)] = converted
         out[bias_at:end] = files.data[b["offset"]:b["offset"] + b["size"]]
         offsets[m["spec_constant"]], offsets[b["spec_constant"]] = matrix_at, bias_at
+    for table in files.manifest["tables"]:
+        at = align_up(end, VECTOR_ALIGNMENT)
+        end = at + table["size"]
+        out.extend(bytes(end - len(out)))
+        out[at:end] = files.data[table["offset"]:table["offset"] + table["size"]]
+        offsets[table["spec_constant"]] = at
     return bytes(out), offsets
 
 

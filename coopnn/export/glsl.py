@@ -25,8 +25,9 @@ def write_glsl(export: Export) -> str:
         lines += [f"#ifndef {up}_{macro}", f"#define {up}_{macro} {default}", "#endif"]
     lines += [f"const int {up}_INPUTS = {plan.inputs};", f"const int {up}_OUTPUTS = {plan.outputs};",
               f"layout(set = {up}_WEIGHTS_SET, binding = {up}_WEIGHTS_BINDING, std430) readonly buffer {n}_Weights "
-              f"{{ uint {n}_weights[]; }};", ""]
-    lines += activation_functions(export)
+              f"{{ uint {n}_weights[]; }};", "", f"#ifdef {up}_PORTABLE"]
+    lines += _offsets(export, specialized=False) + ["#else"] + _offsets(export, specialized=True) + ["#endif"]
+    lines += _loads(export) + activation_functions(export)
     width = len(plan.encoded)
     lines += ["", f"void {n}_encode(in float inputs[{plan.inputs}], out float encoded[{width}]) {{"]
     lines += stage_body(export, "encoded") + ["}", "", f"#ifdef {up}_PORTABLE"]
@@ -35,27 +36,32 @@ def write_glsl(export: Export) -> str:
 
 
 def _offsets(export: Export, specialized: bool) -> list[str]:
+    """Every offset: row-major file offsets as constants, or specialization constants defaulting to them."""
     lines = []
-    for i, where in enumerate(export.regions):
-        for part, region in (("MATRIX", where.matrix), ("BIAS", where.bias)):
-            layout = (f"layout(constant_id = {export.upper}_SPEC_ID + {export.spec_index(i, part)}) "
-                      if specialized else "")
-            lines.append(f"{layout}const uint {export.constant(i, part)} = {region.offset}u;")
+    for name, index, offset in export.offsets():
+        layout = f"layout(constant_id = {export.upper}_SPEC_ID + {index}) " if specialized else ""
+        lines.append(f"{layout}const uint {name} = {offset}u;")
     return lines
+
+
+def _loads(export: Export) -> list[str]:
+    """`NAME_load(element)`: element `element` of the buffer, widened; `NAME_table<k>(element)`: of table k."""
+    n, element = export.name, export.format.bits // 8
+    if element == 2:
+        lines = [f"float {n}_load(uint element) {{",
+                 f"    uint word = {n}_weights[element >> 1];",
+                 "    return unpackHalf2x16((element & 1u) != 0u ? word >> 16 : word).x;", "}"]
+    else:
+        lines = [f"float {n}_load(uint element) {{ return uintBitsToFloat({n}_weights[element]); }}"]
+    return lines + [f"float {n}_table{k}(uint element) {{ return {n}_load({export.table_constant(k)} / {element}u + "
+                    f"element); }}" for k in range(len(export.tables))]
 
 
 def _portable(export: Export) -> list[str]:
     n, plan = export.name, export.plan
     element = export.format.bits // 8
-    if element == 2:
-        load = [f"float {n}_load(uint element) {{",
-                f"    uint word = {n}_weights[element >> 1];",
-                "    return unpackHalf2x16((element & 1u) != 0u ? word >> 16 : word).x;", "}"]
-    else:
-        load = [f"float {n}_load(uint element) {{ return uintBitsToFloat({n}_weights[element]); }}"]
-    lines = _offsets(export, specialized=False) + load
-    lines += [f"void {n}_eval(in float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
-              f"    float h0[{len(plan.encoded)}];", f"    {n}_encode(inputs, h0);"]
+    lines = [f"void {n}_eval(in float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
+             f"    float h0[{len(plan.encoded)}];", f"    {n}_encode(inputs, h0);"]
     for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
         stride = where.matrix.columns
         matrix, bias = (f"({export.constant(i, p)} / {element}u)" for p in ("MATRIX", "BIAS"))
@@ -77,8 +83,7 @@ def _coopvec(export: Export) -> list[str]:
                 f'fp16 (export with weights=fp16, or define {export.upper}_PORTABLE)"']
     half = "gl_ComponentTypeFloat16NV"
     first = export.regions[0].matrix.columns
-    lines = _offsets(export, specialized=True)
-    lines += [f"void {n}_eval(in float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
+    lines = [f"void {n}_eval(in float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
               f"    float encoded[{len(plan.encoded)}];", f"    {n}_encode(inputs, encoded);",
               f"    coopvecNV<float16_t, {first}> v0;",
               f"    for (int k = 0; k < {len(plan.encoded)}; ++k) v0[k] = float16_t(encoded[k]);",
@@ -88,8 +93,8 @@ def _coopvec(export: Export) -> list[str]:
     for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
         rows, columns = where.matrix.rows, where.matrix.columns
         lines += [f"    coopvecNV<float16_t, {rows}> v{i + 1};",
-                  f"    coopVecMatMulAddNV(v{i + 1}, v{i}, {half}, {n}_weights, {export.constant(i, 'MATRIX')}, {half}, "
-                  f"{n}_weights, {export.constant(i, 'BIAS')}, {half}, {rows}, {columns}, "
+                  f"    coopVecMatMulAddNV(v{i + 1}, v{i}, {half}, {n}_weights, {export.constant(i, 'MATRIX')}, "
+                  f"{half}, {n}_weights, {export.constant(i, 'BIAS')}, {half}, {rows}, {columns}, "
                   f"gl_CooperativeVectorMatrixLayoutInferencingOptimalNV, false, 0);"]
         if layer.activation is not None:
             lines.append(f"    for (int o = 0; o < {rows}; ++o) "

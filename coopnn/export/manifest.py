@@ -1,7 +1,8 @@
 """`NAME.json`: what an engine needs to know of an export without reading its shader: the network's shapes, each
 matrix and bias (offset, size, padded shape, stride, component type and interpretation, the layout the
 cooperative-vector variant converts it to and the specialization constant its converted offset is given by), the
-input stage's nodes and constants, and the weights file's size and digests."""
+input stage's nodes and constants, the tables it reads (a grid's feature vectors: offset, size, elements, the
+specialization constant of their offset), and the weights file's size and digests."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ MANIFEST_VERSION = 1
 
 
 def _jsonable(value):
+    if hasattr(value, "to_config"):  # an encoding: its tiny-cuda-nn config
+        return value.to_config()
     if isinstance(value, (tuple, list)):
         return [_jsonable(v) for v in value]
     if isinstance(value, np.generic):
@@ -36,7 +39,9 @@ def _region(region: Region, export: Export, layer: int, part: str) -> dict:
 def _stage(export: Export, graph_constants) -> dict:
     nodes = [{"name": node.name, "op": node.op.value, "inputs": list(node.inputs),
               "attrs": {k: _jsonable(v) for k, v in node.attrs.items()}} for node in export.plan.stage_nodes]
-    used = {name for node in export.plan.stage_nodes for name in node.inputs if name in graph_constants}
+    tables = {node for node, _ in export.plan.tables}
+    used = {name for node in export.plan.stage_nodes if node.name not in tables
+            for name in node.inputs if name in graph_constants}
     return {"nodes": nodes, "constants": {name: np.asarray(graph_constants[name]).tolist() for name in sorted(used)},
             "features": len(export.plan.encoded)}
 
@@ -47,8 +52,8 @@ def manifest(export: Export, data: bytes, language: str, graph_constants) -> dic
     for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
         act = layer.activation
         layers.append({"name": layer.name, "inputs": layer.inputs, "outputs": layer.outputs,
-                       "activation": None if act is None else {"op": act.op.value,
-                                                               "attrs": {k: _jsonable(v) for k, v in act.attrs.items()}},
+                       "activation": None if act is None else {
+                           "op": act.op.value, "attrs": {k: _jsonable(v) for k, v in act.attrs.items()}},
                        "matrix": _region(where.matrix, export, i, "MATRIX"),
                        "bias": _region(where.bias, export, i, "BIAS")})
     return {
@@ -62,4 +67,8 @@ def manifest(export: Export, data: bytes, language: str, graph_constants) -> dic
                      "portable": {"define": f"{up}_PORTABLE", "layout": "row_major", "offsets": "constants"}},
         "input_stage": _stage(export, graph_constants),
         "layers": layers,
+        "tables": [{"node": node, "offset": region.offset, "size": region.size, "elements": region.rows,
+                    "component_type": EXPORT_FORMATS[export.format.name][0],
+                    "offset_constant": export.table_constant(k), "spec_constant": export.table_spec_index(k)}
+                   for k, ((node, _), region) in enumerate(zip(plan.tables, export.tables))],
     }

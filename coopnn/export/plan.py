@@ -41,10 +41,11 @@ class ExportPlan:
 
     name: str
     inputs: int
-    statements: tuple[tuple[str, str], ...]
+    statements: tuple[tuple[str, str, str], ...]  # (type, name, expression)
     encoded: tuple[str, ...]
     stage_nodes: tuple[Node, ...]
     layers: tuple[Layer, ...]
+    tables: tuple[tuple[str, np.ndarray], ...] = ()  # (the node reading it, float32 values)
 
     @property
     def outputs(self) -> int:
@@ -66,12 +67,13 @@ def plan_export(graph: Graph) -> ExportPlan:
     if first is None:
         raise CompileError(f"{graph.name!r} has no Linear layer: the shader export writes a network of Linear layers")
     stage, chain = graph.nodes[:first], graph.nodes[first:]
-    statements, encoded = _lower_stage(graph, stage, chain[0])
+    program, encoded = _lower_stage(graph, stage, chain[0])
     layers = _layers(graph, chain, encoded_width=len(encoded))
-    return ExportPlan(graph.name, source.shape[1], tuple(statements), tuple(encoded), tuple(stage), tuple(layers))
+    return ExportPlan(graph.name, source.shape[1], tuple(program.statements), tuple(encoded), tuple(stage),
+                      tuple(layers), tuple(program.tables))
 
 
-def _lower_stage(graph: Graph, stage, first_linear: Node) -> tuple[list[tuple[str, str]], list[str]]:
+def _lower_stage(graph: Graph, stage, first_linear: Node) -> tuple[ScalarProgram, list[str]]:
     program = ScalarProgram()
     source = graph.inputs[0]
     values = {source.name: np.array([[f"{INPUT}[{i}]" for i in range(source.shape[1])]], dtype=object)}
@@ -84,7 +86,7 @@ def _lower_stage(graph: Graph, stage, first_linear: Node) -> tuple[list[tuple[st
         operands = []
         for name in node.inputs:
             if graph.is_constant(name):
-                operands.append(program.constant(graph.constants[name]))
+                operands.append(np.asarray(graph.constants[name]))
             elif name in values:
                 operands.append(values[name])
             else:
@@ -95,7 +97,7 @@ def _lower_stage(graph: Graph, stage, first_linear: Node) -> tuple[list[tuple[st
     if x not in values or values[x].ndim != 2:
         raise CompileError(f"Linear {first_linear.name!r} reads {x!r}, which is not a [batch, features] value of the "
                            f"input stage")
-    return program.statements, list(values[x][0])
+    return program, list(values[x][0])
 
 
 def _layers(graph: Graph, chain, encoded_width: int) -> list[Layer]:

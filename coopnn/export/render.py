@@ -113,13 +113,12 @@ def fragment_variant(device: str | int | None = None) -> str:
 
 
 def draw_export(model, directory: str | os.PathLike, side: int, *, lang: str = "glsl",
-                device: str | int | None = None) -> tuple[np.ndarray, str]:
+                device: str | int | None = None) -> np.ndarray:
     """Export `model` (a 2-input texture) into `directory` as `texture`, draw it at `side` x `side` on `device` with
-    the best variant it runs, and return the [side, side, channels] image and the variant."""
+    the best variant it runs (`fragment_variant`), and return the [side, side, channels] image."""
     exported = model.export_shader(directory, lang=lang, name="texture")
-    variant = fragment_variant(device)
-    image = render_texture(exported.manifest, side, side, variant=variant, device=device)
-    return image[..., :min(model.graph.outputs[0].shape[1], 4)], variant
+    image = render_texture(exported.manifest, side, side, variant=fragment_variant(device), device=device)
+    return image[..., :min(model.graph.outputs[0].shape[1], 4)]
 
 
 def render_texture(manifest_path: str | os.PathLike, width: int, height: int, *, variant: str = "portable",

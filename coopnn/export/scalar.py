@@ -2,8 +2,11 @@
 names (one per feature, in the value's feature shape), and the statements that compute them.
 
 Shape operators (reshape, concat, slice, transpose) only rearrange names, so they cost nothing in the shader;
-elementwise operators add one statement per element. The statements use the syntax GLSL and Slang share for float
-scalars (`sin(t3)`, `t1 * 6.2831855`, `(x >= 0.0 ? a : b)`), so one program serves both languages.
+elementwise operators add one statement per element. Graph constants reach the lowerings as numeric arrays and
+become literals where a lowering reads them (`ScalarProgram.expressions`); a lowering that reads a large constant
+element by element (a grid's feature vectors) puts it in a table instead (`ScalarProgram.table`). The statements use
+the syntax GLSL and Slang share for float and uint scalars (`sin(t3)`, `t1 * 6.2831855`, `(x >= 0.0 ? a : b)`,
+`(t4 * 2654435761u) % 1024u`), so one program serves both languages.
 """
 
 from __future__ import annotations
@@ -22,26 +25,40 @@ def literal(value: float) -> str:
     return text if ("." in text or "e" in text) else text + ".0"
 
 
+TABLE = "@table"  # `@table<k>(element)` reads element `element` of table k; the writers name the function
+
+
 @dataclass
 class ScalarProgram:
-    """Statements `float name = expression;` in order; `inputs` names the stage's input features."""
+    """Statements `type name = expression;` in order (type "float" or "uint"), and the tables (float32 vectors the
+    weights file holds after the layers) the statements read through `@table<k>(element)`."""
 
-    statements: list[tuple[str, str]] = field(default_factory=list)
+    statements: list[tuple[str, str, str]] = field(default_factory=list)
+    tables: list[tuple[str, np.ndarray]] = field(default_factory=list)
 
-    def assign(self, expression: str) -> str:
+    def assign(self, expression: str, type: str = "float") -> str:
         """A new temporary holding `expression`; its name."""
         name = f"t{len(self.statements)}"
-        self.statements.append((name, expression))
+        self.statements.append((type, name, expression))
         return name
 
-    def constant(self, array: np.ndarray) -> np.ndarray:
-        """`array` (a graph constant) as literal expressions of its shape."""
-        flat = [literal(v) for v in np.asarray(array, np.float32).ravel()]
-        return np.array(flat, dtype=object).reshape(np.shape(array))
+    def table(self, name: str, values: np.ndarray) -> str:
+        """Register `values` (named after the node that reads them) as a table; the function that reads it."""
+        self.tables.append((name, np.asarray(values, np.float32).ravel()))
+        return f"{TABLE}{len(self.tables) - 1}"
+
+    @staticmethod
+    def expressions(operand: np.ndarray) -> np.ndarray:
+        """`operand` as expressions: computed values (object arrays) as they are, a graph constant (a numeric array,
+        converted only here, so that a large one a lowering never reads costs nothing) as literals."""
+        if operand.dtype == object:
+            return operand
+        flat = [literal(v) for v in np.asarray(operand, np.float32).ravel()]
+        return np.array(flat, dtype=object).reshape(np.shape(operand))
 
     def apply(self, function, *operands: np.ndarray) -> np.ndarray:
         """One statement per element of the broadcast `operands`: `function(*names)` gives its expression."""
-        broadcast = np.broadcast_arrays(*[np.asarray(o, dtype=object) for o in operands])
+        broadcast = np.broadcast_arrays(*[self.expressions(o) for o in operands])
         out = np.empty(broadcast[0].shape, dtype=object)
         for index in np.ndindex(out.shape):
             out[index] = self.assign(function(*(b[index] for b in broadcast)))

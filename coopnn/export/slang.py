@@ -20,8 +20,10 @@ def write_slang(export: Export) -> str:
     for macro, default in (("WEIGHTS_SET", 0), ("WEIGHTS_BINDING", 0), ("SPEC_ID", 0)):
         lines += [f"#ifndef {up}_{macro}", f"#define {up}_{macro} {default}", "#endif"]
     lines += [f"static const int {up}_INPUTS = {plan.inputs};", f"static const int {up}_OUTPUTS = {plan.outputs};",
-              f"[[vk::binding({up}_WEIGHTS_BINDING, {up}_WEIGHTS_SET)]] ByteAddressBuffer {n}_weights;", ""]
-    lines += activation_functions(export)
+              f"[[vk::binding({up}_WEIGHTS_BINDING, {up}_WEIGHTS_SET)]] ByteAddressBuffer {n}_weights;", "",
+              f"#ifdef {up}_PORTABLE"]
+    lines += _offsets(export, specialized=False) + ["#else"] + _offsets(export, specialized=True) + ["#endif"]
+    lines += _loads(export) + activation_functions(export)
     width = len(plan.encoded)
     lines += ["", f"void {n}_encode(float inputs[{plan.inputs}], out float encoded[{width}]) {{"]
     lines += stage_body(export, "encoded") + ["}", "", f"#ifdef {up}_PORTABLE"]
@@ -30,35 +32,37 @@ def write_slang(export: Export) -> str:
 
 
 def _offsets(export: Export, specialized: bool) -> list[str]:
-    lines = []
-    for i, where in enumerate(export.regions):
-        for part, region in (("MATRIX", where.matrix), ("BIAS", where.bias)):
-            if specialized:
-                lines.append(f"[[vk::constant_id({export.upper}_SPEC_ID + {export.spec_index(i, part)})]] "
-                             f"const uint {export.constant(i, part)} = {region.offset};")
-            else:
-                lines.append(f"static const uint {export.constant(i, part)} = {region.offset};")
-    return lines
+    """Every offset: row-major file offsets as constants, or specialization constants defaulting to them."""
+    if specialized:
+        return [f"[[vk::constant_id({export.upper}_SPEC_ID + {index})]] const uint {name} = {offset};"
+                for name, index, offset in export.offsets()]
+    return [f"static const uint {name} = {offset};" for name, _, offset in export.offsets()]
+
+
+def _loads(export: Export) -> list[str]:
+    """`NAME_load(offset)`: the element at byte `offset`, widened; `NAME_table<k>(element)`: element of table k."""
+    n, element = export.name, export.format.bits // 8
+    if element == 2:
+        # widened with integer operations: f16tof32 becomes 16-bit SPIR-V types, which need shaderFloat16 and
+        # shaderInt16, and the portable variant asks for no feature
+        lines = [f"float {n}_load(uint offset) {{",
+                 f"    uint word = {n}_weights.Load(offset & ~3u);",
+                 "    uint bits = ((offset & 2u) != 0u ? word >> 16 : word) & 0xFFFFu;",
+                 "    uint sign = (bits & 0x8000u) << 16, exponent = (bits >> 10) & 0x1Fu, mantissa = bits & 0x3FFu;",
+                 "    if (exponent == 0u) return asfloat(sign | asuint(float(mantissa) * 5.9604645e-08));",
+                 "    if (exponent == 31u) return asfloat(sign | 0x7F800000u | (mantissa << 13));",
+                 "    return asfloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));", "}"]
+    else:
+        lines = [f"float {n}_load(uint offset) {{ return asfloat({n}_weights.Load(offset)); }}"]
+    return lines + [f"float {n}_table{k}(uint element) {{ return {n}_load({export.table_constant(k)} + element * "
+                    f"{element}); }}" for k in range(len(export.tables))]
 
 
 def _portable(export: Export) -> list[str]:
     n, plan = export.name, export.plan
     element = export.format.bits // 8
-    if element == 2:
-        # widened with integer operations: f16tof32 becomes 16-bit SPIR-V types, which need shaderFloat16 and
-        # shaderInt16, and the portable variant asks for no feature
-        load = [f"float {n}_load(uint offset) {{",
-                f"    uint word = {n}_weights.Load(offset & ~3u);",
-                "    uint bits = ((offset & 2u) != 0u ? word >> 16 : word) & 0xFFFFu;",
-                "    uint sign = (bits & 0x8000u) << 16, exponent = (bits >> 10) & 0x1Fu, mantissa = bits & 0x3FFu;",
-                "    if (exponent == 0u) return asfloat(sign | asuint(float(mantissa) * 5.9604645e-08));",
-                "    if (exponent == 31u) return asfloat(sign | 0x7F800000u | (mantissa << 13));",
-                "    return asfloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));", "}"]
-    else:
-        load = [f"float {n}_load(uint offset) {{ return asfloat({n}_weights.Load(offset)); }}"]
-    lines = _offsets(export, specialized=False) + load
-    lines += [f"void {n}_eval(float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
-              f"    float h0[{len(plan.encoded)}];", f"    {n}_encode(inputs, h0);"]
+    lines = [f"void {n}_eval(float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
+             f"    float h0[{len(plan.encoded)}];", f"    {n}_encode(inputs, h0);"]
     for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
         stride = where.matrix.stride
         lines += [f"    float h{i + 1}[{layer.outputs}];",
@@ -80,8 +84,7 @@ def _coopvec(export: Export) -> list[str]:
                 f'fp16 (export with weights=fp16, or define {export.upper}_PORTABLE)"']
     half = "CoopVecComponentType.Float16"
     first = export.regions[0].matrix.columns
-    lines = _offsets(export, specialized=True)
-    lines += [f"void {n}_eval(float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
+    lines = [f"void {n}_eval(float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
               f"    float encoded[{len(plan.encoded)}];", f"    {n}_encode(inputs, encoded);",
               # built from every component: Slang makes a default-constructed or splatted CoopVec with
               # OpCompositeConstructReplicateEXT, which would need the shaderReplicatedComposites feature

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from coopnn.errors import InputError
 from coopnn.export import activations
 from coopnn.export.plan import ExportPlan
-from coopnn.export.weights import LayerRegions
+from coopnn.export.scalar import TABLE
+from coopnn.export.weights import LayerRegions, Region
 from coopnn.layouts.formats.format import WeightFormat
 
 
@@ -29,6 +30,7 @@ class Export:
     format: WeightFormat
     regions: tuple[LayerRegions, ...]
     name: str
+    tables: tuple[Region, ...] = ()
 
     @property
     def upper(self) -> str:
@@ -41,6 +43,20 @@ class Export:
     def spec_index(self, layer: int, part: str) -> int:
         """That offset's specialization constant id, past `NAME_SPEC_ID`."""
         return 2 * layer + (part == "BIAS")
+
+    def table_constant(self, table: int) -> str:
+        return f"{self.upper}_T{table}"
+
+    def table_spec_index(self, table: int) -> int:
+        """Table offsets follow the layers' among the specialization constants."""
+        return 2 * len(self.regions) + table
+
+    def offsets(self) -> list[tuple[str, int, int]]:
+        """(constant name, specialization index, file offset) of every matrix, bias and table."""
+        out = [(self.constant(i, part), self.spec_index(i, part), region.offset)
+               for i, where in enumerate(self.regions) for part, region in (("MATRIX", where.matrix),
+                                                                            ("BIAS", where.bias))]
+        return out + [(self.table_constant(k), self.table_spec_index(k), t.offset) for k, t in enumerate(self.tables)]
 
 
 def activation_functions(export: Export, scalar: str = "float") -> list[str]:
@@ -60,6 +76,6 @@ def activated(export: Export, layer: int, value: str) -> str:
 
 def stage_body(export: Export, encoded: str) -> list[str]:
     """The statements of the input stage, ending with the assignments of `encoded[i]`."""
-    lines = [f"    float {name} = {expression};" for name, expression in export.plan.statements]
+    lines = [f"    {kind} {name} = {expression};" for kind, name, expression in export.plan.statements]
     lines += [f"    {encoded}[{i}] = {expression};" for i, expression in enumerate(export.plan.encoded)]
-    return lines
+    return [line.replace(TABLE, f"{export.name}_table") for line in lines]

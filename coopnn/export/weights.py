@@ -1,5 +1,6 @@
 """The weights file of an export and its manifest entries: every layer's matrix (row-major, padded to whole 16-byte
-rows) and bias in the chosen format, at the offsets the shaders read them from.
+rows) and bias in the chosen format, then the input stage's tables (a grid's feature vectors), at the offsets the
+shaders read them from.
 
 Matrices start at 64-byte offsets and biases at 16-byte ones, as VK_NV_cooperative_vector asks of the buffers it
 reads; rows and columns are padded with zeros to whole groups of 16 bytes, so that a row-major stride is a multiple
@@ -59,32 +60,50 @@ def padded(n: int, fmt: WeightFormat) -> int:
     return align_up(n, ROW_BYTES * 8 // fmt.bits)
 
 
-def layout(plan: ExportPlan, fmt: WeightFormat) -> tuple[list[LayerRegions], int]:
-    """Where each layer's matrix and bias sit in the file, and the file's size."""
+@dataclass(frozen=True)
+class FileLayout:
+    """Where everything sits in the weights file: each layer's matrix and bias, then each table; its size."""
+
+    layers: tuple[LayerRegions, ...]
+    tables: tuple[Region, ...]
+    size: int
+
+
+def layout(plan: ExportPlan, fmt: WeightFormat) -> FileLayout:
     element = fmt.bits // 8
-    regions, end = [], 0
+    layers, end = [], 0
     for layer in plan.layers:
         rows, columns = padded(layer.outputs, fmt), padded(layer.inputs, fmt)
         matrix = Region(align_up(end, MATRIX_ALIGNMENT), rows * columns * element, rows, columns, columns * element)
         bias = Region(align_up(matrix.offset + matrix.size, VECTOR_ALIGNMENT), rows * element, rows)
-        regions.append(LayerRegions(matrix, bias))
+        layers.append(LayerRegions(matrix, bias))
         end = bias.offset + bias.size
-    return regions, align_up(end, VECTOR_ALIGNMENT)
+    tables = []
+    for _, values in plan.tables:
+        tables.append(Region(align_up(end, VECTOR_ALIGNMENT), padded(len(values), fmt) * element, len(values)))
+        end = tables[-1].offset + tables[-1].size
+    return FileLayout(tuple(layers), tuple(tables), align_up(end, VECTOR_ALIGNMENT))
 
 
 def encode(plan: ExportPlan, fmt: WeightFormat) -> bytes:
     """The weights file's bytes."""
-    regions, size = layout(plan, fmt)
-    data = bytearray(size)
-    for layer, where in zip(plan.layers, regions):
-        matrix = np.zeros((where.matrix.rows, where.matrix.columns), np.float32)
+    where = layout(plan, fmt)
+    data = bytearray(where.size)
+    for layer, regions in zip(plan.layers, where.layers):
+        matrix = np.zeros((regions.matrix.rows, regions.matrix.columns), np.float32)
         matrix[:layer.outputs, :layer.inputs] = layer.weight
-        bias = np.zeros(where.bias.rows, np.float32)
+        bias = np.zeros(regions.bias.rows, np.float32)
         bias[:layer.outputs] = layer.bias
-        for region, values in ((where.matrix, matrix), (where.bias, bias)):
-            encoded = np.ascontiguousarray(fmt.encode(values)).tobytes()
-            data[region.offset:region.offset + region.size] = encoded
+        _put(data, regions.matrix, matrix, fmt)
+        _put(data, regions.bias, bias, fmt)
+    for (_, values), region in zip(plan.tables, where.tables):
+        _put(data, region, values, fmt)
     return bytes(data)
+
+
+def _put(data: bytearray, region: Region, values: np.ndarray, fmt: WeightFormat) -> None:
+    encoded = np.ascontiguousarray(fmt.encode(np.asarray(values, np.float32))).tobytes()
+    data[region.offset:region.offset + len(encoded)] = encoded
 
 
 def fnv1a64(data: bytes) -> int:

@@ -395,6 +395,7 @@ int main(int argc, char** argv) {
     write_pfm(&gpu, &target, width, height, argv[6]);
     destroy(&gpu, &target, &pipeline, &weights);
     if (validation_messages) fail("the validation layer reported %d messages", validation_messages);
-    printf("wrote %s (%ux%u, %s variant)\n", argv[6], width, height, variant == COOPNN_COOPVEC ? "coopvec" : "portable");
+    printf("wrote %s (%ux%u, %s variant)\n", argv[6], width, height,
+           variant == COOPNN_COOPVEC ? "coopvec" : "portable");
     return 0;
 }

@@ -27,15 +27,39 @@ def texture_model(output_activation: str | None = "sigmoid", octaves: int = 3, h
                       seed=seed, backend="numpy")
 
 
+HASH_GRID = {"otype": "HashGrid", "n_levels": 4, "n_features_per_level": 2, "log2_hashmap_size": 10,
+             "base_resolution": 4, "per_level_scale": 2.0}
+
+
+def hash_grid_texture(seed: int = 1):
+    """A neural texture on a hash grid, its tables drawn in [-1, 1] (trained sizes rather than tcnn's 1e-4 start)."""
+    model = coopnn.mlp(2, [16, 16], 3, encoding=HASH_GRID, output_activation="sigmoid", seed=seed, backend="numpy")
+    rng = np.random.default_rng(seed)
+    model.set_parameters({name: rng.uniform(-1, 1, value.shape).astype(np.float32)
+                          for name, value in model.parameters().items() if name.startswith("encoding")})
+    return model
+
+
+def _tables_rounded(graph, weights: str):
+    """`graph` with its encodings' tables rounded as the weights file stores them (the format rounds the layers)."""
+    from coopnn.graph.ir import Op
+    from coopnn.layouts.formats import weight_format
+
+    fmt = weight_format(weights)
+    tables = {n.inputs[1] for n in graph.nodes if n.op is Op.ENCODING and len(n.inputs) > 1}
+    return graph.replace(constants={k: fmt.emulate(v) if k in tables else v for k, v in graph.constants.items()})
+
+
 def reference(model, inputs: np.ndarray, weights: str = "fp16") -> np.ndarray:
-    """The model's outputs in float32 with its weights rounded as `weights` stores them (the portable variant)."""
-    rounded = coopnn.model.prepare(model.graph, backend="numpy", weights=weights)
+    """The model's outputs in float32 with its weights and tables rounded as `weights` stores them (the portable
+    variant)."""
+    rounded = coopnn.model.prepare(_tables_rounded(model.graph, weights), backend="numpy", weights=weights)
     return rounded.run(inputs)
 
 
 def coopvec_reference(model, inputs: np.ndarray) -> np.ndarray:
-    """The float16 arithmetic of cooperative-vector products (`run_fp16_emulation`)."""
-    return run_fp16_emulation(model.graph, {"x": inputs})["y"]
+    """The float16 arithmetic of cooperative-vector products (`run_fp16_emulation`), tables rounded to float16."""
+    return run_fp16_emulation(_tables_rounded(model.graph, "fp16"), {"x": inputs})["y"]
 
 
 def texture_reference(model, side: int, oracle=reference) -> np.ndarray:

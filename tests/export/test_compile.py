@@ -22,7 +22,8 @@ def _compilers():
 def test_the_compilers_are_the_packaged_versions():
     found = versions()
     assert found["slangpy"] == "0.43.1"
-    assert found["glslang"].split(".")[0] >= "15"  # GL_NV_cooperative_vector arrived in glslang 15.1
+    major, minor = map(int, found["glslang"].split(".")[:2])
+    assert (major, minor) >= (15, 1)  # GL_NV_cooperative_vector arrived in glslang 15.1
     assert found["slang"].startswith("2026.")
 
 

@@ -11,9 +11,11 @@ import pytest
 from coopnn.export import export_shader
 from coopnn.export.render import COOPVEC_FEATURES, draw_texture, texture_shaders
 from tests.devices import assert_no_validation_messages
-from tests.export.harness import (FP16_TOLERANCE, LANGUAGES, compute_shader, coopvec_reference, reference,
-                                  require_compilers, run_compute, spirv_val, texture_model, texture_reference,
-                                  without_debug)
+from tests.export.harness import (FP16_TOLERANCE, LANGUAGES, compute_shader, coopvec_reference, hash_grid_texture,
+                                  reference, require_compilers, run_compute, spirv_val, texture_model,
+                                  texture_reference, without_debug)
+
+TEXTURES = {"frequency": texture_model, "hash_grid": hash_grid_texture}
 
 SIDE = 24
 
@@ -33,8 +35,9 @@ def _shaders(exported, variant, tmp_path, lang):
 
 @pytest.mark.vulkan
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_the_portable_texture_draws_what_numpy_computes(vk_context, tmp_path, lang):
-    model = texture_model()
+@pytest.mark.parametrize("texture", TEXTURES)
+def test_the_portable_texture_draws_what_numpy_computes(vk_context, tmp_path, lang, texture):
+    model = TEXTURES[texture]()
     exported = export_shader(model.graph, tmp_path / "export", lang=lang, name="tex")
     image = draw_texture(vk_context, exported.manifest, SIDE, SIDE, variant="portable",
                          shaders=_shaders(exported, "portable", tmp_path, lang))
@@ -83,8 +86,9 @@ def coopvec_context(coopvec_device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("lang", LANGUAGES)
-def test_the_coopvec_texture_draws_what_the_float16_emulation_computes(coopvec_context, tmp_path, lang):
-    model = texture_model()
+@pytest.mark.parametrize("texture", TEXTURES)
+def test_the_coopvec_texture_draws_what_the_float16_emulation_computes(coopvec_context, tmp_path, lang, texture):
+    model = TEXTURES[texture]()
     exported = export_shader(model.graph, tmp_path / "export", lang=lang, name="tex")
     image = draw_texture(coopvec_context, exported.manifest, SIDE, SIDE, variant="coopvec",
                          shaders=_shaders(exported, "coopvec", tmp_path, lang))

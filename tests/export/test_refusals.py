@@ -113,3 +113,33 @@ def test_a_manifest_that_is_no_export_is_refused(tmp_path, exported):
     exported.manifest.write_text("{")
     with pytest.raises(InputError, match="not a readable export manifest"):
         read_export(exported.manifest)
+
+
+def test_an_encoding_without_a_lowering_is_named(tmp_path):
+    from dataclasses import dataclass
+
+    from coopnn.graph.encodings.base import Encoding
+
+    @dataclass(frozen=True)
+    class Novel(Encoding):
+        otype = "Novel"
+
+        @property
+        def n_output_dims(self) -> int:
+            return self.n_input_dims
+
+        def forward(self, x, params):
+            return x
+
+        def backward(self, x, params, dy):
+            return params, dy
+
+        def to_config(self):
+            return {"otype": self.otype}
+
+    builder = GraphBuilder("novel")
+    encoded = builder.node(Op.ENCODING, "stage.novel", [builder.input("x", 2)], encoding=Novel(2))
+    weight, bias = builder.constant("w", np.ones((3, 2))), builder.constant("b", np.zeros(3))
+    builder.node(Op.LINEAR, "layer", [encoded, weight, bias], output="y")
+    with pytest.raises(CompileError, match="node 'stage.novel': Novel has no lowering.*Frequency.*Grid"):
+        export_shader(builder.graph(["y"]), tmp_path)

@@ -198,7 +198,8 @@ def draw_fullscreen(context, vertex_spirv: bytes, fragment_spirv: bytes, width: 
                                          imageSubresource=vk.VkImageSubresourceLayers(
                                              aspectMask=vk.VK_IMAGE_ASPECT_COLOR_BIT, mipLevel=0, baseArrayLayer=0,
                                              layerCount=1),
-                                         imageOffset=vk.VkOffset3D(0, 0, 0), imageExtent=vk.VkExtent3D(width, height, 1))])
+                                         imageOffset=vk.VkOffset3D(0, 0, 0),
+                                         imageExtent=vk.VkExtent3D(width, height, 1))])
 
             context.submit(record)
             pixels = readback.download(np.float32, width * height * 4).copy()
