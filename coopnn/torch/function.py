@@ -1,28 +1,33 @@
 """The autograd function of `coopnn.torch` modules: the forward pass runs coopnn's kernel on the caller's stream
-(`forward.ForwardRunner`); the output dtype is the module's `output_dtype`, whatever the input's.
+(`forward.ForwardRunner`), the backward pass coopnn's training kernels (`backward.BackwardRunner`), giving the
+gradients in the parameters and, where the input requires them, in the input. The output dtype is the module's
+`output_dtype`, whatever the input's.
 
-Backward: this version of `coopnn.torch` computes forward passes only. A backward pass through a module raises
-`CompileError` saying so (train with `coopnn.Trainer`, or keep the module's output out of the loss's graph), rather
-than giving gradients of zero; double backward is not supported either.
+Gradients are first order: double backward (differentiating the backward pass, as a loss on an input gradient's own
+gradient would) is not supported, and torch raises its `once_differentiable` error naming this function when asked.
 """
 
 from __future__ import annotations
 
 import torch
-
-from coopnn.errors import CompileError
+from torch.autograd.function import once_differentiable
 
 
 class CoopnnForward(torch.autograd.Function):
     """y = model(x) with the parameters `params` (their `_version` says whether the kernel must re-read them)."""
 
     @staticmethod
-    def forward(ctx, runner, output_dtype, x, params):
-        y = runner.run(x, params._version)
+    def forward(ctx, runner, backward_runner, output_dtype, x, params):
+        version = params._version
+        y = runner.run(x, version)
+        ctx.backward_runner, ctx.version = backward_runner, version
+        ctx.save_for_backward(x, params)  # torch refuses the backward pass if either changed in place since
         return y if y.dtype == output_dtype else y.to(output_dtype)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_output):
-        raise CompileError("coopnn.torch modules run forward passes only: gradients through them (for the "
-                           "parameters or the inputs) are not computed in this version; train with coopnn.Trainer, "
-                           "or call the module under torch.no_grad()")
+        x, params = ctx.saved_tensors
+        wants_input = ctx.needs_input_grad[3]
+        grad_params, grad_x = ctx.backward_runner.run(x, grad_output, params, ctx.version, wants_input)
+        return None, None, None, grad_x, grad_params if ctx.needs_input_grad[4] else None

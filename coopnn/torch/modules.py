@@ -5,7 +5,8 @@ runs kernels.
 A module holds its own coopnn model (prepared for it; `from_model` copies the given model's parameters) and its
 parameters as one `torch.nn.Parameter`, `params`: the float32 vector of `flat_layout.FlatLayout` in memory Vulkan
 and CUDA share (`master.MasterWeights`). torch's optimizers, gradient clipping, GradScaler and checkpoints work on it
-in place, and the next forward pass refreshes the kernel's weights from it on the GPU (`forward.ForwardRunner`).
+in place, and the next forward pass refreshes the kernel's weights from it on the GPU (`forward.ForwardRunner`);
+backward passes run coopnn's training kernels (`backward.BackwardRunner`).
 Modules need PyTorch with a CUDA device that is also the model's Vulkan device; elsewhere constructing one raises
 `BackendUnavailableError` saying what is missing (configs are checked first, on any machine).
 """
@@ -21,6 +22,7 @@ from coopnn.errors import BackendUnavailableError, InputError
 from coopnn.model import Model, prepare
 from coopnn.runtime.executable import KernelExecutable
 from coopnn.torch import builders, sync
+from coopnn.torch.backward import BackwardRunner
 from coopnn.torch.flat_layout import FlatLayout
 from coopnn.torch.forward import ForwardRunner
 from coopnn.torch.function import CoopnnForward
@@ -76,6 +78,7 @@ class Module(torch.nn.Module):
             model.close()
             raise
         self.params = torch.nn.Parameter(self._runner.master.tensor)
+        self._backward = BackwardRunner(model, self._runner.master.layout, self._runner.member)
 
     def _attach(self, model: Model) -> ForwardRunner:
         if len(model.inputs) != 1 or len(model.outputs) != 1:
@@ -117,7 +120,7 @@ class Module(torch.nn.Module):
         if not isinstance(x, torch.Tensor) or not x.is_cuda:
             raise InputError(f"a coopnn.torch module takes a CUDA tensor [batch, {self.n_input_dims}], not "
                              f"{type(x).__name__}{'' if not isinstance(x, torch.Tensor) else ' on ' + str(x.device)}")
-        return CoopnnForward.apply(self._runner, self.output_dtype, x, self.params)
+        return CoopnnForward.apply(self._runner, self._backward, self.output_dtype, x, self.params)
 
     def named_parameter_views(self) -> dict[str, torch.Tensor]:
         """Each of the model's parameters ("layers.0.weight", ...) as a view of `params`."""
@@ -138,7 +141,9 @@ class Module(torch.nn.Module):
                 f"backend={self.backend!r}, output_dtype={OUTPUT_DTYPES[self.output_dtype]}")
 
     def close(self) -> None:
-        """Release the model and the Vulkan side of the parameters (tensors viewing them keep their memory)."""
+        """Release the model, its training session and the Vulkan side of the parameters (tensors viewing them keep
+        their memory)."""
+        self._backward.close()
         self._runner.model.close()
         self._runner.master.close()
 

@@ -38,3 +38,7 @@ def prologue(executable, master, held: dict[str, str]) -> Prologue | None:
     record = repack(executable.context, master.mirror_buffer, sources, executable.weight_buffer, destinations)
     return Prologue(("convert", master.mirror_buffer.serial, executable.weight_buffer.serial),
                     (master.mirror_buffer,), record)
+
+# the training session a backward pass runs on (`coopnn.torch.backward`): the per-sample step kernel, which is
+# compiled from the step program and so writes the gradient in the network's input
+BACKWARD_OPTIONS = {"step": "coopvec"}

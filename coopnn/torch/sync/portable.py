@@ -44,3 +44,6 @@ def prologue(executable, master, held: dict[str, str]) -> Prologue | None:
         vk.lib.vkCmdCopyBuffer(cmd, source, destination, len(regions), copies)
 
     return Prologue(("copy", master.buffer.serial, executable.weight_buffer.serial), (master.buffer,), record)
+
+# the training session a backward pass runs on (`coopnn.torch.backward`): the backend's defaults
+BACKWARD_OPTIONS: dict[str, str] = {}

@@ -1,0 +1,61 @@
+"""`BackwardRunner`: a module's backward pass, on the GPU with coopnn's training kernels (`coopnn.train.gpu.
+backward_pass`): given the module's input and the upstream gradient dL/dy, the gradients in the parameter vector
+(laid out as `params`) and in the input.
+
+The runner keeps one training session of the model's graph (made on the first backward pass, with the
+`UpstreamGradient` loss and an optimizer that never runs, on the model's backend with its sync member's
+`BACKWARD_OPTIONS`), whose parameters it sets from `params` whenever torch changed them since. Inputs, upstream
+gradients and the results cross through the host: the gradients are right, the hand-off is not yet the GPU-only one
+the forward pass has. First-order only: the backward pass itself has no gradient (torch's `once_differentiable`).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import torch
+
+from coopnn import backends
+from coopnn.train.gpu.backward_pass import backward
+from coopnn.train.losses import UpstreamGradient
+from coopnn.train.optim import SGD
+
+
+class BackwardRunner:
+    """Backward passes of `model` (a coopnn Model) for a module whose parameters are laid out by `layout`."""
+
+    def __init__(self, model, layout, member):
+        self.model = model
+        self.layout = layout
+        self.options = {} if member is None else dict(member.BACKWARD_OPTIONS)
+        self.input_name = model.inputs[0].name
+        self._session = None
+        self._version: int | None = None
+        self._lock = threading.Lock()
+
+    def _session_for(self):
+        if self._session is None:
+            backend = backends.training_backend(self.model.backend)
+            self._session = backend.prepare_training(self.model.graph, UpstreamGradient(), SGD(lr=0.0),
+                                                     device=self.model.device, **self.options)
+        return self._session
+
+    def run(self, x: torch.Tensor, upstream: torch.Tensor, params: torch.Tensor, version: int,
+            input_gradient: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(the gradient in `params`, laid out as it is; the gradient in `x`, or None without `input_gradient`),
+        with the parameters as of `version` (their `_version` at the forward pass)."""
+        with self._lock:
+            session = self._session_for()
+            if version != self._version:
+                session.load_parameters(self.layout.views(params.detach().cpu().numpy()))
+                self._version = version
+            feeds = {self.input_name: x.detach().float().cpu().numpy()}
+            gradients, rows = backward(session, feeds, upstream.detach().float().cpu().numpy(), input_gradient)
+        flat = torch.from_numpy(self.layout.flatten(gradients)).to(params.device)
+        return flat, None if rows is None else torch.from_numpy(np.ascontiguousarray(rows)).to(x.device, x.dtype)
+
+    def close(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
