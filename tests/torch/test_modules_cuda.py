@@ -1,8 +1,9 @@
 """`coopnn.torch` modules on a cooperative-vector GPU with PyTorch CUDA: forward passes against the float16 emulation
 of the same network (the coopvec oracle, float16 tolerances) and against the network written in PyTorch (float32),
 for every activation; parameters updated in place by torch optimizers and seen by the next call; float16 in and out;
-several streams; tensors outliving their module; 10,000 calls with no growth in Vulkan objects, fds or this
-process's device memory. Skips, with the reason, without PyTorch, a CUDA device or cooperative vectors."""
+backward passes (parameters and inputs) against PyTorch's autograd; double backward refused; a short run of
+torch.optim.Adam against coopnn's Trainer; several streams; tensors outliving their module; 10,000 calls with no
+growth in Vulkan objects, fds or this process's device memory. Skips, with the reason, without PyTorch, a CUDA device or cooperative vectors."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import gc
 import numpy as np
 import pytest
 
-from coopnn.errors import CompileError
 from coopnn.graph.parameters import with_parameters
 from coopnn.layouts.formats.emulation import run_fp16_emulation
 from tests.conftest import import_torch
@@ -182,12 +182,67 @@ def test_tensors_outlive_their_module(torch, ct):
     torch.cuda.synchronize()
 
 
-def test_backward_is_refused_with_the_reason(torch, ct):
-    module = ct.Network(32, 16, _network(), seed=8, **COOPVEC)
-    y = module(torch.rand(64, 32, device="cuda"))
-    with pytest.raises(CompileError, match="forward passes only"):
-        y.sum().backward()
+def _close_enough(got, want):
+    """float16 kernels against a float32 reference: within 2% of the gradient's largest magnitude."""
+    scale = float(want.abs().max())
+    np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=2e-2, atol=2e-2 * scale)
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_backward_matches_pytorch_for_every_activation(torch, ct, activation):
+    module = ct.Network(32, 16, _network(activation=activation), seed=8, **COOPVEC)
+    x = ((torch.rand(2048, 32, device="cuda") * 2 - 1).half().float()).requires_grad_()
+    target = torch.rand(2048, 16, device="cuda")
+    torch.nn.functional.mse_loss(module(x), target).backward()
+    reference = module.params.detach().clone().requires_grad_()
+    x_ref = x.detach().clone().requires_grad_()
+    views = module._runner.master.layout.views(reference)
+    layers = sorted({name.rsplit(".", 1)[0] for name in views}, key=lambda n: int(n.split(".")[1]))
+    y = x_ref
+    for i, layer in enumerate(layers):
+        y = torch.nn.functional.linear(y, views[f"{layer}.weight"], views[f"{layer}.bias"])
+        y = _torch_activation(torch, "None" if i == len(layers) - 1 else activation)(y)
+    torch.nn.functional.mse_loss(y, target).backward()
+    _close_enough(module.params.grad, reference.grad)
+    _close_enough(x.grad, x_ref.grad)
     module.close()
+
+
+def test_double_backward_is_refused(torch, ct):
+    module = ct.Network(32, 16, _network(), seed=8, **COOPVEC)
+    x = torch.rand(64, 32, device="cuda", requires_grad=True)
+    grad_x, = torch.autograd.grad(module(x).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        grad_x.sum().backward()
+    module.close()
+
+
+def test_adam_through_the_module_follows_the_trainer(torch, ct):
+    """The same network, seed and batches: torch.optim.Adam on the module's parameters, and coopnn's Trainer."""
+    import coopnn
+    from coopnn.train.optim import Adam
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, (4096, 32)).astype(np.float32)
+    y = np.sin(x[:, :16] * 3).astype(np.float32)
+    with coopnn.mlp(32, [64, 64], 16, backend="coopvec", weights="fp16", seed=11) as model:
+        module = ct.from_model(model)
+        trainer = coopnn.Trainer(model, "l2", Adam(lr=1e-2), seed=0)
+        optimizer = torch.optim.Adam([module.params], lr=1e-2)
+        ours, theirs = [], []
+        for step in range(30):
+            rows = rng.integers(0, len(x), 1024)
+            xb, yb = torch.from_numpy(x[rows]).cuda(), torch.from_numpy(y[rows]).cuda()
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(module(xb), yb)
+            loss.backward()
+            optimizer.step()
+            ours.append(loss.item())
+            theirs.append(trainer.step(x[rows], y[rows]))
+        assert ours[-1] < 0.5 * ours[0]
+        assert 0.7 < ours[-1] / theirs[-1] < 1.4
+        trainer.close()
+        module.close()
 
 
 def test_ten_thousand_calls_leak_nothing(torch, ct):
