@@ -3,7 +3,8 @@ of the same network (the coopvec oracle, float16 tolerances) and against the net
 for every activation; parameters updated in place by torch optimizers and seen by the next call; float16 in and out;
 backward passes (parameters and inputs) against PyTorch's autograd; double backward refused; a short run of
 torch.optim.Adam against coopnn's Trainer; several streams; tensors outliving their module; 10,000 calls with no
-growth in Vulkan objects, fds or this process's device memory. Skips, with the reason, without PyTorch, a CUDA device or cooperative vectors."""
+growth in Vulkan objects, fds or this process's device memory. Skips, with the reason, without PyTorch, a CUDA
+device or cooperative vectors."""
 
 from __future__ import annotations
 
