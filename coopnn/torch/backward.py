@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from coopnn import backends
+from coopnn.errors import CompileError
 from coopnn.train.gpu.backward_pass import backward
 from coopnn.train.losses import UpstreamGradient
 from coopnn.train.optim import SGD
@@ -52,6 +53,11 @@ class BackwardRunner:
                 self._version = version
             feeds = {self.input_name: x.detach().float().cpu().numpy()}
             gradients, rows = backward(session, feeds, upstream.detach().float().cpu().numpy(), input_gradient)
+        missing = sorted(set(self.layout.entries) - set(gradients))
+        if missing:
+            raise CompileError(f"coopnn's training kernels give no gradient in {', '.join(missing)} of model "
+                               f"{self.model.graph.name!r} (they train the Linear layers after a fixed input stage); "
+                               f"freeze them, or train the model with coopnn.Trainer")
         flat = torch.from_numpy(self.layout.flatten(gradients)).to(params.device)
         return flat, None if rows is None else torch.from_numpy(np.ascontiguousarray(rows)).to(x.device, x.dtype)
 
