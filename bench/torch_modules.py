@@ -10,8 +10,8 @@ Per model and batch, in ms per call:
   after update    forward after an in-place change of the parameters each call (the refresh of the kernel's weights
                   in the run's own submission, as in a training loop);
   PyTorch AMP     the same network (`coopnn.bench.torch_graph`) under float16 autocast, eager, same stream timing;
-  AMP step        PyTorch AMP forward, MSE, backward and fused Adam with a GradScaler.
-coopnn.torch computes forward passes only in this version, so it has no training-step column. Writes
+  step            coopnn.torch forward, MSE, backward (coopnn's training kernels) and torch's fused Adam on `params`;
+  AMP step        PyTorch AMP forward, MSE, backward and fused Adam with a GradScaler. Writes
 `<device>-<date>-torch-modules.{json,md}` (default into bench/results/); prints the markdown.
 """
 
@@ -87,6 +87,14 @@ def _amp_step(torch, net, optimizer, scaler, x, target):
     return step
 
 
+def _module_step(torch, module, optimizer, x, target):
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        torch.nn.functional.mse_loss(module(x), target).backward()
+        optimizer.step()
+    return step
+
+
 def measure_model(torch, name: str, batches: list[int], calls: int, anchors: dict) -> list[dict]:
     from coopnn.bench.torch_graph import TorchGraph
     import coopnn.torch
@@ -118,6 +126,8 @@ def measure_model(torch, name: str, batches: list[int], calls: int, anchors: dic
                     "after_update_ms": stream_ms(torch, updated, calls),
                     "amp_forward_ms": stream_ms(torch, amp, calls),
                     "host_refreshes": module._runner.host_refreshes})
+            module_optimizer = torch.optim.Adam([module.params], lr=1e-4, fused=True)
+            rows[-1]["step_ms"] = stream_ms(torch, _module_step(torch, module, module_optimizer, x, target), calls)
             rows[-1]["amp_step_ms"] = stream_ms(torch, _amp_step(torch, reference, optimizer, scaler, x, target),
                                                 calls)
             rows[-1]["tcnn"] = anchors.get((name, batch), {})
@@ -139,14 +149,14 @@ def markdown(document: dict) -> str:
              f"{device_name(environment)}, {driver(environment)}, {environment['date']}, coopnn "
              f"{environment['coopnn']}, torch {(environment['torch'] or {}).get('version')}; ms per call, "
              f"{document['calls']} calls; tcnn (fused / JIT, GPU time) from {ANCHORS.name}.", "",
-             "| model | batch | forward | forward, wall | after update | PyTorch AMP | AMP step | tcnn infer | "
-             "tcnn train |", "|---|---|---|---|---|---|---|---|---|"]
+             "| model | batch | forward | forward, wall | after update | PyTorch AMP | step | AMP step | tcnn infer | "
+             "tcnn train |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in document["rows"]:
         tcnn = r["tcnn"]
         infer = [tcnn[k] for k in ("infer fused", "infer JIT") if k in tcnn] or None
         train = [tcnn[k] for k in ("train fused", "train JIT") if k in tcnn] or None
-        cells = [r["forward_ms"], r["forward_wall_ms"], r["after_update_ms"], r["amp_forward_ms"], r["amp_step_ms"],
-                 infer, train]
+        cells = [r["forward_ms"], r["forward_wall_ms"], r["after_update_ms"], r["amp_forward_ms"], r["step_ms"],
+                 r["amp_step_ms"], infer, train]
         lines.append(f"| {r['model']} | 2^{r['batch'].bit_length() - 1} | " + " | ".join(map(_cell, cells)) + " |")
     return "\n".join(lines) + "\n"
 
