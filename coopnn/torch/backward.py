@@ -6,7 +6,7 @@ The runner keeps one training session of the model's graph (made on the first ba
 `UpstreamGradient` loss and an optimizer that never runs, on the model's backend with its sync member's
 `BACKWARD_OPTIONS`), whose parameters it sets from `params` whenever torch changed them since. Inputs, upstream
 gradients and the results cross through the host: the gradients are right, the hand-off is not yet the GPU-only one
-the forward pass has. First-order only: the backward pass itself has no gradient (torch's `once_differentiable`).
+the forward pass has. First-order only (`function.CoopnnForward` refuses double backward).
 """
 
 from __future__ import annotations

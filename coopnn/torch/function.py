@@ -3,14 +3,16 @@
 gradients in the parameters and, where the input requires them, in the input. The output dtype is the module's
 `output_dtype`, whatever the input's.
 
-Gradients are first order: double backward (differentiating the backward pass, as a loss on an input gradient's own
-gradient would) is not supported, and torch raises its `once_differentiable` error naming this function when asked.
+Gradients are first order: double backward (differentiating the backward pass, as training through a loss on an
+input gradient would) is not supported; a backward pass asked to build a graph (`create_graph=True`) raises
+`CompileError` saying so.
 """
 
 from __future__ import annotations
 
 import torch
-from torch.autograd.function import once_differentiable
+
+from coopnn.errors import CompileError
 
 
 class CoopnnForward(torch.autograd.Function):
@@ -25,8 +27,10 @@ class CoopnnForward(torch.autograd.Function):
         return y if y.dtype == output_dtype else y.to(output_dtype)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad_output):
+        if torch.is_grad_enabled():
+            raise CompileError("coopnn.torch modules give first-order gradients: their backward pass cannot be "
+                               "differentiated again (create_graph=True, double backward)")
         x, params = ctx.saved_tensors
         wants_input = ctx.needs_input_grad[3]
         grad_params, grad_x = ctx.backward_runner.run(x, grad_output, params, ctx.version, wants_input)
