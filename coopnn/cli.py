@@ -14,6 +14,7 @@ from coopnn import cli_export
 from coopnn.cli_arrays import OUTPUT_SUFFIXES, match_inputs, output_suffix, read_inputs
 from coopnn.cli_format import HelpFormatter
 from coopnn.disk_cache import write_atomic
+from coopnn.cli_tl import TL_COMMAND
 from coopnn.errors import CoopnnError, InputError
 from coopnn.layouts.formats import format_names
 from coopnn.layouts.formats.calibration import quantizing_format_names
@@ -319,7 +320,8 @@ def _fit_image_setup(p: argparse.ArgumentParser) -> None:
     add_arguments(p)
 
 
-@command("fit-image", "learn an image with a frequency encoding and an MLP; write PNGs and a PSNR plot",
+@command("fit-image", "learn an image with an encoding (frequency, hashgrid, a tcnn config) and an MLP; write PNGs and "
+         "a PSNR plot",
          _fit_image_setup)
 def cmd_fit_image(args: argparse.Namespace) -> int:
     from coopnn.examples.fit_image import run
@@ -328,6 +330,7 @@ def cmd_fit_image(args: argparse.Namespace) -> int:
 
 
 command("export-shader", cli_export.HELP, cli_export.setup)(cli_export.run)
+COMMANDS["tl"] = TL_COMMAND
 
 
 def build_parser() -> argparse.ArgumentParser:

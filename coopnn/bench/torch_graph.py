@@ -16,6 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from coopnn.bench.torch_encodings import encode
 from coopnn.graph.activations import ACTIVATIONS
 from coopnn.graph.ir import Activation, Graph, Op
 from coopnn.graph.ops import forward_defaults
@@ -136,6 +137,8 @@ OTHERS: dict[Op, Callable[..., Tensor]] = {
     Op.REDUCE_MAX: _reduce(torch.amax),
     Op.REDUCE_MIN: _reduce(torch.amin),
 }
+
+OTHERS[Op.ENCODING] = lambda x, params=None, encoding=None: encode(encoding, x, params)  # `torch_encodings`
 
 # LINEAR and CAST need the interpreter (the activation table, the float type), so TorchGraph supplies them.
 COVERED = set(UNARY) | set(OTHERS) | {Op.LINEAR, Op.CAST}

@@ -23,8 +23,9 @@ queue-family ownership barriers cost nothing measurable, and having the host wai
 or order both APIs itself, was slower, so the GPU orders them.
 
 Lifetimes:
-  - Reuse across calls: slots, semaphores and descriptor sets are made once; buffers only when a larger batch arrives
-    or the caller still holds every pooled buffer of its stream.
+  - Reuse across calls: slots, semaphores and descriptor sets are made once, and each slot's recordings once per
+    batch size and buffers bound (`slot.py`), so a repeated call records nothing; buffers are made only when a larger
+    batch arrives or the caller still holds every pooled buffer of its stream.
   - `close()` (the model closed) waits for the bridge's submissions and for the context's CUDA work, then frees slots,
     semaphores and pooled buffers; outputs still alive keep their memory (`output_pool`), so an output may outlive
     its model.
@@ -41,7 +42,7 @@ from coopnn.interop import tensors
 from coopnn.interop.cuda_driver import CudaDriver, cuda_driver
 from coopnn.interop.output_pool import CudaOutput, OutputPool
 from coopnn.interop.shared_objects import SharedBuffer, SharedTimeline
-from coopnn.interop.slot import Slot
+from coopnn.interop.slot import Prologue, Slot
 from coopnn.interop.vk_export import interop_unavailable_reason
 
 SLOTS = 3
@@ -54,6 +55,11 @@ class _RunTiming:
     def __init__(self):
         self._pending: list[Slot] = []
         self._measured: list[float | None] = []
+
+    def restart(self) -> None:
+        """Forget the last run's measurements (a run starts)."""
+        self._pending.clear()
+        self._measured.clear()
 
     def reusing(self, slot: Slot) -> None:
         slot.wait()
@@ -154,15 +160,16 @@ class CudaBridge:
     def closed(self) -> bool:
         return not self._closer.alive
 
-    def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+    def run(self, feeds: Mapping[str, Any], prologue: Prologue | None = None) -> dict[str, Any]:
         """Run the kernel on CUDA arrays keyed by input name; outputs keyed by output name, in the framework of the
-        first input, ready on its stream."""
+        first input, ready on its stream. `prologue` is recorded before the first chunk's dispatch, in the same
+        submission (after the caller's stream reached this call)."""
         with self._lock:
             if self.closed:
                 raise ModelClosedError("this model is closed; load it again to run it")
             # new weights and the executable's close wait for this host part; the GPU part is ordered by the queue
             with self._executable.gate.shared():
-                return self._run(feeds)
+                return self._run(feeds, prologue)
 
     def _read_inputs(self, feeds: Mapping[str, Any]) -> list[tensors.CudaInput]:
         missing = [b.name for b in self._input_bindings if b.name not in feeds]
@@ -186,7 +193,7 @@ class CudaBridge:
                                  f"{self._context.info.name}, which is cuda:{self.device}")
         return inputs
 
-    def _run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+    def _run(self, feeds: Mapping[str, Any], prologue: Prologue | None) -> dict[str, Any]:
         resources = self._resources
         with self._driver.current(resources.cuda_context):
             inputs = self._read_inputs(feeds)
@@ -203,9 +210,10 @@ class CudaBridge:
             try:
                 for binding in self._output_bindings:
                     lent.append(resources.pool.lend(batch * binding.features * binding.itemsize, stream, single))
-                self._timing = _RunTiming()
+                self._timing.restart()
                 for start in range(0, batch, self.chunk_limit):
-                    self._dispatch(inputs, lent, start, min(self.chunk_limit, batch - start), single, stream)
+                    self._dispatch(inputs, lent, start, min(self.chunk_limit, batch - start), single, stream,
+                                   prologue if start == 0 else None)
             except BaseException:
                 for buffer in lent:
                     resources.pool.take_back(buffer, stream)
@@ -220,8 +228,9 @@ class CudaBridge:
                     for b, output in zip(self._output_bindings, made)}
 
     def _dispatch(self, inputs: list[tensors.CudaInput], outputs: list[SharedBuffer], start: int, count: int,
-                  single: bool, stream: int) -> None:
-        """Copy rows [start, start + count) in on `stream` and submit their dispatch on a free slot."""
+                  single: bool, stream: int, prologue: Prologue | None) -> None:
+        """Copy rows [start, start + count) in on `stream` and submit their dispatch (after `prologue`) on a free
+        slot."""
         executable = self._executable
         slot = self._resources.slots[self._next_slot]
         self._next_slot = (self._next_slot + 1) % SLOTS
@@ -242,7 +251,7 @@ class CudaBridge:
                       for chunk, whole, b in zip(bound_outputs, outputs, self._output_bindings)]
         shared = [b for b in slot.inputs if b is not None] + list(outputs)
         slot.record(self._kernel, (executable.weight_buffer, *slot.inputs, *bound_outputs), shared,
-                    self._binary.pack_push(count=count), self._kernel.group_count_for(count), copies)
+                    self._binary.pack_push(count=count), self._kernel.group_count_for(count), copies, prologue)
         slot.submit(slot.inputs_ready.value, self._resources.done)
         self._timing.submitted(slot)
 
@@ -290,10 +299,10 @@ class CudaBridges:
                 self._bridges[io_dtype] = CudaBridge(self._executable, io_dtype)
             return self._bridges[io_dtype]
 
-    def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
+    def run(self, feeds: Mapping[str, Any], prologue: Prologue | None = None) -> dict[str, Any]:
         bridge = self._bridge(feeds)
         self._last = bridge
-        return bridge.run(feeds)
+        return bridge.run(feeds, prologue)
 
     @property
     def last_gpu_ms(self) -> float | None:

@@ -131,6 +131,8 @@ def bind_group(name: str, group: GroupType, value) -> BoundGroup:
 
 
 def bind_scalar(name: str, scalar: ScalarType, value):
+    if isinstance(value, (np.ndarray, np.generic)) and value.dtype == scalar.numpy and np.ndim(value) == 0:
+        return np.asarray(value)
     kind = np.asarray(value).dtype.kind if value is not None else "O"
     accepted = {"bool": "b", "c": "biufc"}.get("c" if scalar.is_complex else scalar.name,
                                                "biu" if scalar.is_integer else "biuf")

@@ -449,33 +449,3 @@ class Program:
                 return function
         raise InputError(f"no function @{name.lstrip('@')}; the program defines "
                          f"{', '.join('@' + f.name for f in self.functions)}")
-
-
-def walk(region: Region):
-    """Every instruction of `region` and of the regions inside it, in program order."""
-    for inst in region.instructions:
-        yield inst
-        for inner in inst.regions():
-            yield from walk(inner)
-
-
-def uses(inst: Inst) -> list[Value]:
-    """The values an instruction reads (not those it defines, nor those of its regions)."""
-    found = []
-    for name, item in vars(inst).items():
-        if name in ("results", "span", "variable", "variables", "carried", "sizes", "row", "column", "element") \
-                and isinstance(inst, (Foreach, ForeachTile, For, CoopApply)):
-            continue
-        _collect(item, found)
-    return found
-
-
-def _collect(item, found: list) -> None:
-    if isinstance(item, Value):
-        found.append(item)
-    elif isinstance(item, Slice):
-        _collect(item.offset, found)
-        _collect(item.size, found)
-    elif isinstance(item, tuple):
-        for element in item:
-            _collect(element, found)

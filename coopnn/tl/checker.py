@@ -5,13 +5,12 @@ instructions in collective ones, misplaced yields, bad function and argument att
 from __future__ import annotations
 
 from coopnn.tl import ast
-from coopnn.tl import check_collectives, check_control, check_coopmatrix, check_memory, check_scalar  # noqa: F401
+from coopnn.tl import check_collectives, check_control, check_coopmatrix, check_memory, check_scalar  # noqa: F401 rules
 from coopnn.tl.check_base import COLLECTIVE_ONLY, RULES, SPMD_ONLY, Context, Unknown
 from coopnn.tl.check_memory import check_layout
 from coopnn.tl.errors import Diagnostic, TensorLanguageError
 from coopnn.tl.types import CoopMatrixType, GroupType, MemrefType, VoidType
 
-RULE_MODULES = (check_collectives, check_control, check_coopmatrix, check_memory, check_scalar)
 
 
 def _instruction(ctx: Context, inst: ast.Inst) -> None:

@@ -12,17 +12,37 @@ import numpy as np
 from coopnn.errors import InputError
 from coopnn.interop.device_arrays import DeviceArray
 from coopnn.runtime.vk.memory import HostAccess
-from coopnn.runtime.vk.shared import open_context
+from coopnn.runtime.vk.nv_ffi import ComponentType, Scope
+from coopnn.runtime.vk.shared import chosen_device, open_context
 from coopnn.tl import ast
 from coopnn.tl.arguments import BoundGroup, BoundMemref, bind_arguments
 from coopnn.tl.checker import checked
-from coopnn.tl.codegen.compile import CompiledFunction, compile_function, features_for
+from coopnn.tl.codegen.compile import CompiledFunction, compile_function
 from coopnn.tl.codegen.layout import argument_words
-from coopnn.tl.launch import grid, launch_for
+from coopnn.tl.launch import MatrixShape, grid, launch_for
 from coopnn.tl.parser import parse
 from coopnn.tl.types import MemrefType
 
 MIN_BUFFER_BYTES = 16  # a buffer is never empty, even for an unassociated or empty memref
+COMPUTE_STAGE_BIT = 0x20  # VK_SHADER_STAGE_COMPUTE_BIT
+COMPONENT_TYPES = {ComponentType.FLOAT16: "f16", ComponentType.FLOAT32: "f32", ComponentType.FLOAT64: "f64",
+                   ComponentType.SINT8: "i8", ComponentType.SINT16: "i16", ComponentType.SINT32: "i32",
+                   ComponentType.SINT64: "i64", ComponentType.BFLOAT16: "bf16"}
+
+
+def matrix_shapes(info) -> tuple[MatrixShape, ...]:
+    """The subgroup-scope cooperative-matrix products `info`'s device offers to compute shaders, in the device's
+    order (none without VK_KHR_cooperative_matrix)."""
+    matrices = info.cooperative_matrix
+    if matrices is None or not matrices.cooperative_matrix or not matrices.supported_stages & COMPUTE_STAGE_BIT:
+        return ()
+    found = []
+    for s in matrices.shapes:
+        types = [COMPONENT_TYPES.get(t) for t in (s.a_type, s.b_type, s.c_type)]
+        if s.scope == Scope.SUBGROUP and s.result_type == s.c_type and not s.saturating_accumulation \
+                and None not in types:
+            found.append(MatrixShape(s.m, s.n, s.k, *types))
+    return tuple(found)
 
 
 class _OnDevice(BoundMemref):
@@ -56,9 +76,10 @@ class Kernel:
 
     def __init__(self, function: ast.Function, device=None):
         self.function = function
-        self.context = open_context(device, features=features_for(function))
-        launch = launch_for(function, self.context.info.subgroup.size)
+        info = chosen_device(device)
+        launch = launch_for(function, info.subgroup.size, matrix_shapes=matrix_shapes(info))
         self.compiled: CompiledFunction = compile_function(function, launch)
+        self.context = open_context(device, features=self.compiled.features, extensions=self.compiled.extensions)
         self.kernel = self.context.create_kernel(self.compiled.spirv, self.compiled.binding_count, 0,
                                                  workgroup_size=(*launch.work_group_size, 1),
                                                  name=f"tl:{function.name}")

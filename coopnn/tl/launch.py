@@ -14,10 +14,24 @@ DEFAULT_WORK_ITEMS = 64  # the first mode of the default work-group size, where 
 
 
 @dataclass(frozen=True)
+class MatrixShape:
+    """A subgroup-scope cooperative-matrix product the device offers (VK_KHR_cooperative_matrix): M x K times
+    K x N plus M x N, by tensor-language component types."""
+
+    m: int
+    n: int
+    k: int
+    a: str
+    b: str
+    c: str
+
+
+@dataclass(frozen=True)
 class Launch:
     subgroup_size: int
     work_group_size: tuple[int, int]
     num_groups: tuple[int, int, int]
+    matrix_shapes: tuple[MatrixShape, ...] = ()  # what gemm may lower to; none: loops
 
     @property
     def work_items(self) -> int:
@@ -32,7 +46,8 @@ def grid(num_groups) -> tuple[int, int, int]:
     return tuple(grid) + (1,) * (3 - len(grid))
 
 
-def launch_for(function: ast.Function, subgroup_size: int | None = None, num_groups=(1, 1, 1)) -> Launch:
+def launch_for(function: ast.Function, subgroup_size: int | None = None, num_groups=(1, 1, 1),
+               matrix_shapes: tuple[MatrixShape, ...] = ()) -> Launch:
     """The launch of `function`: its subgroup_size attribute, else `subgroup_size`, else 16; its work_group_size,
     else (64, 1) (or one subgroup where 64 is not a multiple of it)."""
     wanted = function.attributes.get("subgroup_size")
@@ -45,4 +60,4 @@ def launch_for(function: ast.Function, subgroup_size: int | None = None, num_gro
     elif shape[0] % size:
         raise InputError(f"@{function.name}'s work_group_size {list(shape)} is not a multiple of the subgroup size "
                          f"{size} in its first mode")
-    return Launch(size, tuple(shape), grid(num_groups))
+    return Launch(size, tuple(shape), grid(num_groups), tuple(matrix_shapes))

@@ -3,6 +3,8 @@ reference and how they are read are listed in docs/tensor-language.md)."""
 
 from __future__ import annotations
 
+import re
+
 from coopnn.tl import parse_control, parse_coopmatrix, parse_memory, parse_ops  # noqa: F401 (they register readers)
 from coopnn.tl.ast import Argument, DictAttr, Function, Program
 from coopnn.tl.errors import TensorLanguageError
@@ -10,7 +12,7 @@ from coopnn.tl.parse_base import FreshNames, region
 from coopnn.tl.parse_types import any_type, dictionary
 from coopnn.tl.scanner import Scanner
 
-READER_MODULES = (parse_control, parse_coopmatrix, parse_memory, parse_ops)
+_NAMED_ATTRIBUTE = re.compile(r'\{\s*(?:[A-Za-z_]\w*|"[^"]*")\s*=')
 
 
 def _argument(s: Scanner) -> Argument:
@@ -42,12 +44,7 @@ def _function(s: Scanner, fresh: FreshNames) -> Function:
 
 def _looks_like_dictionary(s: Scanner) -> bool:
     """Whether the `{` ahead opens `{name=...}` (a dictionary written without `attributes`) rather than a region."""
-    saved = s.pos
-    s.expect("{")
-    word = s.peek_word() or s.string()
-    looks = word is not None and s.peek("=") and not s.peek("==")
-    s.pos = saved
-    return looks
+    return _NAMED_ATTRIBUTE.match(s.text, s.skip()) is not None
 
 
 def parse(text: str, source_name: str = "") -> Program:

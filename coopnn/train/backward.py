@@ -186,7 +186,8 @@ def _layer_norm(r: Record, g: Array, needs: Sequence[bool]) -> list[Array | None
 def _encoding(r: Record, g: Array, needs: Sequence[bool]) -> list[Array | None]:
     """The encoding's own analytic backward pass (`coopnn.graph.encodings.base.Encoding.backward`)."""
     x, *params = r.inputs
-    d_params, d_x = r.node.attrs["encoding"].backward(x, params[0] if params else np.zeros(0, np.float32), g)
+    d_params, d_x = r.node.attrs["encoding"].backward(x, params[0] if params else np.zeros(0, np.float32), g,
+                                                      input_gradient=needs[0])
     return [d_x.astype(g.dtype) if needs[0] else None] + ([d_params.astype(g.dtype)] if params else [])
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from coopnn.bench.models import BenchModel
 from coopnn.graph import ops
+from coopnn.graph.encodings.registry import from_config
 from coopnn.graph.ir import Activation, Op
 from coopnn.backends.numpy.inference import run_graph
 from tests.conftest import ROOT, ZOO, import_torch
@@ -28,6 +29,7 @@ def b(*shape):
 
 X = f(4, 6)
 POSITIVE = f(4, 6, low=0.1, high=3.0)
+GRID = from_config({"otype": "HashGrid", "n_levels": 2, "log2_hashmap_size": 4}, 2)
 UNARY_DEFAULTS = [op for op, d in ops.REGISTRY.items() if d.kind == "unary" and op not in (Op.NOT, Op.CAST)]
 # (op, inputs, attrs): every operator at least once, attribute variants where the semantics branch on them
 CASES = [(op, [POSITIVE if op in (Op.LOG, Op.SQRT) else X], {}) for op in UNARY_DEFAULTS] + [
@@ -72,7 +74,8 @@ CASES = [(op, [POSITIVE if op in (Op.LOG, Op.SQRT) else X], {}) for op in UNARY_
      (Op.REDUCE_SUM, Op.REDUCE_MEAN, Op.REDUCE_MAX, Op.REDUCE_MIN) for k in (0, 1)] + [
     (op, [np.round(X), np.round(f(4, 6))], {}) for op in
     (Op.LESS, Op.LESS_EQUAL, Op.GREATER, Op.GREATER_EQUAL, Op.EQUAL)] + [
-    (op, [b(4, 6), b(4, 6)], {}) for op in (Op.AND, Op.OR, Op.XOR)]
+    (op, [b(4, 6), b(4, 6)], {}) for op in (Op.AND, Op.OR, Op.XOR)] + [
+    (Op.ENCODING, [f(4, 2), f(GRID.n_parameters)], {"encoding": GRID})]
 
 
 @pytest.fixture(scope="module")

@@ -3,12 +3,15 @@ readable PNGs and a PSNR table, and PSNR rises; its image helpers."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
 from coopnn.cli import main as cli_main
 from coopnn.examples import fit_image as example
-from coopnn.examples.images import read_image
+from coopnn.examples.image_models import megapixel_image_path
+from coopnn.examples.images import read_image, write_png
 
 TINY = ["--size", "16", "--steps", "30", "--batch-size", "128", "--hidden", "16", "16", "--octaves", "3",
         "--eval-every", "10", "--lr", "0.02"]
@@ -56,3 +59,35 @@ def test_pixel_centres_and_psnr():
     assert centres.shape == (16, 2) and centres[0].tolist() == [0.125, 0.125] and centres[1].tolist() == [0.125, 0.375]
     assert example.psnr(np.full((2, 2), 0.6), np.full((2, 2), 0.5)) == pytest.approx(20.0)
     assert example.psnr(np.ones(3), np.ones(3)) == float("inf")
+
+
+def test_a_tiny_hash_grid_run_learns_and_writes_the_crop(tmp_path):
+    image = tmp_path / "small.png"
+    write_png(image, example.square(read_image(example.default_image_path()), 32))
+    result = example.fit_image(image, steps=40, batch_size=512, eval_every=20, output_dir=tmp_path / "out",
+                               progress=False, encoding="hashgrid")
+    assert [step for step, _ in result.psnr] == [0, 20, 40]
+    assert result.final_psnr > result.psnr[0][1] + 3
+    assert read_image(result.reconstruction).shape == (32, 32, 3)  # the whole image: tcnn configs do not shrink it
+    assert read_image(result.crop).shape == (32, 32 + 2 + 32, 3)
+
+
+def test_a_tcnn_json_config_file_and_a_bad_one(tmp_path, capsys):
+    config = tmp_path / "config.json"
+    config.write_text('{"otype": "DenseGrid", "n_levels": 4, "base_resolution": 4}')
+    image = tmp_path / "small.png"
+    write_png(image, example.square(read_image(example.default_image_path()), 16))
+    assert example.main([str(image), "--encoding", str(config), "--steps", "4", "--batch-size", "64",
+                         "--eval-every", "2", "-o", str(tmp_path / "out")]) == 0
+    assert "crop.png" in capsys.readouterr().out
+    config.write_text('{"otype": "HashGrid", "n_features_per_level": 3}')
+    assert example.main([str(image), "--encoding", str(config), "-o", str(tmp_path / "bad")]) == 1
+    assert "key 'n_features_per_level' is 3" in capsys.readouterr().err
+
+
+def test_the_megapixel_default_is_slangpys_1024_square_photograph():
+    if importlib.util.find_spec("slangpy") is None:
+        pytest.skip("the megapixel default image ships with slangpy, which is not installed")
+
+    image = read_image(megapixel_image_path())
+    assert image.shape == (1024, 1024, 3) and image.std() > 0.05

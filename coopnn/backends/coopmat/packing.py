@@ -1,4 +1,5 @@
-"""The coopmat target's weight buffer: every load a plain OpCooperativeMatrixLoadKHR inside its entry.
+"""The coopmat target's weight buffer: every load a plain OpCooperativeMatrixLoadKHR inside its entry, and an input
+encoding's parameter vector (read element by element by the per-sample input stage).
 
 Each product's matrix is stored zero-padded to whole tiles (padded rows x padded columns, row-major), so the B tiles
 past the layer's rows or columns read zeros; each bias as a tile of `rows` identical rows (padded with zeros), the
@@ -31,4 +32,8 @@ def pack_tiles(plan: TilePlan, weights: WeightFormat, granularity: int, bias_row
         if stage.bias is not None:
             row = padded_matrix(constants[stage.bias].reshape(1, -1), 1, width)
             arrays[stage.bias] = np.repeat(row, bias_rows, axis=0)
-    return pack(arrays, {name: "matrix" for name in arrays}, weights)
+    roles = {name: "matrix" for name in arrays}
+    for instr in plan.input_stage:  # an encoding's parameter vector, read element by element
+        if instr.op == "encode" and len(instr.args) > 1:
+            arrays[instr.args[1]], roles[instr.args[1]] = constants[instr.args[1]], "vector"
+    return pack(arrays, roles, weights)

@@ -52,6 +52,7 @@ from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bin
 from coopnn.shaders.targets.held_matrix import HeldMatrix, components
 from coopnn.shaders.targets.scalar_writer import ScalarWriter
 from coopnn.shaders.targets.tile_epilogue import emit_stage
+from coopnn.shaders.targets.tile_input import emit_input_stage
 from coopnn.shaders.targets.tile_plan import Stage, TilePlan, plan_tiles
 from coopnn.backends.coopmat.packing import pack_tiles
 from coopnn.backends.coopmat.text import kernel_text
@@ -157,8 +158,37 @@ class CoopmatEmitter:
                                control="Unroll") as element:
             yield element, self.op("OpUDiv", element, columns), self.op("OpUMod", element, columns)
 
+    def input_stage(self) -> None:
+        """Buffer 0 from a per-sample input stage (an encoding, say): invocation s < tile runs it for sample s of the
+        tile (`tile_input`; 0 past the batch, whose last sample stands in for the reads) and writes its row, zeros to
+        the padding."""
+        fn, frame = self.fn, self.frame
+        features, width = self.plan.input.shape[0], self.plan.stages[0].width
+        binding = self.binding_of[self.plan.input.graph_name]
+        with fn.if_(fn.emit("OpULessThan", frame.bool, self.local, frame.uint(self.tile))):
+            inside = fn.emit("OpULessThan", frame.bool, self.op("OpIAdd", self.first, self.local), self.count)
+            row = self.fn.ext_inst(self.u32, "UMin", self.op("OpIAdd", self.first, self.local),
+                                   self.op("OpISub", self.count, 1))
+            base = self.op("OpIMul", row, features)
+            xs = [fn.emit("OpLoad", frame.f32, frame.element_pointer(binding, self.op("OpIAdd", base, j)))
+                  for j in range(features)]
+            ys = emit_input_stage(self.m, fn, self.plan, xs, self.vector_element)
+            zero = self.writer.constant(0.0)
+            start = self.op("OpIMul", self.local, self.stride)
+            for column in range(align_up(width, self.shape.granularity)):
+                y = fn.emit("OpSelect", frame.f32, inside, ys[column], zero) if column < width else zero
+                fn.emit("OpStore", self.shared(0, self.op("OpIAdd", start, column)),
+                        fn.emit("OpFConvert", self.f16, y), SHARED)
+
+    def vector_element(self, param: str, element: Id) -> Id:
+        """Element `element` (a u32 id) of the float16 vector entry `param` of the weight buffer, as float32."""
+        return self.fn.emit("OpFConvert", self.frame.f32, self.fn.emit("OpLoad", self.f16, self.weight(param, element)))
+
     def inputs(self) -> None:
         """Buffer 0: the tile's input block with stage 0 applied (0 past the batch), then zeros to the padding."""
+        if self.plan.input_stage:
+            self.input_stage()
+            return
         fn, frame = self.fn, self.frame
         features = self.plan.input.shape[0]
         binding = self.binding_of[self.plan.input.graph_name]

@@ -16,7 +16,7 @@ from typing import Iterator, Protocol
 
 from coopnn.layouts.pack import WeightImage, align_up
 from coopnn.shaders.targets.tile_plan import Stage, TilePlan
-from coopnn.shaders.targets.tile_text import matrix_type, stage_lines, tile_function
+from coopnn.shaders.targets.tile_text import input_stage_lines, matrix_type, stage_lines, tile_function
 
 
 ACCUMULATOR = "MatrixAccumulatorKHR"
@@ -95,7 +95,23 @@ class _Printer:
         for buffer in range(2):
             self.emit(f"%act{buffer} = alloca : memref<f16x{widest}x{self.tile},strided<1,{self.stride}>,local>")
 
+    def input_stage(self) -> None:
+        plan, stage = self.plan, self.plan.stages[0]
+        width = self.padded(stage.width)
+        self.comment(f"input stage: work-item s < {self.tile} runs the per-sample instructions for sample s of the "
+                     "tile (the batch's last sample past it),",
+                     f"its row into %act0 as float16 (0 past the batch), columns {stage.width} to {width - 1} zero")
+        with self.region(f"foreach (%s) = (0), ({self.tile}) {{"):
+            self.emit("%sample = min (add %i, %s), (sub %n, 1) : index")
+            for line in input_stage_lines(plan):
+                self.emit(line)
+            self.emit(f"store %{stage.source}, %act0[0:{stage.width}, %s] : f16")
+        self.emit("barrier.local")
+
     def inputs(self) -> None:
+        if self.plan.input_stage:
+            self.input_stage()
+            return
         plan, stage = self.plan, self.plan.stages[0]
         features, name = plan.input.shape[0], plan.input.name
         self.comment(f"input: the tile's {self.tile} x {features} floats of %{name} into %act0, element e by work-item "
@@ -196,6 +212,9 @@ class _Printer:
         if name not in self.packed.entries:
             return f"%{name}: {memref}", ""
         entry = self.packed.entry(name)
+        if len(entry.shape) == 1:
+            return (f"%{name}: memref<f16x{entry.shape[0]}>", f"byte {entry.offset}: an encoding's parameter vector, "
+                    "read element by element")
         rows, cols = entry.shape
         shape = self.plan.program.param(name).shape
         if len(shape) == 2:

@@ -107,6 +107,13 @@ class Coopmat2Backend(TileBackend):
         if largest > limit:
             return (f"the model needs matrices of {largest} rows or columns; {info.name}'s flexible dimensions reach "
                     f"{limit}")
+        if plan.input_stage:  # its float16 rows wait in workgroup memory for the first load
+            staged = 2 * tile(info) * plan.stages[0].width
+            available = (info.limits.max_compute_shared_memory_size
+                         - info.cooperative_matrix2.workgroup_scope_reserved_shared_memory)
+            if staged > available:
+                return (f"the model's input stage keeps {staged} bytes of encoded rows a tile in workgroup memory; "
+                        f"{info.name} has {available} bytes beside its matrices")
         return None
 
     def pack_for(self, info, program: KernelProgram, weights: WeightFormat) -> WeightImage:

@@ -13,6 +13,10 @@ adds to; a stage's epilogue is a per-element operation; the last value is stored
 layout that drops the rows past the batch and the padding columns. Feature dimensions are padded to whole
 `granularity` (the flexible-dimension granularity); the tile's rows are the work-group's invocations.
 
+A plan with a per-sample input stage (an encoding, say: `TilePlan.input_stage`) has each invocation run it for its
+sample first (`coopnn.shaders.targets.tile_input`) and write the float16 row into `STAGED`, a workgroup-memory array
+of tile x stage 0's width; the first load reads that instead of the input (columns past the width read 0).
+
 Step results are the kernel program's value names where they hold one (a product, a stage's result) and capitalised
 or lettered names that no kernel value or parameter takes otherwise (A1, B1, C1, bias1, y1). Layout operands are ints
 or named run-time values: "n", the samples of the dispatch (push constant `count`), and "i",
@@ -41,6 +45,7 @@ COMPONENTS = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32"}  # of th
 # (`bench/results/nvidia-h100-80gb-hbm3-2026-11-25-tile-targets.md` against `...-2026-11-27-coopmat2-blocked.md`);
 # 64-wide models are one block and unchanged.
 BLOCK = 64
+STAGED = "staged"  # the workgroup-memory rows of a per-sample input stage, which the first load reads
 
 
 def _resolve(operand: Operand, values: Mapping[str, int]) -> int:
@@ -163,6 +168,7 @@ class TileKernel:
     tile: int  # samples per work-group, one per invocation
     granularity: int  # feature dimensions are padded to whole multiples of it
     steps: tuple[Step, ...]
+    vectors: str = "f16"  # the component the weight format stores vectors in (biases, an encoding's parameters)
 
 
 def _blocks(width: int, block: int) -> list[tuple[int, int]]:
@@ -183,13 +189,18 @@ def tile_kernel(plan: TilePlan, tile: int, granularity: int, weights: WeightForm
     blocks = weights.blocks
     bias_component = COMPONENTS[weights.vectors.storage]
     stages = plan.stages
-    features = plan.input.shape[0]
+    features = stages[0].width
     width = align_up(features, granularity)
     pieces = _blocks(width, block)
     values = [_named(stages[0].source, j, single=len(pieces) == 1) for j in range(len(pieces))]
-    steps: list[Step] = [Load(value, MatrixType("f32", tile, span, ACCUMULATOR), plan.input.name,
-                              Layout(("n", features), ("i", first), (tile, span)))
-                         for value, (first, span) in zip(values, pieces)]
+    if plan.input_stage:
+        steps: list[Step] = [Load(value, MatrixType("f16", tile, span, ACCUMULATOR), STAGED,
+                                  Layout((tile, features), (0, first), (tile, span)))
+                             for value, (first, span) in zip(values, pieces)]
+    else:
+        steps = [Load(value, MatrixType("f32", tile, span, ACCUMULATOR), plan.input.name,
+                      Layout(("n", features), ("i", first), (tile, span)))
+                 for value, (first, span) in zip(values, pieces)]
     for index, stage in enumerate(stages):
         width = align_up(stage.width, granularity)
         inputs, pieces = pieces, _blocks(width, block)
@@ -250,4 +261,4 @@ def tile_kernel(plan: TilePlan, tile: int, granularity: int, weights: WeightForm
             values.append(finish(n, value, first, span))
     steps += [Store(value, plan.output.name, Layout(("n", plan.output.shape[0]), ("i", first), (tile, span)))
               for value, (first, span) in zip(values, pieces)]
-    return TileKernel(plan, tile, granularity, tuple(steps))
+    return TileKernel(plan, tile, granularity, tuple(steps), bias_component)

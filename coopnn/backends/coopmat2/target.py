@@ -27,10 +27,11 @@ from coopnn.shaders.spirv.cooperative_matrix2 import (TensorLayoutValue, TensorV
 from coopnn.shaders.targets.base import PUSH_CONSTANTS, Binary, ShaderFrame, bindings_of
 from coopnn.shaders.targets.scalar_writer import ScalarWriter
 from coopnn.shaders.targets.tile_epilogue import emit_stage, round_fp16
+from coopnn.shaders.targets.tile_input import emit_input_stage
 from coopnn.shaders.targets.tile_plan import plan_tiles
 from coopnn.backends.coopmat2 import decode
-from coopnn.backends.coopmat2.steps import (Apply, Convert, Layout, Load, MatrixType, MulAdd, Store, TileKernel, View,
-                                            tile_kernel)
+from coopnn.backends.coopmat2.steps import (STAGED, Apply, Convert, Layout, Load, MatrixType, MulAdd, Store,
+                                            TileKernel, View, tile_kernel)
 from coopnn.backends.coopmat2.text import kernel_text
 
 NAME = "coopmat2"
@@ -46,6 +47,9 @@ FEATURES = frozenset({"cooperativeMatrix", "cooperativeMatrixWorkgroupScope", "c
 TILES = (128, 64)
 TILE = TILES[0]
 GRANULARITY = 16
+# The staged rows carry other invocations' values, so under the Vulkan memory model their accesses are non-private:
+# the barrier after the input stage makes them available and visible.
+SHARED = "NonPrivatePointer"
 
 
 def _debug_name(result: str) -> str:
@@ -100,8 +104,46 @@ class Coopmat2Emitter:
                         name="first_sample")
         self.operands = {"n": self.frame.push_value("count"), "i": first}
         self.values: dict[str, Id] = {}
+        self.staged = None
+        if self.plan.input_stage:
+            self.staged = self.input_stage(first)
         self.steps: dict[type, Callable] = {Load: self.load, Convert: self.convert, MulAdd: self.mul_add,
                                             Apply: self.apply, Store: self.store}
+
+    def input_stage(self, first: Id) -> Id:
+        """The per-sample input stage: each invocation runs it for its sample (the batch's last one stands in past the
+        batch, whose rows become 0) and writes the float16 row into the staging array, which it returns."""
+        m, fn, frame = self.m, self.fn, self.frame
+        u32, f16, tile, width = frame.u32, m.type_float(16), self.kernel.tile, self.plan.stages[0].width
+        staged = m.global_variable("Workgroup", m.type_array(f16, frame.uint(tile * width)), name=STAGED)
+        local = fn.emit("OpLoad", u32, m.builtin_input("LocalInvocationIndex", u32))
+        sample = fn.emit("OpIAdd", u32, first, local)
+        count = self.operands["n"]
+        inside = fn.emit("OpULessThan", frame.bool, sample, count)
+        row = fn.ext_inst(u32, "UMin", sample, fn.emit("OpISub", u32, count, frame.uint(1)))
+        features = self.plan.input.shape[0]
+        base = fn.emit("OpIMul", u32, row, frame.uint(features))
+        binding = self.binding_of[self.plan.input.graph_name]
+        xs = [fn.emit("OpLoad", frame.f32, frame.element_pointer(binding, fn.emit("OpIAdd", u32, base, frame.uint(j))))
+              for j in range(features)]
+        ys = emit_input_stage(m, fn, self.plan, xs, self.vector_element)
+        start = fn.emit("OpIMul", u32, local, frame.uint(width))
+        zero = m.constant(frame.f32, 0.0)
+        for column, y in enumerate(ys):
+            pointer = fn.emit("OpAccessChain", m.type_pointer("Workgroup", f16), staged,
+                              fn.emit("OpIAdd", u32, start, frame.uint(column)))
+            fn.emit("OpStore", pointer, fn.emit("OpFConvert", f16, fn.emit("OpSelect", frame.f32, inside, y, zero)),
+                    SHARED)
+        fn.barrier()
+        return staged
+
+    def vector_element(self, param: str, element: Id) -> Id:
+        """Element `element` (a u32 id) of the vector entry `param` of the weight buffer, as float32."""
+        offset = self.frame.uint(self.packed.entry(param).offset // self.vector_bytes)
+        index = self.fn.emit("OpIAdd", self.frame.u32, element, offset)
+        value = self.fn.emit("OpLoad", self.frame.weight_scalar,
+                             self.frame.element_pointer(0, index, self.frame.weight_scalar))
+        return value if self.vector_bytes == 4 else self.fn.emit("OpFConvert", self.frame.f32, value)
 
     def matrix_type(self, t: MatrixType) -> Id:
         component = self.m.type_float(16 if t.component == "f16" else 32)
@@ -109,6 +151,9 @@ class Coopmat2Emitter:
 
     def pointer(self, param: str) -> Id:
         """The first element of a kernel parameter: an input or output buffer, or a weight entry (float16)."""
+        if param == STAGED:
+            return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.m.type_float(16)), self.staged,
+                                self.frame.zero)
         p = self.plan.program.param(param)
         if p.role in ("input", "output"):
             return self.frame.element_pointer(self.binding_of[p.graph_name], self.frame.zero)
@@ -137,8 +182,9 @@ class Coopmat2Emitter:
         decoders = {}
         if step.decode is not None:
             decoders = {"decode": self.blocks.decoders.scalar, "decode_vector": self.blocks.decoders.vector}
+        access = (SHARED,) if step.param == STAGED else ("None",)
         return load_tensor(self.fn, self.matrix_type(step.type), self.pointer(step.param), self.layout(step.layout),
-                           view=view, name=_debug_name(step.result), **decoders)
+                           view=view, memory_access=access, name=_debug_name(step.result), **decoders)
 
     def convert(self, step: Convert) -> Id:
         return convert(self.fn, self.matrix_type(step.type), self.values[step.source], name=_debug_name(step.result))

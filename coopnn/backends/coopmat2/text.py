@@ -11,8 +11,8 @@ from typing import Callable
 
 from coopnn.backends.coopmat2.decode import code_bytes
 from coopnn.layouts.formats import weight_format
-from coopnn.shaders.targets.tile_text import stage_lines, tile_function
-from coopnn.backends.coopmat2.steps import Apply, Convert, Layout, Load, MulAdd, Store, TileKernel, View
+from coopnn.shaders.targets.tile_text import input_stage_lines, stage_lines, tile_function
+from coopnn.backends.coopmat2.steps import STAGED, Apply, Convert, Layout, Load, MulAdd, Store, TileKernel, View
 
 
 def _operands(values) -> str:
@@ -54,6 +54,20 @@ class _Printer:
             names.append(f"V{self.layouts}")
             self.emit(_view(names[1], view))
         return ", ".join(f"%{n}" for n in names)
+
+    def input_stage(self) -> None:
+        """Work-item s runs the per-sample instructions for sample s of the tile into the float16 rows of %staged."""
+        stage = self.kernel.plan.stages[0]
+        self.emit(f"; input stage: work-item s runs the per-sample instructions for sample s of the tile (the "
+                  "batch's last sample past it),")
+        self.emit(f"; its row into %{STAGED} as float16 (0 past the batch)")
+        self.emit(f"%{STAGED} = alloca : memref<f16x{stage.width}x{self.kernel.tile},local>")
+        self.emit("%s = local_invocation_index : index")
+        self.emit("%sample = min (add %i, %s), (sub %n, 1) : index")
+        for line in input_stage_lines(self.kernel.plan):
+            self.emit(line)
+        self.emit(f"store %{stage.source}, %{STAGED}[0:{stage.width}, %s] : f16")
+        self.emit("barrier.local")
 
     def load(self, step: Load) -> None:
         where = self.addressing(step.layout, step.view)
@@ -120,7 +134,9 @@ def _memref(param, kernel: TileKernel) -> str:
     """A weight parameter's memref in the element type it is stored in: f16, f32 or a block format's name."""
     if param.role not in ("matrix", "vector"):
         return param.memref
-    load = next(s for s in kernel.steps if isinstance(s, Load) and s.param == param.name)  # its blocks' alike
+    load = next((s for s in kernel.steps if isinstance(s, Load) and s.param == param.name), None)  # blocks' alike
+    if load is None:  # a vector the input stage reads (an encoding's parameters): the format's vectors
+        return param.memref.replace("memref<f32", f"memref<{kernel.vectors}")
     return param.memref.replace("memref<f32", f"memref<{load.decode or load.type.component}")
 
 
@@ -128,6 +144,8 @@ def kernel_text(kernel: TileKernel) -> str:
     program = kernel.plan.program
     params = [(f"%{p.name}: {_memref(p, kernel)}", "") for p in program.params]
     printer = _Printer(kernel)
+    if kernel.plan.input_stage:
+        printer.input_stage()
     for step in kernel.steps:
         printer.print[type(step)](step)
     return "\n".join([

@@ -15,15 +15,18 @@ from coopnn.shaders.kernel.program import KernelProgram
 
 
 def weight_plan(program: KernelProgram, weights: WeightFormat) -> WeightPlan:
-    """The matrices and biases the program's `gemv` instructions read, stored in format `weights` and padded (a
-    format that quantizes inputs: each Linear quantized for its input scale)."""
+    """The matrices and biases the program's `gemv` instructions read, and the parameter vectors of its `encode`
+    instructions (a grid's tables) as vectors beside the biases, stored in format `weights` and padded (a format
+    that quantizes inputs: each Linear quantized for its input scale)."""
     if weights.input_quantization is not None:
         return plan_layers({name: quantize_layer(weights, matrix, bias, scale, f"Linear {name[len(LAYER_PREFIX):]!r}")
                             for name, (matrix, bias, scale) in layer_weights(program, weights, "coopvec").items()},
                            weights)
     gemvs = [i for i in program.body if i.op == "gemv"]
+    vectors = [i.args[2] for i in gemvs if len(i.args) > 2]
+    vectors += [i.args[1] for i in program.body if i.op == "encode" and len(i.args) > 1]
     return plan_weights({i.args[0]: program.constants[i.args[0]] for i in gemvs},
-                        {i.args[2]: program.constants[i.args[2]] for i in gemvs if len(i.args) > 2}, weights)
+                        {name: program.constants[name] for name in vectors}, weights)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,8 @@ from coopnn.layouts.pack import WeightImage
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
+from coopnn.shaders.targets.encodings.registry import emit_encoding
+from coopnn.shaders.targets.encodings.writer import EncodingWriter
 from coopnn.backends.coopvec.integer_product import integer_gemv
 from coopnn.backends.quantized_layers import nan_inherited
 from coopnn.backends.coopvec.values import Forms, Held
@@ -102,6 +104,10 @@ class CoopvecEmitter:
         self.binding_at = {b.index: b for b in self.bindings}
         self.held: dict[str, Held] = {}
         self.array_pointers: dict[int, object] = {}
+        # inputs an encoding reads, kept as loaded (float32): encodings compute in float32, their results are rounded
+        # to float16 by the product that takes them
+        self.encoded = {i.args[0] for i in program.body if i.op == "encode"}
+        self.unrounded: dict[str, Held] = {}
 
     # ----- helpers --------------------------------------------------------------------------------------------------
 
@@ -163,6 +169,8 @@ class CoopvecEmitter:
                 for i in range(features)])
         if self.training or self.integer:
             return loaded
+        if instr.result in self.encoded:
+            self.unrounded[instr.result] = loaded
         # inference rounds its inputs to float16 as they arrive, as `run_fp16_emulation` does
         return self.float16(loaded)
 
@@ -275,6 +283,25 @@ class CoopvecEmitter:
             return self.vector_result(instr, "f16", y)
         return self.forms.from_scalars("f16", [self.fn.emit("OpCompositeExtract", self.f16, y, i)
                                                for i in range(instr.type.size)])
+
+    @lowers("encode")
+    def encode(self, instr: Instr) -> Held:
+        """The encoding in float32 (`coopnn.shaders.targets.encodings`), its parameter vector (float16, a vector
+        entry of the weight plan) widened as it is read."""
+        x, *params = instr.args
+        if params and self.integer:
+            raise CompileError(f"the coopvec target reads the parameters of {instr.attrs['encoding'].describe()} "
+                               f"with float16 or 8-bit float weights, not {self.weights.name}")
+        read = (lambda element: self.vector_element(params[0], element)) if params else None
+        xs = self.forms.components(self.unrounded.get(x, self.held[x]), "f32")
+        ys = emit_encoding(EncodingWriter(self.m, self.fn, read), instr.attrs["encoding"], xs)
+        return self.forms.from_scalars("f32", ys)
+
+    def vector_element(self, param: str, element):
+        """Element `element` (a u32 id) of the float16 vector entry `param` of the weight buffer, as float32."""
+        index = self.fn.emit("OpIAdd", self.frame.u32, element, self.uint(self.packed.entry(param).offset // 2))
+        half = self.fn.emit("OpLoad", self.f16, self.frame.element_pointer(0, index, self.f16))
+        return self.fn.emit("OpFConvert", self.f32, half)
 
     def weight_vector(self, vector_type, offset: int):
         """The float16 vector at byte `offset` of the weight buffer (a bias or row scales)."""

@@ -26,6 +26,8 @@ from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
 from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
 from coopnn.shaders.targets.block_words import BlockWords
+from coopnn.shaders.targets.encodings.registry import emit_encoding
+from coopnn.shaders.targets.encodings.writer import EncodingWriter
 from coopnn.shaders.targets.integer_words import IntegerWords
 from coopnn.shaders.targets.narrow_floats import NarrowFloats
 from coopnn.shaders.targets.scalar_math import ARITHMETIC, COMPARISONS, GLSL_UNARY, LOGICAL, TANH_LIMIT, numpy_pow
@@ -352,6 +354,21 @@ class PortableEmitter:
             if len(instr.args) > 2:
                 y = self.fp16(self.fn.emit("OpFAdd", f32, y, self.weight(instr.args[2], r)))
             self.store_component(instr.result, r, y)
+
+    @lowers("encode")
+    def encode(self, instr: Instr) -> None:
+        """The encoding's outputs for this sample (`coopnn.shaders.targets.encodings`), its parameter vector read
+        from the weight buffer like any constant vector."""
+        x, *params = instr.args
+        if params and self.weights.input_quantization is not None:
+            raise CompileError(f"the portable target reads the parameters of {instr.attrs['encoding'].describe()} "
+                               f"with float32, float16, 8-bit float or block-format weights, not {self.weights.name}")
+        read = (lambda element: self.weight(params[0], element)) if params else None
+        xs = [self.component(x, self.frame.uint(i)) for i in range(self.types[x].size)]
+        ys = emit_encoding(EncodingWriter(self.m, self.fn, read), instr.attrs["encoding"], xs)
+        self.new_array(instr.result)
+        for i, y in enumerate(ys):
+            self.store_component(instr.result, self.frame.uint(i), y)
 
     @lowers("reduce_sum", "reduce_max")
     def reduce(self, instr: Instr) -> None:

@@ -52,8 +52,9 @@ class Encoding(ABC):
         """The encoded [batch, n_output_dims] float32 array."""
 
     @abstractmethod
-    def backward(self, x: Array, params: Array, dy: Array) -> tuple[Array, Array]:
-        """(d_params, d_x) for the output gradient `dy` [batch, n_output_dims]."""
+    def backward(self, x: Array, params: Array, dy: Array, input_gradient: bool = True) -> tuple[Array, Array]:
+        """(d_params, d_x) for the output gradient `dy` [batch, n_output_dims]; without `input_gradient` d_x may be
+        left zero (the trainer asks for it only when something before the encoding trains)."""
 
     @abstractmethod
     def to_config(self) -> dict[str, Any]:

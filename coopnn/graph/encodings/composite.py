@@ -4,7 +4,8 @@ the input columns, their outputs concatenated (the `reduction` Sum and Product a
 Each nested config names its columns with `n_dims_to_encode` (and optionally `dims_to_encode_begin`; otherwise
 they follow the previous one's); at most one may leave `n_dims_to_encode` out and takes the columns left. As in tcnn,
 each nested output is padded to a multiple of the next one's alignment (a grid's: its features per level) with the
-nested encoding's pad value, so a tcnn-trained first layer lines up. Parameters: the nested encodings' vectors one
+nested encoding's pad value (in front of a SphericalHarmonics part, after the others), so a tcnn-trained first layer
+lines up. Parameters: the nested encodings' vectors one
 after the other.
 """
 
@@ -117,17 +118,19 @@ class Composite(Encoding):
         columns = []
         for part, own in zip(self.parts, self._split(np.asarray(params, np.float32))):
             e = part.encoding
-            columns.append(e.forward(x[:, part.begin:part.begin + e.n_input_dims], own))
-            columns.append(np.full((len(x), part.pad), e.pad_value, np.float32))
+            encoded = e.forward(x[:, part.begin:part.begin + e.n_input_dims], own)
+            pad = np.full((len(x), part.pad), e.pad_value, np.float32)
+            columns.extend([pad, encoded] if e.pads_in_front else [encoded, pad])
         return np.concatenate(columns, axis=1)
 
-    def backward(self, x, params, dy):
+    def backward(self, x, params, dy, input_gradient=True):
         x = as_rows(x, self.n_input_dims)
         d_params, dx, start = [], np.zeros(x.shape, np.float32), 0
         for part, own in zip(self.parts, self._split(np.asarray(params, np.float32))):
             e = part.encoding
+            first = start + (part.pad if e.pads_in_front else 0)
             g, d_x = e.backward(x[:, part.begin:part.begin + e.n_input_dims], own,
-                                dy[:, start:start + e.n_output_dims])
+                                dy[:, first:first + e.n_output_dims], input_gradient)
             d_params.append(g)
             dx[:, part.begin:part.begin + e.n_input_dims] += d_x
             start += e.n_output_dims + part.pad

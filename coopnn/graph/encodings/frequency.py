@@ -64,7 +64,7 @@ class Frequency(Encoding):
             return np.stack([sines, cosines], axis=-1).reshape(batch, -1)
         return np.concatenate([x, sines.reshape(batch, -1), cosines.reshape(batch, -1)], axis=1)
 
-    def backward(self, x, params, dy):
+    def backward(self, x, params, dy, input_gradient=True):
         x = as_rows(x, self.n_input_dims)
         batch, phases = x.shape[0], self._phases(x).astype(np.float64)
         scale = self.frequencies().astype(np.float64)

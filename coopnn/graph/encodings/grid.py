@@ -63,7 +63,7 @@ class Grid(Encoding):
     def from_config(cls, config: Mapping[str, Any], n_input_dims: int, where: str) -> "Grid":
         keys = ConfigReader(config, where)
         if not 1 <= n_input_dims <= MAX_INPUT_DIMS:
-            keys.fail("n_dims_to_encode" if keys.has("n_dims_to_encode") else "otype",
+            keys.fail("n_dims_to_encode" if keys.has("n_dims_to_encode") else "n_input_dims",
                       f"gives a grid of {n_input_dims} input dimensions; grids take 1 to {MAX_INPUT_DIMS}")
         grid_type = keys.choice("type", _DEFAULT_TYPE[config.get("otype", "Grid").lower()], GRID_TYPES)
         features = keys.integer("n_features_per_level", 2, 1, 8)
@@ -134,30 +134,36 @@ class Grid(Encoding):
     def initial_parameters(self, rng):
         return float32(rng.uniform(-INIT_RANGE, INIT_RANGE, self.n_parameters))
 
-    def corners(self, level: grid_levels.Level, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For every sample: the table entries of the vertices it reads [batch, corners], their weights [batch,
-        corners] (float32) and the weights' derivatives in x [batch, corners, d]. Nearest reads one vertex."""
+    def corners(self, level: grid_levels.Level, x: np.ndarray, derivatives: bool = False):
+        """For every sample: the table entries of the vertices it reads [batch, corners] and their weights [batch,
+        corners] (float32), and with `derivatives` the weights' derivatives in x [batch, corners, d] (float64).
+        Nearest reads one vertex."""
         d = self.n_input_dims
         position = float32(np.float64(level.scale) * x.astype(np.float64) + 0.5)  # tcnn's fmaf(scale, x, 0.5)
         floor = np.floor(position)
         cell = (np.clip(floor, -2.0 ** 31, 2.0 ** 31 - 1).astype(np.int64) & grid_levels.U32).astype(np.uint32)
         t = float32(position - floor)
         if self.interpolation == "Nearest":
-            return (grid_levels.vertex_index(level, d, cell)[:, None], np.ones((len(x), 1), np.float32),
-                    np.zeros((len(x), 1, d), np.float32))
+            found = (grid_levels.vertex_index(level, d, cell)[:, None], np.ones((len(x), 1), np.float32))
+            return found + ((np.zeros((len(x), 1, d)),) if derivatives else ())
         slope = np.ones_like(t)
         if self.interpolation == "Smoothstep":
             t, slope = smoothstep(t), smoothstep_derivative(t)
         bits = (np.arange(1 << d)[:, None] >> np.arange(d)) & 1  # [corners, d]
         vertex = cell[:, None, :] + bits.astype(np.uint32)  # uint32 wraps as tcnn's does
         along = np.where(bits[None], t[:, None, :], np.float32(1) - t[:, None, :])  # [batch, corners, d]
-        weights = float32(np.prod(along, axis=2))
+        weights = along[:, :, 0]
+        for dim in range(1, d):
+            weights = weights * along[:, :, dim]
+        found = (grid_levels.vertex_index(level, d, vertex), float32(weights))
+        if not derivatives:
+            return found
         derivative = np.empty(along.shape, np.float64)
         for dim in range(d):
             others = np.prod(np.delete(along, dim, axis=2), axis=2)
             sign = np.where(bits[:, dim] == 1, 1.0, -1.0)
             derivative[:, :, dim] = sign * others * np.float64(level.scale) * slope[:, None, dim]
-        return grid_levels.vertex_index(level, d, vertex), weights, derivative
+        return found + (derivative,)
 
     def _table(self, params: np.ndarray, level: grid_levels.Level) -> np.ndarray:
         f = self.n_features_per_level
@@ -168,23 +174,26 @@ class Grid(Encoding):
         out = np.empty((len(x), self.n_output_dims), np.float32)
         f = self.n_features_per_level
         for i, level in enumerate(self.levels):
-            index, weights, _ = self.corners(level, x)
+            index, weights = self.corners(level, x)
             out[:, i * f:(i + 1) * f] = np.einsum("bc,bcf->bf", weights, self._table(params, level)[index])
         return out
 
-    def backward(self, x, params, dy):
+    def backward(self, x, params, dy, input_gradient=True):
         x = as_rows(x, self.n_input_dims)
         f = self.n_features_per_level
         d_params = np.zeros(self.n_parameters, np.float64)
         dx = np.zeros(x.shape, np.float64)
         for i, level in enumerate(self.levels):
-            index, weights, derivative = self.corners(level, x)
+            index, weights, *derivative = self.corners(level, x, derivatives=input_gradient)
             g = np.asarray(dy[:, i * f:(i + 1) * f], np.float64)  # [batch, F]
-            entries = (level.offset + index)[:, :, None] * f + np.arange(f)  # [batch, corners, F]
+            entries = index[:, :, None] * f + np.arange(f)  # [batch, corners, F], within the level's table
             contributions = weights[:, :, None].astype(np.float64) * g[:, None, :]
-            d_params += np.bincount(entries.ravel(), contributions.ravel(), minlength=self.n_parameters)
+            d_params[level.offset * f:(level.offset + level.size) * f] += np.bincount(
+                entries.ravel(), contributions.ravel(), minlength=level.size * f)
+            if not input_gradient:
+                continue
             values = self._table(params, level)[index].astype(np.float64)  # [batch, corners, F]
-            dx += np.einsum("bcf,bf,bcd->bd", values, g, derivative)
+            dx += np.einsum("bcf,bf,bcd->bd", values, g, derivative[0])
         return float32(d_params), float32(dx)
 
     def to_config(self) -> dict[str, Any]:

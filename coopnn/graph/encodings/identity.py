@@ -10,8 +10,6 @@ import numpy as np
 from coopnn.graph.encodings.base import Encoding, as_rows, float32
 from coopnn.graph.encodings.config import ConfigReader
 
-MAX_INPUT_DIMS = 1 << 16
-
 
 @dataclass(frozen=True)
 class Identity(Encoding):
@@ -33,7 +31,7 @@ class Identity(Encoding):
     def forward(self, x, params):
         return float32(as_rows(x, self.n_input_dims) * np.float32(self.scale) + np.float32(self.offset))
 
-    def backward(self, x, params, dy):
+    def backward(self, x, params, dy, input_gradient=True):
         return np.zeros(0, np.float32), float32(dy * np.float32(self.scale))
 
     def to_config(self) -> dict[str, Any]:

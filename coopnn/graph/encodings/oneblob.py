@@ -63,7 +63,7 @@ class OneBlob(Encoding):
         cdf = self._at_boundaries(x, quartic_cdf)
         return float32(np.diff(cdf, axis=2)).reshape(len(x), -1)
 
-    def backward(self, x, params, dy):
+    def backward(self, x, params, dy, input_gradient=True):
         x = as_rows(x, self.n_input_dims)
         density = self._at_boundaries(x, quartic_density)
         per_bin = density[:, :, :-1] - density[:, :, 1:]  # d/dx of cdf(right - x) - cdf(left - x)

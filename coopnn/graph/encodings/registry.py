@@ -15,6 +15,7 @@ from coopnn.errors import InputError
 from coopnn.graph.encodings.base import Encoding
 
 DEFAULT_OTYPE = "OneBlob"  # what tiny-cuda-nn makes of a config without an otype
+MAX_INPUT_DIMS = 1 << 16
 
 
 @functools.cache
@@ -43,6 +44,8 @@ def from_config(config: Mapping[str, Any], n_input_dims: int, where: str = "enco
     the key for anything coopnn cannot build."""
     if not isinstance(config, Mapping):
         raise InputError(f"{where}: an encoding config is a JSON object (a dict), not {config!r}")
+    if isinstance(n_input_dims, bool) or not isinstance(n_input_dims, int) or not 1 <= n_input_dims <= MAX_INPUT_DIMS:
+        raise InputError(f"{where}: an encoding takes 1 to {MAX_INPUT_DIMS} input dimensions, not {n_input_dims!r}")
     otype = config.get("otype", DEFAULT_OTYPE)
     cls = _classes().get(otype.lower()) if isinstance(otype, str) else None
     if cls is None:

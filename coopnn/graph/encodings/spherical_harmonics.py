@@ -85,7 +85,7 @@ class SphericalHarmonics(Encoding):
     def forward(self, x, params):
         return float32(harmonics(self._direction(x), self.degree)[:, 0].T)
 
-    def backward(self, x, params, dy):
+    def backward(self, x, params, dy, input_gradient=True):
         gradient = harmonics(self._direction(x), self.degree)[:, 1:]  # [outputs, 3, batch]
         dx = 2 * np.einsum("bo,odb->bd", np.asarray(dy, np.float64), gradient)
         return np.zeros(0, np.float32), float32(dx)

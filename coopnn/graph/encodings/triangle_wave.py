@@ -43,7 +43,7 @@ class TriangleWave(Encoding):
         v = self._waves(x)
         return float32(np.abs(v - np.floor(v) - np.float32(0.5)) * np.float32(4) - np.float32(1)).reshape(len(x), -1)
 
-    def backward(self, x, params, dy):
+    def backward(self, x, params, dy, input_gradient=True):
         x = as_rows(x, self.n_input_dims)
         v = self._waves(x)
         rising = np.floor(v * 2).astype(np.int64) % 2 == 1  # the second half of each period

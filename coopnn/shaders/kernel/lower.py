@@ -68,9 +68,6 @@ class Lowerer:
         if not self.value(node.outputs[0]).batched:
             raise CompileError(f"node {node.name!r} computes a constant; run the constant-folding pass first")
         fn = LOWERINGS.get(node.op)
-        if fn is None and node.op is Op.ENCODING:
-            raise CompileError(f"node {node.name!r}: the encoding {node.attrs['encoding'].describe()} has no kernel "
-                               "lowering yet; the numpy backend runs and trains it")
         if fn is None:
             raise CompileError(
                 f"node {node.name!r}: operator {node.op.value} has no kernel lowering "
@@ -120,6 +117,18 @@ def _linear(lw: Lowerer, node: Node) -> str:
     y = outs[0] if groups == 1 else lw.k.gather(outs, [(g, i) for g in range(groups) for i in range(rows)])
     act = node.activation
     return y if act is None else activations.apply(lw.k, act.op, y, act.attrs)
+
+
+@lowering(Op.ENCODING)
+def _encoding(lw: Lowerer, node: Node) -> str:
+    """One `encode` instruction; the parameter vector (a grid's tables) is a constant vector parameter that keeps
+    the graph constant's name, so trained tables reach a compiled model as other weights do."""
+    x = lw.vectors[node.inputs[0]]
+    params = ()
+    if len(node.inputs) > 1:
+        table = np.asarray(lw.graph.constants[node.inputs[1]], np.float32).reshape(-1)
+        params = (lw.k.constant_param(table, "vector", "e", source=node.inputs[1]),)
+    return lw.k.emit("encode", None, (x,) + params, encoding=node.attrs["encoding"])
 
 
 @lowering(*activations.EXPANSIONS)

@@ -178,6 +178,17 @@ def _accumulated(operands, attrs, declared):
     return None
 
 
+def _encoded(operands, attrs, declared):
+    x, *params = operands
+    encoding = attrs["encoding"]
+    _check(x == VecType("f32", encoding.n_input_dims),
+           f"encodes a coopvector<f32x{encoding.n_input_dims}>, not {x}")
+    _check(bool(params) == bool(encoding.n_parameters)
+           and all(p.role == "vector" and p.shape == (encoding.n_parameters,) for p in params),
+           f"{encoding.describe()} reads a vector of {encoding.n_parameters} parameters")
+    return VecType("f32", encoding.n_output_dims)
+
+
 def _product(operands, attrs, declared):
     matrix, x, *bias = operands
     rows, cols = matrix.shape[::-1] if attrs.get("transpose") else matrix.shape
@@ -211,6 +222,11 @@ def _gemv(instr: Instr, operands: list, batch: Batch) -> np.ndarray:
 def _outer_sum(instr: Instr, operands: list, batch: Batch) -> np.ndarray:
     delta, x, _ = operands
     return delta.T @ x
+
+
+def _encode(instr: Instr, operands: list, batch: Batch) -> np.ndarray:
+    x, *params = operands
+    return instr.attrs["encoding"].forward(x, params[0] if params else np.zeros(0, np.float32))
 
 
 def _gather(instr: Instr, operands: list, batch: Batch) -> np.ndarray:
@@ -269,6 +285,10 @@ def _gemv_text(instr: Instr, program: KernelProgram) -> str:
     return f"{name} " + ", ".join("%" + a for a in instr.args)
 
 
+def _encode_text(instr: Instr, program: KernelProgram) -> str:
+    return "encode " + ", ".join("%" + a for a in instr.args) + f" {{encoding={instr.attrs['encoding'].describe()}}}"
+
+
 def _reduce_text(instr: Instr, program: KernelProgram) -> str:
     return f"{instr.op} %{instr.args[0]} {{group={instr.attrs['group']}}}"
 
@@ -289,6 +309,9 @@ _declare("gemv", (PARAM, VALUE, PARAM), _product, _gemv, elementwise=False, opti
 _declare("accumulate_outer", (VALUE, VALUE, OUTPUT), _accumulated, _outer_sum, elementwise=False)
 _declare("accumulate_sum", (VALUE, OUTPUT), _accumulated, lambda instr, operands, batch: operands[0].sum(axis=0),
          elementwise=False)
+# An input encoding (`coopnn.graph.encodings`) of one sample, reading its parameter vector (a grid's tables) when it
+# has one; every target emits it through `coopnn.shaders.targets.encodings`.
+_declare("encode", (VALUE, PARAM), _encoded, _encode, elementwise=False, optional=1, text=_encode_text)
 _declare("gather", (VALUE,), _gathered, _gather, elementwise=False, variadic=True, text=_gather_text)
 _declare("reduce_sum", (VALUE,), _reduced, _reduction(np.sum), elementwise=False, text=_reduce_text)
 _declare("reduce_max", (VALUE,), _reduced, _reduction(np.max), elementwise=False, text=_reduce_text)

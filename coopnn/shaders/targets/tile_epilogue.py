@@ -4,6 +4,7 @@ OpCooperativeMatrixPerElementOpNV, coopmat on each component an invocation holds
 
 from __future__ import annotations
 
+from coopnn.shaders.kernel.program import Instr
 from coopnn.shaders.spirv import Id
 from coopnn.shaders.targets.scalar_math import COMPARISONS
 from coopnn.shaders.targets.scalar_writer import ScalarWriter
@@ -16,20 +17,24 @@ def round_fp16(writer: ScalarWriter, x: Id) -> Id:
     return writer.fn.emit("OpFConvert", writer.f32, half)
 
 
+def scalar_instruction(writer: ScalarWriter, instr: Instr, args: list[Id]) -> Id:
+    """One component of the component-wise instruction `instr` on one scalar of each operand."""
+    if instr.op in COMPARISONS:
+        return writer.compare(instr.op, *args)
+    if instr.op == "select":
+        return writer.select(*args)
+    if instr.op == "cast":
+        return writer.cast(args[0], instr.type.dtype)
+    if len(args) == 1:
+        return writer.unary(instr.op, args[0])
+    return writer.binary(instr.op, *args)
+
+
 def emit_stage(writer: ScalarWriter, plan: TilePlan, stage: Stage, x: Id) -> Id:
     """The stage's result for the float32 component `x` of its start: x rounded to float16, then the epilogue."""
     types = plan.program.value_types()
     values = {stage.source: round_fp16(writer, x)}
     for instr in stage.epilogue:
         args = [values[a] if a in values else writer.splat(plan.constants[a], 1, types[a].dtype) for a in instr.args]
-        if instr.op in COMPARISONS:
-            values[instr.result] = writer.compare(instr.op, *args)
-        elif instr.op == "select":
-            values[instr.result] = writer.select(*args)
-        elif instr.op == "cast":
-            values[instr.result] = writer.cast(args[0], instr.type.dtype)
-        elif len(args) == 1:
-            values[instr.result] = writer.unary(instr.op, args[0])
-        else:
-            values[instr.result] = writer.binary(instr.op, *args)
+        values[instr.result] = scalar_instruction(writer, instr, args)
     return values[stage.result]

@@ -3,9 +3,13 @@
 A tile kernel carries a tile of samples through every layer as matrices, so it takes a program that is one chain: the
 one input loaded, then stages, each a `gemv` (no transpose) of the previous stage's value followed by an epilogue of
 component-wise instructions on its result and splat constants, and the last stage's value stored into the one output.
-The input load starts stage 0, whose epilogue (if any) runs before the first product. Every instruction outside this
-shape is refused with a CompileError naming it and why: several inputs or outputs, a value used again after the next
-layer (a skip or residual connection), gathers, reductions, per-feature constant vectors and training instructions.
+The input load starts stage 0, whose epilogue (if any) runs before the first product. Where what comes before the
+first product is not component-wise (an input encoding, the frequency encoding's gathers, constant vectors,
+reductions), it is the plan's per-sample `input_stage` instead: the targets run those instructions for each sample of
+the tile (`coopnn.shaders.targets.tile_input`) and stage 0 starts from their result, with no epilogue. Every other
+instruction outside this shape is refused with a CompileError naming it and why: several inputs or outputs, a value
+used again after the next layer (a skip or residual connection), gathers, reductions and per-feature constant
+vectors after the first product, and training instructions.
 
 Numerics, those of `coopnn.layouts.formats.emulation.run_fp16_emulation`: a stage's value is rounded to float16 as
 it starts (the rounded input or product), its epilogue runs in float32, and the result is rounded to float16 again as
@@ -80,6 +84,9 @@ class TilePlan:
     output: Param
     stages: tuple[Stage, ...]
     constants: Mapping[str, float | bool]  # splat constants by kernel value
+    # the instructions after the input load that every sample runs before the first product, where they are not
+    # component-wise (then stage 0 starts from their result); empty otherwise
+    input_stage: tuple[Instr, ...] = ()
 
     @property
     def products(self) -> tuple[Stage, ...]:
@@ -105,12 +112,18 @@ def plan_tiles(program: KernelProgram, target: str) -> TilePlan:
     if first is None or first.op != "load" or first.args[0] != inputs[0].name:
         raise _refuse(target, program, "it does not start by loading its input")
     constants = {i.result: i.attrs["value"] for i in body if i.op == "constant"}
-    stages: list[Stage] = []
-    current = Stage(first.result, first.result, first.type.size, ())
-    members = {first.result}
-    stored = False
     types = program.value_types()
-    for instr in body[1:]:
+    input_stage = _input_stage(target, program, body)
+    stages: list[Stage] = []
+    if input_stage:
+        operand = body[len(input_stage) + 1].args[1]
+        current = Stage(operand, operand, types[operand].size, ())
+        members = {operand}
+    else:
+        current = Stage(first.result, first.result, first.type.size, ())
+        members = {first.result}
+    stored = False
+    for instr in body[1 + len(input_stage):]:
         if stored:
             raise _refuse(target, program, f"instruction {instr.op!r} follows the store of the output")
         if instr.op == "constant":
@@ -146,7 +159,27 @@ def plan_tiles(program: KernelProgram, target: str) -> TilePlan:
         raise _refuse(target, program, "it never stores its output")
     if len(stages) < 2:
         raise _refuse(target, program, "it has no Linear layer, so there is no matrix product to run on tensor cores")
-    return TilePlan(program, inputs[0], outputs[0], tuple(stages), constants)
+    return TilePlan(program, inputs[0], outputs[0], tuple(stages), constants, input_stage)
+
+
+# What a per-sample input stage may hold besides component-wise instructions.
+_PER_SAMPLE = ("constant", "gather", "encode", "load", "reduce_sum", "reduce_max")
+
+
+def _input_stage(target: str, program: KernelProgram, body: tuple[Instr, ...]) -> tuple[Instr, ...]:
+    """The instructions between the input load and the first product when one of them is not component-wise (an
+    encoding, a gather, a constant vector, a reduction), else (); CompileError for one no sample can run alone."""
+    end = next((n for n, instr in enumerate(body) if instr.op == "gemv"), len(body))
+    prefix = body[1:end]
+    if all(KERNEL_OPS[i.op].elementwise or i.op in ("cast", "constant") for i in prefix) or end == len(body):
+        return ()
+    for instr in prefix:
+        if instr.op == "load" and program.param(instr.args[0]).role != "vector":
+            raise _refuse(target, program, f"instruction 'load' of the {program.param(instr.args[0]).role} "
+                                           f"{instr.args[0]} comes before the first product")
+        if not (KERNEL_OPS[instr.op].elementwise or instr.op == "cast" or instr.op in _PER_SAMPLE):
+            raise _refuse(target, program, f"instruction {instr.op!r} is {_REFUSED.get(instr.op, 'not per-sample')}")
+    return prefix
 
 
 def _check_product(target: str, program: KernelProgram, instr: Instr, current: Stage, members: set[str],

@@ -37,6 +37,18 @@ def stage_lines(plan: TilePlan, stage: Stage, value: str) -> tuple[list[str], st
     return lines, "%x" if stage.result == stage.source else f"%{stage.result}"
 
 
+def input_stage_lines(plan: TilePlan) -> list[str]:
+    """A per-sample input stage (`TilePlan.input_stage`) for sample %sample: its input's load, then its instructions
+    in the kernel program's syntax."""
+    program = plan.program
+    load = program.body[0]
+    lines = [f"%{load.result} = load %{plan.input.name}[:, %sample] : {load.type}"]
+    for instr in plan.input_stage:
+        line = KERNEL_OPS[instr.op].line(instr, program).replace("%i]", "%sample]")
+        lines.append(f"%{instr.result} = {line} : {instr.type}")
+    return lines
+
+
 def tile_function(name: str, params: Sequence[tuple[str, str]], work_group_size: tuple[int, int], tile: int,
                   body: Sequence[str]) -> list[str]:
     """`func @name` over `params` ((declaration, comment or ""), then the batch size %n) whose body is a

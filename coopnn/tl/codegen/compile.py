@@ -8,14 +8,13 @@ from dataclasses import dataclass
 
 from coopnn.shaders.spirv import Module
 from coopnn.tl import ast
-from coopnn.tl.codegen import emit_collectives, emit_control, emit_memory, emit_scalar  # noqa: F401 (emitters)
+from coopnn.tl.codegen import emit_collectives, emit_control, emit_coopmatrix, emit_memory, emit_scalar  # noqa: F401
 from coopnn.tl.codegen.emitter import Emitter, GroupRef, MemrefValue, Typed
 from coopnn.tl.codegen.layout import ARGUMENT_BINDING, Slot, argument_slots
 from coopnn.tl.codegen.types import storage_type
 from coopnn.tl.launch import Launch
 from coopnn.tl.types import GroupType, ScalarType
 
-EMITTER_MODULES = (emit_collectives, emit_control, emit_memory, emit_scalar)
 ALWAYS_FEATURES = frozenset({"shaderInt64", "vulkanMemoryModel"})
 FEATURES_BY_TYPE = {
     "i8": {"shaderInt8", "storageBuffer8BitAccess"},
@@ -35,6 +34,7 @@ class CompiledFunction:
     slots: tuple[Slot, ...]
     binding_count: int
     features: frozenset[str]
+    extensions: frozenset[str] = frozenset()
 
 
 def scalar_types(node) -> set[str]:
@@ -105,7 +105,7 @@ def _bind(e: Emitter, argument: ast.Argument, slot: Slot):
     order = memref.order
     shape = tuple(_dimension(e, s, slot.slot + 1 + k) for k, s in enumerate(memref.shape))
     strides = tuple(_dimension(e, s, slot.slot + 1 + order + k) for k, s in enumerate(memref.strides))
-    return MemrefValue(variable, "StorageBuffer", memref.element, e.index(0), shape, strides, associated)
+    return MemrefValue(variable, "StorageBuffer", memref.element, e.index(0), shape, strides, associated, memref)
 
 
 def compile_function(function: ast.Function, launch: Launch) -> CompiledFunction:
@@ -123,5 +123,6 @@ def compile_function(function: ast.Function, launch: Launch) -> CompiledFunction
     e.fn.return_()
     m.entry_point(e.fn, "main", "GLCompute", local_size=(*launch.work_group_size, 1))
     bindings = 1 + sum(1 for s in slots if s.binding is not None)
-    return CompiledFunction(function.name, m.to_bytes(), launch, slots, bindings, features_for(function))
+    return CompiledFunction(function.name, m.to_bytes(), launch, slots, bindings,
+                            features_for(function) | e.features, frozenset(e.extensions))
 

@@ -1,11 +1,13 @@
 """Emitting the collectives as loops: the output's elements are split over the work-group's invocations (element e
 on invocation e mod the work-group size), each computing its element's sum in the output's element type (float32
 for f16 and bf16 outputs), then B := alpha p + beta B, where beta 0 leaves B unread (BLAS's rule). With the atomic
-flag the update is an atomic add (beta 1) or an atomic store (beta 0). A barrier follows, as tinytc inserts them."""
+flag the update is an atomic add (beta 1) or an atomic store (beta 0). A barrier follows, as tinytc inserts them.
+gemm runs on KHR cooperative matrices instead where the device and the operands allow (emit_gemm_matrices.py)."""
 
 from __future__ import annotations
 
 from coopnn.tl import ast
+from coopnn.tl.codegen.emit_gemm_matrices import emit_gemm_on_matrices, matrix_plan
 from coopnn.tl.codegen.emit_memory import atomic_update
 from coopnn.tl.codegen.emit_scalar import binary, convert
 from coopnn.tl.codegen.emitter import Emitter, MemrefValue, Typed, emits
@@ -133,6 +135,10 @@ def _collective(e: Emitter, i: ast.Collective):
     t = compute_type(out.element)
     alpha = Typed(convert(e, operands[0], t), t)
     beta = Typed(convert(e, operands[-2], t), t)
+    shape = matrix_plan(e, i, operands)
+    if shape is not None:
+        emit_gemm_on_matrices(e, i, operands, shape, alpha, beta)
+        return ()
     if i.op == "cumsum":
         _cumsum(e, i, t, alpha, beta, operands)
     else:

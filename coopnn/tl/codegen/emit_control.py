@@ -6,9 +6,9 @@ collective regions. `for` and `if` keep their values in function variables."""
 from __future__ import annotations
 
 from coopnn.tl import ast
-from coopnn.tl.codegen.emit_scalar import convert
-from coopnn.tl.codegen.emitter import Emitter, Typed, emits
-from coopnn.tl.types import INDEX, ScalarType
+from coopnn.tl.codegen.emit_scalar import convert, work_item_length
+from coopnn.tl.codegen.emitter import CoopValue, Emitter, Typed, emits
+from coopnn.tl.types import INDEX, CoopMatrixType, ScalarType
 
 
 @emits(ast.Parallel)
@@ -84,50 +84,67 @@ def _foreach_tile(e: Emitter, i: ast.ForeachTile):
     return ()
 
 
-def _scalar_types(e: Emitter, i, types) -> list[ScalarType]:
-    for t in types:
-        if not isinstance(t, ScalarType):
-            e.fail(i, "the SPIR-V compiler does not handle cooperative matrices yet")
-    return list(types)
+def _variable(e: Emitter, t):
+    """A function variable holding a value of `t` (a cooperative matrix as an array of its work-item vector)."""
+    if isinstance(t, CoopMatrixType):
+        return e.fn.variable(e.m.type_array(e.value_type(t.component), work_item_length(e, t)))
+    return e.fn.variable(e.value_type(t))
+
+
+def _store(e: Emitter, variable, t, value) -> None:
+    if isinstance(t, CoopMatrixType):
+        array = e.m.type_array(e.value_type(t.component), work_item_length(e, t))
+        e.fn.emit("OpStore", variable, e.emit("OpCompositeConstruct", array, *value.elements))
+    else:
+        e.fn.emit("OpStore", variable, value.id)
+
+
+def _load(e: Emitter, variable, t):
+    if isinstance(t, CoopMatrixType):
+        length = work_item_length(e, t)
+        array = e.emit("OpLoad", e.m.type_array(e.value_type(t.component), length), variable)
+        component = e.value_type(t.component)
+        return CoopValue(t, tuple(e.emit("OpCompositeExtract", component, array, k) for k in range(length)))
+    return Typed(e.emit("OpLoad", e.value_type(t), variable), t)
 
 
 @emits(ast.For)
 def _for(e: Emitter, i: ast.For):
-    types = _scalar_types(e, i, i.types)
+    types = i.types
     start, stop = e.value(i.start), e.value(i.stop)
     counter_type = e.value_type(start.type)
     step = e.value(i.step).id if i.step is not None else e.m.constant(counter_type, 1)
     counter = e.fn.variable(counter_type)
     e.fn.emit("OpStore", counter, start.id)
-    carried = [e.fn.variable(e.value_type(t)) for t in types]
-    for variable, initial in zip(carried, i.initial):
-        e.fn.emit("OpStore", variable, e.value(initial).id)
+    carried = [_variable(e, t) for t in types]
+    for variable, initial, t in zip(carried, i.initial, types):
+        _store(e, variable, t, e.value(initial))
     with e.fn.loop() as loop:
         current = e.emit("OpLoad", counter_type, counter)
         loop.while_(e.emit("OpSLessThan", e.bool, current, stop.id))
         defines = {i.variable.name: Typed(current, start.type)}
         for name, variable, t in zip(i.carried, carried, types):
-            defines[name.name] = Typed(e.emit("OpLoad", e.value_type(t), variable), t)
+            defines[name.name] = _load(e, variable, t)
         yielded = e.run_region(i.body, defines) or []
-        for variable, value in zip(carried, yielded):
-            e.fn.emit("OpStore", variable, value.id)
+        for variable, value, t in zip(carried, yielded, types):
+            _store(e, variable, t, value)
         loop.continue_()
         e.fn.emit("OpStore", counter, e.emit("OpIAdd", counter_type, current, step))
-    return tuple(Typed(e.emit("OpLoad", e.value_type(t), v), t) for v, t in zip(carried, types))[:len(i.results)]
+    return tuple(_load(e, v, t) for v, t in zip(carried, types))[:len(i.results)]
 
 
 @emits(ast.If)
 def _if(e: Emitter, i: ast.If):
-    types = _scalar_types(e, i, i.types)
-    results = [e.fn.variable(e.value_type(t)) for t in types]
+    types = i.types
+    results = [_variable(e, t) for t in types]
 
     def arm(region):
-        for variable, value in zip(results, e.run_region(region) or []):
-            e.fn.emit("OpStore", variable, value.id)
+        for variable, value, t in zip(results, e.run_region(region) or [], types):
+            _store(e, variable, t, value)
 
     with e.fn.if_(e.value(i.condition).id) as branch:
         arm(i.then)
         if i.otherwise is not None:
             branch.else_()
             arm(i.otherwise)
-    return tuple(Typed(e.emit("OpLoad", e.value_type(t), v), t) for v, t in zip(results, types))
+    return tuple(_load(e, v, t) for v, t in zip(results, types))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from coopnn.tl import ast
 from coopnn.tl.codegen.emit_scalar import binary
+from coopnn.shaders.spirv import Id
 from coopnn.tl.codegen.emitter import Emitter, GroupRef, MemrefValue, Typed, emits
 from coopnn.tl.codegen.types import from_storage, storage_type, to_storage
 from coopnn.tl.types import BOOL, INDEX, ScalarType
@@ -45,11 +46,15 @@ def _store(e: Emitter, i: ast.Store):
 
 
 def _scope_and_semantics(e: Emitter, atomic: ast.Atomic, memref: MemrefValue):
+    if memref.element.component().size == 8:
+        e.m.capability("Int64Atomics")
+        e.features.add("shaderBufferInt64Atomics" if memref.storage_class == "StorageBuffer"
+                       else "shaderSharedInt64Atomics")
     storage = "UniformMemory" if memref.storage_class == "StorageBuffer" else "WorkgroupMemory"
     semantics = VULKAN_SEMANTICS[atomic.semantics]
     return (e.m.enum_constant("Scope", VULKAN_SCOPES[atomic.scope]),
             e.m.enum_constant("MemorySemantics", *semantics, *((storage,) if semantics else ())) if semantics
-            else e.m.enum_constant("MemorySemantics", "MaskNone"))
+            else e.m.enum_constant("MemorySemantics", "Relaxed"))
 
 
 def _parts(e: Emitter, memref: MemrefValue, flat):
@@ -69,17 +74,20 @@ def _check_atomic_type(e: Emitter, i, element: ScalarType) -> None:
         e.fail(i, f"atomics on {element} are not supported by the SPIR-V compiler (32- and 64-bit types are)")
 
 
+def atomic_load_element(e: Emitter, memref: MemrefValue, flat, atomic: ast.Atomic, where) -> Id:
+    """The element at `flat`, loaded atomically (a complex one part by part)."""
+    _check_atomic_type(e, where, memref.element)
+    scope, semantics = _scope_and_semantics(e, atomic, memref)
+    values = [from_storage(e.fn, part, e.emit("OpAtomicLoad", storage_type(e.m, part), pointer, scope, semantics))
+              for pointer, part in _parts(e, memref, flat)]
+    return values[0] if len(values) == 1 else e.emit("OpCompositeConstruct", e.value_type(memref.element), *values)
+
+
 @emits(ast.AtomicLoad)
 def _atomic_load(e: Emitter, i: ast.AtomicLoad):
     tensor = e.value(i.tensor)
-    _check_atomic_type(e, i, tensor.element)
-    scope, semantics = _scope_and_semantics(e, i.atomic, tensor)
-    values = []
-    for pointer, part in _parts(e, tensor, e.flat_index(tensor, _indices(e, i.indices))):
-        raw = e.emit("OpAtomicLoad", storage_type(e.m, part), pointer, scope, semantics)
-        values.append(from_storage(e.fn, part, raw))
-    return (Typed(values[0] if len(values) == 1 else e.emit("OpCompositeConstruct", e.value_type(i.type), *values),
-                  i.type),)
+    flat = e.flat_index(tensor, _indices(e, i.indices))
+    return (Typed(atomic_load_element(e, tensor, flat, i.atomic, i), i.type),)
 
 
 def _split(e: Emitter, value: Typed) -> list:
@@ -89,14 +97,18 @@ def _split(e: Emitter, value: Typed) -> list:
     return [e.emit("OpCompositeExtract", part, value.id, k) for k in (0, 1)]
 
 
+def atomic_store_element(e: Emitter, memref: MemrefValue, flat, value: Typed, atomic: ast.Atomic, where) -> None:
+    _check_atomic_type(e, where, memref.element)
+    scope, semantics = _scope_and_semantics(e, atomic, memref)
+    for (pointer, part), part_value in zip(_parts(e, memref, flat), _split(e, value)):
+        e.fn.emit("OpAtomicStore", pointer, scope, semantics, to_storage(e.fn, part, part_value))
+
+
 @emits(ast.AtomicStore)
 def _atomic_store(e: Emitter, i: ast.AtomicStore):
     tensor = e.value(i.tensor)
-    _check_atomic_type(e, i, tensor.element)
-    scope, semantics = _scope_and_semantics(e, i.atomic, tensor)
     flat = e.flat_index(tensor, _indices(e, i.indices))
-    for (pointer, part), value in zip(_parts(e, tensor, flat), _split(e, e.value(i.value))):
-        e.fn.emit("OpAtomicStore", pointer, scope, semantics, to_storage(e.fn, part, value))
+    atomic_store_element(e, tensor, flat, e.value(i.value), i.atomic, i)
     return ()
 
 
@@ -119,7 +131,7 @@ def atomic_update(e: Emitter, op: str, memref: MemrefValue, flat, value: Typed, 
 def _compare_exchange_loop(e: Emitter, op: str, part: ScalarType, pointer, operand, scope, semantics):
     bits = storage_type(e.m, part)
     held = e.value_type(part)
-    relaxed = e.m.enum_constant("MemorySemantics", "MaskNone")
+    relaxed = e.m.enum_constant("MemorySemantics", "Relaxed")
     expected = e.fn.variable(bits)
     e.fn.emit("OpStore", expected, e.emit("OpAtomicLoad", bits, pointer, scope, relaxed))
     with e.fn.loop() as loop:
@@ -155,7 +167,7 @@ def _subview(e: Emitter, i: ast.Subview):
         shape.append(_offset_or_size(e, piece.size))
         strides.append(stride)
     return (MemrefValue(tensor.variable, tensor.storage_class, tensor.element, offset, tuple(shape), tuple(strides),
-                        tensor.associated),)
+                        tensor.associated, i.type),)
 
 
 @emits(ast.Expand)
@@ -169,7 +181,7 @@ def _expand(e: Emitter, i: ast.Expand):
     shape = tensor.shape[:i.mode] + tuple(sizes) + tensor.shape[i.mode + 1:]
     all_strides = tensor.strides[:i.mode] + tuple(strides) + tensor.strides[i.mode + 1:]
     return (MemrefValue(tensor.variable, tensor.storage_class, tensor.element, tensor.offset, shape, all_strides,
-                        tensor.associated),)
+                        tensor.associated, i.type),)
 
 
 @emits(ast.Fuse)
@@ -181,7 +193,7 @@ def _fuse(e: Emitter, i: ast.Fuse):
     shape = tensor.shape[:i.first] + (fused,) + tensor.shape[i.last + 1:]
     strides = tensor.strides[:i.first + 1] + tensor.strides[i.last + 1:]
     return (MemrefValue(tensor.variable, tensor.storage_class, tensor.element, tensor.offset, shape, strides,
-                        tensor.associated),)
+                        tensor.associated, i.type),)
 
 
 @emits(ast.Size)
@@ -207,7 +219,7 @@ def _alloca(e: Emitter, i: ast.Alloca):
         strides.append(e.index(running))
         running *= size
     return (MemrefValue(variable, "Workgroup", i.type.element, e.index(0), tuple(e.index(n) for n in i.type.shape),
-                        tuple(strides), e.m.constant(e.bool, True)),)
+                        tuple(strides), e.m.constant(e.bool, True), i.type),)
 
 
 @emits(ast.Barrier)

@@ -5,9 +5,9 @@ subgroup operations. Complex values are two-component vectors; bf16 results are 
 from __future__ import annotations
 
 from coopnn.tl import ast
-from coopnn.tl.codegen.emitter import Emitter, Typed, emits
+from coopnn.tl.codegen.emitter import CoopValue, Emitter, Typed, emits
 from coopnn.tl.codegen.types import constant, round_bf16
-from coopnn.tl.types import F32, I32, ScalarType
+from coopnn.tl.types import F32, I32, CoopMatrixType, ScalarType
 
 
 def kind(t: ScalarType) -> str:
@@ -79,11 +79,16 @@ def binary(e: Emitter, op: str, t: ScalarType, a, b):
     return e.emit(instruction, e.value_type(t), a, b)
 
 
+def _elementwise(t: CoopMatrixType, apply, *matrices: CoopValue) -> CoopValue:
+    return CoopValue(t, tuple(apply(*parts) for parts in zip(*(m.elements for m in matrices))))
+
+
 @emits(ast.Arith)
 def _arith(e: Emitter, i: ast.Arith):
-    if not isinstance(i.type, ScalarType):
-        e.fail(i, "the SPIR-V compiler does not handle arithmetic on cooperative matrices yet")
     a, b = e.value(i.a), e.value(i.b)
+    if isinstance(i.type, CoopMatrixType):
+        t = i.type.component
+        return (_elementwise(i.type, lambda x, y: finish(e, t, binary(e, i.op, t, x, y)).id, a, b),)
     return (finish(e, i.type, binary(e, i.op, i.type, a.id, b.id)),)
 
 
@@ -107,9 +112,11 @@ def _unary_value(e: Emitter, i: ast.Unary, a: Typed):
 
 @emits(ast.Unary)
 def _unary(e: Emitter, i: ast.Unary):
-    if not isinstance(i.type, ScalarType):
-        e.fail(i, "the SPIR-V compiler does not handle arithmetic on cooperative matrices yet")
-    return (finish(e, i.type, _unary_value(e, i, e.value(i.a))),)
+    a = e.value(i.a)
+    if isinstance(i.type, CoopMatrixType):
+        source, t = a.type.component, i.type.component
+        return (_elementwise(i.type, lambda x: finish(e, t, _unary_value(e, i, Typed(x, source))).id, a),)
+    return (finish(e, i.type, _unary_value(e, i, a)),)
 
 
 @emits(ast.Compare)
@@ -180,16 +187,24 @@ def convert(e: Emitter, value: Typed, target: ScalarType):
 
 @emits(ast.Cast)
 def _cast(e: Emitter, i: ast.Cast):
-    if not isinstance(i.type, ScalarType):
-        e.fail(i, "the SPIR-V compiler does not handle casts of cooperative matrices yet")
-    return (Typed(convert(e, e.value(i.operand), i.type), i.type),)
+    a = e.value(i.operand)
+    if isinstance(i.type, CoopMatrixType):
+        source, t = a.type.component, i.type.component
+        return (_elementwise(i.type, lambda x: convert(e, Typed(x, source), t), a),)
+    return (Typed(convert(e, a, i.type), i.type),)
 
 
 @emits(ast.Constant)
 def _constant(e: Emitter, i: ast.Constant):
-    if not isinstance(i.type, ScalarType):
-        e.fail(i, "the SPIR-V compiler does not handle cooperative matrices yet")
+    if isinstance(i.type, CoopMatrixType):
+        value = constant(e.m, i.type.component, i.value)
+        return (CoopValue(i.type, (value,) * work_item_length(e, i.type)),)
     return (Typed(constant(e.m, i.type, i.value), i.type),)
+
+
+def work_item_length(e: Emitter, t: CoopMatrixType) -> int:
+    """Elements of a cooperative matrix each invocation holds: ceil(rows / subgroup size) per column."""
+    return -(-t.rows // e.launch.subgroup_size) * t.columns
 
 
 def _builtin_word(e: Emitter, i: ast.Builtin):

@@ -16,10 +16,9 @@ from typing import Callable
 from coopnn.errors import CompileError
 from coopnn.shaders.spirv import Id, Module
 from coopnn.tl import ast
-from coopnn.tl.codegen.layout import ARGUMENT_BINDING
 from coopnn.tl.codegen.types import from_storage, storage_type, to_storage, value_type
 from coopnn.tl.launch import Launch
-from coopnn.tl.types import ScalarType
+from coopnn.tl.types import CoopMatrixType, MemrefType, ScalarType
 
 Emit = Callable[["Emitter", ast.Inst], tuple]
 EMITTERS: dict[type, Emit] = {}
@@ -43,6 +42,7 @@ class MemrefValue:
     shape: tuple[Id, ...]
     strides: tuple[Id, ...]
     associated: Id
+    declared: MemrefType | None = None  # its type, where the source says it (static sizes and strides)
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,14 @@ class Typed:
     type: ScalarType
 
 
+@dataclass(frozen=True)
+class CoopValue:
+    """A cooperative matrix: this invocation's work-item vector, one value per element (see emit_coopmatrix.py)."""
+
+    type: CoopMatrixType
+    elements: tuple[Id, ...]
+
+
 class Emitter:
     def __init__(self, module: Module, launch: Launch, argument_buffer: Id):
         self.m = module
@@ -74,6 +82,8 @@ class Emitter:
         self.u32 = module.type_int(32, False)
         self.bool = module.type_bool()
         self._builtins: dict[str, Id] = {}
+        self.features: set[str] = set()  # device features the emitted instructions need beyond the types'
+        self.extensions: set[str] = set()  # device extensions they need
 
     def fail(self, inst, message: str):
         where = f"{inst.span}: " if getattr(inst, "span", None) is not None else ""

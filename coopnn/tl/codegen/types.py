@@ -37,10 +37,6 @@ def storage_type(m: Module, t: ScalarType) -> Id:
     return m.type_vector(bits, 2) if t.is_complex else bits
 
 
-def component_type(m: Module, t: ScalarType) -> Id:
-    return value_type(m, t.component())
-
-
 def constant(m: Module, t: ScalarType, value) -> Id:
     if t.is_complex:
         return m.constant(value_type(m, t), [float(complex(value).real), float(complex(value).imag)])

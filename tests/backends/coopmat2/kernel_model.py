@@ -1,7 +1,7 @@
 """The coopmat2 kernel's steps run in numpy, one work-group's tile after another, through the tensor-addressing model
 (`coopnn.layouts.tensor_memory`): what the GPU computes but for the order of its float32 sums, and where every load
 and store of a ragged tail lands (a load or store outside its buffer raises, an output element never stored stays
-NaN). Each weight entry is read as the format stores it (float16 or float32 elements, or the structured blocks of a
+NaN). A per-sample input stage's rows are its instructions' numpy meaning. Each weight entry is read as the format stores it (float16 or float32 elements, or the structured blocks of a
 block format); a load naming a decode function decodes with `decode_weights` (and `decode_weight_vectors` for its
 DecodeVectorFunc): the shader's decode functions (`coopnn.backends.coopmat2.decode`) in numpy."""
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from coopnn.backends.coopmat2.steps import Apply, Convert, Load, MulAdd, Store, TileKernel
+from coopnn.backends.coopmat2.steps import STAGED, Apply, Convert, Load, MulAdd, Store, TileKernel
+from coopnn.shaders.kernel.ops import KERNEL_OPS, OUTPUT, PARAM, Batch
 from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.formats.fp16 import round_fp16
@@ -55,6 +56,26 @@ def _load(step: Load, memory: np.ndarray, operands: dict) -> np.ndarray:
                 decode=decode_weights(fmt), decode_vector=vector)
 
 
+def staged_rows(kernel: TileKernel, x: np.ndarray, first: int) -> np.ndarray:
+    """The float16 rows a per-sample input stage leaves in workgroup memory for the tile from sample `first`: the
+    stage's instructions by their numpy meaning, 0 past the batch (flattened)."""
+    plan, program = kernel.plan, kernel.plan.program
+    rows = np.minimum(np.arange(first, first + kernel.tile), x.shape[0] - 1)
+    env = {program.body[0].result: np.asarray(x[rows], np.float32)}
+    batch = Batch(kernel.tile, {})
+    for instr in plan.input_stage:
+        op = KERNEL_OPS[instr.op]
+        kinds = op.kinds(len(instr.args))
+        operands = [program.constants[a] if kind == PARAM else env[a] for a, kind in zip(instr.args, kinds)
+                    if kind != OUTPUT]
+        value = op.numpy(*operands) if op.elementwise else op.numpy(instr, operands, batch)
+        env[instr.result] = np.broadcast_to(value, (kernel.tile, instr.type.size)).astype(
+            bool if instr.type.dtype == "bool" else np.float32)
+    staged = env[plan.stages[0].source].copy()
+    staged[first + np.arange(kernel.tile) >= x.shape[0]] = 0
+    return round_fp16(staged).astype(np.float16).ravel()
+
+
 def run_steps(kernel: TileKernel, packed: WeightImage, x: np.ndarray) -> np.ndarray:
     """The outputs (samples x features, float32) of the kernel's steps for inputs `x` (samples x features)."""
     plan = kernel.plan
@@ -65,6 +86,8 @@ def run_steps(kernel: TileKernel, packed: WeightImage, x: np.ndarray) -> np.ndar
     for first in range(0, samples, kernel.tile):
         operands = {"n": samples, "i": first}
         values: dict[str, np.ndarray] = {}
+        if plan.input_stage:
+            memory[STAGED] = staged_rows(kernel, x, first)
         for step in kernel.steps:
             if isinstance(step, Load):
                 values[step.result] = _load(step, memory[step.param], operands)

@@ -113,6 +113,20 @@ def test_composite_slices_pads_and_concatenates():
     check_gradients(encoding, x, rng, params)
 
 
+def test_a_spherical_harmonics_part_is_padded_in_front_as_tcnn_pads_it():
+    encoding = from_config({"otype": "Composite", "nested": [
+        {"otype": "SphericalHarmonics", "n_dims_to_encode": 3, "degree": 1},
+        {"otype": "HashGrid", "n_levels": 1, "n_features_per_level": 4, "n_dims_to_encode": 2,
+         "base_resolution": 4}]}, 5)
+    assert encoding.parts[0].pad == 3
+    rng = np.random.default_rng(7)
+    x = rng.random((2, 5), dtype=np.float32)
+    y = encoding.forward(x, encoding.initial_parameters(rng))
+    np.testing.assert_array_equal(y[:, :3], 1)
+    np.testing.assert_allclose(y[:, 3], 1 / (2 * math.sqrt(math.pi)), rtol=1e-6)
+    check_gradients(encoding, x, rng, rng.standard_normal(encoding.n_parameters).astype(np.float32))
+
+
 def test_the_nrc_preset():
     encoding = from_config({"otype": "NRC"}, 9)
     assert [p.encoding.otype for p in encoding.parts] == ["TriangleWave", "OneBlob", "Identity"]

@@ -1,12 +1,10 @@
-"""The ENCODING graph node: its shape rule and the verifier's checks, its parameters as a named constant, and the
-kernel backends refusing it with a CompileError naming the node and the encoding."""
+"""The ENCODING graph node: its shape rule and the verifier's checks, and its parameters as a named constant."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from coopnn.errors import CompileError
 from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.encodings.registry import from_config
 from coopnn.graph.ir import Node, Op
@@ -14,7 +12,6 @@ from coopnn.graph.ops import ShapeError, output_shape
 from coopnn.graph.parameters import parameters
 from coopnn.graph.verify import VerificationError, verify
 from coopnn.nets.builders import mlp_graph
-from coopnn.shaders.kernel.lower import lower
 
 GRID = from_config({"otype": "HashGrid", "n_levels": 2, "log2_hashmap_size": 4}, 2)
 
@@ -45,12 +42,6 @@ def test_the_verifier_wants_an_encoding_and_float32_constant_parameters():
     node = Node(Op.ENCODING, "encoding", (x, params), ("y",), {"encoding": GRID})
     with pytest.raises(VerificationError):
         verify(graph.replace(nodes=(node,)))
-
-
-def test_kernel_targets_refuse_it_naming_the_node_and_encoding():
-    graph = mlp_graph(2, [4], 1, encoding=GRID.to_config())
-    with pytest.raises(CompileError, match=r"node 'encoding': the encoding Grid\(type=Hash.*no kernel lowering"):
-        lower(graph)
 
 
 def test_an_encoding_without_parameters_takes_no_parameter_input():

@@ -15,6 +15,7 @@ from coopnn.backends.coopvec import target as coopvec_target
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends.coopvec.outer_product import with_accumulators
 from coopnn.backends.portable import target as portable_target
+from coopnn.graph.encodings.registry import from_config
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.layouts.pack import Entry
@@ -42,6 +43,8 @@ WEIGHT = (np.arange(12, dtype=np.float32).reshape(3, 4) - 5) / 8
 BIAS = np.array([0.5, -0.25, 1.0], np.float32)
 SCALE = 3.0
 README = Path(ops.__file__).with_name("README.md")
+IDENTITY = from_config({"otype": "Identity", "scale": 2.0, "offset": -1.0}, 4)
+GRID = from_config({"otype": "DenseGrid", "n_levels": 2, "n_features_per_level": 2, "base_resolution": 2}, 2)
 
 
 def every_instruction(accumulate: bool = True) -> KernelBuilder:
@@ -71,6 +74,9 @@ def every_instruction(accumulate: bool = True) -> KernelBuilder:
     results.append(k.emit("uniform", VecType("f32", 2), name="loss_scale"))
     results.append(k.emit("sample_mask", VecType("f32", 2)))
     results.append(k.splat(-2.0, 3))
+    results.append(k.emit("encode", None, (x,), encoding=IDENTITY))
+    table = k.constant_param(np.arange(GRID.n_parameters, dtype=np.float32) / 64, "vector", "e")
+    results.append(k.emit("encode", None, (k.gather([x], [(0, 0), (0, 1)]), table), encoding=GRID))
     k.emit("store", None, (x, "tape"), start=0, width=4, layout="samples")
     k.emit("store", None, (h, "tape"), start=4, width=4, layout="features")
     k.emit("store", None, (k.reduce("reduce_sum", back, 4), "loss"))
@@ -127,6 +133,10 @@ def test_the_interpreter_runs_every_instruction():
     assert (by_op["uniform"] == SCALE).all() and (by_op["sample_mask"] == 1).all()
     np.testing.assert_array_equal(by_op["gather"], np.stack([np.full(2, 3.0), x[:, 0], x[:, 1]], axis=1))
     np.testing.assert_array_equal(by_op["reduce_max"], (h @ WEIGHT).reshape(2, 2, 2).max(axis=2))
+    encoded = [out[i.args[1]] for i in program.body if i.op == "store" and op_of.get(i.args[0]) == "encode"]
+    table = next(program.constants[i.args[1]] for i in program.body if i.op == "encode" and len(i.args) > 1)
+    np.testing.assert_array_equal(encoded[0], x * 2 - 1)
+    np.testing.assert_array_equal(encoded[1], GRID.forward(x[:, :2], table))
 
 
 @pytest.mark.parametrize("stated, args, attrs, message", [

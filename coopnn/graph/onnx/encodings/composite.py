@@ -26,7 +26,8 @@ def composite(e: Emitter, encoding: Composite, x: str, params: str | None, outpu
             rows = e.slice(e.op("Shape", [x]), 0, 1, 0)
             shape = e.op("Concat", [rows, e.i64([part.pad], "pad")], axis=0)
             value = helper.make_tensor("value", TensorProto.FLOAT, [1], [float(nested.pad_value)])
-            columns.append(e.op("ConstantOfShape", [shape], value=value))
+            columns.insert(len(columns) - 1 if nested.pads_in_front else len(columns),
+                           e.op("ConstantOfShape", [shape], value=value))
     e.last("Concat", columns, output, axis=1)
 
 

@@ -1,0 +1,68 @@
+"""Grid (`coopnn.graph.encodings.grid`): per level, the position p = fma(scale, x, 1/2), its cell floor(p) as
+tcnn's uint32 and the fraction p - floor(p); then the vertices around it (Nearest: the cell's own; Linear and
+Smoothstep: the 2^d corners, bit `dim` of the corner number meaning +1 along `dim`), each indexed densely or by the
+CoherentPrime hash modulo the level's table size (`grid_levels.vertex_index`), its F features read from the
+parameter vector and blended by the corner's weight, the product of its per-dimension weights in dimension order.
+Everything is unrolled: levels, corners and features are compile-time counts."""
+
+from __future__ import annotations
+
+from coopnn.graph.encodings.grid import Grid
+from coopnn.graph.encodings.grid_levels import COHERENT_PRIMES, MAX_DENSE_BASE, U32, Level
+
+
+def _vertex_index(w, level: Level, vertex: list):
+    """The table entry of the vertex with uint32 coordinates `vertex`, modulo the level's size."""
+    if level.hashed:
+        index = vertex[0]
+        for dim in range(1, len(vertex)):
+            index = w.xor(index, w.mul(vertex[dim], w.uint(COHERENT_PRIMES[dim])))
+    elif level.resolution <= MAX_DENSE_BASE[len(vertex)]:
+        index, stride = vertex[0], level.resolution
+        for dim in range(1, len(vertex)):
+            index = w.add(index, w.mul(vertex[dim], w.uint(stride & U32)))
+            stride *= level.resolution
+    else:  # tcnn's dense index of a level too fine to count in uint32: every vertex reads entry 0
+        return w.uint(0)
+    return w.modulo(index, level.size)
+
+
+def _features(w, grid: Grid, level: Level, vertex: list) -> list:
+    """The F features of a vertex: elements (offset + index) F + f of the parameter vector."""
+    features = grid.n_features_per_level
+    first = w.mul(w.add(_vertex_index(w, level, vertex), w.uint(level.offset)), w.uint(features))
+    return [w.read(w.add(first, w.uint(f)) if f else first) for f in range(features)]
+
+
+def _fractions(w, grid: Grid, fractions: list) -> list:
+    """The weights along each dimension of the upper vertex: t, or 3t^2 - 2t^3 for Smoothstep."""
+    if grid.interpolation != "Smoothstep":
+        return fractions
+    return [w.mul(w.mul(t, t), w.sub(w.constant(3.0), w.scale(t, 2.0))) for t in fractions]
+
+
+def _level(w, grid: Grid, level: Level, xs: list) -> list:
+    scale, half = w.constant(float(level.scale)), w.constant(0.5)
+    positions = [w.fma(scale, x, half) for x in xs]
+    floors = [w.glsl("Floor", p) for p in positions]
+    cells = [w.cell(f) for f in floors]
+    if grid.interpolation == "Nearest":
+        return _features(w, grid, level, cells)
+    upper = _fractions(w, grid, [w.sub(p, f) for p, f in zip(positions, floors)])
+    lower = [w.sub(w.constant(1.0), t) for t in upper]
+    one = w.uint(1)
+    blended = None
+    for corner in range(1 << grid.n_input_dims):
+        bits = [(corner >> dim) & 1 for dim in range(grid.n_input_dims)]
+        weight = w.product([upper[dim] if bit else lower[dim] for dim, bit in enumerate(bits)])
+        vertex = [w.add(cell, one) if bit else cell for cell, bit in zip(cells, bits)]
+        terms = [w.mul(weight, value) for value in _features(w, grid, level, vertex)]
+        blended = terms if blended is None else [w.add(a, b) for a, b in zip(blended, terms)]
+    return blended
+
+
+def grid(w, encoding: Grid, xs: list) -> list:
+    return [value for level in encoding.levels for value in _level(w, encoding, level, xs)]
+
+
+EMITTERS = {Grid.otype: grid}

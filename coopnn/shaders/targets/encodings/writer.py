@@ -1,0 +1,125 @@
+"""`EncodingWriter`: what an encoding's emission writes one sample's SPIR-V with, in the function a target gives it.
+
+Float32 arithmetic and GLSL.std.450 go through `ScalarWriter` (the targets' shared scalar forms); the grids'
+integer arithmetic is tiny-cuda-nn's uint32 arithmetic (wrapping products, xor, modulo). A target hands in
+`read(element)`, the float32 value of element `element` (a u32 id) of the encoding's parameter vector, wherever
+its weight buffer keeps it; `offset_by` gives a nested encoding its own part of that vector.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from coopnn.shaders.spirv import Function, Id, Module
+from coopnn.shaders.targets.scalar_writer import ScalarWriter
+
+Reader = Callable[[Id], Id]
+INT32_LIMIT = 2.0 ** 31
+
+
+class EncodingWriter:
+    def __init__(self, module: Module, fn: Function, read: Reader | None = None):
+        self.m, self.fn = module, fn
+        self.scalars = ScalarWriter(module, fn)
+        self.f32, self.boolean = self.scalars.f32, self.scalars.boolean
+        self.u32, self.i32 = module.type_int(32, False), module.type_int(32, True)
+        self._read = read
+
+    # ----- parameters -----------------------------------------------------------------------------------------------
+
+    def read(self, element: Id) -> Id:
+        """Element `element` (u32 id) of the parameter vector, as float32."""
+        if self._read is None:
+            raise ValueError("this encoding has no parameter vector to read")
+        return self._read(element)
+
+    def offset_by(self, elements: int) -> "EncodingWriter":
+        """A writer in the same function whose parameter vector starts `elements` into this one's."""
+        if elements == 0 or self._read is None:
+            return EncodingWriter(self.m, self.fn, self._read)
+        return EncodingWriter(self.m, self.fn, lambda element: self.read(self.add(element, self.uint(elements))))
+
+    # ----- float32 --------------------------------------------------------------------------------------------------
+
+    def constant(self, value: float) -> Id:
+        return self.scalars.constant(value)
+
+    def add(self, a: Id, b: Id) -> Id:
+        """a + b: float32 or u32, by the operands' type."""
+        if self.m.type_of(a) == self.u32:
+            return self.fn.emit("OpIAdd", self.u32, a, b)
+        return self.scalars.binary("add", a, b)
+
+    def sub(self, a: Id, b: Id) -> Id:
+        return self.scalars.binary("sub", a, b)
+
+    def mul(self, a: Id, b: Id) -> Id:
+        """a * b: float32, or u32 wrapping around as tcnn's products do."""
+        if self.m.type_of(a) == self.u32:
+            return self.fn.emit("OpIMul", self.u32, a, b)
+        return self.scalars.binary("mul", a, b)
+
+    def scale(self, x: Id, factor: float) -> Id:
+        return self.scalars.scalar("mul", x, factor)
+
+    def shift(self, x: Id, amount: float) -> Id:
+        return self.scalars.scalar("add", x, amount)
+
+    def glsl(self, name: str, *args: Id) -> Id:
+        return self.scalars.glsl(name, *args)
+
+    def fma(self, a: Id, b: Id, c: Id) -> Id:
+        """a b + c rounded once (tcnn's fmaf)."""
+        return self.glsl("Fma", a, b, c)
+
+    def product(self, factors: Sequence[Id]) -> Id:
+        """factors[0] factors[1] ..., multiplied left to right."""
+        result = factors[0]
+        for factor in factors[1:]:
+            result = self.mul(result, factor)
+        return result
+
+    def total(self, terms: Sequence[Id]) -> Id:
+        """terms[0] + terms[1] + ..., added left to right."""
+        result = terms[0]
+        for term in terms[1:]:
+            result = self.add(result, term)
+        return result
+
+    # ----- uint32 ---------------------------------------------------------------------------------------------------
+
+    def uint(self, value: int) -> Id:
+        return self.m.constant(self.u32, value)
+
+    def xor(self, a: Id, b: Id) -> Id:
+        return self.fn.emit("OpBitwiseXor", self.u32, a, b)
+
+    def modulo(self, a: Id, size: int) -> Id:
+        return self.fn.emit("OpUMod", self.u32, a, self.uint(size))
+
+    def to_float(self, value: Id) -> Id:
+        """A u32 as float32."""
+        return self.fn.emit("OpConvertUToF", self.f32, value)
+
+    def cell(self, floor: Id) -> Id:
+        """A float32 whole number as tcnn's uint32 cell: converted to int32 (clamped to its range first, where tcnn's
+        conversion is undefined) and taken as uint32, so a negative cell wraps to 2^32 + cell."""
+        above = self.fn.emit("OpFOrdGreaterThanEqual", self.boolean, floor, self.constant(INT32_LIMIT))
+        signed = self.fn.emit("OpConvertFToS", self.i32, self.glsl("FMax", floor, self.constant(-INT32_LIMIT)))
+        wrapped = self.fn.emit("OpBitcast", self.u32, signed)
+        return self.fn.emit("OpSelect", self.u32, above, self.uint(int(INT32_LIMIT) - 1), wrapped)
+
+    # ----- private arrays -------------------------------------------------------------------------------------------
+
+    def array(self, size: int) -> Id:
+        """A Function-storage array of `size` float32 (what a loop writes at computed positions)."""
+        return self.fn.variable(self.m.type_array(self.f32, self.uint(size)))
+
+    def element(self, array: Id, index: Id) -> Id:
+        return self.fn.emit("OpAccessChain", self.m.type_pointer("Function", self.f32), array, index)
+
+    def store(self, pointer: Id, value: Id) -> None:
+        self.fn.emit("OpStore", pointer, value)
+
+    def load(self, pointer: Id) -> Id:
+        return self.fn.emit("OpLoad", self.f32, pointer)
