@@ -14,6 +14,7 @@ from coopnn.tl.launch import launch_for
 from tests.devices import SPIRV_TOOLS_HINT, spirv_tool
 from tests.tl.collective_cases import cases
 from tests.tl.kernels import EXAMPLES
+from tests.tl.test_reference import BLOCKS, wrapped
 
 # every variant in float32, one of each collective in the other types
 CASES = cases(dtypes=("f32",)) + [c for c in cases(dtypes=("f64", "f16", "c32", "i32", "bf16"))
@@ -91,3 +92,11 @@ def test_the_products_a_device_lists_become_matrix_shapes():
     assert matrix_shapes(info) == (MatrixShape(16, 16, 16, "f16", "f16", "f32"),
                                    MatrixShape(16, 16, 16, "f16", "f16", "f16"))
     assert matrix_shapes(SimpleNamespace(cooperative_matrix=None)) == ()
+
+
+REFERENCE_BLOCKS = [b for b in BLOCKS if "; Illegal" not in b.text]
+
+
+@pytest.mark.parametrize("block", REFERENCE_BLOCKS, ids=[f"line{b.line}" for b in REFERENCE_BLOCKS])
+def test_every_reference_block_compiles_to_a_valid_module(block, validate):
+    validate(_compiled(wrapped(block)).spirv)
