@@ -1,6 +1,6 @@
-"""coopnn's own kernels as tensor language: every zoo model's kernel program prints as valid tensor language with
-coopnn's extension, checks, prints back to the same text, reads back into the same kernel program, and compiles to
-the same SPIR-V bytes as today's path for every target."""
+"""coopnn's own kernels as tensor language: every zoo model's kernel program (and the training step kernels) prints
+as valid tensor language with coopnn's extension, checks, prints back to the same text, reads back into the same
+kernel program, and compiles to the same SPIR-V bytes as today's path for every target."""
 
 from __future__ import annotations
 
@@ -11,10 +11,17 @@ import numpy as np
 import pytest
 
 from coopnn.backends import target, target_format
+from coopnn.backends.portable.training import flat_manifest
 from coopnn.compiler import compile
 from coopnn.errors import CompileError
+from coopnn.layouts.formats.fp32 import FORMAT as FP32
+from coopnn.nets.builders import mlp_graph
+from coopnn.shaders.training.layout import DELTA_LAYOUTS, ParameterLayout, TapeLayout
 from coopnn.tl import check, parse, print_program
 from coopnn.tl.kernel_text import kernel_program, kernel_text
+from coopnn.train.gpu.plan import plan_training
+from coopnn.train.gpu.step_program import step_program
+from coopnn.train.losses import LOSSES, get_loss
 
 MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.onnx"))
 TARGETS = ("portable", "coopvec", "coopmat", "coopmat2")
@@ -59,3 +66,19 @@ def test_the_extension_does_not_run_in_the_interpreter():
     }"""
     with pytest.raises(InputError, match=r"^4\.\d+-\d+: the interpreter does not run Extension instructions"):
         interpret(parse(text), np.zeros((2, 1), np.float32), 1)
+
+
+@pytest.mark.parametrize("loss", sorted(LOSSES))
+@pytest.mark.parametrize("deltas", DELTA_LAYOUTS)
+def test_training_step_kernels_round_trip_and_compile_to_the_same_spirv(loss, deltas):
+    graph = mlp_graph(3, [16, 12], 4, activation="gelu", output_activation="sigmoid", encoding="frequency", octaves=2)
+    plan = plan_training(graph)
+    layout = ParameterLayout.of([(p.weight, p.bias, p.rows, p.cols) for p in plan.layers])
+    program = step_program(plan, get_loss(loss), TapeLayout(layout.layers, deltas))
+    text = kernel_text(program)
+    assert check(parse(text)) == [] and print_program(parse(text)) == text
+    again = kernel_program(text, program.constants, program.sources)
+    assert (again.name, again.params, again.body) == (program.name, program.params, program.body)
+    portable = target("portable")
+    assert portable.compile(again, FP32, 64, packed=flat_manifest(again, layout)).spirv == \
+        portable.compile(program, FP32, 64, packed=flat_manifest(program, layout)).spirv
