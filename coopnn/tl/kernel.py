@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from coopnn.errors import InputError
+from coopnn.errors import CompileError, InputError
 from coopnn.tl import ast
 from coopnn.tl.arguments import BoundGroup, BoundMemref, bind_arguments
 from coopnn.tl.checker import checked
@@ -77,6 +77,14 @@ class Kernel:
         self.function = function
         info = chosen_device(device)
         launch = launch_for(function, info.subgroup.size, matrix_shapes=matrix_shapes(info))
+        limits = info.limits
+        if launch.work_items > limits.max_compute_work_group_invocations or any(
+                n > most for n, most in zip(launch.work_group_size, limits.max_compute_work_group_size)):
+            raise CompileError(f"@{function.name}'s work-group of {launch.work_group_size[0]}x"
+                               f"{launch.work_group_size[1]} is more than {info.name} runs (at most "
+                               f"{limits.max_compute_work_group_invocations} invocations, "
+                               f"{list(limits.max_compute_work_group_size[:2])} per mode)")
+        self.limits = limits
         self.compiled: CompiledFunction = compile_function(function, launch)
         self.context = open_context(device, features=self.compiled.features, extensions=self.compiled.extensions)
         self.kernel = self.context.create_kernel(self.compiled.spirv, self.compiled.binding_count, 0,
@@ -103,6 +111,10 @@ class Kernel:
     def __call__(self, *args, groups=(1, 1, 1)) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
+        counts = grid(groups)
+        if any(n > most for n, most in zip(counts, self.limits.max_compute_work_group_count)):
+            raise InputError(f"groups {list(counts)} is more than the device dispatches (at most "
+                             f"{list(self.limits.max_compute_work_group_count)})")
         bound = self._bind(args)
         words = argument_words(self.function, bound)
         made = [self.context.create_buffer(max(words.nbytes, MIN_BUFFER_BYTES), HostAccess.WRITE)]
@@ -120,7 +132,7 @@ class Kernel:
                 buffers.append(buffer)
                 read_back.append((item, buffer, data))
         try:
-            self.kernel.run(buffers, b"", grid(groups))
+            self.kernel.run(buffers, b"", counts)
             for item, buffer, data in read_back:
                 if data.nbytes:
                     data[...] = buffer.read(data.dtype, data.size)
