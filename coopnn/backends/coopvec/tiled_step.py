@@ -4,7 +4,7 @@ every layer on VK_KHR_cooperative_matrix 16x16x16 float16 products with float32 
 The scheme is the coopmat inference kernel's (`coopnn.backends.coopmat.target`): `invocations_for` invocations (a
 local size of the tile's samples by the rest, so that global x is the sample), activations as float16 rows in
 workgroup memory, a layer's 16-wide column tiles shared out over the subgroups, each loading its B tiles once and
-running all the tile's row tiles on them with independent accumulators (`coopnn.backends.coopvec.tiled_passes`).
+running all the tile's row tiles on them with independent accumulators (`coopnn.shaders.training.tiles.passes`).
 `tiling_for` decides the tile (`Tiling`): TILE samples (WIDE_TILE for models wider than NARROW_LAYERS) in one buffer
 updated in place, a column tile a subgroup, every subgroup's products read before a barrier that precedes the
 epilogues' writes; or, where a layer has more column tiles than the work-group has subgroups, TILE samples in two
@@ -24,7 +24,7 @@ buffers, a layer reading one and writing the other, a subgroup taking every NumS
 - A hidden layer's epilogue applies the activation (`coopnn.shaders.kernel.activations`, float32) and, unless its
   derivative can be read from the output (ReLU: `OUTPUT_DERIVATIVES`), stores the derivative at the pre-activation
   (float16) into the tape region of the layer's delta, which the backward pass overwrites with the delta itself.
-  In place, ReLU's derivative stays in registers instead, as a bit a component (`coopnn.backends.coopvec.tiled_signs`).
+  In place, ReLU's derivative stays in registers instead, as a bit a component (`coopnn.shaders.training.tiles.signs`).
 - The last layer's epilogue reads the targets from the terms' block, computes the loss terms and the scaled gradient
   (`coopnn.train.gpu.loss_kernels`), times the activation's derivative: that delta goes into workgroup memory, then
   on the tape, and the terms into the block, whose rows the first invocations, one a sample, sum into the per-sample
@@ -57,10 +57,10 @@ steps at 2^18 from 0.510 to 0.471 ms (mlp_32_64x4_16), 0.264 to 0.248 (mlp_3_64x
 from __future__ import annotations
 
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
-from coopnn.backends.coopvec.tiled_addressing import SHARED
-from coopnn.backends.coopvec.tiled_passes import LayerPasses
-from coopnn.backends.coopvec.tiled_signs import SIGN_DERIVATIVES, SignBits, bits_per_row_tile
-from coopnn.backends.coopvec.tiled_tiling import (MATRIX, SHARED_MEMORY, SUBGROUP_SIZE, Tiling, activation_stride,
+from coopnn.shaders.training.tiles.addressing import SHARED
+from coopnn.shaders.training.tiles.passes import LayerPasses
+from coopnn.shaders.training.tiles.signs import SIGN_DERIVATIVES, SignBits, bits_per_row_tile
+from coopnn.train.gpu.tiling import (MATRIX, SHARED_MEMORY, SUBGROUP_SIZE, Tiling, activation_stride,
                                                   padded, tiling_for, unsupported_reason)
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Op
