@@ -28,7 +28,7 @@ from coopnn.backends import BackendStatus
 from coopnn.runtime.host_arrays import empty
 from coopnn.train import optim
 from coopnn.nets.builders import mlp
-from coopnn.train.trainer import Trainer
+from coopnn.trainer import Trainer
 
 __version__ = "0.1.0"
 
