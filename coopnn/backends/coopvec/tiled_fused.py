@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from coopnn.shaders.training.tiles.addressing import SHARED
 from coopnn.backends.coopvec.tiled_step import FEATURES as STEP_FEATURES, OUTPUT_DERIVATIVES, TiledStepEmitter
 from coopnn.train.gpu.tiling import (MATRIX, SHARED_MEMORY, SUBGROUP_SIZE, Tiling, activation_stride,
-                                                  padded, untrainable_reason)
+                                     padded, untrainable_reason)
 from coopnn.errors import CompileError
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.targets.base import Binary, Binding
