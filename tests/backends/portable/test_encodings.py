@@ -1,14 +1,16 @@
 """Encoded models on the portable backend (lavapipe in CI, the validation layer on): every encoding test model
 (every otype, both Frequency layouts, spherical harmonics of every degree, grids of 1 to 4 dimensions with 1 to 8
 features, every grid type and interpolation, 32 levels, composites) against the numpy backend at float32 tolerance,
-grids outside [0, 1] too; new tables reach the compiled model without compiling again."""
+grids outside [0, 1] too; new tables reach the compiled model without compiling again; float16 weights store the
+tables in float16, as the numpy backend's float16 weights round them."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tests.shaders.targets.encoding_cases import EVERY, EVERY_IDS, ENCODINGS, inputs, kernel_model
+import coopnn
+from tests.shaders.targets.encoding_cases import EVERY, EVERY_IDS, ENCODINGS, inputs, kernel_model, model_for
 
 pytestmark = pytest.mark.vulkan
 
@@ -37,4 +39,17 @@ def test_new_tables_reach_the_compiled_model():
             m.set_parameters({"encoding.params": tables})
         x = inputs(config, n_in)
         np.testing.assert_allclose(model.run(x), reference.run(x), rtol=1e-4, atol=1e-5)
+        assert model.device_messages == []
+
+
+@pytest.mark.parametrize("config, n_in", [ENCODINGS[6], ENCODINGS[9]], ids=["HashGrid-2d", "TiledGrid-4d"])
+def test_fp16_weights_round_the_tables_as_the_numpy_backend_does(config, n_in):
+    reference = model_for(config, n_in)
+    x = inputs(config, n_in)
+    with coopnn.mlp(n_in, [16], 3, encoding=config, backend="portable", weights="fp16", seed=1) as model, \
+            coopnn.mlp(n_in, [16], 3, encoding=config, backend="numpy", weights="fp16", seed=1) as rounded:
+        for m in (model, rounded):
+            m.set_parameters(reference.parameters())
+        np.testing.assert_allclose(model.run(x), rounded.run(x), rtol=1e-4, atol=1e-5)
+        assert not np.allclose(rounded.run(x), reference.run(x), rtol=1e-5, atol=1e-6)
         assert model.device_messages == []
