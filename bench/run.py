@@ -54,6 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-run", type=float, help="skip batches whose one run would take longer, in seconds "
                                                  f"(default {budget.max_run_seconds:g})")
     p.add_argument("--out", type=Path, default=RESULTS, help=f"directory for the results (default {RESULTS})")
+    p.add_argument("--measure-peaks", action="store_true",
+                   help="hold the rows against this GPU's own copy bandwidth and fp16 product rate, measured through "
+                        "PyTorch (default: the H200 anchors, else datasheet figures)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.add_argument("--no-end-to-end", action="store_true",
                    help="skip the end-to-end section (Model.run against PyTorch's paths and the copy floor)")
@@ -67,7 +70,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
                     seconds_per_batch=args.budget or base.seconds_per_batch,
                     max_run_seconds=args.max_run or base.max_run_seconds)
     batches = args.batches or (QUICK_BATCHES if args.quick else DEFAULT_BATCHES)
-    return Settings(batches=batches, weights=args.weights, budget=budget)
+    return Settings(batches=batches, weights=args.weights, budget=budget, measure_peaks=args.measure_peaks)
 
 
 def model_paths(names: str) -> list[Path]:

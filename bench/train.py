@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import asdict
 import sys
 from pathlib import Path
 
@@ -19,6 +20,8 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
 
 import coopnn  # noqa: E402
 from coopnn.bench.environment import describe_environment, device_name, driver, results_stem  # noqa: E402
+from coopnn.bench.report import roofline_cells  # noqa: E402
+from coopnn.bench.roofline import measured_peaks, peaks_for, training_work  # noqa: E402
 from coopnn.bench.training import (CoopnnTrainingRunner, TorchAmpTrainingRunner, measure_training,  # noqa: E402
                                    torch_cuda_unavailable_reason)
 from coopnn.backends.coopvec.training import GRADIENT_METHODS  # noqa: E402
@@ -58,21 +61,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runners", help="only runners whose names contain one of these (comma-separated)")
     p.add_argument("--fit-steps", type=int, default=0,
                    help="also time a device-resident fit of this many steps (coopvec and PyTorch runners)")
+    p.add_argument("--measure-peaks", action="store_true",
+                   help="hold the steps against this GPU's own copy bandwidth and fp16 product rate (PyTorch)")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     batch, steps, warmup = (1 << 10, 3, 0.0) if args.quick else (args.batch, args.steps, args.warmup)
     only = set(args.runners.split(",")) if args.runners else None
     environment = describe_environment()
-    results = []
+    bounds = peaks_for(device_name(environment), measured_peaks() if args.measure_peaks else None)
+    results, graphs = [], {}
     for model in args.models.split(","):
         try:
             graph = coopnn.load(ROOT / "models" / f"{model}.onnx", backend="numpy").graph
         except BackendUnavailableError as e:
             print(f"{model}: {e}", file=sys.stderr)
             continue
+        graphs[model] = graph
         for name, make in runners(graph, only):
             fit_steps = args.fit_steps if "portable" not in name else 0  # portable: minutes per fit at this batch
             results.append(measure_training(name, make, model, graph, batch, steps, warmup, fit_steps=fit_steps))
+    def roof(r):
+        """The step's roofline against its GPU time (`coopnn.bench.roofline.training_work`)."""
+        if r.status != "measured":
+            return None
+        return training_work(graphs[r.model], r.batch, r.keeps_tape).against(r.gpu_ms.median if r.gpu_ms else None,
+                                                                              bounds)
+
     def phase(r, name):
         return f"{r.phases[name]:.3f}" if r.phases else "-"
 
@@ -83,13 +97,15 @@ def main(argv: list[str] | None = None) -> int:
              f"{r.gpu_ms.median:.3f}" if r.gpu_ms else "-", f"{r.host_ms.median:.2f}" if r.host_ms else "-",
              f"{r.resident_host_ms.median:.2f}" if r.resident_host_ms else "-",
              f"{r.cuda_host_ms.median:.2f}" if r.cuda_host_ms else "-",
-             f"{r.samples_per_s / 1e6:.3g} M" if r.samples_per_s else "-", phase(r, "step_kernel_ms"),
+             f"{r.samples_per_s / 1e6:.3g} M" if r.samples_per_s else "-", *roofline_cells(roof(r)),
+             phase(r, "step_kernel_ms"),
              phase(r, "weight_gradients_ms"),
              per_step(r, r.fit, "wall_ms"), per_step(r, r.fit, "gpu_ms"),
              f"{r.fit_samples_per_s / 1e6:.3g} M" if r.fit_samples_per_s else "-",
              per_step(r, r.fit_cuda, "wall_ms"), per_step(r, r.fit_cuda, "gpu_ms"), r.note[:60]] for r in results]
     table = format_table(["model", "runner", "batch", "GPU ms/step", "host ms/step", "host ms/step (data on GPU)",
-                          "host ms/step (CUDA tensors)", "samples/s (GPU)",
+                          "host ms/step (CUDA tensors)", "samples/s (GPU)", "MB moved", "GFLOP", "TB/s", "TFLOP/s",
+                          "bound ms", "x bound",
                           "step kernel ms", "weight grads ms", "fit wall ms/step", "fit GPU ms/step",
                           "fit samples/s (wall)", "fit wall ms/step (CUDA data)", "fit GPU ms/step (CUDA data)",
                           "note"], rows)
@@ -97,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"{results_stem(environment)}-training"
     document = {"schema": "coopnn-train-bench/2", "environment": environment,
-                "results": [r.record() for r in results]}
+                "roofline_peaks": asdict(bounds) if bounds else None,
+                "results": [{**r.record(), "roofline": roof(r)} for r in results]}
     stem.with_suffix(".json").write_text(json.dumps(document, indent=1, default=str) + "\n")
     stem.with_suffix(".md").write_text(
         f"# Training step, {device_name(environment)} (driver {driver(environment)}), {environment['date'][:10]}\n\n"
@@ -110,6 +127,12 @@ def main(argv: list[str] | None = None) -> int:
         "samples/s by it, from numpy arrays and from PyTorch CUDA tensors (coopnn: a whole `Trainer.fit` without "
         "`on_step`, its steps one run, their GPU time beside it; PyTorch: `.cuda()` of the numpy arrays, "
         "`torch.randint` indices, no synchronisation until the end).\n\n"
+        "Roofline (`coopnn.bench.roofline`): the bytes a step must move (inputs and targets in float32, the float16 "
+        "tape written and read where the method keeps one, Adam's parameters and state) and its FLOPs (three "
+        "products a layer), the rates reached in the GPU step time, the bound max(bytes / bandwidth, FLOPs / tensor "
+        "peak) and the step as a multiple of it (x bound), against "
+        + (f"{bounds.bandwidth_tbps:.3g} TB/s and {bounds.tensor_tflops:.3g} TFLOP/s ({bounds.source})"
+           if bounds else "no bound (peaks unknown)") + ".\n\n"
         f"```\n{table}\n```\n")
     print(f"wrote {stem}.json and .md")
     return 0

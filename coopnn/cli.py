@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Callable
 
+from coopnn import cli_export
 from coopnn.cli_arrays import OUTPUT_SUFFIXES, match_inputs, output_suffix, read_inputs
 from coopnn.cli_format import HelpFormatter
+from coopnn.disk_cache import write_atomic
+from coopnn.cli_tl import TL_COMMAND
 from coopnn.errors import CoopnnError, InputError
 from coopnn.layouts.formats import format_names
 from coopnn.layouts.formats.calibration import quantizing_format_names
@@ -31,7 +35,8 @@ def command(name: str, help: str, setup: Callable[[argparse.ArgumentParser], Non
 
 
 def _info_setup(p: argparse.ArgumentParser) -> None:
-    pass
+    p.add_argument("model", nargs="?", help="also say which backend and weights `coopnn.load(MODEL)` takes here, and "
+                                            "why (its `backend_reason`)")
 
 
 def _targets_on(info) -> list[str]:
@@ -67,7 +72,25 @@ def cmd_info(args: argparse.Namespace) -> int:
     from coopnn.runtime.device_report import device_report
 
     print(device_report(_targets_on))
+    if args.model is not None:
+        _print_auto_choice(args.model)
     return 0
+
+
+def _print_auto_choice(path: str) -> None:
+    """What `backend="auto"` and `weights="auto"` take for the model at `path` here, with every reason."""
+    import textwrap
+    import warnings
+
+    import coopnn
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", coopnn.BackendNotice)  # the reasons are printed here in full
+        with coopnn.load(path) as model:
+            name, backend, weights, reason = model.graph.name, model.backend, model.weights, model.backend_reason
+    print(f"{name}: backend {backend}, weights {weights}, because:")
+    for part in reason.split("; "):
+        print(textwrap.fill(part, 120, initial_indent="  ", subsequent_indent="    "))
 
 
 def _model_arg(p: argparse.ArgumentParser) -> None:
@@ -167,8 +190,9 @@ def _kernels_setup(p: argparse.ArgumentParser) -> None:
                    help="the kernels of a training step (L2 loss, Adam) instead of the inference kernel")
 
 
-@command("kernels", "what the device's driver made of a model's kernels, for inference or a training step: registers, "
-                    "spilled bytes, workgroup memory... as the driver reports them (VK_KHR_pipeline_executable_properties)",
+@command("kernels", "what the device's driver made of a model's kernels, for inference or a training step: "
+                    "registers, spilled bytes, workgroup memory... as the driver reports them "
+                    "(VK_KHR_pipeline_executable_properties)",
          _kernels_setup)
 def cmd_kernels(args: argparse.Namespace) -> int:
     import coopnn
@@ -220,8 +244,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
                              decode_vector=args.decode_vector, workgroup_size=args.workgroup_size)
     emitted = {"spirv": lambda: program.spirv, "spvasm": lambda: program.spvasm().encode(),
                "tl": lambda: program.text.encode()}[args.emit]()
-    with open(args.output, "wb") as f:
-        f.write(emitted)
+    try:
+        write_atomic(Path(args.output), emitted, make_folder=False)
+    except OSError as e:
+        raise CoopnnError(f"cannot write {args.output!r}: {e.strerror or e}") from None
     print(f"wrote {args.output} ({len(emitted)} bytes, target {args.target}, entry point {program.entry_point}, "
           f"{len(program.bindings)} bindings)")
     return 0
@@ -252,8 +278,10 @@ def _bench_setup(p: argparse.ArgumentParser) -> None:
                         f"({', '.join(REFERENCE_ORDER)})")
     p.add_argument("--batch", type=_batch_list, default=",".join(map(str, DEFAULT_BATCHES)),
                    help="batch sizes, e.g. 16384,262144 or 2^14,2^18")
-    # not choices=: a format a backend or baseline cannot run is reported in the results, not refused
-    p.add_argument("--weights", default="fp16", help=f"coopnn weight format ({', '.join(format_names())})")
+    # a known format a backend or baseline cannot run is reported in the results, not refused
+    p.add_argument("--weights", default="auto", choices=["auto", *format_names()],
+                   help="coopnn weight format; auto resolves per model as `coopnn.load` does on this machine "
+                        "(float16 where a float16 backend runs here and keeps the outputs accurate, else float32)")
     p.add_argument("--runs", type=int, default=budget.runs, help="timed runs per batch")
     p.add_argument("--warmup", type=int, default=budget.warmup, help="warm-up runs")
     p.add_argument("--budget", type=float, default=budget.seconds_per_batch,
@@ -299,6 +327,10 @@ def cmd_fit_image(args: argparse.Namespace) -> int:
     from coopnn.examples.fit_image import run
 
     return run(args)
+
+
+command("export-shader", cli_export.HELP, cli_export.setup)(cli_export.run)
+COMMANDS["tl"] = TL_COMMAND
 
 
 def build_parser() -> argparse.ArgumentParser:

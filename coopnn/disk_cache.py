@@ -7,7 +7,9 @@ it. An entry file is a header (magic, format version, payload length, SHA-256 of
 truncated, corrupt or foreign file is recognised and read as a miss. Entries are written to a temporary file in their
 own folder and renamed over the old one (`atomic_path` for a file written piece by piece), which is atomic also
 between processes: concurrent writers of one entry leave one whole file, and a reader sees the old file or the new
-one.
+one. A written file ends with the permissions a plain `open(path, "w")` would give it: a new file those the umask
+leaves of 0666, a file that existed its own mode; a symbolic link is followed, so its target is written and the link
+stays; a folder is refused (IsADirectoryError) before anything is written.
 
 `CacheFolder` is one cache's folder as the caches use it: a damaged entry is deleted (the caller rebuilds it) and a
 folder that cannot be written turns writing off for the process, each with one `CacheWarning`; `evict` keeps a cache
@@ -17,15 +19,19 @@ to its most recently used entries, so no cache grows without bound.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
+import secrets
+import stat
 import struct
-import tempfile
 import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from coopnn.errors import InputError
 
 CACHE_DIR_ENV = "COOPNN_CACHE_DIR"
 HEADER = struct.Struct("<8sIQ32s")  # magic, format version, payload length, sha256 of the payload
@@ -81,19 +87,60 @@ def write_atomic(path: Path, data: bytes, make_folder: bool = True) -> None:
 
 @contextlib.contextmanager
 def atomic_path(path: Path, make_folder: bool = True) -> Iterator[Path]:
-    """A new empty temporary file beside `path` for the block to write (of any size, by any means), renamed over
-    `path` when the block ends, and removed instead when it raises; as `write_atomic` otherwise."""
+    """A new empty temporary file beside the file `path` names (the target of a symbolic link) for the block to write
+    (of any size, by any means), renamed over that file when the block ends, and removed instead when it raises; as
+    `write_atomic` otherwise."""
+    target = written_file(Path(path))
     if make_folder:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=TEMPORARY_PREFIX)
-    os.close(fd)
+        target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = _new_temporary(target)
     try:
-        yield Path(temporary)
-        os.replace(temporary, path)
+        yield temporary
+        os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+def written_file(path: Path) -> Path:
+    """The file a write to `path` changes: `path`, or the file its symbolic links end at (which may not exist yet),
+    so that the rename replaces that file and never the link; IsADirectoryError when it is a folder."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a folder, not a file", os.fspath(path))
+    return target
+
+
+def refuse_folder(path: str | os.PathLike, what: str) -> None:
+    """InputError naming `path` when it is a folder (or a link to one), before anything is written: `what` (a
+    "checkpoint", a "model") is written to a file."""
+    if Path(path).is_dir():
+        raise InputError(f"cannot write the {what} to {os.fspath(path)!r}: it is a folder; give the path of a file "
+                         f"in it")
+
+
+def _new_temporary(target: Path) -> Path:
+    """An empty file beside `target` with the mode `target` has, or for a new file the mode the kernel gives one
+    made with 0666 under the process's umask (and the folder's default ACL), read without changing the umask."""
+    try:
+        mode = stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        mode = None
+    while True:
+        temporary = target.parent / f"{TEMPORARY_PREFIX}{secrets.token_hex(8)}"
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        if mode is not None:
+            try:
+                os.chmod(temporary, mode)
+            except BaseException:
+                os.unlink(temporary)
+                raise
+        return temporary
 
 
 class CacheWarning(UserWarning):

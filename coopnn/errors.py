@@ -1,4 +1,5 @@
-"""The typed errors coopnn raises: every user-facing failure is a subclass of CoopnnError."""
+"""The typed errors coopnn raises (every user-facing failure is a subclass of CoopnnError), and the category of the
+one notice it gives as a Python warning (`BackendNotice`)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,12 @@ class TrainerClosedError(ModelClosedError):
 
 
 class BackendUnavailableError(CoopnnError):
-    """The requested backend cannot run here; the message says what is missing and how to get it."""
+    """The requested backend cannot run here; the message says what is missing and how to get it.
+
+    A device asked for (`device=`, `--device` or COOPNN_DEVICE) that matches none raises this too, under every
+    backend (numpy, which runs on no device, included): whether a device exists is a fact about the machine, not about
+    the call (`device=1` is right on one machine and wrong on the next), just like a backend whose device is absent,
+    and one type for the mistake lets a caller catch it the same way whatever the backend."""
 
 
 class CompileError(CoopnnError):
@@ -59,3 +65,9 @@ class DeviceMemoryError(DeviceError):
 
 class DeviceLostError(DeviceError):
     """The device was lost (driver reset, hang or crash): every later call on this model fails; load it anew."""
+
+
+class BackendNotice(UserWarning):
+    """`backend="auto"` ran a model on numpy, as no faster backend runs it here: one line, with the detail in
+    `model.backend_reason` (and `coopnn info MODEL`). Naming a backend (`backend="numpy"`) or
+    `warnings.simplefilter("ignore", coopnn.BackendNotice)` silences it."""

@@ -7,18 +7,18 @@ graph when the model next runs, so `run` always uses the latest weights.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 import numpy as np
 
-from coopnn.disk_cache import write_atomic
+from coopnn.disk_cache import refuse_folder, write_atomic
 from coopnn.dtypes import ACCEPTED_INPUT_NUMPY
-from coopnn.errors import CompileError, InputError, ModelClosedError, ModelFormatError
+from coopnn.errors import BackendNotice, CompileError, InputError, ModelClosedError, ModelFormatError
 from coopnn.graph import parameter_file
 from coopnn.graph.ir import Graph, Value
 from coopnn.graph.passes import optimize
@@ -34,8 +34,6 @@ from coopnn.graph.parameters import parameters, with_parameters
 
 if TYPE_CHECKING:
     import onnx
-
-log = logging.getLogger("coopnn")
 
 
 @dataclass(frozen=True)
@@ -123,16 +121,36 @@ class Model:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model as an ONNX file (opset and operators in `coopnn.graph.onnx.export`), through a temporary
-        file and a rename, so that a crash mid-write leaves any previous file whole."""
+        file and a rename, so that a crash mid-write leaves any previous file whole (InputError when `path` is a
+        folder)."""
         from coopnn.graph.onnx.export import export_onnx
+
+        refuse_folder(path, "model")
 
         try:
             write_atomic(Path(path), export_onnx(self.graph).SerializeToString(), make_folder=False)
         except OSError as e:
             raise ModelFormatError(f"cannot write {os.fspath(path)!r}: {e.strerror or e}") from e
 
+    def load_parameters(self, path: str | os.PathLike) -> None:
+        """Replace every parameter by the tensor of the same stable name in the safetensors file `path` (written by
+        `save_parameters`), run from the next call; ModelFormatError naming the file and the tensor, as
+        `load(parameters_file=)` gives, when it is unreadable or does not hold exactly this model's parameters (the
+        model is then unchanged)."""
+        with self._lock:
+            self.set_parameters(parameters(parameter_file.load_parameters(self.graph, path)))
+
+    def export_shader(self, directory: str | os.PathLike, *, lang: str = "glsl", name: str | None = None,
+                      weights: str = "fp16"):
+        """Write the network as an include for an engine's shaders (`coopnn.export.export_shader`)."""
+        from coopnn.export import export_shader
+
+        return export_shader(self.graph, directory, lang=lang, name=name, weights=weights)
+
     def save_parameters(self, path: str | os.PathLike) -> None:
-        """Write the parameters to a safetensors file keyed by stable name (read back by `load(parameters_file=)`)."""
+        """Write the parameters to a safetensors file keyed by stable name (read back by `load_parameters` and
+        `load(parameters_file=)`); InputError when `path` is a folder."""
+        refuse_folder(path, "parameters")
         parameter_file.save_parameters(self.graph, path)
 
     def __repr__(self) -> str:
@@ -386,7 +404,9 @@ def prepare(graph: Graph, *, backend: str = "auto", weights: str | WeightFormat 
         fmt = calibrated(weight_format(weights), graph, calibration)
     choice = backends.choose(backend, graph, fmt, device, examined)
     if backend == "auto" and choice.backend.name == "numpy":
-        log.warning("coopnn: no Vulkan backend runs %r faster here, using numpy (%s)", graph.name, choice.reason)
+        # stacklevel 3: the line of the user's `coopnn.load` or `coopnn.mlp`
+        warnings.warn(f"coopnn: {graph.name!r} runs on numpy, as no faster backend runs here (see "
+                      f"model.backend_reason)", BackendNotice, stacklevel=3)
     executable = choice.backend.prepare(graph, choice.lowered, weights=fmt, device=device)
     if reasons:
         choice = dataclasses.replace(choice, reason="; ".join([choice.reason] + reasons))

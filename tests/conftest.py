@@ -12,6 +12,13 @@ pytest_plugins = ["tests.devices"]
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = sorted((ROOT / "models").glob("*.onnx"))
 BENCHMARK_MLPS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
+# The test extra leaves PyTorch out (754 MB); the export extra brings it, and CI installs both.
+TORCH_MISSING = "PyTorch is not installed: it comes with the export extra (pip install -e '.[test,export]')"
+
+
+def import_torch():
+    """PyTorch, or a skip of the calling test (or module) saying where it comes from."""
+    return pytest.importorskip("torch", reason=TORCH_MISSING)
 
 
 def zoo_ids() -> list[str]:

@@ -51,6 +51,15 @@ def test_info_says_whether_each_device_reports_kernel_statistics(capsys):
                for line in lines)
 
 
+def test_info_with_a_model_says_what_auto_takes_for_it_and_why(capsys):
+    assert main(["info", str(MLP)]) == 0
+    out = capsys.readouterr().out
+    with coopnn.load(MLP) as model:
+        backend, weights, reason = model.backend, model.weights, model.backend_reason
+    assert f"mlp_32_64x4_16: backend {backend}, weights {weights}, because:" in out
+    assert all(part.split(" (")[0] in out for part in reason.split("; "))
+
+
 def test_inspect_prints_a_layer_table(capsys):
     assert main(["inspect", str(MLP)]) == 0
     out = capsys.readouterr().out
@@ -225,6 +234,14 @@ def test_a_device_asked_for_that_does_not_exist_is_an_error_not_a_fall_back(tmp_
                           capture_output=True, text=True, cwd=ROOT, env={**os.environ, "COOPNN_DEVICE": "no such gpu"})
     assert proc.returncode == 1 and not (tmp_path / "y.npy").exists()
     assert "COOPNN_DEVICE='no such gpu'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("backend", ["numpy", "portable", "auto"])
+def test_run_with_a_device_that_matches_none_fails_and_writes_nothing(tmp_path, capsys, backend):
+    np.save(tmp_path / "x.npy", np.zeros((2, 3), np.float32))
+    assert main(["run", str(ROOT / "models" / "mlp_3_64x2_3.onnx"), "-i", str(tmp_path / "x.npy"),
+                 "-o", str(tmp_path / "y.npy"), "--backend", backend, "--device", "99"]) == 1
+    assert not (tmp_path / "y.npy").exists() and "coopnn: error: " in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("write", [lambda p: p.write_bytes(b"garbage bytes, no header"),

@@ -3,7 +3,10 @@ entry never show a reader part of a file, and a cache folder that cannot be writ
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import stat
 import subprocess
 import sys
 import threading
@@ -14,8 +17,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from coopnn.disk_cache import (CACHE_DIR_ENV, HEADER, CacheFolder, CacheWarning, EntryFormat, cache_dir, read_file,
-                               write_atomic)
+from coopnn.disk_cache import (CACHE_DIR_ENV, HEADER, TEMPORARY_PREFIX, CacheFolder, CacheWarning, EntryFormat,
+                               cache_dir, read_file, write_atomic)
 from coopnn.layouts.pack import Entry, WeightImage
 from coopnn.layouts.weight_cache import WeightImageCache
 
@@ -243,7 +246,6 @@ print(sum(issubclass(w.category, CacheWarning) for w in caught))
 
 @pytest.mark.vulkan
 def test_eight_processes_sharing_a_cache_get_correct_results_and_leave_only_whole_entries(tmp_path, require_vulkan):
-    from coopnn.disk_cache import TEMPORARY_PREFIX
     from coopnn.runtime.vk.pipeline_cache import FORMAT as PIPELINE_FORMAT
 
     script = """
@@ -304,3 +306,106 @@ while True:
                      parameters_file=tmp_path / "model.safetensors") as model:
         assert model.run(np.zeros((2, 3), np.float32)).shape == (2, 3)
     assert read_checkpoint(tmp_path / "ckpt.safetensors").trainer["steps"] >= 1
+
+
+def _write_with(kind: str, path: Path) -> None:
+    """Write the file `path` the way coopnn's `kind` of file is written."""
+    import coopnn
+    from coopnn.cli import main
+
+    model = coopnn.mlp(3, [8], 3, backend="numpy")
+    if kind == "write_atomic":
+        write_atomic(path, b"bytes")
+    elif kind == "cache entry":
+        assert CacheFolder("test", path.parent, FORMAT).write(path.stem, b"payload")
+    elif kind == "Model.save":
+        model.save(path)
+    elif kind == "save_parameters":
+        model.save_parameters(path)
+    elif kind == "checkpoint":
+        coopnn.Trainer(model).save_checkpoint(path)
+    elif kind == "run -o":
+        model.save(path.parent / "m.onnx")
+        np.save(path.parent / "x.npy", np.zeros((2, 3), np.float32))
+        assert main(["run", str(path.parent / "m.onnx"), "-i", str(path.parent / "x.npy"), "-o", str(path),
+                     "-b", "numpy"]) == 0
+    elif kind == "compile -o":
+        model.save(path.parent / "m.onnx")
+        assert main(["compile", str(path.parent / "m.onnx"), "--target", "portable", "-o", str(path)]) == 0
+    model.close()
+
+
+WRITERS = ["write_atomic", "cache entry", "Model.save", "save_parameters", "checkpoint", "run -o", "compile -o"]
+SUFFIX = {"cache entry": ".bin", "run -o": ".npy"}
+
+
+@contextlib.contextmanager
+def _umask(mask: int):
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+@pytest.mark.parametrize("kind", WRITERS)
+@pytest.mark.parametrize("mask", [0o022, 0o002, 0o077])
+def test_a_new_file_gets_the_mode_the_umask_gives_a_new_file(tmp_path, kind, mask):
+    path = tmp_path / f"file{SUFFIX.get(kind, '')}"
+    with _umask(mask):
+        _write_with(kind, path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+    assert not list(tmp_path.glob(f"{TEMPORARY_PREFIX}*"))
+
+
+@pytest.mark.parametrize("kind", WRITERS)
+def test_a_file_written_again_keeps_its_mode(tmp_path, kind):
+    path = tmp_path / f"file{SUFFIX.get(kind, '')}"
+    path.write_bytes(b"old")
+    path.chmod(0o640)
+    with _umask(0o022):
+        _write_with(kind, path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640 and path.read_bytes() != b"old"
+
+
+@pytest.mark.parametrize("kind", WRITERS)
+@pytest.mark.parametrize("chain", [1, 2])
+def test_writing_through_a_symbolic_link_writes_its_target_and_keeps_the_link(tmp_path, kind, chain):
+    (tmp_path / "real").mkdir()
+    target = tmp_path / "real" / f"target{SUFFIX.get(kind, '')}"
+    target.write_bytes(b"old")
+    target.chmod(0o604)
+    link = target
+    for i in range(chain):  # a relative link to the previous one, so that the chain is resolved where it lies
+        new = tmp_path / f"link{i}{SUFFIX.get(kind, '')}"
+        new.symlink_to(os.path.relpath(link, tmp_path))
+        link = new
+    _write_with(kind, link)
+    assert link.is_symlink() and target.read_bytes() != b"old"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o604
+    assert not list(tmp_path.rglob(f"{TEMPORARY_PREFIX}*"))
+
+
+def test_a_dangling_link_creates_its_target(tmp_path):
+    (tmp_path / "link").symlink_to("made.bin")
+    write_atomic(tmp_path / "link", b"bytes")
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "made.bin").read_bytes() == b"bytes"
+
+
+def test_a_folder_is_refused_before_anything_is_written(tmp_path):
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "to_folder").symlink_to("folder")
+    for path in (tmp_path / "folder", tmp_path / "to_folder"):
+        with pytest.raises(IsADirectoryError):
+            write_atomic(path, b"bytes")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "to_folder"]
+    assert not list((tmp_path / "folder").iterdir())
+
+
+@pytest.mark.parametrize("kind", ["Model.save", "save_parameters", "checkpoint"])
+def test_a_folder_given_to_a_save_is_an_input_error_naming_it(tmp_path, kind):
+    from coopnn.errors import InputError
+
+    with pytest.raises(InputError, match=re.escape(repr(str(tmp_path))) + ".*is a folder"):
+        _write_with(kind, tmp_path)
+    assert not list(tmp_path.iterdir()) and not list(tmp_path.parent.glob(f"{TEMPORARY_PREFIX}*"))

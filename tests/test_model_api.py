@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import logging
+import warnings
 
 import numpy as np
 import onnx
@@ -19,6 +19,18 @@ NERF = ROOT / "models" / "nerf_skip_two_heads.onnx"
 def mlp():
     with coopnn.load(MLP, backend="numpy") as model:
         yield model
+
+
+def test_the_public_names_are_exactly_those_documented():
+    import types
+
+    public = [name for name in dir(coopnn) if not name.startswith("_")]
+    assert public == sorted(name for name in coopnn.__all__ if not name.startswith("_"))
+    assert all(hasattr(coopnn, name) for name in coopnn.__all__)
+    # every name bound in the package that is not a subpackage imported on the way is documented
+    stray = {name for name, value in vars(coopnn).items() if not name.startswith("_") and name not in coopnn.__all__
+             and not (isinstance(value, types.ModuleType) and value.__name__ == f"coopnn.{name}")}
+    assert not stray  # `annotations` was one, from `from __future__ import annotations`
 
 
 def test_load_accepts_path_string_bytes_and_proto():
@@ -120,7 +132,7 @@ def test_backends_lists_numpy_and_unknown_backend_errors():
 
 
 def test_unknown_weight_format_is_a_typed_error():
-    with pytest.raises(coopnn.CoopnnError, match="weight format 'int3'"):
+    with pytest.raises(coopnn.InputError, match="unknown weight format .int3.; supported: fp16, fp32"):
         coopnn.load(MLP, backend="numpy", weights="int3")
 
 
@@ -132,13 +144,29 @@ def test_fp16_weights_on_numpy_round_the_weights():
     np.testing.assert_allclose(a, b, rtol=1e-2, atol=1e-2)
 
 
-def test_auto_notice_is_one_line_when_falling_back_to_numpy(caplog):
-    with caplog.at_level(logging.WARNING, logger="coopnn"):
+def test_auto_notice_is_one_short_warning_line_when_falling_back_to_numpy():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         with coopnn.load(MLP) as model:
-            backend = model.backend
-    if backend == "numpy":
-        notices = [r for r in caplog.records if r.name == "coopnn"]
-        assert len(notices) == 1 and "\n" not in notices[0].getMessage()
+            backend, reason = model.backend, model.backend_reason
+    notices = [w for w in caught if issubclass(w.category, coopnn.BackendNotice)]
+    if backend != "numpy":
+        assert not notices
+        return
+    [notice] = notices
+    text = str(notice.message)
+    assert len(text) <= 100 + len(MLP.stem) and "\n" not in text and "model.backend_reason" in text
+    assert notice.filename == __file__  # it points at the caller's line
+    assert "skipped" in reason and len(reason) > len(text)  # the detail is the model's
+
+
+def test_the_auto_notice_is_silenced_by_naming_a_backend_or_by_its_category():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        coopnn.load(MLP, backend="numpy").close()
+        warnings.simplefilter("ignore", coopnn.BackendNotice)
+        coopnn.load(MLP).close()
+    assert not [w for w in caught if issubclass(w.category, coopnn.BackendNotice)]
 
 
 def test_huge_batch_runs_in_chunks():
@@ -149,17 +177,17 @@ def test_huge_batch_runs_in_chunks():
     np.testing.assert_array_equal(y[0], y[-1])
 
 
-def test_a_device_asked_for_must_exist_unless_the_backend_is_numpy(monkeypatch):
+def test_a_device_asked_for_must_exist_whatever_the_backend(monkeypatch):
     from coopnn.errors import BackendUnavailableError
 
     model_path = ROOT / "models" / "mlp_3_64x2_3.onnx"
-    with pytest.raises(BackendUnavailableError, match=r"device='no such gpu'"):
-        coopnn.load(model_path, device="no such gpu")
+    for backend in ("auto", "numpy", "portable"):
+        with pytest.raises(BackendUnavailableError, match=r"device='no such gpu'"):
+            coopnn.load(model_path, backend=backend, device="no such gpu")
     monkeypatch.setenv("COOPNN_DEVICE", "no such gpu")
-    with pytest.raises(BackendUnavailableError, match=r"COOPNN_DEVICE='no such gpu'"):
-        coopnn.load(model_path)
-    with coopnn.load(model_path, backend="numpy") as model:  # numpy runs on no device
-        assert model.backend == "numpy"
+    for backend in ("auto", "numpy"):
+        with pytest.raises(BackendUnavailableError, match=r"COOPNN_DEVICE='no such gpu'"):
+            coopnn.load(model_path, backend=backend)
 
 
 def test_big_endian_inputs_are_converted_once_with_the_same_results():

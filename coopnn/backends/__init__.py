@@ -137,6 +137,17 @@ def examine(backend: Backend, graph: Graph, weights: WeightFormat, device: str |
     return Examined(why) if why else backend.examine(graph, weights, device)
 
 
+def check_device(device: str | int | None) -> None:
+    """BackendUnavailableError listing the devices when a device is asked for (`device`, or COOPNN_DEVICE) and none
+    matches; nothing when none is asked for."""
+    from coopnn.runtime.vk.selection import device_requested  # here: importing coopnn must not load Vulkan
+
+    if device_requested(device):
+        from coopnn.runtime.vk.shared import chosen_device
+
+        chosen_device(device)
+
+
 @dataclass(frozen=True)
 class Choice:
     backend: Backend
@@ -156,12 +167,13 @@ def auto_answer(backend: Backend, graph: Graph, weights: WeightFormat, device: s
 def choose(name: str, graph: Graph, weights: WeightFormat, device: str | int | None,
            examined: Mapping[str, Examined] | None = None) -> Choice:
     """Pick the backend for `graph`: the named one (raising when it can't run) or, for "auto", the best that can.
-    A device asked for (`device`, or COOPNN_DEVICE) that matches none is a BackendUnavailableError for "auto" too,
-    never a quiet fall-back to numpy. `examined` holds answers some backends already gave for this graph and
-    `weights`, by name."""
+    A device asked for (`device`, or COOPNN_DEVICE) that matches none is a BackendUnavailableError whatever the
+    backend, numpy included: never a quiet fall-back to numpy, nor a device ignored. `examined` holds answers some
+    backends already gave for this graph and `weights`, by name."""
     examined = dict(examined or {})
-    if name != "auto":
-        backend = get(name)
+    backend = None if name == "auto" else get(name)
+    check_device(device)
+    if backend is not None:
         why = backend.unavailable_reason()
         if why:
             raise BackendUnavailableError(f"backend {name!r} is unavailable: {why}")
@@ -169,13 +181,6 @@ def choose(name: str, graph: Graph, weights: WeightFormat, device: str | int | N
         if answer.reason:
             raise CompileError(f"backend {name!r} cannot run model {graph.name!r}: {answer.reason}")
         return Choice(backend, "requested", answer.lowered)
-    from coopnn.runtime.vk.selection import device_requested  # here: importing coopnn must not load Vulkan
-
-    if device_requested(device):
-        # a device asked for must exist: running elsewhere (numpy) would hide the mistake
-        from coopnn.runtime.vk.shared import chosen_device
-
-        chosen_device(device)
     passed_over = []
     for backend in all_backends():
         answer, why = auto_answer(backend, graph, weights, device, examined.get(backend.name))
@@ -187,5 +192,5 @@ def choose(name: str, graph: Graph, weights: WeightFormat, device: str | int | N
 
 
 __all__ = ["Backend", "BackendStatus", "Choice", "Examined", "Executable", "TrainingSession", "all_backends",
-           "auto_answer", "choose", "examine", "get", "register", "statuses", "target", "target_format",
-           "target_names", "training_backend", "training_backends"]
+           "auto_answer", "check_device", "choose", "examine", "get", "register", "statuses", "target",
+           "target_format", "target_names", "training_backend", "training_backends"]

@@ -1,7 +1,7 @@
 """`weights="auto"`: float16 where it is accurate for the model, float32 where it is not, decided on a calibration
 batch.
 
-Cooperative vectors and matrices multiply float16 matrices, 4 to 60 times faster than portable's float32. For ReLU
+Cooperative vectors and matrices multiply float16 matrices, many times faster than portable's float32. For ReLU
 MLPs the results barely move (0.03 to 0.05% of the output range for the zoo's benchmark MLPs), but sine layers and
 frequency encodings amplify float16's rounding (0.3% for the zoo's SIREN, 1% for its frequency-encoded material, 8%
 for a thresholded model). So where `backend="auto"` would run the model on a backend of float16 products

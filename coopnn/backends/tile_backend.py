@@ -2,20 +2,16 @@
 compiles a chain of layers (`coopnn.shaders.targets.tile_plan`), and the reading of a device's matrix shapes.
 
 Both take float16 weights (coopmat2 the block formats q8_0 and q4_0 as well) and run inference only.
-`backend="auto"` ranks them below coopvec and above portable (by `priority`), so it takes them where coopvec cannot
-run the request (a device without cooperative vectors, block-format weights), from what the H100 (driver 580)
-measured, GPU time of the three benchmark MLPs at 2^14, 2^18 and 2^21 samples:
-- coopvec was faster than both at every size (`bench/results/nvidia-h100-80gb-hbm3-2026-11-25-tile-targets.md`,
-  `...-2026-11-25-coopmat-column-owner.md`);
-- both were faster than portable at every size: coopmat 4.3 to 8.8 times (mlp_64_128x4_16 at 2^21: 4.55 against
-  36.3 ms; portable in `...-2026-11-22.md`), coopmat2 2.0 to 16 times;
-- between the two, coopmat2 (tiles of 128 samples) was faster at 2^18 and 2^21 on all three: 1.1 to 2.4 times
-  (mlp_32_64x4_16 at 2^21: 0.46 against 1.08 ms; mlp_64_128x4_16 at 2^21: 3.48 against 3.87 ms), and at 2^14 on the
-  two smaller, 4% slower on the 128-wide one (`...-2026-11-27-coopmat2-tiles.md`), so auto ranks coopmat2 first.
-  With tiles of 64 samples coopmat2 had been 1.16 to 1.57 times slower on the 128-wide model.
-On a CPU Vulkan device auto takes neither: nothing measured them there, and numpy is what it runs on such devices.
+`backend="auto"` ranks them below coopvec and above portable (by `priority`), so it takes them only where coopvec
+cannot run the request (a device without cooperative vectors, block-format weights): coopvec ran the benchmark MLPs
+faster than both, and both faster than portable, at every batch measured
+(`bench/results/nvidia-h100-80gb-hbm3-2026-11-25-tile-targets.md`, `...-2026-11-25-coopmat-column-owner.md`).
+coopmat2 ranks above coopmat because with tiles of 128 samples it was the faster of the two on all three MLPs at large
+batches (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-coopmat2-tiles.md`). On a CPU Vulkan device auto takes
+neither, as numpy is what runs fastest there and nothing measured the tile kernels on such devices.
 A subclass says what the device needs (`device_needs`), what a weight format needs of it (`format_needs`), what the
-program needs of it (`program_needs`), and how its target packs the weights and compiles for it (`pack_for`, `compile_for`).
+program needs of it (`program_needs`), and how its target packs the weights and compiles for it (`pack_for`,
+`compile_for`).
 """
 
 from __future__ import annotations

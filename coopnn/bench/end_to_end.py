@@ -2,7 +2,8 @@
 bench/run.py run it).
 
 For each model and batch: coopnn's wall-clock time from numpy in/out (`run(x)`), into a preallocated output
-(`run(x, out=y)`) and from PyTorch CUDA tensors (where torch and CUDA are there), with the per-phase split of the host
+(`run(x, out=y)`), on coopnn device arrays (float32 and float16) and from PyTorch CUDA tensors (float32 and half,
+where torch and CUDA are there), with the per-phase split of the host
 path (`last_timing`); PyTorch fp16 under a CUDA graph from numpy, from pinned memory and GPU-resident; and the copy
 floor: the same input and output bytes written into mapped device memory and read from host-cached memory with the
 same threads, through the same Vulkan memory. Then the throughput of one model shared by 1, 2, 4 and 8 threads.
@@ -50,6 +51,11 @@ def coopnn_rows(model, x: np.ndarray, runs: int) -> dict:
     row = {"run_ms": median_ms(lambda: model.run(x), runs),
            "out_ms": median_ms(lambda: model.run(x, out=out), runs),
            "device_ms": median_ms(lambda: model.run(device_x), runs)}
+    half_x = coopnn.to_device(x, dtype="float16")
+    try:
+        row["device_f16_ms"] = median_ms(lambda: model.run(half_x), runs)
+    except coopnn.InputError as exc:  # a backend without a float16-I/O kernel
+        row.update(device_f16_ms=None, device_f16_reason=str(exc))
     timings = []
     for _ in range(runs):
         model.run(x)
@@ -66,16 +72,17 @@ def cuda_tensor_row(model, x: np.ndarray, runs: int) -> dict:
         from coopnn.interop.tensors import is_cuda_array  # noqa: F401
     except ImportError as exc:
         return {"cuda_ms": None, "cuda_reason": str(exc)}
-    t = torch.from_numpy(x).cuda()
+    row = {}
+    for key, t in (("cuda_ms", torch.from_numpy(x).cuda()), ("cuda_f16_ms", torch.from_numpy(x).cuda().half())):
+        def call(t=t):
+            model.run(t)
+            torch.cuda.synchronize()
 
-    def call():
-        model.run(t)
-        torch.cuda.synchronize()
-
-    try:
-        return {"cuda_ms": median_ms(call, runs)}
-    except coopnn.CoopnnError as exc:
-        return {"cuda_ms": None, "cuda_reason": str(exc)}
+        try:
+            row[key] = median_ms(call, runs)
+        except coopnn.CoopnnError as exc:
+            row.update({key: None, key.replace("_ms", "_reason"): str(exc)})
+    return row
 
 
 def torch_rows(bench_model: BenchModel, x: np.ndarray, runs: int) -> dict:
@@ -177,15 +184,17 @@ def markdown(document: dict) -> str:
              f"{', '.join(sorted(set(r['weights'] for r in document['rows'])))}); PyTorch: the same graph in fp16 "
              "under a CUDA graph. Floor: the same bytes copied into mapped device memory and out of host-cached "
              "memory with the same threads.", "",
-             "| model | batch | run(x) | run(x, out=y) | device arrays | CUDA tensors | floor | PyTorch numpy | "
-             "PyTorch pinned | PyTorch resident | coopnn GPU | PyTorch GPU | run / floor | run vs PyTorch numpy |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| model | batch | run(x) | run(x, out=y) | device arrays | device arrays f16 | CUDA tensors | "
+             "CUDA half | floor | PyTorch numpy | PyTorch pinned | PyTorch resident | coopnn GPU | PyTorch GPU | "
+             "run / floor | run vs PyTorch numpy |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
     for r in document["rows"]:
         ratio = r["run_ms"] / r["floor_ms"] if r.get("floor_ms") else None
         speedup = r["torch_numpy_ms"] / r["run_ms"] if r.get("torch_numpy_ms") else None
         lines.append(f"| {r['model']} | 2^{r['log2_batch']} | {fmt(r['run_ms'])} | {fmt(r['out_ms'])} | "
-                     f"{fmt(r.get('device_ms'))} | {fmt(r.get('cuda_ms'))} | {fmt(r.get('floor_ms'))} | "
+                     f"{fmt(r.get('device_ms'))} | {fmt(r.get('device_f16_ms'))} | {fmt(r.get('cuda_ms'))} | "
+                     f"{fmt(r.get('cuda_f16_ms'))} | {fmt(r.get('floor_ms'))} | "
                      f"{fmt(r.get('torch_numpy_ms'))} | "
                      f"{fmt(r.get('torch_pinned_ms'))} | {fmt(r.get('torch_resident_ms'))} | {fmt(r['gpu_ms'])} | "
                      f"{fmt(r.get('torch_gpu_ms'))} | {fmt(ratio)} | {fmt(speedup)}x |")

@@ -47,3 +47,35 @@ def bandwidth_bound_samples_per_s(io_bytes_per_sample: int, memory_bandwidth_gbs
 def compute_bound_samples_per_s(flops_per_sample: int, fp16_dense_tflops: float) -> float:
     """Samples per second when every FLOP of the model runs at the tensor cores' dense fp16 peak."""
     return fp16_dense_tflops * 1e12 / flops_per_sample
+
+
+def measure_with_torch(copy_bytes: int = 1 << 30, size: int = 8192, repeats: int = 10) -> tuple[float, float] | None:
+    """What this GPU reaches through PyTorch: (TB/s of a device-to-device copy of `copy_bytes`, counting bytes read
+    and written; TFLOP/s of a `size`^3 fp16 matrix product), the best of `repeats` each after a warm-up; None without
+    PyTorch or a CUDA device."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    source = torch.empty(copy_bytes, dtype=torch.uint8, device="cuda")
+    target = torch.empty_like(source)
+    a = torch.randn(size, size, dtype=torch.float16, device="cuda")
+    b = torch.randn(size, size, dtype=torch.float16, device="cuda")
+
+    def best_seconds(work) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        times = []
+        for i in range(repeats + 2):
+            start.record()
+            work()
+            end.record()
+            end.synchronize()
+            if i >= 2:
+                times.append(start.elapsed_time(end) / 1e3)
+        return min(times)
+
+    copy = best_seconds(lambda: target.copy_(source))
+    product = best_seconds(lambda: torch.matmul(a, b))
+    return 2 * copy_bytes / copy / 1e12, 2 * size ** 3 / product / 1e12

@@ -72,16 +72,12 @@ def _si(x: float | None) -> str:
     return f"{x:.3g}"
 
 
-def _percent(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.3g}%"
-
-
 def batch_label(n: int) -> str:
     return f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else str(n)
 
 
-TIMING_HEADER = ["model", "runner", "batch", "GPU ms median (min, p90)", "host ms median", "samples/s", "TFLOP/s",
-                 "% fp16 peak", "% bw bound", "speed-up", "note"]
+TIMING_HEADER = ["model", "runner", "batch", "GPU ms median (min, p90)", "host ms median", "samples/s", "MB moved",
+                 "GFLOP", "TB/s", "TFLOP/s", "bound ms", "x bound", "speed-up", "note"]
 FIRST_CALL_HEADER = ["model", "runner", "precision", "status", "first call ms cold", "warm", "max abs error",
                      "reason"]
 
@@ -92,19 +88,30 @@ def timing_rows(document: dict) -> list[list[str]]:
     for result in document["results"]:
         for r in result["batches"]:
             if r["status"] != "measured":
-                rows.append([result["model"], result["runner"], batch_label(r["batch"])] + ["-"] * 7 + [r["note"]])
+                rows.append([result["model"], result["runner"], batch_label(r["batch"])]
+                            + ["-"] * (len(TIMING_HEADER) - 4) + [r["note"]])
                 continue
             gpu = r["gpu_ms"]
             c = speedups.get((result["model"], r["batch"], result["runner"]))
             rows.append([
                 result["model"], result["runner"], batch_label(r["batch"]),
                 f"{_ms(gpu['median'])} ({_ms(gpu['min'])}, {_ms(gpu['p90'])})" if gpu else "-",
-                _ms(r["host_ms"]["median"]), _si(r["samples_per_s"]), f"{r['tflops']:.3g}",
-                _percent(r["fraction_of_fp16_peak"]), _percent(r["fraction_of_bandwidth_bound"]),
+                _ms(r["host_ms"]["median"]), _si(r["samples_per_s"]), *roofline_cells(r.get("roofline")),
                 f"{c['speedup']:.3g}x {c['basis']} vs {c['reference']}" if c else "-",
                 r["note"],
             ])
     return rows
+
+
+def roofline_cells(row: dict | None) -> list[str]:
+    """MB moved, GFLOP, TB/s, TFLOP/s, the bound (with what sets it) and the ratio to it, from a batch's roofline
+    record (`coopnn.bench.roofline.KernelWork.against`); dashes for files written before it existed."""
+    if row is None:
+        return ["-"] * 6
+    fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+    bound = "-" if row["bound_ms"] is None else f"{row['bound_ms']:.4g} ({row['bound_by']})"
+    return [f"{row['bytes'] / 1e6:.4g}", f"{row['flops'] / 1e9:.4g}", fmt(row["tb_per_s"], ".3g"),
+            fmt(row["tflop_per_s"], ".3g"), bound, fmt(row["ratio_to_bound"], ".3g")]
 
 
 def first_call_rows(document: dict) -> list[list[str]]:
@@ -122,7 +129,10 @@ def _device_line(document: dict) -> str:
     limits = (f"fp16 dense peak {peak['fp16_dense_tflops']:g} TFLOP/s, memory bandwidth "
               f"{peak['memory_bandwidth_gbs']:g} GB/s ({peak['label']})" if "fp16_dense_tflops" in peak
               else "peaks unknown (not in coopnn.bench.peaks)")
-    return f"{env['device']}, driver {env['driver']}, {env['date']}; {limits}"
+    bounds = document.get("roofline_peaks")
+    roof = (f"; roofline {bounds['bandwidth_tbps']:.3g} TB/s and {bounds['tensor_tflops']:.3g} TFLOP/s "
+            f"({bounds['source']})" if bounds else "; no roofline (peaks unknown)")
+    return f"{env['device']}, driver {env['driver']}, {env['date']}; {limits}{roof}"
 
 
 def text_report(document: dict) -> str:
@@ -157,7 +167,10 @@ def markdown_report(document: dict) -> str:
         f"warm-up (up to {settings['warmup']}), fewer where they would exceed {settings['seconds_per_batch']:g} s per "
         f"batch; coopnn weights {settings['weights']}. Samples/s and TFLOP/s come from the median GPU time where "
         f"the runner has a GPU clock, else from the median host time; host time includes the copies in and out. "
-        f"Speed-ups are against the first baseline measured of {', '.join(REFERENCE_ORDER)}.",
+        f"Speed-ups are against the first baseline measured of {', '.join(REFERENCE_ORDER)}. Roofline "
+        f"(`coopnn.bench.roofline`): the bytes a batch must move (float32 in and out, float16 weights once) and "
+        f"FLOPs it must do, the rates achieved, the bound max(bytes / bandwidth, FLOPs / tensor peak) and the time "
+        f"as a multiple of it (x bound: 1 is the roofline).",
         "## Models\n\n" + "\n".join(_model_line(m) for m in document["models"]),
         "## Timings\n\n" + format_table(TIMING_HEADER, timing_rows(document), markdown=True),
         "## First call and accuracy\n\nFirst call: prepare plus one run at batch "

@@ -20,7 +20,7 @@ from coopnn.bench.torch_runners import (
     cuda_unavailable_reason,
     torch_unavailable_reason,
 )
-from coopnn.errors import BackendUnavailableError, CompileError
+from coopnn.errors import BackendUnavailableError
 from coopnn.layouts.formats import weight_format
 from coopnn import backends
 
@@ -64,13 +64,9 @@ class CoopnnRunner:
 
 
 def _coopnn_unsupported_reason(backend, model: BenchModel, weights: str) -> str | None:
-    """Why `backend` cannot run `model` with the weight format named `weights` (an unknown name included: the
-    suite reports it as a result), or None."""
-    try:
-        fmt = weight_format(weights)
-    except CompileError as e:
-        return str(e)
-    return backends.examine(backend, model.graph, fmt, None).reason
+    """Why `backend` cannot run `model` with the weight format named `weights` (InputError for an unknown name), or
+    None."""
+    return backends.examine(backend, model.graph, weight_format(weights), None).reason
 
 
 def _coopnn_spec(backend) -> RunnerSpec:

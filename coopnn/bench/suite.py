@@ -16,12 +16,13 @@ from typing import Mapping
 
 import numpy as np
 
-from coopnn.bench import environment, peaks
+from coopnn.bench import environment, peaks, roofline
 from coopnn.bench.caches import disable_driver_shader_caches, pipeline_cache_at
 from coopnn.bench.measure import BatchTiming, Budget, measure_batches, timed_run
 from coopnn.bench.models import BenchModel
 from coopnn.bench.report import comparisons
 from coopnn.bench.runners import Runner, RunnerSpec
+from coopnn.layouts.formats import weight_format
 from coopnn.progress import Progress
 from coopnn.backends.numpy.inference import run_graph
 
@@ -34,10 +35,13 @@ class Settings:
     """What a suite measures besides the models and runners."""
 
     batches: tuple[int, ...] = DEFAULT_BATCHES
-    weights: str = "fp16"  # the coopnn weight format; baselines keep their own precision
+    # the coopnn weight format, or "auto": the one `coopnn.load` would take for each model here; baselines keep
+    # their own precision
+    weights: str = "auto"
     budget: Budget = field(default_factory=Budget)
     first_call_batch: int = 256  # also the batch the outputs are checked against the numpy reference on
     seed: int = 0
+    measure_peaks: bool = False  # the roofline from this GPU's own copy and product rates (PyTorch), not the tables
 
 
 def parse_batches(text: str) -> tuple[int, ...]:
@@ -68,9 +72,11 @@ DERIVED = ("time_source", "samples_per_s", "host_samples_per_s", "tflops", "frac
            "fraction_of_bandwidth_bound")
 
 
-def _throughput(timing: BatchTiming, model: BenchModel, peak: peaks.DevicePeak | None) -> dict:
-    """The batch record: the timing, and what follows from it (null for a skipped batch)."""
-    record = {**asdict(timing), **dict.fromkeys(DERIVED)}
+def _throughput(timing: BatchTiming, model: BenchModel, peak: peaks.DevicePeak | None,
+                bounds: roofline.RooflinePeaks | None = None) -> dict:
+    """The batch record: the timing, and what follows from it (null for a skipped batch), its roofline included:
+    the bytes and FLOPs of the batch (float32 in and out, as callers hand them over) against `bounds`."""
+    record = {**asdict(timing), **dict.fromkeys(DERIVED), "roofline": None}
     if timing.status != "measured":
         return record
     seconds = (timing.gpu_ms or timing.host_ms).median / 1e3
@@ -84,6 +90,7 @@ def _throughput(timing: BatchTiming, model: BenchModel, peak: peaks.DevicePeak |
         fraction_of_fp16_peak=tflops / peak.fp16_dense_tflops if peak else None,
         fraction_of_bandwidth_bound=samples_per_s / peaks.bandwidth_bound_samples_per_s(
             model.io_bytes_per_sample, peak.memory_bandwidth_gbs) if peak else None,
+        roofline=roofline.inference_work(model.graph, timing.batch).against(seconds * 1e3, bounds),
     )
     return record
 
@@ -91,10 +98,12 @@ def _throughput(timing: BatchTiming, model: BenchModel, peak: peaks.DevicePeak |
 class SuiteRun:
     """Runs the suite, advancing `progress` by one step per (model, runner, batch)."""
 
-    def __init__(self, specs: list[RunnerSpec], settings: Settings, peak: peaks.DevicePeak | None, progress: Progress):
+    def __init__(self, specs: list[RunnerSpec], settings: Settings, peak: peaks.DevicePeak | None, progress: Progress,
+                 bounds: roofline.RooflinePeaks | None = None):
         self.specs = specs
         self.settings = settings
         self.peak = peak
+        self.bounds = bounds
         self.progress = progress
 
     def model(self, model: BenchModel) -> list[dict]:
@@ -107,10 +116,10 @@ class SuiteRun:
                 cached[batch] = model.feeds(batch, self.settings.seed)
             return cached[batch]
 
-        return [self.runner(model, spec, small, reference, feeds_for) for spec in self.specs]
+        weights = resolved_weights(model.graph, self.settings.weights)
+        return [self.runner(model, spec, weights, small, reference, feeds_for) for spec in self.specs]
 
-    def runner(self, model: BenchModel, spec: RunnerSpec, small, reference, feeds_for) -> dict:
-        weights = self.settings.weights
+    def runner(self, model: BenchModel, spec: RunnerSpec, weights: str, small, reference, feeds_for) -> dict:
         record = {"model": model.name, "runner": spec.name, "kind": spec.kind,
                   "precision": spec.precision or f"{weights} weights", "status": "ok", "reason": "",
                   "first_call_ms": None, "max_abs_error": None, "max_abs_reference": None, "batches": []}
@@ -132,13 +141,13 @@ class SuiteRun:
         runner = None
         try:
             with tempfile.TemporaryDirectory(prefix="coopnn-bench-cache-") as cache, pipeline_cache_at(Path(cache)):
-                cold, cold_ms, _ = self._first_call(spec, model, small)
+                cold, cold_ms, _ = self._first_call(spec, model, weights, small)
                 cold.close()
-                runner, warm_ms, outputs = self._first_call(spec, model, small)
+                runner, warm_ms, outputs = self._first_call(spec, model, weights, small)
             record["first_call_ms"] = {"cold": cold_ms, "warm": warm_ms}
             record["max_abs_error"], record["max_abs_reference"] = _max_abs(outputs, reference)
             timings = measure_batches(runner, list(self.settings.batches), feeds_for, self.settings.budget, on_batch)
-            record["batches"] = [_throughput(t, model, self.peak) for t in timings]
+            record["batches"] = [_throughput(t, model, self.peak, self.bounds) for t in timings]
         except Exception as e:  # a failing runner is a result to report; the rest of the suite still runs
             record.update(status="failed", reason=f"{type(e).__name__}: {e}")
             self.progress.note(f"{model.name} on {spec.name} failed: {record['reason']}")
@@ -148,10 +157,10 @@ class SuiteRun:
                 runner.close()
         return record
 
-    def _first_call(self, spec: RunnerSpec, model: BenchModel, small) -> tuple[Runner, float, dict]:
+    def _first_call(self, spec: RunnerSpec, model: BenchModel, weights: str, small) -> tuple[Runner, float, dict]:
         """Prepare (compile, pack, create pipelines) and one small run: the runner, the milliseconds, the outputs."""
         start = time.perf_counter()
-        runner = spec.prepare(model, self.settings.weights)
+        runner = spec.prepare(model, weights)
         try:
             _, _, outputs = timed_run(runner, small)
         except BaseException:
@@ -160,26 +169,41 @@ class SuiteRun:
         return runner, (time.perf_counter() - start) * 1e3, outputs
 
 
+def resolved_weights(graph, weights: str) -> str:
+    """The weight format the suite runs `graph` in: `weights`, or for "auto" the one `coopnn.load(backend="auto")`
+    takes for it on this machine (so that a benchmark times what a user gets); InputError for an unknown name."""
+    if weights != "auto":
+        return weight_format(weights).name
+    from coopnn.backends.auto_weights import choose_weights
+
+    return choose_weights(graph, "auto", None).weights.name
+
+
 def run_suite(model_paths: list[str | Path], specs: list[RunnerSpec], settings: Settings,
               label: str = "bench") -> dict:
     """Benchmark every runner in `specs` on every model; returns the results document (see bench/README.md)."""
+    if settings.weights != "auto":
+        weight_format(settings.weights)  # an unknown name is an InputError before anything is measured
     switches = disable_driver_shader_caches()
     env = environment.describe_environment()
     device = environment.device_name(env)
     peak = peaks.device_peak(device)
+    bounds = roofline.peaks_for(device, roofline.measured_peaks() if settings.measure_peaks else None)
     models = [BenchModel.load(p) for p in model_paths]
     started = time.perf_counter()
     results = []
     with Progress(len(models) * len(specs) * len(settings.batches), label) as progress:
-        suite = SuiteRun(specs, settings, peak, progress)
+        suite = SuiteRun(specs, settings, peak, progress, bounds)
         for model in models:
             results += suite.model(model)
     document = {
         "schema": SCHEMA,
         "environment": {**env, "device": device, "driver": environment.driver(env), "driver_shader_caches": switches},
         "peaks": peaks.peak_record(device),
+        "roofline_peaks": asdict(bounds) if bounds else None,
         "settings": {"batches": list(settings.batches), "weights": settings.weights, **asdict(settings.budget),
-                     "first_call_batch": settings.first_call_batch, "seed": settings.seed},
+                     "first_call_batch": settings.first_call_batch, "seed": settings.seed,
+                     "measure_peaks": settings.measure_peaks},
         "models": [_model_record(m, peak) for m in models],
         "runners": [spec.record() for spec in specs],
         "results": results,

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from coopnn.bench.torch_encodings import encode
 from coopnn.graph.activations import ACTIVATIONS
 from coopnn.graph.ir import Activation, Graph, Op
 from coopnn.graph.ops import forward_defaults
@@ -137,15 +138,7 @@ OTHERS: dict[Op, Callable[..., Tensor]] = {
     Op.REDUCE_MIN: _reduce(torch.amin),
 }
 
-def _encoding(x, params=None, encoding=None):
-    """An encoding through its numpy forward pass (on the host): no PyTorch form of the encodings exists yet, so a
-    benchmark of an encoded model in PyTorch times this copy, not PyTorch."""
-    table = np.zeros(0, np.float32) if params is None else params.detach().cpu().numpy()
-    out = encoding.forward(x.detach().cpu().numpy(), table)
-    return torch.from_numpy(out).to(x.device, x.dtype)
-
-
-OTHERS[Op.ENCODING] = _encoding
+OTHERS[Op.ENCODING] = lambda x, params=None, encoding=None: encode(encoding, x, params)  # `torch_encodings`
 
 # LINEAR and CAST need the interpreter (the activation table, the float type), so TorchGraph supplies them.
 COVERED = set(UNARY) | set(OTHERS) | {Op.LINEAR, Op.CAST}

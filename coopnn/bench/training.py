@@ -6,8 +6,9 @@ submission, CUDA events around PyTorch's step) and the host time of the call: co
 arrays, from coopnn device arrays and from PyTorch CUDA tensors, PyTorch's from CUDA tensors. The PyTorch baseline is
 what a PyTorch user would train with on that GPU: automatic mixed precision (fp16 autocast with a gradient scaler) and
 the fused Adam. Before timing, every runner steps for `warmup_seconds` and then on until its step time settles
-(`warm_up`): the H100 ran work several times slower after idling, and a machine just started ran the same steps up to
-2x slower for a while after 2 s of warm-up. The warm-up taken is in each result's note.
+(`warm_up`), because a GPU runs work several times slower after idling and a machine just started runs the same
+steps slower for a while even after a fixed warm-up (`docs/benchmarks.md`). The warm-up taken is in each result's
+note.
 
 With `fit_steps`, a runner that can also trains as a user's loop would: `fit_steps` steps on batches drawn from a
 data set (four batches' worth of random samples), timed by the wall clock from the call to the last result on the
@@ -60,6 +61,7 @@ class TrainingTiming:
     fit_steps: int = 0
     fit: FitTiming | None = None  # a fit from the data set in numpy arrays
     fit_cuda: FitTiming | None = None  # the same from the data set in PyTorch CUDA tensors
+    keeps_tape: bool = True  # whether the step stores layer inputs and deltas between kernels (the roofline's bytes)
 
     @property
     def samples_per_s(self) -> float | None:
@@ -92,6 +94,8 @@ class CoopnnTrainingRunner:
             raise
         self.session = self.trainer.session
         self.input, self.output = graph.inputs[0].name, graph.outputs[0].name
+        tape = getattr(self.session, "tape", None)
+        self.keeps_tape = tape is None or bool(tape.layers)
 
     def step(self, x, y) -> float | None:
         self.trainer.step(x, y)
@@ -303,4 +307,5 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
     finally:
         runner.close()
     return TrainingTiming(name, model, batch, "measured", note, steps, Stats.of(gpu) if gpu else None, Stats.of(host),
-                          phases, resident, Stats.of(cuda) if cuda else None, fit_steps if fit else 0, fit, fit_cuda)
+                          phases, resident, Stats.of(cuda) if cuda else None, fit_steps if fit else 0, fit, fit_cuda,
+                          getattr(runner, "keeps_tape", True))

@@ -7,9 +7,9 @@ resolution, with batches of 2^18 pixels as tcnn's image sample (2^14 on the nump
 a tcnn config of your own. It shows loss and PSNR as it trains and writes the reconstruction and the target as PNG,
 a full-resolution crop of both side by side, a plot of PSNR against step, and the PSNR values as CSV: `python -m
 coopnn.examples.fit_image [IMAGE] [--encoding E] [--steps N] [--output-dir DIR]`. The frequency defaults (2000 steps
-of 4096 samples) take about two minutes on two CPU cores with the numpy backend (107 s, longer when the cores are
-busy with other work), about ten minutes with `--backend portable` on lavapipe on those cores (575 s), and 2.1 s for
-the whole command with `--backend coopvec --weights fp16` on an H100, caches warm (measured 2026-11-27).
+of 4096 samples) are sized for the numpy backend on a CPU; `--backend coopvec --weights fp16` trains on the GPU, and
+`--backend portable` on any Vulkan device (on lavapipe the slowest of the three, as it runs the GPU kernels on the
+CPU). `--export-shader DIR` also exports the trained network as a shader include and draws it.
 """
 
 from __future__ import annotations
@@ -79,11 +79,12 @@ def fit_image(image: str | os.PathLike | None = None, *, size: int | None = None
               batch_size: int | None = None, hidden: Sequence[int] = (64, 64, 64), octaves: int = 8,
               lr: float | None = None, eval_every: int = 50, backend: str = "numpy", weights: str = "fp32",
               seed: int = 0, output_dir: str | os.PathLike = "fit_image", progress: bool = True,
-              encoding: str = "frequency") -> FitImageResult:
+              encoding: str = "frequency", export_shader: str | os.PathLike | None = None) -> FitImageResult:
     """Train a model (`encoding`: frequency, hashgrid or a tcnn JSON config) on `image` and write what it learnt to
     `output_dir`. Defaults that depend on the encoding: the image (matplotlib's photograph, or slangpy's 1024 x 1024
     one for tcnn configs), `size` (128, or the whole image), `batch_size` (4096, or tcnn's 2^18, 2^14 on numpy) and
-    `lr` (1e-2, or the config's)."""
+    `lr` (1e-2, or the config's). `export_shader`: a folder to export the trained network to as a shader include,
+    drawn by a fragment shader into `exported_shader.png`."""
     started = time.monotonic()
     made = image_model(encoding, hidden=hidden, octaves=octaves, lr=lr, seed=seed, backend=backend, weights=weights)
     if image is None:
@@ -114,6 +115,10 @@ def fit_image(image: str | os.PathLike | None = None, *, size: int | None = None
     write_png(result.reconstruction, reconstruction)
     write_png(result.target, target)
     write_png(result.crop, side_by_side(target, reconstruction, CROP))
+    if export_shader is not None:  # the trained network as a shader include, drawn by a fragment shader
+        from coopnn.export.render import draw_export
+
+        write_png(out / "exported_shader.png", draw_export(model, export_shader, side))
     steps_done, values = zip(*history)
     plot(result.plot, steps_done, values, xlabel="step", ylabel="PSNR (dB)",
          title=f"{side}x{side} image, {made.title}")
@@ -170,14 +175,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="weight format the model runs with (fp16 for the coopvec backend, which trains on GPU)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the batches")
     parser.add_argument("--output-dir", "-o", default="fit_image", help="folder for the PNGs and the PSNR table")
+    parser.add_argument("--export-shader", metavar="DIR", default=None,
+                        help="also export the network as a GLSL include into DIR and write exported_shader.png, its "
+                             "draw by a fragment shader on the Vulkan device")
 
 
 def run(args: argparse.Namespace) -> int:
     result = fit_image(args.image, size=args.size, steps=args.steps, batch_size=args.batch_size, hidden=args.hidden,
                        octaves=args.octaves, lr=args.lr, eval_every=args.eval_every, backend=args.backend,
-                       weights=args.weights, seed=args.seed, output_dir=args.output_dir, encoding=args.encoding)
+                       weights=args.weights, seed=args.seed, output_dir=args.output_dir, encoding=args.encoding,
+                       export_shader=args.export_shader)
     print(f"PSNR {result.final_psnr:.2f} dB after {result.psnr[-1][0]} steps ({result.seconds:.1f} s); wrote "
-          f"{result.reconstruction}, {result.target}, {result.crop}, {result.plot}, {result.table}")
+          f"{result.reconstruction}, {result.target}, {result.crop}, {result.plot}, {result.table}"
+          + (f"; exported the network to {args.export_shader} and drew it into exported_shader.png"
+             if args.export_shader else ""))
     return 0
 
 

@@ -28,10 +28,11 @@ def capacity(nbytes: int, limit: int) -> int:
 
 class SharedBuffer:
     """An `ExportedBuffer` mapped into CUDA: `pointer` addresses the bytes Vulkan binds through `handle`. It binds like
-    `coopnn.runtime.vk.memory.Buffer`. Made, and its CUDA side freed, with the CUDA context current."""
+    `coopnn.runtime.vk.memory.Buffer` (with a GPU address where made with `device_address`). Made, and its CUDA side
+    freed, with the CUDA context current."""
 
-    def __init__(self, context, driver: CudaDriver, size: int):
-        self.vulkan = ExportedBuffer(context, size)
+    def __init__(self, context, driver: CudaDriver, size: int, device_address: bool = False):
+        self.vulkan = ExportedBuffer(context, size, device_address)
         self._driver = driver
         try:
             fd = self.vulkan.export_fd()
@@ -61,6 +62,10 @@ class SharedBuffer:
     @property
     def serial(self) -> int:
         return self.vulkan.serial
+
+    @property
+    def device_address(self) -> int | None:
+        return self.vulkan.device_address
 
     @property
     def alive(self) -> bool:

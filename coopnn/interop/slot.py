@@ -9,14 +9,17 @@ stays. Batches larger than one dispatch may bind (`CudaBridge.chunk_limit`, from
 group-count limit, not the executable's host-side chunk size) run chunk by chunk, each chunk writing into its slot's
 own device buffers (`chunk_output`), copied (vkCmdCopyBuffer) into the pooled output in the same submission.
 
-A recording acquires the shared buffers from the external queue family, dispatches, copies, and releases them;
-a submission waits for `inputs_ready` and signals the bridge's `done` timeline (the ordering is in `cuda_bridge.py`).
+A recording acquires the shared buffers from the external queue family, runs a `Prologue` where the caller gives one,
+dispatches, copies, and releases them; a submission waits for `inputs_ready` and signals the bridge's `done` timeline
+(the ordering is in `cuda_bridge.py`). A recording is made once per kernel, descriptor set, push constants, group
+count, copies and prologue, and resubmitted whenever a run needs the same again (up to `lane.RECORDINGS` a slot).
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from coopnn.interop.cuda_driver import CudaDriver
 from coopnn.interop.shared_objects import SharedBuffer, SharedTimeline, capacity
@@ -30,6 +33,20 @@ ffi, lib = vk.ffi, vk.lib
 # Descriptor sets a slot keeps, one per distinct list of buffers bound (outputs vary while callers hold earlier ones).
 SETS_PER_SLOT = 4
 QUEUE_FAMILY_EXTERNAL = vk.VK_QUEUE_FAMILY_EXTERNAL
+_AFTER_PREVIOUS = ffi.new("VkMemoryBarrier*", {
+    "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
+    "dstAccessMask": vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT})
+
+
+@dataclass(frozen=True)
+class Prologue:
+    """Commands a run records before its dispatch, on buffers CUDA shares (`buffers`, acquired with the run's own):
+    `record(command_buffer)` records them, and `key` names what they do, so a recording holding them is reused only
+    for the same prologue (a torch module's weight refresh: `coopnn.torch.weight_sync`)."""
+
+    key: Any
+    buffers: tuple
+    record: Callable[[Any], None]
 
 
 def ownership_barriers(buffers, source_family: int, destination_family: int, source_access: int,
@@ -56,7 +73,9 @@ class Slot:
             self.lane.destroy()
             raise
         self.inputs: list[SharedBuffer | None] = [None] * input_count
-        self._sets: collections.OrderedDict[tuple[int, ...], Any] = collections.OrderedDict()
+        self._sets: collections.OrderedDict[tuple[int, ...], tuple[Any, int]] = collections.OrderedDict()
+        self._made_sets = 0
+        self.recorded = None  # the key of the recording `submit` sends
         self.chunk_outputs: list[Any] = [None] * output_count  # plain device buffers, for batches of several chunks
 
     def wait(self) -> None:
@@ -86,33 +105,45 @@ class Slot:
                 capacity(nbytes, self._context.info.limits.max_storage_buffer_range), HostAccess.NONE)
         return buffer
 
-    def descriptor_set(self, kernel, buffers):
-        """A descriptor set of this slot's own binding `buffers` (as the array vkCmdBindDescriptorSets takes). Only
-        this slot's submissions use its sets and it has waited for the last one, so the oldest may be destroyed."""
+    def descriptor_set(self, kernel, buffers) -> tuple[Any, int]:
+        """A descriptor set of this slot's own binding `buffers` (as the array vkCmdBindDescriptorSets takes) and the
+        number it was made as. Only this slot's submissions use its sets and it has waited for the last one, so the
+        oldest may be destroyed; recordings name the set by its number, so none binding a destroyed set is reused."""
         key = tuple(buffer.serial for buffer in buffers)
         found = self._sets.get(key)
         if found is None:
             if len(self._sets) >= SETS_PER_SLOT:
-                self._sets.popitem(last=False)[1].destroy()
-            found = self._sets[key] = kernel.dedicated_descriptor_set(buffers)
+                self._sets.popitem(last=False)[1][0].destroy()
+            self._made_sets += 1
+            found = self._sets[key] = (kernel.dedicated_descriptor_set(buffers), self._made_sets)
         else:
             self._sets.move_to_end(key)
-        return found.handle
+        return found[0].handle, found[1]
 
-    def record(self, kernel, buffers, shared, push: bytes, groups: int, copies) -> None:
-        """Record one dispatch of `kernel` over `buffers`; `shared` are the buffers CUDA also uses (taken from and
-        handed back to the external queue family); `copies` are (source, destination, offset, size) copied after."""
-        descriptor_set = self.descriptor_set(kernel, buffers)
+    def record(self, kernel, buffers, shared, push: bytes, groups: int, copies, prologue: Prologue | None = None):
+        """Make one dispatch of `kernel` over `buffers` what `submit` sends: `shared` are the buffers CUDA also uses
+        (taken from and handed back to the external queue family); `copies` are (source, destination, offset, size)
+        copied after; `prologue` runs before. A recording is made once per set of these and submitted again after
+        (`Lane.use`): recording is host work that a repeated call need not redo."""
+        descriptor_set, set_number = self.descriptor_set(kernel, buffers)
+        key = (id(kernel), set_number, push, groups, tuple((a.serial, b.serial, o, n) for a, b, o, n in copies),
+               None if prologue is None else prologue.key)
+        self.lane.use(key, lambda cmd: self._record(cmd, kernel, descriptor_set, shared, push, groups, copies,
+                                                    prologue))
+        self.recorded = key
+
+    def _record(self, cmd, kernel, descriptor_set, shared, push: bytes, groups: int, copies,
+                prologue: Prologue | None) -> None:
         family = self._context.device.queue_family
-        cmd = self.lane.begin()
-        # earlier submissions' writes (weights converted in place, this bridge's previous runs) become visible
-        previous = ffi.new("VkMemoryBarrier*", {
-            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
-            "dstAccessMask": vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT})
+        shared = list(shared) + ([] if prologue is None else list(prologue.buffers))
         acquire = ownership_barriers(shared, QUEUE_FAMILY_EXTERNAL, family, 0,
-                                      vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT)
+                                     vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT)
+        # earlier submissions' writes (weights converted in place, this bridge's previous runs) become visible
         lib.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0,
-                                 1, previous, len(shared), acquire, 0, ffi.NULL)
+                                 1, _AFTER_PREVIOUS, len(shared), acquire, 0, ffi.NULL)
+        if prologue is not None:
+            prologue.record(cmd)
+            barrier(cmd, "after_previous_work")
         self.lane.reset_timestamps(cmd)
         self.lane.timestamp(cmd, 0)
         lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, kernel.pipeline)
@@ -128,10 +159,9 @@ class Slot:
             for source, destination, offset, size in copies:
                 copy_buffer(cmd, source.handle, destination.handle, 0, offset, size)
         release = ownership_barriers(shared, family, QUEUE_FAMILY_EXTERNAL,
-                                      vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT, 0)
+                                     vk.VK_ACCESS_MEMORY_WRITE_BIT, 0)
         lib.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, 0,
                                  0, ffi.NULL, len(shared), release, 0, ffi.NULL)
-        self.lane.end()
 
     def submit(self, wait_value: int, done: SharedTimeline) -> None:
         """Submit the recording: it waits for `inputs_ready` to reach `wait_value` and signals `done` to its next
@@ -150,7 +180,7 @@ class Slot:
         self.inputs_ready.release_cuda()
 
     def release_vulkan(self) -> None:
-        for descriptor_set in self._sets.values():
+        for descriptor_set, _ in self._sets.values():
             descriptor_set.destroy()
         for buffer in self.inputs:
             if buffer is not None:

@@ -16,8 +16,10 @@ is read on the stream the caller works on: PyTorch's or CuPy's current stream, o
 
 Outputs: PyTorch in, PyTorch out; CuPy in, CuPy out; any other producer, PyTorch when importable, else the bridge's
 output object itself, which exposes `__cuda_array_interface__` (version 3, with its stream; no `__dlpack__`) in the
-kernel's element type, boolean outputs as 0/1. Outputs view memory the bridge owns, without a copy; the returned
-array keeps that memory alive (PyTorch and CuPy hold the output object).
+kernel's element type, boolean outputs as 0/1. Outputs are float32 but where every input was float16 (`is_float16`)
+and the model has a float16-I/O kernel: then the kernel reads and writes float16 and the outputs stay float16.
+Outputs view memory the bridge owns, without a copy; the returned array keeps that memory alive (PyTorch and CuPy
+hold the output object).
 """
 
 from __future__ import annotations
@@ -239,17 +241,18 @@ def _packed_strides(features: tuple[int, ...], itemsize: int) -> tuple[int, ...]
     return tuple(reversed(strides))
 
 
-def wrap_output(output, framework: str, device: int, stream: int, is_bool: bool):
+def wrap_output(output, framework: str, device: int, stream: int, is_bool: bool, keep_float16: bool = False):
     """The bridge's `output` (an object with `__cuda_array_interface__`, `pointer`, `nbytes`, `shape`, `typestr` and
     a settable `stream`) in the caller's framework, ready on `stream`: a float32 view of the same memory, converted on
-    the GPU when the kernel wrote float16, compared with 0 for boolean outputs."""
+    the GPU when the kernel wrote float16 (kept float16 with `keep_float16`: float16 in, float16 out), compared with 0
+    for boolean outputs."""
     if framework == "cupy":
         cupy = sys.modules["cupy"]
         memory = cupy.cuda.UnownedMemory(output.pointer, output.nbytes, output, device)
         array = cupy.ndarray(output.shape, cupy.dtype(output.typestr), cupy.cuda.MemoryPointer(memory, 0))
         if is_bool:
             return array != 0
-        return array if array.dtype == cupy.float32 else array.astype(cupy.float32)
+        return array if array.dtype == cupy.float32 or keep_float16 else array.astype(cupy.float32)
     if framework == "torch":
         torch = sys.modules["torch"]
     else:
@@ -262,7 +265,22 @@ def wrap_output(output, framework: str, device: int, stream: int, is_bool: bool)
     tensor = torch.as_tensor(output, device=f"cuda:{device}")
     if is_bool:
         return tensor != 0
-    return tensor if tensor.dtype == torch.float32 else tensor.float()
+    return tensor if tensor.dtype == torch.float32 or keep_float16 else tensor.float()
+
+
+def is_float16(x: Any) -> bool:
+    """Whether `x`, a CUDA array, holds float16 (PyTorch, CuPy or an interface's typestr; False for DLPack-only
+    producers, which are read through PyTorch as they are)."""
+    kind = framework_of(x)
+    if kind == "torch":
+        return x.dtype == sys.modules["torch"].float16
+    if kind == "cupy":
+        return x.dtype.str == KERNEL_TYPESTRS["f16"]
+    try:
+        interface = getattr(x, "__cuda_array_interface__", None)
+    except Exception:  # a broken interface is reported by `as_cuda_input`, which reads it again
+        return False
+    return isinstance(interface, dict) and interface.get("typestr") == KERNEL_TYPESTRS["f16"]
 
 
 def to_host(name: str, x: Any) -> np.ndarray:

@@ -1,10 +1,12 @@
 """Vulkan objects another API can share: device-local storage buffers whose memory is exported as an opaque POSIX fd
 (VK_KHR_external_memory_fd), and timeline semaphores exported the same way (VK_KHR_external_semaphore_fd).
 
-`ExportedBuffer` binds like `coopnn.runtime.vk.memory.Buffer` (it has `handle`, `size`, `serial` and `alive`), so
-`ComputeKernel.descriptor_set` takes it. Its memory is a dedicated allocation of its own, so an importer maps exactly
-this buffer (CUDA is told so with CUDA_EXTERNAL_MEMORY_DEDICATED). Both kinds of object are registered with the
-context's ObjectTracker: `context.live_objects()` counts them and closing the context destroys whatever is left.
+`ExportedBuffer` binds like `coopnn.runtime.vk.memory.Buffer` (it has `handle`, `size`, `serial`, `alive` and
+`device_address`), so `ComputeKernel.descriptor_set` takes it; made with `device_address=True` it has a GPU address
+(what vkCmdConvertCooperativeVectorMatrixNV reads from). Its memory is a dedicated allocation of its own, so an
+importer maps exactly this buffer (CUDA is told so with CUDA_EXTERNAL_MEMORY_DEDICATED). Both kinds of object are
+registered with the context's ObjectTracker: `context.live_objects()` counts them and closing the context destroys
+whatever is left.
 
 Each `export_fd()` returns a new fd holding its own reference to the object's payload: the payload outlives the Vulkan
 object for as long as an importer holds it, which is what lets a CUDA tensor outlive its model. An importer that
@@ -20,7 +22,8 @@ from typing import TYPE_CHECKING
 from coopnn.errors import BackendUnavailableError
 from coopnn.runtime.vk.device import extension_command
 from coopnn.runtime.vk.loader import check, load_vulkan
-from coopnn.runtime.vk.memory import HostAccess, Placement, buffer_serials
+from coopnn.runtime.vk.memory import (BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT, MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT,
+                                      HostAccess, Placement, _device_address, buffer_serials)
 
 if TYPE_CHECKING:
     from coopnn.runtime.vk.context import VulkanContext
@@ -78,12 +81,13 @@ def _device_local_type(context: VulkanContext, allowed_bits: int) -> int:
 
 class ExportedBuffer:
     """A device-local storage buffer of `size` bytes in a dedicated allocation of `allocation_size` bytes whose memory
-    can be exported as an opaque fd; in its own context it binds like a DEVICE `Buffer`."""
+    can be exported as an opaque fd; in its own context it binds like a DEVICE `Buffer`. `device_address` (with the
+    bufferDeviceAddress feature enabled on the context) gives it a GPU address."""
 
     placement = Placement.DEVICE
     host_access = HostAccess.NONE
 
-    def __init__(self, context: VulkanContext, size: int):
+    def __init__(self, context: VulkanContext, size: int, device_address: bool = False):
         limit = min(context.info.limits.max_buffer_size, context.info.limits.max_memory_allocation_size)
         if not 0 < size <= limit:
             raise ValueError(f"an exported buffer holds 1 to {limit} bytes on {context.info.name}, not {size}")
@@ -94,8 +98,9 @@ class ExportedBuffer:
         self.serial = next(buffer_serials)  # keys descriptor-set caches, like Buffer.serial
         external = ffi.new("VkExternalMemoryBufferCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO, "handleTypes": MEMORY_HANDLE_TYPE})
+        usage = BUFFER_USAGE | (BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT if device_address else 0)
         create_info = ffi.new("VkBufferCreateInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "pNext": external, "size": size, "usage": BUFFER_USAGE,
+            "sType": vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "pNext": external, "size": size, "usage": usage,
             "sharingMode": vk.VK_SHARING_MODE_EXCLUSIVE})
         created = ffi.new("VkBuffer*")
         check(vk, lib.vkCreateBuffer(device, create_info, ffi.NULL, created), "vkCreateBuffer")
@@ -106,9 +111,12 @@ class ExportedBuffer:
             lib.vkGetBufferMemoryRequirements(device, handle, requirements)
             dedicated = ffi.new("VkMemoryDedicatedAllocateInfo*", {
                 "sType": vk.VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO, "buffer": handle})
+            flags = ffi.new("VkMemoryAllocateFlagsInfo*", {
+                "sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO, "pNext": dedicated,
+                "flags": MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT})
             export = ffi.new("VkExportMemoryAllocateInfo*", {
-                "sType": vk.VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO, "pNext": dedicated,
-                "handleTypes": MEMORY_HANDLE_TYPE})
+                "sType": vk.VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
+                "pNext": flags if device_address else dedicated, "handleTypes": MEMORY_HANDLE_TYPE})
             memory_type = _device_local_type(context, requirements.memoryTypeBits)
             allocate_info = ffi.new("VkMemoryAllocateInfo*", {
                 "sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "pNext": export,
@@ -123,6 +131,7 @@ class ExportedBuffer:
             tracker.release_many(reversed(self.tokens))
             raise
         self.handle = handle
+        self.device_address = _device_address(device, handle) if device_address else None
         self.allocation_size = requirements.size
         self.memory_type = memory_type
         self._memory = memory

@@ -1,9 +1,9 @@
 """Copies of large arrays between the user's memory and mapped Vulkan memory, spread over several threads, and the
 finiteness test of data about to be copied (`sums_finite`), on the same threads.
 
-One core copies about 10 GB/s into mapped device memory and reads about 5 GB/s from host-cached memory; eight reach
-26 and 23 GB/s, sixteen 28 and 24 GB/s (H100 machine, `../shared/gpu/h100-host-path.md`). numpy releases the GIL while
-it copies and casts arrays of numbers, so a small process-wide thread pool gets that bandwidth. `copy_rows` converts
+One core cannot fill the bus into mapped device memory, nor read host-cached memory as fast as several can (the
+copy floor of `bench/results/*-host-path.md` is measured with these threads). numpy releases the GIL while it copies
+and casts arrays of numbers, so a small process-wide thread pool gets that bandwidth. `copy_rows` converts
 the element type and gathers strided or Fortran-ordered sources in the same pass, so every input is read exactly once;
 `start_copy` runs one in the background, so that the host path copies one chunk in while the previous one is retired.
 """
@@ -18,8 +18,8 @@ import numpy as np
 
 # Below this many bytes per part a thread costs more than it saves.
 MIN_BYTES_PER_THREAD = 1 << 20
-# Bytes of rows `sums_finite` sums at a time: 2^20 x 80 float32 in 11-13 ms over 16 threads on the H200 machine, against
-# 28-44 ms in one part a thread (`bench/results/nvidia-h200-2026-11-28-fit-host-side.md`).
+# Bytes of rows `sums_finite` sums at a time: parts this small keep every thread busy to the end, where one part a
+# thread waits for the slowest (`bench/results/nvidia-h200-2026-11-28-fit-host-side.md`).
 SUM_BYTES = 1 << 22
 COPY_THREADS = max(1, min(16, os.cpu_count() or 1))
 
@@ -87,8 +87,8 @@ def sums_finite(rows: np.ndarray, threads: int = COPY_THREADS) -> bool:
     """Whether the float32 sums of the 2-D array `rows`, taken in parts of about `SUM_BYTES` over up to `threads`
     threads, are all finite: False where any value is NaN or infinite (and, rarely, where finite values overflow a
     part's sum). One read of the data and no mask of it. Not a BLAS product, although one is as fast: its threads
-    spin on the cores for a while after it returns, and the copy that follows took 62-75 ms instead of 24 (335 MB,
-    H200 machine)."""
+    spin on the cores for a while after it returns and slow the copy that follows
+    (`bench/results/nvidia-h200-2026-11-28-fit-host-side.md`)."""
     step = max(1, SUM_BYTES // max(1, rows.itemsize * int(np.prod(rows.shape[1:], dtype=np.int64))))
     starts = range(0, len(rows), step)
 

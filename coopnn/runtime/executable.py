@@ -51,8 +51,11 @@ class KernelExecutable:
     threads."""
 
     def __init__(self, binary: Binary, graph: Graph, device: str | int | None,
-                 sources: Mapping[str, tuple[str, ...]] | None = None):
-        """`sources`: the graph constants each weight entry holds unchanged (`KernelProgram.sources`)."""
+                 sources: Mapping[str, tuple[str, ...]] | None = None,
+                 io_variants: Mapping[str, Callable[[], Binary]] | None = None):
+        """`sources`: the graph constants each weight entry holds unchanged (`KernelProgram.sources`). `io_variants`:
+        by I/O dtype ("f16"), a maker of the same kernel reading and writing that dtype, against the same weight
+        manifest (`kernel_for` makes it on first use)."""
         from coopnn.runtime.host_path import SLOTS, SlotPool, chunk_samples, row_bytes
         from coopnn.runtime.vk.memory import HostAccess
         from coopnn.runtime.vk.shared import open_context
@@ -85,6 +88,9 @@ class KernelExecutable:
             self.last_timing = None
             self._attachments: dict[str, object] = {}
             self._attachments_lock = threading.Lock()
+            self._io_variants = dict(io_variants or {})
+            # the host path's kernel: float32 rows in and out, as every target reads them
+            self._io_kernels = {"f32": (binary, self.kernel)}
         except BaseException:
             self.context.close()
             raise
@@ -170,6 +176,21 @@ class KernelExecutable:
         with self.gate.exclusive():
             self.context.submit(lambda cmd: vk.vkCmdCopyBuffer(cmd, source.handle, self.weight_buffer.handle,
                                                                len(copies), copies))
+
+    def kernel_for(self, io_dtype: str):
+        """(binary, kernel) of this executable's kernel reading inputs and writing outputs of `io_dtype` ("f32" or
+        "f16"), built on first use; InputError where the backend has no such kernel."""
+        with self._attachments_lock:
+            if io_dtype not in self._io_kernels:
+                make = self._io_variants.get(io_dtype)
+                if make is None:
+                    have = ", ".join(sorted({"f32", *self._io_variants}))
+                    raise InputError(f"model {self.graph.name!r} ({self.binary.target}) reads and writes {have} "
+                                     f"arrays, not {io_dtype}: float16 device arrays run on the coopvec backend")
+                binary = make()
+                kernel = load_kernel(self.context, binary, f"{self.graph.name} ({io_dtype} I/O)")
+                self._io_kernels[io_dtype] = (binary, kernel)
+            return self._io_kernels[io_dtype]
 
     def attachment(self, key: str, make: Callable[[], object]):
         """The object kept under `key` for this executable's life, made by `make()` on first use and closed before

@@ -1,8 +1,7 @@
 """Output arrays of large batches, from page-aligned blocks that earlier outputs gave back.
 
-A fresh 128 MiB numpy array takes 32,768 page faults on first touch, and on the H100 machine they cost more than
-copying the results into it (a whole `run()` of `mlp_64_128x4_16` at 2^21 samples: 91 ms into new arrays, 63 ms into
-reused ones). So large outputs are views of blocks kept in a process-wide pool: when the last array viewing a block is
+A fresh 128 MiB numpy array takes 32,768 page faults on first touch, which cost more than copying the results into
+it. So large outputs are views of blocks kept in a process-wide pool: when the last array viewing a block is
 collected, the block returns to the pool, already faulted in, for the next output of a size it can hold. Idle blocks
 are kept up to IDLE_BYTES in all; beyond that the oldest go back to the system.
 

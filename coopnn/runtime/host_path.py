@@ -10,9 +10,9 @@ to the batch sizes in use.
 Where the data goes (`coopnn.runtime.vk.memory.choose_placement`): inputs are written by the host straight into
 device-local memory it can map (all of an H100's memory, through resizable BAR), or into a staging buffer copied by
 the GPU in the same submission; outputs are read from host-cached memory, written there by the GPU's copy after the
-dispatch (or directly by the shader on devices whose device memory is host-cached, such as CPU devices). Having the
-shader write host-cached memory across the bus instead was measured on the H100 (`bench/results/*-host-variants.md`):
-as fast at 2^10 samples, but its kernel ran 6 to 130 times longer at 2^14 to 2^21 samples. Inputs and
+dispatch (or directly by the shader on devices whose device memory is host-cached, such as CPU devices). The shader
+does not write host-cached memory across the bus itself, as that made its kernel many times longer from mid-sized
+batches up (`bench/results/nvidia-h100-80gb-hbm3-2026-11-24-host-variants.md`). Inputs and
 outputs are float32 in memory; the user's float16, float64, strided or Fortran-ordered arrays are converted in the
 copy (`coopnn.runtime.copies.copy_rows`), never twice.
 """
@@ -45,9 +45,8 @@ lib, ffi = vk.lib, vk.ffi
 FLOAT32 = np.dtype(np.float32)
 # Slots per model: two pipeline one call's chunks; more let calls from other threads overlap on the GPU too.
 SLOTS = 4
-# Input and output bytes per chunk, at most: every chunk costs about 0.3 ms of copy ramp and submission on the H100
-# machine, so fewer, larger chunks win: `run(x)` of mlp_64_128x4_16 at 2^21 samples took 43 / 28 / 23 / 20 ms with
-# chunks of 8 / 32 / 64 / 128 MiB (mlp_32_64x4_16: 23 / 15 / 12.4 / 11.5 ms), 2026-11-24.
+# Input and output bytes per chunk, at most: every chunk costs a fixed copy ramp and submission, so fewer, larger
+# chunks win; this was the fastest of the sizes tried on the largest benchmark batches.
 CHUNK_IO_BYTES = 128 << 20
 # Mid-sized batches are cut into at least this many chunks of at least this many bytes: with a single chunk, nothing
 # overlaps its copy in and its copy out.

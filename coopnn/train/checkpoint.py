@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from coopnn.disk_cache import refuse_folder
 from coopnn.errors import ModelFormatError
 from coopnn.graph.parameter_file import FORMAT_KEY, read_tensors, write_tensors
 
@@ -30,6 +31,9 @@ class Checkpoint:
 
 
 def write_checkpoint(path: str | os.PathLike, checkpoint: Checkpoint) -> None:
+    """Write `checkpoint` to the file `path` (through a temporary file beside it and a rename); InputError naming
+    `path` when it is a folder, before anything is written."""
+    refuse_folder(path, "checkpoint")
     tensors = {_PARAMETER + name: array for name, array in checkpoint.parameters.items()}
     for slot, arrays in checkpoint.optimizer["slots"].items():
         tensors.update((f"{_OPTIMIZER}{slot}/{name}", array) for name, array in arrays.items())

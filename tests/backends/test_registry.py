@@ -35,3 +35,22 @@ def test_targets_are_the_backends_that_compile_kernels():
     assert backends.target("portable") is backends.get("portable").target
     with pytest.raises(CompileError, match="unknown target 'numpy'; targets: coopmat, coopmat2, coopvec, portable"):
         backends.target("numpy")
+
+
+@pytest.mark.parametrize("backend", ["auto", "numpy", "portable", "coopvec", "coopmat2", "coopmat"])
+@pytest.mark.parametrize("device", [99, "no such gpu"])
+def test_a_device_that_matches_none_is_one_error_type_under_every_backend(backend, device):
+    import coopnn
+
+    with pytest.raises(BackendUnavailableError) as caught:
+        coopnn.mlp(3, [8], 3, backend=backend, device=device)
+    if "found no device" not in str(caught.value):  # a machine without Vulkan has no device to list
+        assert f"device={device!r}" in str(caught.value)
+
+
+def test_the_device_in_the_environment_is_checked_under_numpy_too(monkeypatch):
+    import coopnn
+
+    monkeypatch.setenv("COOPNN_DEVICE", "no such gpu")
+    with pytest.raises(BackendUnavailableError):
+        coopnn.mlp(3, [8], 3, backend="numpy")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from coopnn.bench.report import comparisons
+from coopnn.bench.roofline import KernelWork, peaks_for
 
 
 def _batch(batch, host, gpu=None, status="measured", note=""):
@@ -19,7 +20,8 @@ def _batch(batch, host, gpu=None, status="measured", note=""):
             "gpu_ms": None if gpu is None else {"median": gpu, "min": gpu * 0.9, "p90": gpu * 1.1},
             "time_source": "host" if gpu is None else "gpu", "samples_per_s": batch / seconds,
             "host_samples_per_s": batch / (host / 1e3), "tflops": batch / seconds * 30720 / 1e12,
-            "fraction_of_fp16_peak": 0.25, "fraction_of_bandwidth_bound": 0.5}
+            "fraction_of_fp16_peak": 0.25, "fraction_of_bandwidth_bound": 0.5,
+            "roofline": KernelWork(batch * 48 * 4, batch * 30720).against(gpu or host, peaks_for("H100 80GB HBM3"))}
 
 
 def _result(runner, kind, batches, status="ok", reason=""):

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
 from coopnn.bench.caches import DRIVER_SHADER_CACHE_SWITCHES
+from coopnn.bench.runners import select_runners
+from coopnn.bench.suite import Settings, run_suite
 from coopnn.cli import main
+from coopnn.errors import InputError
+from coopnn.layouts.formats import format_names
 from tests.conftest import ROOT
 
 MLP = str(ROOT / "models" / "mlp_32_64x4_16.onnx")
@@ -32,9 +37,30 @@ def test_bench_prints_a_table_and_writes_json(tmp_path, capsys):
     assert [b["runs"] for b in result["batches"]] == [2, 2]
 
 
-def test_unsupported_weights_are_reported_not_raised(capsys):
-    assert main(["bench", MLP, "--backend", "numpy", "--batch", "8", "--runs", "1", "--weights", "int3"]) == 0
-    assert "unsupported" in capsys.readouterr().out
+def test_unknown_weights_are_a_usage_error_naming_the_formats(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["bench", MLP, "--backend", "numpy", "--batch", "8", "--runs", "1", "--weights", "int3"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "'int3'" in err and all(name in err for name in format_names())
+
+
+def test_the_suite_refuses_unknown_weights_before_measuring():
+    with pytest.raises(InputError, match="unknown weight format 'int3'; supported: fp16, fp32"):
+        run_suite([MLP], select_runners("numpy", "none"), Settings(batches=(8,), weights="int3"))
+
+
+def test_the_default_weights_are_those_load_takes(tmp_path):
+    import coopnn
+
+    path = tmp_path / "r.json"
+    assert main(["bench", MLP, "--backend", "numpy", "--batch", "8", "--runs", "1", "--json", str(path)]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with coopnn.load(MLP) as model:
+            loaded = model.weights
+    document = json.loads(path.read_text())
+    assert document["settings"]["weights"] == "auto"
+    assert document["results"][0]["precision"] == f"{loaded} weights"
 
 
 def test_unknown_backend_is_a_one_line_error(capsys):

@@ -53,6 +53,18 @@ def test_markdown_report(document):
     assert "- onnxruntime-cuda: no CUDA provider" in md
 
 
+def test_roofline_columns(document):
+    """coopvec at 2^21 in 0.2 ms: 402.7 MB and 64.42 GFLOP; on the H100's datasheet (3.35 TB/s, 989.4 TFLOP/s) the
+    bound is the bytes' 0.1202 ms, so 1.66x."""
+    md = markdown_report(document)
+    assert "| 402.7 | 64.42 | 2.01 | 322 | 0.1202 (memory) | 1.66 |" in md
+    assert "roofline 3.35 TB/s and 989 TFLOP/s (datasheet)" not in md  # the fixture's document has no roofline peaks
+    document["roofline_peaks"] = {"bandwidth_tbps": 3.35, "tensor_tflops": 989.4, "source": "datasheet"}
+    assert "roofline 3.35 TB/s and 989 TFLOP/s (datasheet)" in markdown_report(document)
+    del document["results"][0]["batches"][0]["roofline"]  # a results file from before the roofline
+    assert markdown_report(document)
+
+
 def test_format_table_aligns_columns():
     text = format_table(["a", "long"], [["xyz", "1"], ["q", "22"]])
     assert text.splitlines() == ["a    long", "---  ----", "xyz  1", "q    22"]

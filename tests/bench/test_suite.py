@@ -40,8 +40,8 @@ def document():
 
 def test_document_top_level(document):
     assert document["schema"] == SCHEMA
-    assert set(document) == {"schema", "environment", "peaks", "settings", "models", "runners", "results",
-                             "comparisons", "seconds"}
+    assert set(document) == {"schema", "environment", "peaks", "roofline_peaks", "settings", "models", "runners",
+                             "results", "comparisons", "seconds"}
     env = document["environment"]
     for key in ("date", "platform", "cpu", "cpu_count", "python", "numpy", "coopnn", "vulkan", "torch",
                 "onnxruntime", "device", "driver", "driver_shader_caches"):
@@ -81,6 +81,11 @@ def test_every_measured_batch_has_every_field(document):
         assert record["host_samples_per_s"] == record["samples_per_s"]
         assert record["tflops"] == pytest.approx(record["samples_per_s"] * 8960 / 1e12)
         assert record["fraction_of_fp16_peak"] is None and record["fraction_of_bandwidth_bound"] is None
+        # the bytes and FLOPs of the batch (float32 in and out, float16 weights) with no bound off known GPUs
+        roof = record["roofline"]
+        assert roof["flops"] == record["batch"] * 8960 and roof["bound_ms"] is None
+        assert roof["bytes"] == record["batch"] * 6 * 4 + 2 * (3 * 64 + 64 + 64 * 64 + 64 + 64 * 3 + 3)
+        assert roof["tb_per_s"] == pytest.approx(roof["bytes"] / record["host_ms"]["median"] / 1e9)
 
 
 def test_failures_and_refusals_are_results(document):

@@ -11,9 +11,9 @@ from coopnn.graph import ops
 from coopnn.graph.encodings.registry import from_config
 from coopnn.graph.ir import Activation, Op
 from coopnn.backends.numpy.inference import run_graph
-from tests.conftest import ROOT, ZOO
+from tests.conftest import ROOT, ZOO, import_torch
 
-torch = pytest.importorskip("torch", reason="PyTorch is not installed; the PyTorch baseline is optional")
+torch = import_torch()
 from coopnn.bench.torch_graph import COVERED, TorchGraph  # noqa: E402
 
 rng = np.random.default_rng(0)

@@ -1,5 +1,6 @@
-"""Parameter files: `Model.save_parameters` and `coopnn.load(..., parameters_file=)` round trip by stable name, and
-every kind of bad file raises ModelFormatError naming the file and the tensor."""
+"""Parameter files: `Model.save_parameters`, then `coopnn.load(..., parameters_file=)` or `Model.load_parameters`,
+round trip by stable name, and every kind of bad file raises ModelFormatError naming the file and the tensor, the same
+both ways (a model whose `load_parameters` fails keeps its parameters)."""
 
 from __future__ import annotations
 
@@ -26,15 +27,34 @@ def exported(tmp_path):
     return tmp_path, model, x
 
 
+WAYS = ["parameters_file", "load_parameters"]
+
+
+def _load(way: str, model_path, parameters_path) -> coopnn.Model:
+    """The model at `model_path` with the parameters of `parameters_path`, read the `way` named."""
+    if way == "parameters_file":
+        return coopnn.load(model_path, backend="numpy", parameters_file=parameters_path)
+    model = coopnn.load(model_path, backend="numpy")
+    before = model.parameters()
+    try:
+        model.load_parameters(parameters_path)
+    except ModelFormatError:
+        assert all(np.array_equal(model.parameters()[k], v) for k, v in before.items())
+        model.close()
+        raise
+    return model
+
+
 def _metadata():
     return {"coopnn": "weights 1"}
 
 
-def test_round_trip(exported):
+@pytest.mark.parametrize("way", WAYS)
+def test_round_trip(exported, way):
     folder, trained, x = exported
     with coopnn.load(folder / "model.onnx", backend="numpy") as untrained:
         assert not np.array_equal(untrained.run(x), trained.run(x))
-    with coopnn.load(folder / "model.onnx", backend="numpy", parameters_file=folder / "trained.safetensors") as model:
+    with _load(way, folder / "model.onnx", folder / "trained.safetensors") as model:
         np.testing.assert_array_equal(model.run(x), trained.run(x))
         for name, array in trained.parameters().items():
             np.testing.assert_array_equal(model.parameters()[name], array)
@@ -75,12 +95,13 @@ def _write(folder, tensors, metadata=None):
     (lambda t: t.update({"layers.0.bias": np.arange(16)}), r"tensor 'layers.0.bias' has element type I64"),
     (lambda t: t["layers.1.bias"].__setitem__(0, np.nan), r"tensor 'layers.1.bias' holds NaN or infinite values"),
 ])
-def test_bad_tensors(exported, change, message):
+@pytest.mark.parametrize("way", WAYS)
+def test_bad_tensors(exported, change, message, way):
     folder, trained, _ = exported
     tensors = {k: np.array(v) for k, v in trained.parameters().items()}
     change(tensors)
     with pytest.raises(ModelFormatError, match=message):
-        coopnn.load(folder / "model.onnx", backend="numpy", parameters_file=_write(folder, tensors))
+        _load(way, folder / "model.onnx", _write(folder, tensors))
 
 
 def test_float16_and_float64_tensors_are_accepted(exported):
@@ -92,20 +113,21 @@ def test_float16_and_float64_tensors_are_accepted(exported):
                                       trained.parameters()["layers.1.bias"].astype(np.float16).astype(np.float32))
 
 
-def test_unreadable_files(exported, tmp_path):
+@pytest.mark.parametrize("way", WAYS)
+def test_unreadable_files(exported, tmp_path, way):
     folder, trained, _ = exported
     model = folder / "model.onnx"
     with pytest.raises(ModelFormatError, match="cannot read weights file .*missing.safetensors"):
-        coopnn.load(model, backend="numpy", parameters_file=tmp_path / "missing.safetensors")
+        _load(way, model, tmp_path / "missing.safetensors")
     garbage = tmp_path / "garbage.safetensors"
     garbage.write_bytes(b"\xff" * 64)
     with pytest.raises(ModelFormatError, match="cannot read weights file"):
-        coopnn.load(model, backend="numpy", parameters_file=garbage)
+        _load(way, model, garbage)
     header = json.dumps({"layers.0.bias": {"dtype": "F32", "shape": [1 << 30], "data_offsets": [0, 1 << 32]}}).encode()
     lying = tmp_path / "lying.safetensors"
     lying.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 16)
     with pytest.raises(ModelFormatError, match="cannot read weights file"):
-        coopnn.load(model, backend="numpy", parameters_file=lying)
+        _load(way, model, lying)
     foreign = _write(tmp_path, {k: np.array(v) for k, v in trained.parameters().items()}, metadata={})
     with pytest.raises(ModelFormatError, match="is a safetensors file but not a coopnn weights file"):
-        coopnn.load(model, backend="numpy", parameters_file=foreign)
+        _load(way, model, foreign)

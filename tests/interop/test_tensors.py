@@ -11,7 +11,8 @@ import pytest
 
 from coopnn.errors import InputError
 from coopnn.interop import tensors
-from coopnn.interop.tensors import as_cuda_input, is_cuda_array
+from coopnn.interop.tensors import KDL_CUDA, as_cuda_input, is_cuda_array, is_float16
+from tests.conftest import import_torch
 
 # ---------------------------------------------------------------------------------------------- recognising arrays
 
@@ -50,7 +51,7 @@ def test_interface_and_dlpack_producers_on_cuda_are_cuda_arrays():
 
 
 def test_torch_cpu_tensors_are_not_cuda_arrays():
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     assert not is_cuda_array(torch.zeros(4, 3))
     with pytest.raises(InputError, match="input 'x' is a tensor on cpu"):
         as_cuda_input("x", torch.zeros(4, 3), (3,), "f32")
@@ -125,3 +126,11 @@ def test_outputs_without_pytorch_are_the_bridge_object_with_its_stream(monkeypat
     assert output.__cuda_array_interface__ == {"shape": (5, 4), "typestr": "<f4", "data": (0x1000, False),
                                                "strides": None, "version": 3, "stream": 1}
     assert output.nbytes == 80
+
+
+def test_float16_arrays_are_told_apart_by_their_element_type():
+    torch = pytest.importorskip("torch")
+    assert is_float16(FakeCudaArray((4, 3), typestr="<f2"))
+    assert not is_float16(FakeCudaArray((4, 3)))
+    assert not is_float16(FakeDLPack(KDL_CUDA))
+    assert is_float16(torch.zeros(2, dtype=torch.float16)) and not is_float16(torch.zeros(2))

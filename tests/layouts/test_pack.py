@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coopnn.errors import CompileError
+from coopnn.errors import InputError
 from coopnn.layouts.formats import weight_format
 from coopnn.layouts.formats.integer import quantize_layer
 from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, Layer, pack, unpack
@@ -42,7 +42,7 @@ def test_strides_say_how_rows_or_columns_are_laid_out():
 
 def test_unknown_format_or_layout():
     constants, roles = _params()
-    with pytest.raises(CompileError, match="fp8"):
+    with pytest.raises(InputError, match="unknown weight format 'fp8'"):
         pack(constants, roles, weight_format("fp8"))
     with pytest.raises(ValueError, match="diagonal"):
         pack(constants, roles, weight_format("fp32"), "diagonal")

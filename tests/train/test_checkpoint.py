@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-from coopnn.errors import ModelFormatError
+from coopnn.errors import InputError, ModelFormatError
 from coopnn.train.checkpoint import Checkpoint, read_checkpoint, write_checkpoint
 from coopnn.train.optim import Adam
 
@@ -49,3 +51,11 @@ def test_malformed_checkpoints(tmp_path):
     save_file({"optimizer/q/w": np.ones(2, np.float32)}, str(path), metadata=metadata)
     with pytest.raises(ModelFormatError, match="unexpected tensor 'optimizer/q/w'"):
         read_checkpoint(path)
+
+
+def test_a_folder_is_refused_before_anything_is_written(tmp_path):
+    """A folder target used to get a temporary file in the folder's parent (`/` for `/tmp`) and an error naming it."""
+    (tmp_path / "runs").mkdir()
+    with pytest.raises(InputError, match=re.escape(repr(str(tmp_path / "runs"))) + ".*is a folder"):
+        write_checkpoint(tmp_path / "runs", _checkpoint())
+    assert [p.name for p in tmp_path.iterdir()] == ["runs"] and not list((tmp_path / "runs").iterdir())

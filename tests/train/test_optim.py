@@ -9,6 +9,7 @@ import pytest
 import coopnn
 from coopnn.errors import InputError, ModelFormatError
 from coopnn.train.optim import OPTIMIZERS, SGD, Adam
+from tests.conftest import import_torch
 
 rng = np.random.default_rng(5)
 START = {"w": rng.uniform(-1, 1, (3, 4)).astype(np.float32), "b": rng.uniform(-1, 1, 3).astype(np.float32)}
@@ -41,7 +42,7 @@ def test_sgd_with_momentum_by_hand():
 
 
 def _torch_run(torch_optimizer_factory):
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     tensors = {k: torch.tensor(v.copy(), requires_grad=True) for k, v in START.items()}
     optimizer = torch_optimizer_factory(torch, list(tensors.values()))
     for grads in GRADIENTS:

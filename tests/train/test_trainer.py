@@ -18,7 +18,7 @@ from coopnn.backends import training_backends
 from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.parameters import with_parameters
 from coopnn.train import trainer as trainer_module
-from tests.conftest import ROOT
+from tests.conftest import ROOT, import_torch
 
 rng = np.random.default_rng(0)
 X = rng.uniform(-1, 1, (2048, 2)).astype(np.float32)
@@ -254,7 +254,7 @@ def test_graph_that_cannot_be_trained_names_the_node():
 
 
 def test_loss_curve_matches_pytorch_from_the_same_start_and_batches():
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     trainer = _trainer()
     weights = {k: torch.tensor(np.array(v), requires_grad=True) for k, v in trainer.model.parameters().items()}
     optimizer = torch.optim.Adam(list(weights.values()), lr=1e-2)

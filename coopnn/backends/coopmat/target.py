@@ -21,13 +21,12 @@ buffers a layer reads one of and writes the other; a row is the widest padded la
   component is does not matter; OpCooperativeMatrixLengthKHR says how many), and stores the float16 result into the
   other buffer. Barriers separate the layers.
 
-Why (H100, 2026-11-25, GPU ms at 2^21 samples for mlp_3_64x2_3, mlp_32_64x4_16, mlp_64_128x4_16): the kernel this
-replaces (a work-group of 64 invocations, one sample each; every (row tile, column tile) task reloading its B tiles
-and running one serial chain of products; per-invocation strided input and output) took 1.22, 3.23 and 12.8 against
-coopvec's 0.073, 0.25 and 0.76; padding its rows by 8 halves alone took it to 0.77, 2.11 and 9.7 with bit-identical
-outputs, and unrolling its epilogue loop changed nothing (the driver unrolls it). The layout above addresses the rest:
-more warps per work-group for the same workgroup memory, B tiles loaded once per column, independent accumulators,
-coalesced input and output.
+Why this layout: a kernel of one sample an invocation, where every (row tile, column tile) task reloaded its B
+tiles and ran one serial chain of products, with strided input and output per invocation, was many times slower
+than coopvec (`bench/results/nvidia-h100-80gb-hbm3-2026-11-25-tile-targets.md`; this layout:
+`...-2026-11-25-coopmat-column-owner.md`). Padding rows (ROW_PAD)
+removes its bank conflicts; the layout above addresses the rest: more warps per work-group for the same workgroup
+memory, B tiles loaded once per column, independent accumulators, coalesced input and output.
 
 Weights are zero-padded matrices and bias tiles (`packing.py`). Padding columns of a product hold its epilogue of 0,
 which the next layer's zero weights cancel; a stage whose epilogue of 0 is not finite (0 x inf) is refused. Numerics
@@ -61,10 +60,10 @@ from coopnn.backends.coopmat.text import kernel_text
 NAME = "coopmat"
 FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
 TILE = 64  # samples per work-group: a whole number of the matrices' M rows
-# Eight subgroups of 32 on the H100: more warps per SM for the same workgroup memory. Against 128 invocations, 256
-# took 11 to 16% less GPU time on mlp_32_64x4_16 and mlp_64_128x4_16 at 2^18 and 2^21 samples and on the latter at
-# 2^14, the same on the former at 2^14 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tile-limits.md). The backend
-# takes fewer where the device's work-group limits are lower (`backend.workgroup_invocations`).
+# Eight subgroups of 32 on NVIDIA: more warps per SM for the same workgroup memory, which made the two larger
+# benchmark MLPs faster than 128 invocations did and none slower
+# (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tile-limits.md`). The backend takes fewer where the device's
+# work-group limits are lower (`backend.workgroup_invocations`).
 WORKGROUP_INVOCATIONS = 256
 ROW_PAD = 8  # halves (16 bytes) past the widest layer in every activation row: rows start on different banks
 # Workgroup-memory accesses carry other invocations' values, so under the Vulkan memory model they are non-private:
@@ -151,8 +150,9 @@ class CoopmatEmitter:
     @contextmanager
     def elements(self, columns: int) -> Iterator[tuple[Id, Id, Id]]:
         """A loop over the `tile` x `columns` elements of a row-major block, consecutive invocations on consecutive
-        elements; yields (element, its sample in the tile, its column). Unrolled (the trip count is a constant): on the
-        H100 that made the kernel 4 to 9% faster, outputs identical (`...-2026-11-27-tile-limits.md`, follow-up)."""
+        elements; yields (element, its sample in the tile, its column). Unrolled (the trip count is a constant), as that
+        made the kernel faster with identical outputs (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tile-limits.md`,
+        its follow-up)."""
         frame = self.frame
         with self.fn.for_range(self.local, frame.uint(self.tile * columns), frame.uint(self.invocations),
                                control="Unroll") as element:

@@ -40,10 +40,10 @@ Operand = int | str
 A, B, ACCUMULATOR = "MatrixAKHR", "MatrixBKHR", "MatrixAccumulatorKHR"
 COMPONENTS = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32"}  # of the formats' vectors
 # Feature dimensions wider than this are split into blocks of it: a layer's product is a sum of block products, each
-# matrix at most TILE x BLOCK. Why: on the H100 (driver 580) whole 128-wide layers (mlp_64_128x4_16: a 64 x 128
-# float32 accumulator and a 128 x 128 B matrix over 64 invocations) took 0.148 / 2.33 / 18.3 ms at 2^14 / 2^18 / 2^21
-# samples (`bench/results/nvidia-h100-80gb-hbm3-2026-11-25-tile-targets.md`), blocks of 64 took 0.110 / 0.671 /
-# 5.71 ms (`...-2026-11-27-coopmat2-blocked.md`); 64-wide models are one block and unchanged.
+# matrix at most TILE x BLOCK. Why: whole 128-wide layers (a 64 x 128 float32 accumulator and a 128 x 128 B matrix
+# over 64 invocations) ran about three times slower than blocks of 64 at large batches
+# (`bench/results/nvidia-h100-80gb-hbm3-2026-11-25-tile-targets.md` against `...-2026-11-27-coopmat2-blocked.md`);
+# 64-wide models are one block and unchanged.
 BLOCK = 64
 STAGED = "staged"  # the workgroup-memory rows of a per-sample input stage, which the first load reads
 

@@ -40,10 +40,10 @@ FEATURES = frozenset({"cooperativeMatrix", "cooperativeMatrixWorkgroupScope", "c
                       "cooperativeMatrixTensorAddressing", "shaderFloat16", "storageBuffer16BitAccess",
                       "vulkanMemoryModel"})
 # Tiles (samples per work-group, one per invocation) in the order the backend tries them on a device; the first is
-# the default where no device is asked. The H100 lists workgroup-scope f16 x f16 + f32 matrices of 128 invocations at
-# granularity 32 x 16 x 16 and of 64 at 16 x 16 x 16 (/work/shared/gpu/h100-capabilities.txt). There tiles of 128
-# ran 9 to 41% faster than tiles of 64, every weight format (mlp_64_128x4_16 fp16 at 2^18: 0.706 -> 0.444 ms), and
-# tiles of 256 slower than 128 (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-coopmat2-tiles.md`).
+# the default where no device is asked. NVIDIA's driver lists workgroup-scope f16 x f16 + f32 matrices of 128
+# invocations at granularity 32 x 16 x 16 and of 64 at 16 x 16 x 16 (`coopnn info` shows a device's); tiles of 128
+# were faster than tiles of 64 in every weight format, and tiles of 256 slower than 128
+# (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-coopmat2-tiles.md`).
 TILES = (128, 64)
 TILE = TILES[0]
 GRANULARITY = 16

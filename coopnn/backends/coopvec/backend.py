@@ -35,8 +35,8 @@ from coopnn.backends.coopvec.training import (GRADIENT_METHODS, STEP_METHODS, TR
                                               CoopvecTrainingSession)
 from coopnn.backends.trained_weights import trained_entries
 
-# Measured on the H100 (tests/backends/coopvec/test_speed.py) for the benchmark MLPs at 2^14 to 2^21 samples: 32 and 64
-# within 2% of each other everywhere, 128 up to 5% slower at 2^21.
+# Samples a work-group: 32 and 64 ran the benchmark MLPs equally fast and 128 slower at the largest batches
+# (`tests/backends/coopvec/test_speed.py` times them on a GPU).
 WORKGROUP_SIZE = 64
 LAYOUT = "inferencing_optimal"
 COMPUTE_STAGE_BIT = 0x20  # VK_SHADER_STAGE_COMPUTE_BIT
@@ -121,10 +121,14 @@ def prepare_coopvec(graph: Graph, program: KernelProgram, weights: WeightFormat,
     # held from the conversion to the executable, so both use one shared context rather than making two in turn
     with open_context(device, features=FEATURES):
         packed = optimal_weights(weight_plan(program, weights), device)
-        binary = CoopvecBackend.target.compile(program, weights, workgroup_size, packed=packed)
-        # device addresses let `convert_in_place` write new weights with the driver's conversion on the GPU
-        binary = dataclasses.replace(binary, features=binary.features | {"bufferDeviceAddress"})
-        return KernelExecutable(binary, graph, device, program.sources)
+        def compiled(io_dtype: str):
+            made = CoopvecBackend.target.compile(program, weights, workgroup_size, packed=packed, io_dtype=io_dtype)
+            # device addresses let `convert_in_place` write new weights with the driver's conversion on the GPU
+            return dataclasses.replace(made, features=made.features | {"bufferDeviceAddress"})
+
+        # float16 device arrays: the same kernel on float16 rows, compiled on first use (`KernelExecutable.kernel_for`)
+        halves = {} if weights.input_quantization is not None else {"f16": lambda: compiled("f16")}
+        return KernelExecutable(compiled("f32"), graph, device, program.sources, halves)
 
 
 def convert_in_place(executable: KernelExecutable, plan: WeightPlan) -> bool:

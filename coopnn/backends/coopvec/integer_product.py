@@ -8,18 +8,16 @@
 2. and 3. OpCooperativeVectorMatrixMulAddNV with 8-bit integer matrix, 32-bit integer bias and result (exact in any
    order), converted to float32 (OpConvertSToF, to nearest even) and multiplied by the dequantization scales;
 4. a sample with NaN among its inputs gets NaN in every row: the result times NaN (else times 1, which keeps it).
-   The test takes the vector apart component by component (OpIsNan, or-ed), the costliest step on the H100 (driver
-   580, mlp_64_128x4_16 at 2^21 samples: 4.75 ms with the test in every product); so a product whose input follows
-   an earlier product through instructions that keep NaN and make none (`nan_inherited`: a ReLU, say) takes the
-   earlier product's factor instead, which gives the same rows: 2.28 ms
-   (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-weight-formats.md`). Tried there on mlp_3_64x2_3 and
-   mlp_32_64x4_16 against the test in every product: or-ing the flags in a tree, or testing the integer bits, moved
-   the time by -2 to +8%; a float16 product of each component's NaN flag with rows of zeros from memory (which does
-   not take the vector apart) took 1.3 to 1.65 times as long.
+   The test takes the vector apart component by component (OpIsNan, or-ed), the costliest step of the product; so
+   a product whose input follows an earlier product through instructions that keep NaN and make none
+   (`nan_inherited`: a ReLU, say) takes the earlier product's factor instead, which gives the same rows and halves
+   the time of a deep model (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-weight-formats.md` against
+   `...-2026-11-25-weight-formats.md`). Or-ing the flags in a tree or testing the integer bits made no difference,
+   and a float16 product of the NaN flags with rows of zeros (which does not take the vector apart) was slower.
 
-The packed input (`u32/s8packed/s8/s32/s32`: the shader rounds and narrows the vector, and four bytes travel per
-32-bit word) measured 14 to 39% slower than this float32 input on the H100. The vector went through workgroup memory
-to be repacked, since cooperative vectors cannot be bitcast to fewer components
+The float32 input is kept over the packed one (`u32/s8packed/s8/s32/s32`: the shader rounds and narrows the vector,
+four bytes a 32-bit word), which was slower: the vector has to go through workgroup memory to be repacked, since
+cooperative vectors cannot be bitcast to fewer components
 (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-int8-packed-input.md`).
 
 Bit for bit the numpy backend's arithmetic; the operators around it are the target's float32 ones.

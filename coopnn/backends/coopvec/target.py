@@ -6,7 +6,8 @@ offsets of its manifest (`coopnn.backends.coopvec.layouts`): InferencingOptimal 
 the device's driver, row- or column-major with a stride otherwise. With 8-bit float weights (input and matrix
 interpreted as E4M3 or E5M2) it is an OpCooperativeVectorMatrixMulNV followed by the row scales and the bias as
 float16 vector arithmetic. Inputs and outputs are float32 buffers (the host
-copies the user's arrays as they are), read and written with OpCooperativeVectorLoadNV/StoreNV where a sample's row is
+copies the user's arrays as they are), or with `io_dtype="f16"` float16 ones (for data already float16 on the GPU:
+half the bytes, and no conversion), read and written with OpCooperativeVectorLoadNV/StoreNV where a sample's row is
 a whole number of 16-byte groups, component by component otherwise.
 
 Numerics, which `coopnn.layouts.formats.emulation.run_fp16_emulation` reproduces: inputs (rounded as they are
@@ -46,7 +47,6 @@ INTERPRETATIONS = {"FLOAT16": "Float16NV", "FLOAT8_E4M3": "FloatE4M3NV", "FLOAT8
 FEATURES = frozenset({"cooperativeVector", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
 IO_BYTES_PER_COMPONENT = 2
 IO_VECTOR_ALIGNMENT = COMPONENT_ALIGNMENT * IO_BYTES_PER_COMPONENT  # bytes: OpCooperativeVectorLoadNV/StoreNV offsets
-FLOAT32_BYTES = 4
 
 # kernel instruction -> its lowering, an emitter method taking the instruction and giving the result's Held value;
 # every instruction of the table (`coopnn.shaders.kernel.ops`) has one
@@ -56,7 +56,7 @@ lowers = registrar(LOWERINGS)  # @lowers(kernel instruction, ...)
 
 class CoopvecEmitter:
     def __init__(self, program: KernelProgram, packed: WeightImage, workgroup_size: int, weights: WeightFormat = FP16,
-                 *, bounds_check: bool = True):
+                 *, bounds_check: bool = True, io_dtype: str = "f32"):
         self.program = program
         self.packed = packed
         self.weights = weights
@@ -69,7 +69,12 @@ class CoopvecEmitter:
         self.integer = weights.input_quantization is not None
         # the integer products' NaN tests: which product's factor (1 or NaN, by product result) a product takes
         self.nan_inherited, self.nan_factors = nan_inherited(program) if self.integer else {}, {}
-        self.bindings = tuple(dataclasses.replace(b, dtype="f16") if b.role == "tape" else b
+        if io_dtype not in ("f32", "f16") or (io_dtype == "f16" and (self.training or self.integer)):
+            raise CompileError(f"the coopvec target reads and writes float16 rows for inference with float weights "
+                               f"only; asked for {io_dtype} I/O in a {'training' if self.training else 'model'} "
+                               f"kernel with {weights.name} weights")
+        halves = {"tape"} | ({"input", "output"} if io_dtype == "f16" else set())
+        self.bindings = tuple(dataclasses.replace(b, dtype="f16") if b.role in halves else b
                               for b in bindings_of(program))
         self.push_constants = push_constants_of(program)
         # Weight gradients accumulate into the weight buffer (`accumulate.py`), declared writable here then.
@@ -184,17 +189,19 @@ class CoopvecEmitter:
             self.store_training(instr, held, param)
             return
         binding, features = self.binding_of[param.graph_name], param.shape[0]
+        dtype, itemsize = self.binding_at[binding].dtype, self.binding_at[binding].itemsize
         # float16 results, widened exactly to the float32 the host reads (as `run_fp16_emulation` rounds outputs)
         rounded = held if self.integer else self.float16(held)
-        if features * FLOAT32_BYTES % IO_VECTOR_ALIGNMENT == 0:
-            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * FLOAT32_BYTES))
-            self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding, "f32"), offset,
-                         self.forms.vector(rounded, "f32"))
+        if features * itemsize % IO_VECTOR_ALIGNMENT == 0:
+            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * itemsize))
+            self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding, dtype), offset,
+                         self.forms.vector(rounded, dtype))
             return
         first = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features))
-        for i, scalar in enumerate(self.forms.components(rounded, "f32")):
+        scalar_type = self.forms.scalar_types[dtype]
+        for i, scalar in enumerate(self.forms.components(rounded, dtype)):
             index = self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i))
-            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, self.f32), scalar)
+            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, scalar_type), scalar)
 
     def store_training(self, instr: Instr, held: Held, param) -> None:
         """The sample's loss (float32), or a tape region (float16; `coopnn.shaders.training.layout`): a layer input
@@ -315,11 +322,12 @@ class CoopvecTarget:
     name = "coopvec"
 
     def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int = 64, *,
-                packed: WeightImage | None = None) -> Binary:
+                packed: WeightImage | None = None, io_dtype: str = "f32") -> Binary:
         """SPIR-V for `program`; matrices and biases at the offsets of `packed` (a manifest made from
-        `weight_plan(program, weights)`), or packed row-major here when it is None."""
+        `weight_plan(program, weights)`), or packed row-major here when it is None; inputs and outputs of `io_dtype`
+        ("f32", or "f16" for inference with float weights)."""
         packed = packed if packed is not None else pack_plan(weight_plan(program, weights))
-        emitter = CoopvecEmitter(program, packed, workgroup_size, weights)
+        emitter = CoopvecEmitter(program, packed, workgroup_size, weights, io_dtype=io_dtype)
         spirv = emitter.compile()
         return Binary("coopvec", spirv, "main", emitter.frame.workgroup_size, emitter.bindings, emitter.push_constants,
                       packed, FEATURES, frozenset())

@@ -16,11 +16,12 @@ from coopnn.layouts.formats.fp32 import FORMAT as FP32
 from coopnn.layouts.pack import MATRIX_ALIGNMENT, WeightImage, align_up, pack
 from coopnn.backends.portable.target import PortableTarget
 from coopnn.shaders.training.gradients import partial_sum_shader, tape_gradient_shader
+from coopnn.train.gpu.families import GradientMethod, StepKernel
 from coopnn.train.gpu.session import KernelTrainingSession
 
 # Samples a weight-gradient invocation sums before the chunks are added: the batch is summed by as many invocations
-# as there are parameters times chunks. One invocation per parameter over the whole batch took 26.5 of a 27.5 ms step
-# of mlp_3_64x2_3 at 2^18 on the H100 (4611 invocations; `bench/results/*-2026-11-27-training-all-methods.md`).
+# as there are parameters times chunks, since one invocation per parameter over the whole batch took nearly the
+# whole step (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-training-all-methods.md).
 CHUNK = 1024
 
 
@@ -38,36 +39,50 @@ def flat_manifest(program, layout) -> WeightImage:
     return WeightImage(bytes(data), entries)
 
 
-class PortableTrainingSession(KernelTrainingSession):
-    optimizer_adds_partials = True  # no step is skipped (`skip_nonfinite` is off), so nothing waits on their check
+class FlatStep(StepKernel):
+    """The portable target's step kernel, reading its weights from the flat float32 working copy."""
 
-    def partial_chunks(self, capacity: int) -> int:
-        return -(-capacity // CHUNK)
+    name = "portable"
 
-    def compile_step(self):
-        self.manifest = flat_manifest(self.program, self.layout)
-        return PortableTarget().compile(self.program, FP32, 64, packed=self.manifest)
+    def compile(self, session):
+        session.manifest = flat_manifest(session.program, session.layout)
+        return PortableTarget().compile(session.program, FP32, 64, packed=session.manifest)
 
-    def create_weights(self) -> None:
+    def create_weights(self, session) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        self.weight_buffer = self.context.create_buffer(len(self.manifest.data), HostAccess.NONE)
-        self.weight_buffer.upload(np.frombuffer(self.manifest.data, np.uint8))
+        session.weight_buffer = session.context.create_buffer(len(session.manifest.data), HostAccess.NONE)
+        session.weight_buffer.upload(np.frombuffer(session.manifest.data, np.uint8))
+
+    def weights_buffer(self, session):
+        return session.weight_buffer
+
+
+class ChunkedTapeProducts(GradientMethod):
+    """Each parameter's products summed over chunks of `CHUNK` samples of the tape, the chunks added in order."""
+
+    name = "tape"
+    optimizer_adds_partials = True  # no step is skipped (`skip_nonfinite` is off), so nothing waits on their check
+
+    def shaders(self, session):
+        return [tape_gradient_shader(session.layout, session.tape, CHUNK), partial_sum_shader()]
+
+    def partial_chunks(self, session, capacity: int) -> int:
+        return -(-capacity // CHUNK)
+
+    def products(self, session, batch: int, count: int) -> tuple[list, int]:
+        from coopnn.runtime.vk.commands import Dispatch
+
+        products, product_kernel = session.gradient_shaders[0], session.gradient_kernels[0]
+        chunks = -(-batch // CHUNK)
+        push = products.pack_push(count=session.layout.size, batch=batch, capacity=session.capacity)
+        return [Dispatch(product_kernel, (session.tape_buffer, session.partials), push,
+                         (product_kernel.group_count_for(session.layout.size), chunks, 1))], chunks
+
+
+class PortableTrainingSession(KernelTrainingSession):
+    step_method = FlatStep()
+    gradient_method = ChunkedTapeProducts()
 
     def sync_weights(self) -> None:
         self.weight_buffer.upload(self.master.download(np.float32, self.layout.size))
-
-    def make_gradient_shaders(self):
-        return [tape_gradient_shader(self.layout, self.tape, CHUNK), partial_sum_shader()]
-
-    def weights_buffer(self):
-        return self.weight_buffer
-
-    def gradient_products(self, batch: int, count: int) -> tuple[list, int]:
-        from coopnn.runtime.vk.commands import Dispatch
-
-        products, product_kernel = self.gradient_shaders[0], self.gradient_kernels[0]
-        chunks = -(-batch // CHUNK)
-        push = products.pack_push(count=self.layout.size, batch=batch, capacity=self.capacity)
-        return [Dispatch(product_kernel, (self.tape_buffer, self.partials), push,
-                         (product_kernel.group_count_for(self.layout.size), chunks, 1))], chunks

@@ -1,7 +1,8 @@
 """import_model: an ONNX model (path, bytes or ModelProto) → a coopnn graph, through the converter registry.
 
-Steps: load safely (`loading`), check (`validation`: initializers, ONNX checker, shape inference), declare the graph
-inputs as batched values, convert node by node with the registered converters, then collect the outputs.
+Steps: load safely (`loading`), check (`validation`: opset and outputs, initializers, ONNX checker, shape
+inference), declare the graph inputs as batched values, convert node by node with the registered converters, then
+collect the outputs.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from coopnn.graph.onnx.fuse_encodings import fuse_encodings
 from coopnn.graph.onnx.loading import load_proto
 from coopnn.graph.onnx.node import OnnxNode, canonical_domain
 from coopnn.graph.onnx.tensors import element_type_name
-from coopnn.graph.onnx.validation import check_and_infer, read_initializers
+from coopnn.graph.onnx.validation import check_and_infer, check_declarations, read_initializers
 
 # ONNX element types an input may have → the IR type of its values (floats are computed in float32)
 _INPUT_DTYPES = {
@@ -41,6 +42,7 @@ def import_model(model: str | os.PathLike | bytes | onnx.ModelProto, *,
     the node, its operator and opset) for anything coopnn cannot run.
     """
     proto = load_proto(model, base_dir)
+    check_declarations(proto)
     initializers = read_initializers(proto)
     proto = fuse_encodings(check_and_infer(proto))
     graph = proto.graph

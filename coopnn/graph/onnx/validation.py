@@ -1,4 +1,5 @@
-"""Checking a parsed model before conversion: initializer sizes, the ONNX checker, then ONNX shape inference.
+"""Checking a parsed model before conversion: what it declares (an opset coopnn knows, at least one output),
+initializer sizes, the ONNX checker, then ONNX shape inference.
 
 Every failure is a ModelFormatError; the converters may then assume a well-formed model.
 """
@@ -9,7 +10,28 @@ import numpy as np
 import onnx
 
 from coopnn.errors import ModelFormatError
+from coopnn.graph.onnx.node import canonical_domain
 from coopnn.graph.onnx.tensors import tensor_to_array
+
+
+def newest_opset() -> int:
+    """The newest ONNX opset (default domain) coopnn knows: the installed onnx package's, whose operator definitions
+    the checker, shape inference and the converters' version lookup go by."""
+    return onnx.defs.onnx_opset_version()
+
+
+def check_declarations(proto: onnx.ModelProto) -> None:
+    """ModelFormatError unless the model imports the default domain at an opset coopnn knows (a newer one may have
+    changed what an operator means, and onnxruntime refuses it too) and its graph declares an output."""
+    newest = newest_opset()
+    for opset in proto.opset_import:
+        if canonical_domain(opset.domain) == "" and opset.version > newest:
+            raise ModelFormatError(f"the model declares ONNX opset {opset.version}, newer than the newest coopnn "
+                                   f"knows ({newest}, that of onnx {onnx.__version__}); export it at opset {newest} "
+                                   f"or lower")
+    if not proto.graph.output:
+        raise ModelFormatError(f"graph {proto.graph.name!r} declares no outputs, so it computes nothing; list the "
+                               "values it returns in graph.output")
 
 
 def read_initializers(proto: onnx.ModelProto) -> dict[str, np.ndarray]:

@@ -11,7 +11,7 @@ import functools
 import importlib
 import pkgutil
 
-from coopnn.errors import CompileError
+from coopnn.errors import InputError
 from coopnn.layouts.formats.format import WeightFormat
 
 
@@ -33,13 +33,13 @@ def format_names() -> list[str]:
 
 
 def weight_format(weights: str | WeightFormat) -> WeightFormat:
-    """The format named `weights` (a WeightFormat passes through); CompileError naming the formats when there is
-    none."""
+    """The format named `weights` (a WeightFormat passes through); InputError naming the formats when there is none
+    (a name the caller mistyped, whatever the model)."""
     if isinstance(weights, WeightFormat):
         return weights
     fmt = _formats().get(weights) if isinstance(weights, str) else None
     if fmt is None:
-        raise CompileError(f"unknown weight format {weights!r}; supported: {', '.join(format_names())}")
+        raise InputError(f"unknown weight format {weights!r}; supported: {', '.join(format_names())}")
     return fmt
 
 

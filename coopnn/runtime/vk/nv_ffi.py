@@ -5,7 +5,7 @@ pyvulkan's FFI is precompiled from Vulkan 1.3.275 headers, which predate both ex
 function pointer types are declared here (in-line ABI mode, nothing compiled). Layouts, sType values and enum values are
 copied from the Khronos registry's `vulkan_core.h` (Vulkan-Headers, VK_NV_COOPERATIVE_VECTOR_SPEC_VERSION 4,
 VK_NV_COOPERATIVE_MATRIX_2_SPEC_VERSION 1; VK_NV_cooperative_matrix_decode_vector's feature struct, sType
-1000689000, revision 1 of 2026-04-30). Handles cross between the two FFIs as raw addresses: a pyvulkan handle or
+1000689000, extension revision 1). Handles cross between the two FFIs as raw addresses: a pyvulkan handle or
 struct becomes an integer with `address()` and is cast to this FFI's type, and back.
 
 Only this module and the modules using these extensions import it; enum-typed fields are declared as int32_t (C enums

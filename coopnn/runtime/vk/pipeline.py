@@ -218,8 +218,7 @@ def _validate(context: KernelOwner, spirv: bytes, binding_count: int, push_const
 
 def write_storage_buffers(device, descriptor_set, buffers: Sequence[Buffer]) -> None:
     """Point bindings 0..N-1 of `descriptor_set` at the whole of `buffers`. The structs are filled through cffi
-    directly: pyvulkan's struct builders took 0.11 ms for the six bindings of a training step's kernel, most of what
-    making a recorded step's descriptor sets cost (1.0 of a 1.34 ms recording of one step on lavapipe)."""
+    directly, as pyvulkan's struct builders were most of what making a recorded step's descriptor sets cost."""
     infos = ffi.new("VkDescriptorBufferInfo[]", [(buffer.handle, 0, buffer.size) for buffer in buffers])
     writes = ffi.new("VkWriteDescriptorSet[]", len(buffers))
     for binding, write in enumerate(writes):

@@ -3,9 +3,9 @@ the same buffers (runs of training steps): no per-submission recording on the ho
 
 A submission runs the sequence `repeat` times back to back. For a repeat above one the sequence is recorded once, into
 a secondary command buffer that a primary executes that many times; each repeat count gets a primary of its own on
-first use, kept. Recording a block of 16 training steps whole took 3.5-4 ms of the H100 machine's host, which a fit
-spent three times over while the GPU waited (a 1,000-step fit of mlp_3_64x2_3 at 2^16 samples: 87 ms by the wall clock
-for 74 ms of GPU work, 2026-11-28); a primary executing a recorded step takes microseconds a repetition.
+first use, kept. Recording a block of steps whole costs host time that grows with the block and that a fit would
+spend while the GPU waits; a primary executing a recorded step costs microseconds a repetition
+(`bench/results/nvidia-h100-80gb-hbm3-2026-11-28-training-repeated-blocks-b65536.md`).
 
 A recording submits on `lanes` lanes (the first made with it, the others on first use), one submission in flight on
 each, so that the host queues the next submission while one runs; primaries and timestamps are per lane, the descriptor

@@ -9,8 +9,8 @@ whatever turns the working copy into what the step kernel reads. Nothing in a st
 records a step on a data set already on the device once (`upload_data`, `recorded_runs`; the step kernel reads each
 batch from it at the rows the sampler of `coopnn.shaders.targets.sampler` draws) and submits it in blocks of steps
 back to back, reading each block's losses once it has finished; `step` is the same with one batch uploaded from the
-host. Targets differ in how
-they lay out parameters and reduce gradients; subclasses say how (`coopnn.backends.portable.training`,
+host. A target's session composes one step kernel and one gradient method (`coopnn.train.gpu.families`) and asks
+them what differs: parameter widths, kernels, buffers, dispatches (`coopnn.backends.portable.training`,
 `coopnn.backends.coopvec.training`).
 """
 
@@ -28,6 +28,7 @@ from coopnn.shaders.training.optimizer import optimizer_groups, optimizer_shader
 from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_tile_shader
 from coopnn.interop.tensors import rows_of
 from coopnn.train.gpu.batch_inputs import BatchInputs
+from coopnn.train.gpu.families import GradientMethod, StepKernel
 from coopnn.train.gpu.bookkeeping import StepBookkeeping
 from coopnn.train.gpu.flat_parameters import flatten, unflatten
 from coopnn.train.gpu.optimizer_values import optimizer_push
@@ -49,11 +50,8 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
     skip_nonfinite = False  # whether a step with a non-finite gradient is skipped (with dynamic loss scaling)
     growth_interval = 0  # with skip_nonfinite: good steps in a row after which the loss scale doubles
     takes_cuda_arrays = True  # `upload_data` copies CUDA arrays on the GPU (`Trainer.fit` hands them over as such)
-    accumulates = False  # the step kernel sums weight gradients itself (outer products): no tape
-    fuses = False  # the step kernel forms the weight gradients' partial sums from the tiles it holds: no tape
-    # the optimizer adds the chunks' partial gradients itself (`gradient_products`): their kernels flag non-finite
-    # ones, or no step is skipped for them
-    optimizer_adds_partials = False
+    step_method: StepKernel  # the two members the session composes (`coopnn.train.gpu.families`)
+    gradient_method: GradientMethod
 
     def __init__(self, graph: Graph, loss: Loss, optimizer: Optimizer, device: str | int | None):
         from coopnn.runtime.vk.memory import HostAccess
@@ -61,18 +59,21 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
         self.plan: TrainingPlan = plan_training(graph)
         self.loss_function, self.optimizer = loss, optimizer
+        self.step_method = self.choose_step()
         self.layout = ParameterLayout.of(self.layer_shapes())
-        self.tape = TapeLayout(() if self.accumulates or self.fuses else self.layout.layers, self.delta_layout())
-        self.program = step_program(self.plan, loss, self.tape, accumulate=self.accumulates)
+        method = self.gradient_method
+        self.tape = TapeLayout(self.layout.layers if method.keeps_tape else (), method.delta_layout(self))
+        self.program = step_program(self.plan, loss, self.tape, accumulate=method.accumulates)
         self.last_gpu_ms: float | None = None  # of the last submission
         self.total_gpu_ms = 0.0  # of every submission of training steps so far
         self.steps_run = 0  # of the last run_steps
         self.optimizer_kernel_shader = self.make_optimizer_shader()
         self.loss_tile_shader = loss_tile_shader()
-        self.gradient_shaders = self.make_gradient_shaders()
+        self.gradient_shaders = self.gradient_method.shaders(self)
         self.context = open_context(device, features=self.features())
         try:
             self.binary = self.compile_step()
+            self.granularity = self.step_method.granularity(self.granularity, self.binary)
             self.step_kernel = load_kernel(self.context, self.binary, f"{graph.name} training step")
             self.optimizer_kernel = load_kernel(self.context, self.optimizer_kernel_shader)
             self.loss_tile_kernel = load_kernel(self.context, self.loss_tile_shader)
@@ -104,14 +105,15 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         return {"step": self.binary, **{f"gradients {i}": s for i, s in enumerate(self.gradient_shaders)},
                 "optimizer": self.optimizer_kernel_shader, "loss tile": self.loss_tile_shader}
 
-    # ----- what targets define --------------------------------------------------------------------------------------
+    # ----- what targets define, and what the session asks its members ----------------------------------------------
+
+    def choose_step(self) -> StepKernel:
+        """The step kernel for the model (`self.plan`), before the device is known."""
+        return self.step_method
 
     def layer_shapes(self) -> list[tuple[str, str, int, int]]:
-        return [(p.weight, p.bias, p.rows, p.cols) for p in self.plan.layers]
-
-    def delta_layout(self) -> str:
-        """How the tape keeps deltas (`coopnn.shaders.training.layout`): as the weight-gradient kernels read them."""
-        return "features"
+        width = self.step_method.padded
+        return [(p.weight, p.bias, width(p.rows), width(p.cols)) for p in self.plan.layers]
 
     def features(self) -> set[str]:
         """What the device must enable for every kernel of a step (the step kernel's are the target's to add)."""
@@ -120,27 +122,19 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
     def make_optimizer_shader(self) -> Binary:
         return optimizer_shader(self.optimizer.name, self.working_dtype, self.skip_nonfinite, self.growth_interval,
-                                self.optimizer_adds_partials, blocked=self.keeps_blocked_copy())
-
-    def keeps_blocked_copy(self) -> bool:
-        """Whether the optimizer also writes a blocked working copy (`ParameterLayout.block_index`), into the
-        buffers `blocked_copy` gives."""
-        return False
+                                self.gradient_method.optimizer_adds_partials,
+                                blocked=self.step_method.keeps_blocked_copy)
 
     def blocked_copy(self) -> tuple:
-        """(block index, blocked working copy) buffers where `keeps_blocked_copy`, else ()."""
+        """(block index, blocked working copy) buffers where the step kernel `keeps_blocked_copy`, else ()."""
         return ()
 
-    def make_gradient_shaders(self) -> list[Binary]:
-        """The kernels `gradient_steps` dispatches (made before the device, which must enable their features)."""
-        raise NotImplementedError
-
     def compile_step(self) -> Binary:
-        raise NotImplementedError
+        return self.step_method.compile(self)
 
     def create_weights(self) -> None:
         """Make the buffers the step kernel reads its weights from (once, before `sync_weights`)."""
-        raise NotImplementedError
+        self.step_method.create_weights(self)
 
     def sync_weights(self) -> None:
         """Make the weights the step kernel reads equal the master weights (after they were loaded)."""
@@ -148,29 +142,18 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
     def weights_buffer(self):
         """The buffer bound as the step kernel's weights."""
-        raise NotImplementedError
+        return self.step_method.weights_buffer(self)
 
-    def gradient_products(self, batch: int, count: int) -> tuple[list, int]:
-        """Dispatches summing the tape into `self.gradient` (raw sums of scaled per-sample gradients), and 0; or
-        into the partial gradients of chunks of the batch, and the number of chunks, where `optimizer_adds_partials`
-        (the optimizer adds them)."""
-        raise NotImplementedError
+    def partial_chunks(self, capacity: int) -> int:
+        return self.gradient_method.partial_chunks(self, capacity)
 
     def gradient_steps(self, batch: int, count: int) -> list:
         """Dispatches summing the tape into `self.gradient`."""
-        return self._summed(*self.gradient_products(batch, count))
+        return self._summed(*self.gradient_method.products(self, batch, count))
 
     def _summed(self, steps: list, chunks: int) -> list:
-        """`gradient_products`' dispatches, then the partial sum where they leave `chunks` partial gradients."""
+        """The gradient method's dispatches, then the partial sum where they leave `chunks` partial gradients."""
         return (steps + [self.partial_sum_dispatch(chunks)]) if chunks else steps
-
-    def working_steps(self) -> list:
-        """Commands after the optimizer that turn its working copy into what the step kernel reads."""
-        return []
-
-    def step_prologue(self) -> list:
-        """Commands before the step kernel."""
-        return []
 
     def partial_sum_dispatch(self, chunks: int):
         """The gradient as the sum of the first `chunks` partial gradients (the session's last gradient shader)."""
@@ -260,12 +243,8 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         rows = batch if data is None else data.rows
         push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity, rows=rows,
                                      seed=seed & 0xFFFFFFFF, whole=int(batch >= rows))
-        return [*self.step_prologue(),
-                Dispatch(self.step_kernel, self._buffers(data), push, self.step_groups(count))]
-
-    def step_groups(self, count: int) -> int:
-        """Work-groups of the step kernel for `count` invocations."""
-        return self.step_kernel.group_count_for(count)
+        return [*self.gradient_method.step_prologue(self),
+                Dispatch(self.step_kernel, self._buffers(data), push, self.step_method.groups(self, count))]
 
     def _update(self, batch: int) -> list:
         """The commands after the backward pass of a step: the batch's loss in tiles alongside the first gradient
@@ -277,13 +256,14 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         tiles = -(-batch // LOSS_TILE)
         sums = self.loss_tile_shader.pack_push(count=tiles * REDUCE_WIDTH, batch=batch)
         loss_tiles = Dispatch(self.loss_tile_kernel, (self.io[self._binding(LOSS)], self.loss_sums), sums, tiles)
-        steps, chunks = self.gradient_products(batch, count)
-        if not self.optimizer_adds_partials:
+        steps, chunks = self.gradient_method.products(self, batch, count)
+        if not self.gradient_method.optimizer_adds_partials:
             steps, chunks = self._summed(steps, chunks), 0
         if steps and isinstance(steps[0], Dispatch):
             # it reads the tape or the accumulated gradients, the loss tiles the per-sample losses: disjoint memory
             steps = [dataclasses.replace(steps[0], alongside=True), *steps[1:]]
-        return [loss_tiles, *steps, self.optimizer_dispatch(batch, tiles, chunks), *self.working_steps()]
+        return [loss_tiles, *steps, self.optimizer_dispatch(batch, tiles, chunks),
+                *self.step_method.working_steps(self)]
 
     def _mean_losses(self, steps: int, batch: int) -> np.ndarray:
         self.total_gpu_ms += self.last_gpu_ms or 0.0
@@ -311,16 +291,17 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         over the `tiles` sums of the batch's losses."""
         from coopnn.runtime.vk.commands import Dispatch
 
-        buffers = (self.master, self.partials if self.optimizer_adds_partials else self.gradient, self.state,
+        adds_partials = self.gradient_method.optimizer_adds_partials
+        buffers = (self.master, self.partials if adds_partials else self.gradient, self.state,
                    self.working_buffer(), *(self.slots[s] for s in self.optimizer.slots), self.books.schedule,
                    self.loss_sums, self.books.history, *self.blocked_copy())
         return Dispatch(self.optimizer_kernel, buffers, self._optimizer_push(batch, tiles, chunks),
-                        optimizer_groups(self.layout.size, self.optimizer_adds_partials))
+                        optimizer_groups(self.layout.size, adds_partials))
 
     def _optimizer_push(self, batch: int, tiles: int = 0, chunks: int = 0) -> bytes:
         """The optimizer kernel's push constants now: its settings, the gradient's scale for `batch`, the step's
         `tiles` of loss sums and `chunks` of partial gradients (which `batch` determines)."""
-        partials = {"chunks": chunks} if self.optimizer_adds_partials else {}
+        partials = {"chunks": chunks} if self.gradient_method.optimizer_adds_partials else {}
         return optimizer_push(self.optimizer_kernel_shader, self.optimizer, self.layout.size,
                               1.0 / (batch * self.plan.out_features), terms=tiles, **partials)
 

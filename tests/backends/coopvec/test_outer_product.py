@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from coopnn.backends.coopvec import outer_product
+from coopnn.backends.coopvec.gradient_methods import gradient_methods
+from coopnn.backends.coopvec.outer_product import OUTER_PRODUCT_WIDEST
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends.coopvec.products import weight_plan
 from coopnn.backends.coopvec.target import CoopvecTarget
@@ -34,13 +36,17 @@ def _setup(activation="relu", loss="l2"):
     return plan, layout, step_program(plan, get_loss(loss), TapeLayout(()), accumulate=True)
 
 
+# method -> the layout of its accumulators
+ACCUMULATOR_LAYOUTS = {name: m.layout for name, m in gradient_methods().items() if m.accumulates}
+
+
 def _fake_optimal_size(rows, cols):
     return 2 * rows * cols + 96  # any size: the driver's answer is only known on a device
 
 
 def _image(program, layout, method):
     packed = pack_plan(weight_plan(program, FP16), "training_optimal", lambda m: bytes(2 * m.nbytes))
-    entries = outer_product.accumulators(layout, outer_product.ACCUMULATOR_LAYOUTS[method], len(packed.data),
+    entries = outer_product.accumulators(layout, ACCUMULATOR_LAYOUTS[method], len(packed.data),
                                          _fake_optimal_size)
     return outer_product.with_accumulators(packed, entries), entries
 
@@ -58,7 +64,7 @@ def test_the_accumulating_step_program_stores_nothing_on_the_tape():
 
 def test_accumulators_follow_the_weights_aligned():
     _, layout, program = _setup()
-    for method, kind in outer_product.ACCUMULATOR_LAYOUTS.items():
+    for method, kind in ACCUMULATOR_LAYOUTS.items():
         image, entries = _image(program, layout, method)
         weights_end = max(e.offset + e.size for n, e in image.entries.items() if n not in entries)
         first, size = outer_product.accumulator_range(entries)
@@ -72,7 +78,7 @@ def test_accumulators_follow_the_weights_aligned():
                 {n: e.offset for n, e in flat.items()}
 
 
-@pytest.mark.parametrize("method", sorted(outer_product.ACCUMULATOR_LAYOUTS))
+@pytest.mark.parametrize("method", sorted(ACCUMULATOR_LAYOUTS))
 @pytest.mark.parametrize("activation, loss", [("relu", "l2"), ("tanh", "huber"), ("silu", "l1"),
                                               ("sigmoid", "bce_with_logits")])
 def test_accumulating_step_kernels_pass_spirv_val(method, activation, loss, tmp_path):
@@ -117,7 +123,7 @@ def test_accumulations_mean_sums_over_samples():
 
 @pytest.mark.parametrize("method", ["outer_product", "outer_product_reduced"])
 def test_layers_wider_than_the_measured_limit_are_refused_before_any_device_work(method):
-    from coopnn.backends.coopvec.training import OUTER_PRODUCT_WIDEST, CoopvecTrainingSession
+    from coopnn.backends.coopvec.training import CoopvecTrainingSession
 
     graph = mlp_graph(3, [OUTER_PRODUCT_WIDEST + 8], 3)
     with pytest.raises(CompileError, match=f"up to {OUTER_PRODUCT_WIDEST} inputs and outputs, this model has 72"):

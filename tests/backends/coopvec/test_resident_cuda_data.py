@@ -12,13 +12,14 @@ import pytest
 
 import coopnn
 from tests.backends.resident_fit import SEED
+from tests.conftest import import_torch
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture
 def torch():
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     if not torch.cuda.is_available():
         pytest.skip("PyTorch sees no CUDA device")
     return torch

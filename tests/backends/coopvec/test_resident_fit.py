@@ -61,7 +61,7 @@ def test_the_trainer_hands_kernel_choices_to_the_session(coopvec_device, options
     x, y = _data(1024, 2, 3)
     with coopnn.mlp(2, [32], 3, backend="coopvec", weights="fp16") as model:
         trainer = coopnn.Trainer(model, **options)
-        assert (trainer.session.gradient_method, trainer.session.step_method) == (
+        assert (trainer.session.gradient_method.name, trainer.session.step_method.name) == (
             options["gradients"], options.get("step", "coopvec"))
         losses = trainer.fit(x, y, steps=20, batch_size=256, progress=False)
         assert np.isfinite(losses).all()

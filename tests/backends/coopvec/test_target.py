@@ -132,3 +132,46 @@ def test_golden_dumps(name, make, tmp_path):
         golden.write_text(text)
         pytest.fail(f"wrote the missing golden file {golden}: review it and commit it")
     assert text == golden.read_text(), f"if the change is intended, delete {golden}, rerun, review and commit"
+
+
+@pytest.mark.parametrize("weights", ["fp16", "fp8_e4m3"])
+@pytest.mark.parametrize("path", ZOO, ids=lambda p: p.stem)
+def test_float16_io_modules_pass_spirv_val(path, weights, tmp_path):
+    """The kernels float16 device arrays run: inputs and outputs bound as float16 rows, every zoo model, float16 and
+    8-bit float weights."""
+    program = compile(path, target="coopvec", weights=weights)
+    binary = target("coopvec").compile(program.kernel, weight_format(weights), 64, io_dtype="f16")
+    assert [b.dtype for b in binary.bindings[1:]] == ["f16"] * (len(binary.bindings) - 1)
+    spirv_val(binary.spirv, tmp_path)
+
+
+def test_float16_io_reads_and_writes_halves_without_converting():
+    program = compile(ROOT / "models" / "mlp_32_64x4_16.onnx", target="coopvec", weights="fp16")
+    half = target("coopvec").compile(program.kernel, FP16, 64, io_dtype="f16")
+    text = disassemble(half.spirv)
+    assert "OpFConvert" not in text and text.count("OpCooperativeVectorStoreNV") == 1
+    assert text.count("OpCooperativeVectorLoadNV") == 1
+
+
+def test_float16_io_is_for_inference_with_float_weights():
+    path = ROOT / "models" / "mlp_32_64x4_16.onnx"
+    program = compile(path, target="coopvec", weights="fp16")
+    with pytest.raises(CompileError, match="float16 rows for inference with float weights only"):
+        target("coopvec").compile(program.kernel, FP16, 64, io_dtype="bf16")
+    with coopnn.load(path, backend="numpy") as model:
+        calibration = random_feeds(model, 64, seed=2)
+    int8 = compile(path, target="coopvec", weights="int8", calibration=calibration)
+    fmt = calibrated(weight_format("int8"), int8.graph, calibration)
+    with pytest.raises(CompileError, match="with int8 weights"):
+        target("coopvec").compile(int8.kernel, fmt, 64, io_dtype="f16")
+
+
+@pytest.mark.parametrize("io_dtype", ["f32", "f16"])
+@pytest.mark.parametrize("size", [32, 128, 256])
+def test_the_workgroup_sizes_the_inference_probe_compares_pass_spirv_val(size, io_dtype, tmp_path):
+    """`coopnn.bench.inference_variants` compiles these against the model's own weight manifest."""
+    program = compile(ROOT / "models" / "mlp_64_128x4_16.onnx", target="coopvec", weights="fp16")
+    packed = _packed(program.kernel, "inferencing_optimal")
+    binary = target("coopvec").compile(program.kernel, FP16, size, packed=packed, io_dtype=io_dtype)
+    assert binary.workgroup_size == (size, 1, 1)
+    spirv_val(binary.spirv, tmp_path)

@@ -100,7 +100,7 @@ def _session(graph, loss):
 
 def _compare(graph, loss, inputs, outputs, samples, steps=20):
     session = _session(graph, loss)
-    assert session.step_method == "tiled" and session.tape.width == 0
+    assert session.step_method.name == "fused" and session.tape.width == 0
     assert_matches_on_random_data(session, graph, loss, inputs, outputs, samples, steps)
 
 

@@ -12,7 +12,7 @@ import pytest
 import coopnn
 from coopnn.backends.portable.backend import PortableBackend
 from coopnn.compiler import compile, compile_graph
-from coopnn.errors import CompileError
+from coopnn.errors import CompileError, InputError
 from coopnn.graph.ir import Activation, Graph, Node, Op, Value
 from coopnn.layouts.formats import weight_format
 from tests.conftest import ZOO, random_feeds
@@ -86,5 +86,5 @@ def test_golden_dumps(name, make, tmp_path):
 def test_unknown_target_and_weight_format():
     with pytest.raises(CompileError, match="unknown target 'cuda'"):
         compile_graph(tiny_mlp(), target_name="cuda")
-    with pytest.raises(CompileError, match="fp8"):
+    with pytest.raises(InputError, match="unknown weight format 'fp8'"):
         compile_graph(tiny_mlp(), weights="fp8")

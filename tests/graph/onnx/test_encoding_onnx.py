@@ -16,27 +16,7 @@ from coopnn.graph.ir import Op
 from coopnn.graph.onnx.export import export_onnx
 from coopnn.graph.onnx.fuse_encodings import fuse_encodings
 from coopnn.graph.verify import verify
-
-ENCODINGS = [
-    ({"otype": "Identity", "scale": 2.0, "offset": 0.5}, 2),
-    ({"otype": "Frequency", "n_frequencies": 4}, 2),
-    ({"otype": "Frequency", "layout": "nerf", "n_frequencies": 3}, 3),
-    ({"otype": "TriangleWave", "n_frequencies": 5}, 2),
-    ({"otype": "OneBlob", "n_bins": 8}, 2),
-    ({"otype": "SphericalHarmonics", "degree": 8}, 3),
-    ({"otype": "HashGrid", "n_levels": 6, "log2_hashmap_size": 8, "base_resolution": 4, "per_level_scale": 1.5}, 2),
-    ({"otype": "HashGrid", "n_levels": 3, "n_features_per_level": 4, "interpolation": "Nearest",
-      "log2_hashmap_size": 6}, 3),
-    ({"otype": "DenseGrid", "n_levels": 2, "n_features_per_level": 1, "interpolation": "Smoothstep"}, 1),
-    ({"otype": "TiledGrid", "n_levels": 3, "n_features_per_level": 8, "base_resolution": 3}, 4),
-    ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 1},
-                                       {"otype": "HashGrid", "n_dims_to_encode": 2, "n_levels": 2},
-                                       {"otype": "SphericalHarmonics", "degree": 2}]}, 6),
-    ({"otype": "Composite", "nested": [{"otype": "SphericalHarmonics", "n_dims_to_encode": 3, "degree": 1},
-                                       {"otype": "DenseGrid", "n_levels": 2, "n_features_per_level": 4}]}, 5),
-]
-IDS = [f"{config['otype']}-{config.get('interpolation', config.get('layout', ''))}-{n}d" for config, n in ENCODINGS]
-
+from tests.graph.encodings.cases import ENCODINGS, IDS, inputs
 
 def model_for(config, n_in):
     model = coopnn.mlp(n_in, [16], 3, encoding=config, backend="numpy", seed=1)
@@ -44,16 +24,6 @@ def model_for(config, n_in):
     if params is not None:  # tables of order one, so that every lookup shows in the outputs
         model.set_parameters({"encoding.params": np.random.default_rng(2).standard_normal(params.shape)})
     return model
-
-
-def inputs(config, n_in):
-    x = np.random.default_rng(3).random((400, n_in), dtype=np.float32)
-    if "Grid" in config["otype"]:
-        x[:40] = x[:40] * 4 - 2  # outside [0, 1]: the tables wrap around as tcnn's do
-    x[40] = 0
-    x[41] = 1
-    x[42] = np.nextafter(np.float32(1), np.float32(0))
-    return x
 
 
 @pytest.mark.parametrize("config, n_in", ENCODINGS, ids=IDS)

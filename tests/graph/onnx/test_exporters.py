@@ -15,8 +15,9 @@ import pytest
 from coopnn.graph.ir import Op
 from coopnn.graph.onnx import import_model
 from coopnn.backends.numpy.inference import run_graph
+from tests.conftest import import_torch
 
-torch = pytest.importorskip("torch")
+torch = import_torch()
 nn = torch.nn
 F = nn.functional
 

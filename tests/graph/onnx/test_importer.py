@@ -343,3 +343,25 @@ def test_mutated_model_bytes_never_crash(mlp, data):
         verify(import_model(bytes(raw)))
     except CoopnnError:
         pass
+
+
+def test_an_opset_newer_than_coopnn_knows_is_refused_as_onnxruntime_refuses_it(onnx_model):
+    import onnxruntime as ort
+
+    from coopnn.graph.onnx.validation import newest_opset
+
+    newest = newest_opset()
+    model = onnx_model(mlp_nodes(), {"x": ["batch", 3]}, ["y"], {"w1": W1, "b1": B1, "w2": W2}, opset=newest + 1)
+    with pytest.raises(ModelFormatError, match=f"declares ONNX opset {newest + 1}, newer than the newest coopnn "
+                                               f"knows \\({newest}"):
+        import_model(model)
+    with pytest.raises(Exception, match="opset"):
+        ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    import_model(onnx_model(mlp_nodes(), {"x": ["batch", 3]}, ["y"], {"w1": W1, "b1": B1, "w2": W2}, opset=newest))
+
+
+def test_a_graph_without_outputs_is_refused(onnx_model):
+    model = onnx_model(mlp_nodes(), {"x": ["batch", 3]}, ["y"], {"w1": W1, "b1": B1, "w2": W2})
+    del model.graph.output[:]
+    with pytest.raises(ModelFormatError, match="declares no outputs"):
+        import_model(model)

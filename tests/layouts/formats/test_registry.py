@@ -1,5 +1,5 @@
 """The weight-format registry: every module of the package that defines FORMAT is found, names resolve to one
-object, objects pass through, and an unknown name is a CompileError naming the formats there are."""
+object, objects pass through, and an unknown name is an InputError naming the formats there are."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pkgutil
 import pytest
 
 import coopnn.layouts.formats as formats
-from coopnn.errors import CompileError
+from coopnn.errors import InputError
 from coopnn.layouts.formats import WeightFormat, format_names, weight_format
 
 
@@ -33,5 +33,5 @@ def test_a_format_object_passes_through():
 
 @pytest.mark.parametrize("name", ["int3", "FP16", "", "auto", 16, None])
 def test_an_unknown_name_is_a_typed_error_naming_the_formats(name):
-    with pytest.raises(CompileError, match=f"unknown weight format {name!r}; supported: fp16, fp32"):
+    with pytest.raises(InputError, match=f"unknown weight format {name!r}; supported: fp16, fp32"):
         weight_format(name)

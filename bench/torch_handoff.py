@@ -1,0 +1,215 @@
+"""Where a `run()` on PyTorch CUDA tensors spends its time: host work, the CUDA -> Vulkan -> CUDA semaphore round
+trip, and GPU time, at small batches, with candidate changes as options of this probe (not library flags).
+
+    python3 bench/torch_handoff.py [--model mlp_32_64x4_16] [--batches 10,12,14] [--calls 300]
+                                   [--variants recorded,rerecord] [--out DIR]
+
+Per batch and variant (medians over `--calls` calls, after warm-up):
+  host        the Python call alone (it returns before the GPU is done);
+  wall        the call and a torch.cuda.synchronize();
+  stream      CUDA events on the caller's stream around the call: what the stream sees of it;
+  gpu         the dispatch by Vulkan timestamps;
+  hand-off    stream - gpu: the copies in, the semaphore signal and wait, and the switches between the CUDA and
+              Vulkan work on the GPU.
+Also: the round trip alone (an empty Vulkan submission between a CUDA signal and wait, by CUDA events), a torch
+operation's own stream time for scale, and the host work of a call split by function.
+
+Variants: `recorded` is the library as it is (each slot resubmits a recording made once per batch and buffers);
+`rerecord` records the command buffer on every call, as the bridge did before. Writes
+`<device>-<date>-torch-handoff.{json,md}` (default into bench/results/); prints the markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
+
+import coopnn  # noqa: E402
+from coopnn.bench.environment import describe_environment, device_name, driver, results_stem  # noqa: E402
+from coopnn.bench.report import save  # noqa: E402
+from coopnn.interop import cuda_bridge, slot as slot_module, tensors  # noqa: E402
+from coopnn.interop.cuda_driver import CudaDriver  # noqa: E402
+
+VARIANTS = ("recorded", "rerecord")
+# host work of a call, by the function doing it: (owner, attribute, label)
+HOST_PARTS = ((tensors, "as_cuda_input", "read inputs"), (CudaDriver, "copy_rows", "copy rows in"),
+              (CudaDriver, "signal", "signal inputs ready"), (slot_module.Slot, "record", "record or reuse"),
+              (slot_module.Slot, "submit", "vkQueueSubmit"), (CudaDriver, "wait", "stream waits for done"),
+              (tensors, "wrap_output", "wrap outputs"))
+
+
+def _rerecord(self, kernel, buffers, shared, push, groups, copies, prologue=None):
+    """Slot.record as it was: a new recording into the lane's own command buffer on every call."""
+    descriptor_set, _ = self.descriptor_set(kernel, buffers)
+    cmd = self.lane.begin()
+    self._record(cmd, kernel, descriptor_set, shared, push, groups, copies, prologue)
+    self.lane.end()
+
+
+@contextlib.contextmanager
+def variant(name: str):
+    if name == "recorded":
+        yield
+        return
+    original = slot_module.Slot.record
+    slot_module.Slot.record = _rerecord
+    try:
+        yield
+    finally:
+        slot_module.Slot.record = original
+
+
+@contextlib.contextmanager
+def host_parts(totals: dict):
+    """Add each HOST_PARTS function's time (perf_counter, µs) to `totals` while active."""
+    saved = []
+    for owner, attribute, label in HOST_PARTS:
+        function = getattr(owner, attribute)
+        saved.append((owner, attribute, function))
+
+        def timed(*args, _function=function, _label=label, **kwargs):
+            start = time.perf_counter()
+            try:
+                return _function(*args, **kwargs)
+            finally:
+                totals[_label] += (time.perf_counter() - start) * 1e6
+
+        setattr(owner, attribute, timed)
+    try:
+        yield
+    finally:
+        for owner, attribute, function in saved:
+            setattr(owner, attribute, function)
+
+
+def _median(values) -> float:
+    return statistics.median(values)
+
+
+def measure_calls(torch, bridge, x, calls: int) -> dict:
+    """Medians (µs) of host, wall, stream and GPU time of `bridge.run` on `x`."""
+    stream = torch.cuda.current_stream()
+    host, wall, on_stream, gpu = [], [], [], []
+    for _ in range(calls):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        begin.record(stream)
+        bridge.run({"x": x})
+        end.record(stream)
+        called = time.perf_counter()
+        torch.cuda.synchronize()
+        done = time.perf_counter()
+        host.append((called - start) * 1e6)
+        wall.append((done - start) * 1e6)
+        on_stream.append(begin.elapsed_time(end) * 1e3)
+        gpu.append((bridge.last_gpu_ms or 0.0) * 1e3)
+    return {"host_us": _median(host), "wall_us": _median(wall), "stream_us": _median(on_stream),
+            "gpu_us": _median(gpu), "handoff_us": _median(on_stream) - _median(gpu)}
+
+
+def round_trip(torch, bridge, calls: int) -> dict:
+    """Stream time (µs) of a CUDA signal, an empty Vulkan submission waiting for it and signalling back, and the
+    stream's wait: the hand-off with no work in it; beside a torch operation's own stream time."""
+    resources = bridge._resources
+    driver, done, slot = resources.driver, resources.done, resources.slots[0]
+    stream = torch.cuda.current_stream()
+    small = torch.zeros(16, device="cuda")
+    trips, floor = [], []
+    with driver.current(resources.cuda_context):
+        for _ in range(calls):
+            slot.wait()
+            slot.lane.use("empty", lambda cmd: None)
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            begin.record(stream)
+            slot.inputs_ready.value += 1
+            driver.signal(slot.inputs_ready.args, slot.inputs_ready.value, stream.cuda_stream)
+            slot.submit(slot.inputs_ready.value, done)
+            driver.wait(done.args, done.value, stream.cuda_stream)
+            end.record(stream)
+            torch.cuda.synchronize()
+            trips.append(begin.elapsed_time(end) * 1e3)
+            begin.record(stream)
+            small.add_(1.0)
+            end.record(stream)
+            torch.cuda.synchronize()
+            floor.append(begin.elapsed_time(end) * 1e3)
+    return {"round_trip_us": _median(trips), "torch_op_us": _median(floor)}
+
+
+def measure(model_name: str, batches: list[int], calls: int, variants: list[str]) -> dict:
+    import torch
+
+    document = {"environment": describe_environment(), "model": model_name, "calls": calls, "rows": [],
+                "host_parts": {}}
+    with coopnn.load(ROOT / "models" / f"{model_name}.onnx", backend="coopvec", weights="fp16") as model:
+        bridge = cuda_bridge.CudaBridge(model._executable)
+        for log2 in batches:
+            x = torch.rand(1 << log2, model.inputs[0].shape[1], device="cuda") * 2 - 1
+            for name in variants:
+                with variant(name):
+                    measure_calls(torch, bridge, x, 30)  # warm-up: slots, pools and recordings made
+                    row = measure_calls(torch, bridge, x, calls)
+                document["rows"].append({"batch": 1 << log2, "variant": name, **row})
+            totals = collections.Counter()
+            with host_parts(totals):
+                measure_calls(torch, bridge, x, calls)
+            document["host_parts"][str(1 << log2)] = {k: v / calls for k, v in totals.items()}
+        document["round_trip"] = round_trip(torch, bridge, calls)
+        bridge.close()
+    return document
+
+
+def markdown(document: dict) -> str:
+    environment = document["environment"]
+    lines = [f"# CUDA tensors through the bridge: {document['model']}", "",
+             f"{device_name(environment)}, {driver(environment)}, {environment['date']}, coopnn "
+             f"{environment['coopnn']}, torch {(environment['torch'] or {}).get('version')}; medians of "
+             f"{document['calls']} calls, µs.", "",
+             "| batch | variant | host | wall | stream | gpu | hand-off |", "|---|---|---|---|---|---|---|"]
+    for r in document["rows"]:
+        lines.append(f"| 2^{r['batch'].bit_length() - 1} | {r['variant']} | {r['host_us']:.1f} | {r['wall_us']:.1f} "
+                     f"| {r['stream_us']:.1f} | {r['gpu_us']:.1f} | {r['handoff_us']:.1f} |")
+    trip = document["round_trip"]
+    lines += ["", f"Round trip alone (CUDA signal, empty Vulkan submission, CUDA wait), on the stream: "
+                  f"{trip['round_trip_us']:.1f} µs; one small torch operation: {trip['torch_op_us']:.1f} µs.", "",
+              "Host work of a call by function (µs, mean; `recorded`):", ""]
+    labels = [label for _, _, label in HOST_PARTS]
+    lines += ["| batch | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+    for batch, parts in document["host_parts"].items():
+        lines.append(f"| 2^{int(batch).bit_length() - 1} | " + " | ".join(f"{parts.get(k, 0.0):.1f}" for k in labels)
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="mlp_32_64x4_16")
+    parser.add_argument("--batches", default="10,12,14", help="log2 of the batch sizes")
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = parser.parse_args(argv)
+    variants = args.variants.split(",")
+    unknown = sorted(set(variants) - set(VARIANTS))
+    if unknown:
+        parser.error(f"unknown variants {unknown}; variants: {', '.join(VARIANTS)}")
+    document = measure(args.model, [int(b) for b in args.batches.split(",")], args.calls, variants)
+    stem = Path(args.out) / f"{results_stem(document['environment'])}-torch-handoff"
+    save(document, stem.with_suffix(".json"))
+    stem.with_suffix(".md").write_text(markdown(document))
+    print(markdown(document))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

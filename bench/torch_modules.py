@@ -1,0 +1,177 @@
+"""coopnn networks as PyTorch modules (`coopnn.torch`) against the same networks in PyTorch AMP, in one run, with
+tiny-cuda-nn's figures from `bench/results/nvidia-h200-2026-12-01-anchors.md` beside them.
+
+    python3 bench/torch_modules.py [--models a,b] [--batches 14,16,18] [--calls 200] [--out DIR]
+
+Per model and batch, in ms per call:
+  forward         back-to-back calls on one stream, by CUDA events (what the stream sees: copies in, the hand-off
+                  to Vulkan and back, the kernel);
+  forward, wall   one call and a torch.cuda.synchronize(), by the host clock;
+  after update    forward after an in-place change of the parameters each call (the refresh of the kernel's weights
+                  in the run's own submission, as in a training loop);
+  PyTorch AMP     the same network (`coopnn.bench.torch_graph`) under float16 autocast, eager, same stream timing;
+  AMP step        PyTorch AMP forward, MSE, backward and fused Adam with a GradScaler.
+coopnn.torch computes forward passes only in this version, so it has no training-step column. Writes
+`<device>-<date>-torch-modules.{json,md}` (default into bench/results/); prints the markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
+
+import coopnn  # noqa: E402
+from coopnn.bench.environment import describe_environment, device_name, driver, results_stem  # noqa: E402
+from coopnn.bench.report import save  # noqa: E402
+
+MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
+ANCHORS = ROOT / "bench" / "results" / "nvidia-h200-2026-12-01-anchors.md"
+
+
+def tcnn_anchors(path: Path = ANCHORS) -> dict[tuple[str, int], dict[str, float]]:
+    """tiny-cuda-nn's GPU times (ms) by (model, batch) from the anchors file's table: "infer fused", "infer JIT",
+    "train fused", "train JIT", where it measured them (same machine kind, float16 in and out, native C++ API)."""
+    lines = path.read_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| model | batch | infer fused"))
+    columns = [c.strip() for c in lines[start].strip("|").split("|")]
+    found = {}
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = dict(zip(columns, (c.strip() for c in line.strip("|").split("|"))))
+        batch = 1 << int(cells["batch"].removeprefix("2^"))
+        times = {k: float(v.split()[0]) for k, v in cells.items() if k not in ("model", "batch") and v}
+        found[(cells["model"].split()[0], batch)] = times
+    return found
+
+
+def stream_ms(torch, call, calls: int) -> float:
+    """Mean stream time of `calls` back-to-back calls of `call()`, by CUDA events, after a warm-up."""
+    for _ in range(20):
+        call()
+    torch.cuda.synchronize()
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    begin.record()
+    for _ in range(calls):
+        call()
+    end.record()
+    torch.cuda.synchronize()
+    return begin.elapsed_time(end) / calls
+
+
+def wall_ms(torch, call, calls: int) -> float:
+    """Median host time of one call and a synchronize."""
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        call()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times)
+
+
+def _amp_step(torch, net, optimizer, scaler, x, target):
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = torch.nn.functional.mse_loss(net({"x": x})["y"].float(), target)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    return step
+
+
+def measure_model(torch, name: str, batches: list[int], calls: int, anchors: dict) -> list[dict]:
+    from coopnn.bench.torch_graph import TorchGraph
+    import coopnn.torch
+
+    rows = []
+    with coopnn.load(ROOT / "models" / f"{name}.onnx", backend="coopvec", weights="fp16") as model:
+        module = coopnn.torch.from_model(model)
+        reference = TorchGraph(model.graph, torch.float32, "cuda")
+        parameters = [t.requires_grad_() for t in reference.constants.values() if t.is_floating_point()]
+        optimizer = torch.optim.Adam(parameters, lr=1e-4, fused=True)
+        scaler = torch.amp.GradScaler("cuda")
+        for batch in batches:
+            x = torch.rand(batch, model.inputs[0].shape[1], device="cuda") * 2 - 1
+            target = torch.rand(batch, model.outputs[0].shape[1], device="cuda")
+
+            def updated():
+                with torch.no_grad():
+                    module.params.mul_(1.0)
+                return module(x)
+
+            def amp():
+                with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+                    return reference({"x": x})
+
+            with torch.no_grad():
+                rows.append({
+                    "model": name, "batch": batch, "forward_ms": stream_ms(torch, lambda: module(x), calls),
+                    "forward_wall_ms": wall_ms(torch, lambda: module(x), calls),
+                    "after_update_ms": stream_ms(torch, updated, calls),
+                    "amp_forward_ms": stream_ms(torch, amp, calls),
+                    "host_refreshes": module._runner.host_refreshes})
+            rows[-1]["amp_step_ms"] = stream_ms(torch, _amp_step(torch, reference, optimizer, scaler, x, target),
+                                                calls)
+            rows[-1]["tcnn"] = anchors.get((name, batch), {})
+        module.close()
+    return rows
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (tuple, list)):
+        return " / ".join(f"{v:.3f}" for v in value)
+    return f"{value:.3f}"
+
+
+def markdown(document: dict) -> str:
+    environment = document["environment"]
+    lines = ["# coopnn.torch modules against PyTorch AMP", "",
+             f"{device_name(environment)}, {driver(environment)}, {environment['date']}, coopnn "
+             f"{environment['coopnn']}, torch {(environment['torch'] or {}).get('version')}; ms per call, "
+             f"{document['calls']} calls; tcnn (fused / JIT, GPU time) from {ANCHORS.name}.", "",
+             "| model | batch | forward | forward, wall | after update | PyTorch AMP | AMP step | tcnn infer | "
+             "tcnn train |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in document["rows"]:
+        tcnn = r["tcnn"]
+        infer = [tcnn[k] for k in ("infer fused", "infer JIT") if k in tcnn] or None
+        train = [tcnn[k] for k in ("train fused", "train JIT") if k in tcnn] or None
+        cells = [r["forward_ms"], r["forward_wall_ms"], r["after_update_ms"], r["amp_forward_ms"], r["amp_step_ms"],
+                 infer, train]
+        lines.append(f"| {r['model']} | 2^{r['batch'].bit_length() - 1} | " + " | ".join(map(_cell, cells)) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--batches", default="14,16,18", help="log2 of the batch sizes")
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        parser.error("PyTorch sees no CUDA device")
+    batches = [1 << int(b) for b in args.batches.split(",")]
+    document = {"environment": describe_environment(), "calls": args.calls, "rows": []}
+    for name in args.models.split(","):
+        document["rows"] += measure_model(torch, name, batches, args.calls, tcnn_anchors())
+    stem = Path(args.out) / f"{results_stem(document['environment'])}-torch-modules"
+    save(document, stem.with_suffix(".json"))
+    stem.with_suffix(".md").write_text(markdown(document))
+    print(markdown(document))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

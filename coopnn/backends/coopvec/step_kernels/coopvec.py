@@ -1,0 +1,64 @@
+"""The per-sample step kernel: one invocation a sample, cooperative-vector products with the weights in the
+driver's TrainingOptimal layout, forward and transposed, which vkCmdConvertCooperativeVectorMatrixNV makes from the
+optimizer's row-major float16 working copy after every step."""
+
+from __future__ import annotations
+
+from coopnn.backends.coopvec.layouts import pack_plan, padded
+from coopnn.backends.coopvec.products import weight_plan
+from coopnn.backends.coopvec.target import CoopvecTarget
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
+from coopnn.train.gpu.families import StepKernel
+
+LAYOUT = "training_optimal"
+
+
+def optimal_size(context, rows: int, cols: int) -> int:
+    """Bytes the driver gives a row-major float16 matrix of `rows` x `cols` once in `LAYOUT`."""
+    from coopnn.backends.coopvec.driver import converted_size, matrix_format
+
+    return converted_size(context, matrix_format(FP16, rows, cols, "row_major", 2 * cols),
+                          matrix_format(FP16, rows, cols, LAYOUT))
+
+
+class PerSampleStep(StepKernel):
+    name = "coopvec"
+    preference = 1
+
+    def padded(self, width: int) -> int:
+        return padded(width)
+
+    def takes_auto(self, session) -> bool:
+        return True
+
+    def compile(self, session):
+        from coopnn.backends.coopvec.driver import converted_size, matrix_format
+
+        def reserve(matrix):
+            rows, cols = matrix.shape
+            return bytes(converted_size(session.context,
+                                        matrix_format(FP16, rows, cols, "row_major", matrix.strides[0]),
+                                        matrix_format(FP16, rows, cols, LAYOUT)))
+
+        session.packed = pack_plan(weight_plan(session.program, FP16), LAYOUT, reserve)
+        session.image = session.gradient_method.weight_image(session, session.packed)
+        return CoopvecTarget().compile(session.program, FP16, 64, packed=session.image)
+
+    def create_weights(self, session) -> None:
+        from coopnn.runtime.vk.memory import HostAccess
+
+        session.optimal = session.context.create_buffer(len(session.image.data), HostAccess.NONE,
+                                                        device_address=True)
+
+    def weights_buffer(self, session):
+        return session.optimal
+
+    def working_steps(self, session) -> list:
+        from coopnn.backends.coopvec.driver import repack
+        from coopnn.runtime.vk.commands import Recorded
+
+        return [Recorded(repack(session.context, session.working, session.layout.entries(FP16), session.optimal,
+                                session.packed.entries))]
+
+
+KERNEL = PerSampleStep()

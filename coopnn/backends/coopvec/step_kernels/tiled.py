@@ -1,0 +1,64 @@
+"""The tiled step kernel (`coopnn.backends.coopvec.tiled_step`): cooperative matrices over tiles of samples, reading
+a blocked float16 copy of the weights (16 x 16 blocks) that the optimizer writes beside the row-major working copy
+(`ParameterLayout.block_index`)."""
+
+from __future__ import annotations
+
+import math
+
+from coopnn.backends.coopvec import tiled_step, tiled_tiling
+from coopnn.train.gpu.families import StepKernel
+
+# "auto" takes the tiled kernel for models of this many layers or more, where it made whole steps faster than the
+# per-sample kernel on all three benchmark MLPs (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-training-tiled-step-
+# b262144.md, ...-b65536.md, ...-tiled-step-ablation.md); two-layer models were not measured.
+AUTO_TILED_FROM_LAYERS = 3
+
+
+def device_subgroups(session) -> tuple[int, int]:
+    """(largest, smallest) subgroup size of the session's device."""
+    subgroups = session.context.info.subgroup
+    return subgroups.max_size or subgroups.size, subgroups.min_size or subgroups.size
+
+
+class TiledStep(StepKernel):
+    name = "tiled"
+    preference = 0
+    keeps_blocked_copy = True
+    samples_major_deltas = True  # it stores row-major tiles of deltas
+
+    def padded(self, width: int) -> int:
+        return tiled_tiling.padded(width)
+
+    def takes_auto(self, session) -> bool:
+        """From `AUTO_TILED_FROM_LAYERS` layers, where the model fits the workgroup memory every device of this target
+        has (`tiled_tiling.SHARED_MEMORY`; the device's own is checked as it compiles)."""
+        return (len(session.plan.layers) >= AUTO_TILED_FROM_LAYERS and not tiled_tiling.unsupported_reason(
+            session.plan, session.loss_function, tiled_tiling.SHARED_MEMORY))
+
+    def unsupported_reason(self, session) -> str | None:
+        shared_memory = session.context.info.limits.max_compute_shared_memory_size
+        return tiled_tiling.unsupported_reason(session.plan, session.loss_function, shared_memory,
+                                               device_subgroups(session)[0])
+
+    def compile(self, session):
+        return tiled_step.tiled_step_shader(session.program, session.plan, session.loss_function, session.layout,
+                                            session.tape, session.context.info.limits.max_compute_shared_memory_size,
+                                            *device_subgroups(session))
+
+    def granularity(self, samples: int, binary) -> int:
+        return math.lcm(samples, binary.workgroup_size[0])  # whole workgroups, no tail
+
+    def create_weights(self, session) -> None:
+        from coopnn.runtime.vk.memory import HostAccess
+
+        session.block_order = session.layout.block_index(tiled_tiling.MATRIX)  # also where `sync_weights` puts them
+        session.block_index = session.context.create_buffer(session.block_order.nbytes, HostAccess.NONE)
+        session.block_index.upload(session.block_order)
+        session.blocked = session.context.create_buffer(session.layout.size * 2, HostAccess.NONE)
+
+    def weights_buffer(self, session):
+        return session.blocked
+
+
+KERNEL = TiledStep()

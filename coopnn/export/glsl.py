@@ -1,0 +1,104 @@
+"""The GLSL include of an export (`NAME.glsl`): `NAME_eval(inputs, outputs)` over the weights buffer, with
+GL_NV_cooperative_vector (each layer one coopVecMatMulAddNV over InferencingOptimal matrices at offsets given as
+specialization constants) or, with `NAME_PORTABLE` defined, plain loops over the row-major file (any GPU).
+"""
+
+from __future__ import annotations
+
+from coopnn.export.source import Export, activated, activation_functions, stage_body
+
+COOPVEC_EXTENSIONS = ("GL_NV_cooperative_vector", "GL_EXT_shader_explicit_arithmetic_types_float16")
+
+
+def write_glsl(export: Export) -> str:
+    n, up, plan = export.name, export.upper, export.plan
+    lines = [f"// {n}.glsl: the network {plan.name!r} exported by coopnn; include it right after #version.",
+             f"// {n}_eval(inputs[{plan.inputs}], outputs[{plan.outputs}]) evaluates it. Define {up}_PORTABLE for the "
+             f"variant without cooperative vectors;",
+             f"// {up}_WEIGHTS_SET / {up}_WEIGHTS_BINDING place its weights buffer (default 0, 0) and {up}_SPEC_ID the "
+             f"first of its specialization constants (default 0).",
+             f"#ifndef {up}_GLSL", f"#define {up}_GLSL",
+             f"#ifndef {up}_PORTABLE"]
+    lines += [f"#extension {e} : require" for e in COOPVEC_EXTENSIONS]
+    lines += ["#endif"]
+    for macro, default in (("WEIGHTS_SET", 0), ("WEIGHTS_BINDING", 0), ("SPEC_ID", 0)):
+        lines += [f"#ifndef {up}_{macro}", f"#define {up}_{macro} {default}", "#endif"]
+    lines += [f"const int {up}_INPUTS = {plan.inputs};", f"const int {up}_OUTPUTS = {plan.outputs};",
+              f"layout(set = {up}_WEIGHTS_SET, binding = {up}_WEIGHTS_BINDING, std430) readonly buffer {n}_Weights "
+              f"{{ uint {n}_weights[]; }};", "", f"#ifdef {up}_PORTABLE"]
+    lines += _offsets(export, specialized=False) + ["#else"] + _offsets(export, specialized=True) + ["#endif"]
+    lines += _loads(export) + activation_functions(export)
+    width = len(plan.encoded)
+    lines += ["", f"void {n}_encode(in float inputs[{plan.inputs}], out float encoded[{width}]) {{"]
+    lines += stage_body(export, "encoded") + ["}", "", f"#ifdef {up}_PORTABLE"]
+    lines += _portable(export) + ["#else"] + _coopvec(export) + ["#endif", f"#endif  // {up}_GLSL", ""]
+    return "\n".join(lines)
+
+
+def _offsets(export: Export, specialized: bool) -> list[str]:
+    """Every offset: row-major file offsets as constants, or specialization constants defaulting to them."""
+    lines = []
+    for name, index, offset in export.offsets():
+        layout = f"layout(constant_id = {export.upper}_SPEC_ID + {index}) " if specialized else ""
+        lines.append(f"{layout}const uint {name} = {offset}u;")
+    return lines
+
+
+def _loads(export: Export) -> list[str]:
+    """`NAME_load(element)`: element `element` of the buffer, widened; `NAME_table<k>(element)`: of table k."""
+    n, element = export.name, export.format.bits // 8
+    if element == 2:
+        lines = [f"float {n}_load(uint element) {{",
+                 f"    uint word = {n}_weights[element >> 1];",
+                 "    return unpackHalf2x16((element & 1u) != 0u ? word >> 16 : word).x;", "}"]
+    else:
+        lines = [f"float {n}_load(uint element) {{ return uintBitsToFloat({n}_weights[element]); }}"]
+    return lines + [f"float {n}_table{k}(uint element) {{ return {n}_load({export.table_constant(k)} / {element}u + "
+                    f"element); }}" for k in range(len(export.tables))]
+
+
+def _portable(export: Export) -> list[str]:
+    n, plan = export.name, export.plan
+    element = export.format.bits // 8
+    lines = [f"void {n}_eval(in float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
+             f"    float h0[{len(plan.encoded)}];", f"    {n}_encode(inputs, h0);"]
+    for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
+        stride = where.matrix.columns
+        matrix, bias = (f"({export.constant(i, p)} / {element}u)" for p in ("MATRIX", "BIAS"))
+        lines += [f"    float h{i + 1}[{layer.outputs}];",
+                  f"    for (uint o = 0u; o < {layer.outputs}u; ++o) {{",
+                  f"        float sum = {n}_load({bias} + o);",
+                  f"        for (uint k = 0u; k < {layer.inputs}u; ++k)",
+                  f"            sum += {n}_load({matrix} + o * {stride}u + k) * h{i}[k];",
+                  f"        h{i + 1}[o] = {activated(export, i, 'sum')};", "    }"]
+    last = len(plan.layers)
+    lines += [f"    for (int o = 0; o < {plan.outputs}; ++o) outputs[o] = h{last}[o];", "}"]
+    return lines
+
+
+def _coopvec(export: Export) -> list[str]:
+    n, plan = export.name, export.plan
+    if export.format.name != "fp16":
+        return [f'#error "{n} was exported with {export.format.name} weights; its cooperative-vector variant reads '
+                f'fp16 (export with weights=fp16, or define {export.upper}_PORTABLE)"']
+    half = "gl_ComponentTypeFloat16NV"
+    first = export.regions[0].matrix.columns
+    lines = [f"void {n}_eval(in float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
+              f"    float encoded[{len(plan.encoded)}];", f"    {n}_encode(inputs, encoded);",
+              f"    coopvecNV<float16_t, {first}> v0;",
+              f"    for (int k = 0; k < {len(plan.encoded)}; ++k) v0[k] = float16_t(encoded[k]);",
+              # zeros filled element by element: a splat is OpCompositeConstructReplicateEXT, which would need
+              # the shaderReplicatedComposites feature
+              f"    for (int k = {len(plan.encoded)}; k < {first}; ++k) v0[k] = float16_t(0.0);"]
+    for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
+        rows, columns = where.matrix.rows, where.matrix.columns
+        lines += [f"    coopvecNV<float16_t, {rows}> v{i + 1};",
+                  f"    coopVecMatMulAddNV(v{i + 1}, v{i}, {half}, {n}_weights, {export.constant(i, 'MATRIX')}, "
+                  f"{half}, {n}_weights, {export.constant(i, 'BIAS')}, {half}, {rows}, {columns}, "
+                  f"gl_CooperativeVectorMatrixLayoutInferencingOptimalNV, false, 0);"]
+        if layer.activation is not None:
+            lines.append(f"    for (int o = 0; o < {rows}; ++o) "
+                         f"v{i + 1}[o] = float16_t({activated(export, i, f'float(v{i + 1}[o])')});")
+    last = len(plan.layers)
+    lines += [f"    for (int o = 0; o < {plan.outputs}; ++o) outputs[o] = float(v{last}[o]);", "}"]
+    return lines

@@ -1,0 +1,218 @@
+"""`coopnn.torch` modules on a cooperative-vector GPU with PyTorch CUDA: forward passes against the float16 emulation
+of the same network (the coopvec oracle, float16 tolerances) and against the network written in PyTorch (float32),
+for every activation; parameters updated in place by torch optimizers and seen by the next call; float16 in and out;
+several streams; tensors outliving their module; 10,000 calls with no growth in Vulkan objects, fds or this
+process's device memory. Skips, with the reason, without PyTorch, a CUDA device or cooperative vectors."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+from coopnn.errors import CompileError
+from coopnn.graph.parameters import with_parameters
+from coopnn.layouts.formats.emulation import run_fp16_emulation
+from tests.conftest import import_torch
+from tests.interop.test_cuda_interop import _open_fds, _own_device_bytes
+
+pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("coopvec_device")]
+
+FP16 = {"rtol": 1e-3, "atol": 2.5e-3}
+# the float16 emulation is the oracle of these weights on this backend
+COOPVEC = {"backend": "coopvec", "weights": "fp16"}
+ACTIVATIONS = ("None", "ReLU", "LeakyReLU", "Exponential", "Sine", "Sigmoid", "Softplus", "Tanh")
+
+
+@pytest.fixture(scope="module")
+def torch():
+    torch = import_torch()
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no CUDA device")
+    return torch
+
+
+@pytest.fixture(scope="module")
+def ct(torch):
+    import coopnn.torch
+
+    return coopnn.torch
+
+
+def _network(width=64, layers=2, activation="ReLU", output_activation="None"):
+    return {"otype": "FullyFusedMLP", "n_neurons": width, "n_hidden_layers": layers, "activation": activation,
+            "output_activation": output_activation}
+
+
+def _emulated(module, x):
+    """The float16 emulation of the module's network with the parameters `params` holds now."""
+    values = {k: v.detach().cpu().numpy() for k, v in module.named_parameter_views().items()}
+    graph = with_parameters(module._runner.model.graph, values)
+    return run_fp16_emulation(graph, {"x": x.float().cpu().numpy()})["y"]
+
+
+def _torch_activation(torch, name):
+    f = torch.nn.functional
+    return {"None": lambda v: v, "ReLU": torch.relu, "LeakyReLU": lambda v: f.leaky_relu(v, 0.01),
+            "Exponential": torch.exp, "Sine": torch.sin, "Sigmoid": torch.sigmoid,
+            "Softplus": lambda v: f.softplus(v, beta=10.0), "Tanh": torch.tanh}[name]
+
+
+def _in_pytorch(torch, module, x, activation, output_activation):
+    """The same MLP written in PyTorch, in float32, from the module's parameters."""
+    views = module.named_parameter_views()
+    layers = sorted({name.rsplit(".", 1)[0] for name in views}, key=lambda n: int(n.split(".")[1]))
+    y = x.float()
+    for i, layer in enumerate(layers):
+        y = torch.nn.functional.linear(y, views[f"{layer}.weight"].detach(), views[f"{layer}.bias"].detach())
+        y = _torch_activation(torch, output_activation if i == len(layers) - 1 else activation)(y)
+    return y
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_forward_matches_the_emulation_and_pytorch_for_every_activation(torch, ct, activation):
+    output_activation = "Sigmoid" if activation == "None" else "None"
+    config = _network(activation=activation, output_activation=output_activation)
+    module = ct.Network(32, 16, config, seed=7, **COOPVEC)
+    assert module.backend == "coopvec"
+    x = (torch.rand(3000, 32, device="cuda") * 2 - 1).half().float()
+    y = module(x)
+    assert y.shape == (3000, 16) and y.dtype == torch.float32 and y.is_cuda
+    np.testing.assert_allclose(y.cpu().numpy(), _emulated(module, x), **FP16)
+    want = _in_pytorch(torch, module, x, activation, output_activation)
+    np.testing.assert_allclose(y.cpu().numpy(), want.cpu().numpy(), rtol=1e-2, atol=1e-2)
+    module.close()
+
+
+def test_optimizer_updates_are_seen_by_the_next_call(torch, ct):
+    module = ct.Network(32, 16, _network(), seed=1, **COOPVEC)
+    optimizer = torch.optim.Adam([module.params], lr=1e-2)
+    x = torch.rand(4096, 32, device="cuda") * 2 - 1
+    before = module(x).clone()
+    for step in range(5):
+        module.params.grad = torch.randn_like(module.params)
+        optimizer.step()
+        y = module(x)
+        np.testing.assert_allclose(y.cpu().numpy(), _emulated(module, x), **FP16, err_msg=f"step {step}")
+    assert not torch.equal(before, y)
+    # Xavier's zero biases share one kernel entry: the first update goes through the host, every later one not
+    assert module._runner.host_refreshes <= 1
+    with torch.no_grad():
+        module.named_parameter_views()["layers.0.bias"].add_(0.25)
+    np.testing.assert_allclose(module(x).cpu().numpy(), _emulated(module, x), **FP16)
+    assert module._runner.host_refreshes <= 1
+    module.close()
+
+
+def test_half_inputs_and_half_outputs(torch, ct):
+    module = ct.Network(32, 16, _network(), seed=2, output_dtype=torch.float16, **COOPVEC)
+    x = (torch.rand(5000, 32, device="cuda") * 2 - 1).half()
+    y = module(x)
+    assert y.dtype == torch.float16
+    np.testing.assert_allclose(y.float().cpu().numpy(), _emulated(module, x), **FP16)
+    assert module(x.float()).dtype == torch.float16
+    module.close()
+    full = ct.Network(32, 16, _network(), seed=2, **COOPVEC)
+    assert full(x).dtype == torch.float32
+    full.close()
+
+
+def test_encodings_and_networks_with_input_encodings(torch, ct):
+    frequency = {"otype": "Frequency", "n_frequencies": 4}
+    encoding = ct.Encoding(3, frequency, **COOPVEC)
+    x = torch.rand(2000, 3, device="cuda")
+    assert encoding.n_output_dims == 24 and encoding(x).shape == (2000, 24)
+    np.testing.assert_allclose(encoding(x).cpu().numpy(), _emulated(encoding, x), **FP16)
+    encoding.close()
+    for config in (frequency, {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 2,
+                               "log2_hashmap_size": 12, "base_resolution": 8, "per_level_scale": 1.5}):
+        module = ct.NetworkWithInputEncoding(3, 4, config, _network(), seed=3, **COOPVEC)
+        np.testing.assert_allclose(module(x).cpu().numpy(), _emulated(module, x), **FP16, err_msg=config["otype"])
+        module.close()
+
+
+def test_from_model_copies_the_model(torch, ct):
+    import coopnn
+
+    with coopnn.mlp(32, [64, 64], 16, backend="coopvec", weights="fp16", seed=4) as model:
+        module = ct.from_model(model)
+        x = torch.rand(1000, 32, device="cuda") * 2 - 1
+        np.testing.assert_array_equal(module(x).cpu().numpy(), model.run(x.cpu().numpy()))
+        with torch.no_grad():
+            module.params.mul_(0.5)
+        assert not np.array_equal(module(x).cpu().numpy(), model.run(x.cpu().numpy()))
+        trained = module.to_model()
+        np.testing.assert_allclose(trained.run(x.cpu().numpy()), module(x).cpu().numpy(), **FP16)
+        trained.close()
+        module.close()
+
+
+def test_several_streams_give_what_the_default_stream_gives(torch, ct):
+    module = ct.Network(32, 16, _network(), seed=5, **COOPVEC)
+    inputs = [torch.rand(b, 32, device="cuda") for b in (100, 4096, 20000)]
+    wants = [module(x).clone() for x in inputs]
+    streams = [torch.cuda.Stream() for _ in range(3)]
+    got = []
+    for _ in range(20):
+        for stream, x in zip(streams, inputs):
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                got.append((stream, module(x)))
+    torch.cuda.synchronize()
+    for i, (_, y) in enumerate(got):
+        torch.testing.assert_close(y, wants[i % 3], rtol=0, atol=0)
+    module.close()
+
+
+def test_tensors_outlive_their_module(torch, ct):
+    module = ct.Network(32, 16, _network(), seed=6, **COOPVEC)
+    x = torch.rand(777, 32, device="cuda")
+    y = module(x)
+    want = y.cpu().clone()
+    params = module.params
+    values = params.detach().cpu().clone()
+    module.close()
+    del module
+    gc.collect()
+    torch.testing.assert_close(y.cpu(), want, rtol=0, atol=0)
+    torch.testing.assert_close(params.detach().cpu(), values, rtol=0, atol=0)
+    del y, params
+    gc.collect()
+    torch.cuda.synchronize()
+
+
+def test_backward_is_refused_with_the_reason(torch, ct):
+    module = ct.Network(32, 16, _network(), seed=8, **COOPVEC)
+    y = module(torch.rand(64, 32, device="cuda"))
+    with pytest.raises(CompileError, match="forward passes only"):
+        y.sum().backward()
+    module.close()
+
+
+def test_ten_thousand_calls_leak_nothing(torch, ct):
+    module = ct.Network(32, 16, _network(), seed=9, **COOPVEC)
+    context = module._runner.model._executable.context
+    batches = (1, 777, 4096, 65_536)
+    inputs = {b: torch.rand(b, 32, device="cuda") for b in batches}
+
+    def run_many(calls):
+        y = None
+        for i in range(calls):
+            if i % 10 == 0:
+                with torch.no_grad():
+                    module.params.mul_(0.999)  # an update every tenth call: the refresh runs too
+            y = module(inputs[batches[i % len(batches)]])
+        return y
+
+    run_many(200)
+    torch.cuda.synchronize()
+    gc.collect()
+    before = (context.live_objects(), _open_fds(), torch.cuda.memory_allocated(), _own_device_bytes(context))
+    last = run_many(10_000)
+    torch.cuda.synchronize()
+    gc.collect()
+    after = (context.live_objects(), _open_fds(), torch.cuda.memory_allocated(), _own_device_bytes(context))
+    np.testing.assert_allclose(last.cpu().numpy(), _emulated(module, inputs[batches[9999 % 4]]), **FP16)
+    assert after == before
+    module.close()
