@@ -21,6 +21,8 @@ class Loss(ABC):
     """A loss: `terms(prediction, target)` gives the per-element values and their derivatives in the prediction."""
 
     name = ""
+    # whether a GPU step kernel also writes the gradient in the first layer's input (`step_program`)
+    writes_input_gradient = False
 
     @abstractmethod
     def terms(self, prediction: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -106,7 +108,21 @@ class BCEWithLogits(Loss):
         return values, sigmoid - target
 
 
-LOSSES: Mapping[str, Callable[..., Loss]] = {cls.name: cls for cls in (L2, L1, RelativeL2, Huber, BCEWithLogits)}
+@dataclass(frozen=True)
+class UpstreamGradient(Loss):
+    """The loss whose derivative in the prediction is its target, p t: trained with the gradient of some other loss
+    in the prediction as the target, a step's backward pass gives that loss's gradients (`coopnn.torch`'s backward,
+    which also reads the gradient in the network's input that GPU step kernels then write)."""
+
+    name = "upstream_gradient"
+    writes_input_gradient = True
+
+    def terms(self, prediction, target):
+        return prediction * target, target.astype(prediction.dtype, copy=True)
+
+
+LOSSES: Mapping[str, Callable[..., Loss]] = {cls.name: cls for cls in (L2, L1, RelativeL2, Huber, BCEWithLogits,
+                                                                       UpstreamGradient)}
 
 
 def get_loss(loss: str | Loss, **options) -> Loss:

@@ -67,12 +67,13 @@ def test_float32_predictions_give_float32_gradients():
 
 
 def test_registry_and_options():
-    assert set(LOSSES) == {"l2", "l1", "relative_l2", "huber", "bce_with_logits"}
+    assert set(LOSSES) == {"l2", "l1", "relative_l2", "huber", "bce_with_logits", "upstream_gradient"}
     assert get_loss("huber", delta=0.5).options() == {"delta": 0.5}
     assert get_loss("l2").options() == {}
     custom = Huber(delta=0.1)
     assert get_loss(custom) is custom and isinstance(custom, Loss)
-    with pytest.raises(InputError, match="unknown loss 'mse'; losses: l2, l1, relative_l2, huber, bce_with_logits"):
+    with pytest.raises(InputError, match="unknown loss 'mse'; losses: l2, l1, relative_l2, huber, bce_with_logits, "
+                                         "upstream_gradient"):
         get_loss("mse")
     with pytest.raises(InputError, match="loss 'l2'"):
         get_loss("l2", delta=1.0)

@@ -9,7 +9,8 @@ goes on the tape and the product with the transposed weight carries it to the la
 sums over samples of the tape, which other kernels reduce; with `accumulate` (the outer-product method) the kernel
 adds each sample's delta x input and delta to parameters of role "gradient" (`gradient_name`) instead. With a tape of
 no layers (`accumulate`, or a kernel that forms the weight gradients from what it holds, `tiled_fused`) nothing goes on
-the tape.
+the tape. A loss that `writes_input_gradient` also gets the gradient in the first layer's input (the transposed
+product once more) stored into the output INPUT_GRADIENT, where no prefix stands before the first layer.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from coopnn.train.losses import Loss
 TARGET = "target"  # the graph-name of the targets' input binding
 TARGET_PARAM = "t"  # the kernel parameter the targets are loaded from
 TAPE, LOSS, STATE = "tape", "loss", "state"
+INPUT_GRADIENT = "input_gradient"  # the output a loss that `writes_input_gradient` gets: d loss / d first input
 LOSS_SCALE = "loss_scale"
 
 
@@ -47,6 +49,10 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: b
     k.add_param(TAPE, "tape", (tape.width,))
     k.add_param(LOSS, "loss", (1,))
     k.add_param(STATE, "state", (len(TRAINING_STATE_FIELDS),))
+    # through a prefix (an encoding) the first layer's input is not the network's: its gradient is not written
+    writes_input = loss.writes_input_gradient and not plan.prefix
+    if writes_input:
+        k.add_param(INPUT_GRADIENT, "output", (plan.layers[0].cols,), INPUT_GRADIENT)
     constants = plan.graph.constants
     x = lw.vectors[plan.input]
     saved = []
@@ -79,6 +85,8 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: b
         elif tape.layers:
             k.emit("store", None, (delta, TAPE), start=tape.delta_start(index), width=tape.layers[index].rows,
                    layout=tape.deltas)
-        if index:
+        if index or writes_input:
             gradient = k.emit("gemv", VecType("f32", layer.cols), (w, delta), transpose=True)
+    if writes_input:
+        k.emit("store", None, (gradient, INPUT_GRADIENT))
     return k.build()

@@ -23,7 +23,7 @@ FEATURES = 2  # two components per sample, so a constant of the wrong size canno
 
 CASES = [
     ("l2", {}), ("l1", {}), ("relative_l2", {}), ("relative_l2", {"epsilon": 1e-4}), ("huber", {}),
-    ("huber", {"delta": 0.5}), ("bce_with_logits", {}),
+    ("huber", {"delta": 0.5}), ("bce_with_logits", {}), ("upstream_gradient", {}),
 ]
 
 
