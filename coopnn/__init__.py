@@ -31,7 +31,7 @@ from coopnn.runtime.host_arrays import empty
 from coopnn.train import optim
 from coopnn.nets.builders import mlp
 from coopnn.nets.tcnn_config import from_tcnn_config
-from coopnn.train.trainer import Trainer
+from coopnn.trainer import Trainer
 
 __version__ = "0.1.0"
 

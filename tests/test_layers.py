@@ -28,10 +28,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("interop", ("coopnn.interop",)),
     ("train", ("coopnn.train",)),
     ("backends", ("coopnn.backends",)),
-    ("api", ("coopnn.model", "coopnn.compiler", "coopnn.tl", "coopnn.export")),
-    ("top", ("coopnn.nets", "coopnn.torch", "coopnn.train.trainer", "coopnn.examples", "coopnn.bench", "coopnn.cli",
-             "coopnn.cli_arrays", "coopnn.cli_stream", "coopnn.cli_format", "coopnn.cli_export", "coopnn.cli_tl",
-             "coopnn.__main__", "coopnn")),
+    ("api", ("coopnn.model", "coopnn.compiler", "coopnn.trainer", "coopnn.tl", "coopnn.export")),
+    ("top", ("coopnn.nets", "coopnn.torch", "coopnn.examples", "coopnn.bench", "coopnn.cli", "coopnn.cli_arrays",
+             "coopnn.cli_stream", "coopnn.cli_format", "coopnn.cli_export", "coopnn.cli_tl", "coopnn.__main__",
+             "coopnn")),
 ]
 
 # Each folder below it is one backend; the modules beside the folders are what the backends share.

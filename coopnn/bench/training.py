@@ -83,7 +83,7 @@ class CoopnnTrainingRunner:
     def __init__(self, graph: Graph, backend: str, gradients: str | None = None, step: str | None = None):
         from coopnn.model import prepare
         from coopnn.train.optim import Adam
-        from coopnn.train.trainer import Trainer
+        from coopnn.trainer import Trainer
 
         options = {name: value for name, value in (("gradients", gradients), ("step", step)) if value is not None}
         self.model = prepare(graph, backend=backend)

@@ -20,7 +20,7 @@ from coopnn.model import Model
 from coopnn.nets.builders import mlp
 from coopnn.train.losses import Loss, get_loss
 from coopnn.train.optim import SGD, Adam, Optimizer
-from coopnn.train.trainer import Trainer
+from coopnn.trainer import Trainer
 
 NETWORKS = ("FullyFusedMLP", "CutlassMLP", "MLP", "MegakernelMLP")
 FULLY_FUSED_WIDTHS = (16, 32, 64, 128)

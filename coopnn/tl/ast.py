@@ -417,6 +417,17 @@ class SubgroupOp(Inst):
     type: ScalarType
 
 
+@dataclass(frozen=True, kw_only=True)
+class Extension(Inst):
+    """coopnn's extension instruction `coopnn.<op> operands {attributes} : type`: one instruction of coopnn's kernel
+    programs (`coopnn/shaders/kernel/ops.py`), acting on coopvector values; docs/tensor-language.md specifies it."""
+
+    op: str
+    operands: tuple[Value, ...]
+    attributes: DictAttr
+    type: Type | None
+
+
 @dataclass(frozen=True)
 class Argument:
     value: Value

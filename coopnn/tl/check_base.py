@@ -27,7 +27,10 @@ def rule(*classes: type, spmd: bool | None = None):
     def register(function: Rule) -> Rule:
         for cls in classes:
             RULES[cls] = function
-            (SPMD_ONLY if spmd else COLLECTIVE_ONLY if spmd is False else set()).add(cls)
+            if spmd is True:
+                SPMD_ONLY.add(cls)
+            elif spmd is False:
+                COLLECTIVE_ONLY.add(cls)
         return function
 
     return register

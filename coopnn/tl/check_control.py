@@ -102,3 +102,12 @@ def _yield(ctx: Context, i: ast.Yield):
     for value in i.values:
         ctx.type_of(value)
     return ()
+
+
+@rule(ast.Extension, spmd=True)
+def _extension(ctx: Context, i: ast.Extension):
+    """coopnn's kernel instructions are checked by coopnn's kernel builder (their table in
+    coopnn/shaders/kernel/ops.py); here only that their operands are defined."""
+    for value in i.operands:
+        ctx.type_of(value)
+    return (i.type,) if i.results else ()

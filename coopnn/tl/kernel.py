@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from coopnn.errors import InputError
-from coopnn.interop.device_arrays import DeviceArray
-from coopnn.runtime.vk.memory import HostAccess
-from coopnn.runtime.vk.nv_ffi import ComponentType, Scope
-from coopnn.runtime.vk.shared import chosen_device, open_context
+from coopnn.errors import CompileError, InputError
 from coopnn.tl import ast
 from coopnn.tl.arguments import BoundGroup, BoundMemref, bind_arguments
 from coopnn.tl.checker import checked
@@ -25,20 +21,21 @@ from coopnn.tl.types import MemrefType
 
 MIN_BUFFER_BYTES = 16  # a buffer is never empty, even for an unassociated or empty memref
 COMPUTE_STAGE_BIT = 0x20  # VK_SHADER_STAGE_COMPUTE_BIT
-COMPONENT_TYPES = {ComponentType.FLOAT16: "f16", ComponentType.FLOAT32: "f32", ComponentType.FLOAT64: "f64",
-                   ComponentType.SINT8: "i8", ComponentType.SINT16: "i16", ComponentType.SINT32: "i32",
-                   ComponentType.SINT64: "i64", ComponentType.BFLOAT16: "bf16"}
+COMPONENT_TYPES = {"FLOAT16": "f16", "FLOAT32": "f32", "FLOAT64": "f64", "SINT8": "i8", "SINT16": "i16",
+                   "SINT32": "i32", "SINT64": "i64", "BFLOAT16": "bf16"}  # VkComponentTypeKHR names
 
 
 def matrix_shapes(info) -> tuple[MatrixShape, ...]:
     """The subgroup-scope cooperative-matrix products `info`'s device offers to compute shaders, in the device's
     order (none without VK_KHR_cooperative_matrix)."""
+    from coopnn.runtime.vk.nv_ffi import Scope
+
     matrices = info.cooperative_matrix
     if matrices is None or not matrices.cooperative_matrix or not matrices.supported_stages & COMPUTE_STAGE_BIT:
         return ()
     found = []
     for s in matrices.shapes:
-        types = [COMPONENT_TYPES.get(t) for t in (s.a_type, s.b_type, s.c_type)]
+        types = [COMPONENT_TYPES.get(t.name) for t in (s.a_type, s.b_type, s.c_type)]
         if s.scope == Scope.SUBGROUP and s.result_type == s.c_type and not s.saturating_accumulation \
                 and None not in types:
             found.append(MatrixShape(s.m, s.n, s.k, *types))
@@ -48,7 +45,7 @@ def matrix_shapes(info) -> tuple[MatrixShape, ...]:
 class _OnDevice(BoundMemref):
     """A memref argument that is a coopnn device array: bound where it lies, nothing to copy."""
 
-    def __init__(self, array: DeviceArray, shape: tuple[int, ...], strides: tuple[int, ...]):
+    def __init__(self, array, shape: tuple[int, ...], strides: tuple[int, ...]):
         super().__init__(np.empty(0, np.float32), 0, shape, strides)
         self.array = array
 
@@ -56,7 +53,7 @@ class _OnDevice(BoundMemref):
         """The kernel wrote the device array itself."""
 
 
-def _device_binding(name: str, memref: MemrefType, array: DeviceArray) -> _OnDevice:
+def _device_binding(name: str, memref: MemrefType, array) -> _OnDevice:
     shape = array.shape
     if memref.element.name != "f32" or len(shape) != memref.order or any(
             s is not None and s != n for s, n in zip(memref.shape, shape)):
@@ -75,9 +72,19 @@ class Kernel:
     """A compiled tensor-language function on one Vulkan device; call it with its arguments in order."""
 
     def __init__(self, function: ast.Function, device=None):
+        from coopnn.runtime.vk.shared import chosen_device, open_context
+
         self.function = function
         info = chosen_device(device)
         launch = launch_for(function, info.subgroup.size, matrix_shapes=matrix_shapes(info))
+        limits = info.limits
+        if launch.work_items > limits.max_compute_work_group_invocations or any(
+                n > most for n, most in zip(launch.work_group_size, limits.max_compute_work_group_size)):
+            raise CompileError(f"@{function.name}'s work-group of {launch.work_group_size[0]}x"
+                               f"{launch.work_group_size[1]} is more than {info.name} runs (at most "
+                               f"{limits.max_compute_work_group_invocations} invocations, "
+                               f"{list(limits.max_compute_work_group_size[:2])} per mode)")
+        self.limits = limits
         self.compiled: CompiledFunction = compile_function(function, launch)
         self.context = open_context(device, features=self.compiled.features, extensions=self.compiled.extensions)
         self.kernel = self.context.create_kernel(self.compiled.spirv, self.compiled.binding_count, 0,
@@ -89,6 +96,8 @@ class Kernel:
         return self.compiled.spirv
 
     def _bind(self, args: tuple) -> list:
+        from coopnn.interop.device_arrays import DeviceArray
+
         plain = tuple(None if isinstance(a, DeviceArray) else a for a in args)
         bound = bind_arguments(self.function, plain)
         for k, (argument, value) in enumerate(zip(self.function.arguments, args)):
@@ -100,6 +109,12 @@ class Kernel:
         return bound
 
     def __call__(self, *args, groups=(1, 1, 1)) -> None:
+        from coopnn.runtime.vk.memory import HostAccess
+
+        counts = grid(groups)
+        if any(n > most for n, most in zip(counts, self.limits.max_compute_work_group_count)):
+            raise InputError(f"groups {list(counts)} is more than the device dispatches (at most "
+                             f"{list(self.limits.max_compute_work_group_count)})")
         bound = self._bind(args)
         words = argument_words(self.function, bound)
         made = [self.context.create_buffer(max(words.nbytes, MIN_BUFFER_BYTES), HostAccess.WRITE)]
@@ -117,7 +132,7 @@ class Kernel:
                 buffers.append(buffer)
                 read_back.append((item, buffer, data))
         try:
-            self.kernel.run(buffers, b"", grid(groups))
+            self.kernel.run(buffers, b"", counts)
             for item, buffer, data in read_back:
                 if data.nbytes:
                     data[...] = buffer.read(data.dtype, data.size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from coopnn.tl import ast
 from coopnn.tl.parse_base import Opcode, finish, reads
-from coopnn.tl.parse_types import constant, coopmatrix_type, number_type, scalar_type
+from coopnn.tl.parse_types import any_type, constant, coopmatrix_type, dictionary, number_type, scalar_type
 from coopnn.tl.scanner import Scanner
 
 ARITH_BINARY = ("add", "sub", "mul", "div", "rem", "max", "min", "shl", "shr", "and", "or", "xor")
@@ -147,3 +147,22 @@ def _subgroup_operation(op: Opcode, s: Scanner):
     s.expect(":")
     return finish(op, ast.SubgroupOp, kind=kind, op=operation, operand=a, type=number_type(s))
 
+
+
+@reads("coopnn")
+def _extension(op: Opcode, s: Scanner):
+    """coopnn's extension: `coopnn.<op> [operands] [{attributes}] [: type]`, the operation named by the modifiers."""
+    name = ".".join(op.modifiers)
+    if not name:
+        raise s.error("coopnn. needs the name of one of coopnn's kernel instructions", op.start)
+    op.modifiers = []
+    if len(op.results) > 1:
+        op.results_count(1)
+    operands = [] if not s.peek_local() else [s.local()]
+    while operands and s.eat(","):
+        operands.append(s.local())
+    attributes = dictionary(s) if s.peek("{") else ast.DictAttr()
+    result_type = any_type(s) if s.eat(":") else None
+    if bool(op.results) != (result_type is not None):
+        raise s.error("a coopnn instruction that defines a value states its type after ':' (and only then)", op.start)
+    return finish(op, ast.Extension, op=name, operands=tuple(operands), attributes=attributes, type=result_type)

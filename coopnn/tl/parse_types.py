@@ -6,8 +6,8 @@ import re
 
 from coopnn.tl.ast import DictAttr
 from coopnn.tl.scanner import Scanner
-from coopnn.tl.types import (ADDRESS_SPACES, MATRIX_USES, CoopMatrixType, GroupType, MemrefType, ScalarType, Type,
-                             VoidType, default_strides)
+from coopnn.tl.types import (ADDRESS_SPACES, MATRIX_USES, CoopMatrixType, CoopVectorType, GroupType, MemrefType,
+                             ScalarType, Type, VoidType, default_strides)
 
 _NUMBER_TYPE = re.compile(r"(index|bf16|i16|i32|i64|i8|f16|f32|f64|c32|c64)(?![A-Za-wyz0-9_])")
 ATTRIBUTE_NAMES = ("alignment", "shape_gcd", "stride_gcd", "subgroup_size", "unroll", "work_group_size")
@@ -95,8 +95,23 @@ def coopmatrix_type(s: Scanner) -> CoopMatrixType:
     return CoopMatrixType(component, rows, columns, use)
 
 
+def coopvector_type(s: Scanner) -> CoopVectorType:
+    """coopnn's extension type `coopvector<dtype x size>`."""
+    s.expect("coopvector<")
+    dtype = s.peek_word()
+    match = dtype and re.match(r"(f32|f16|bool)x(\d+)$", dtype)
+    if not match:
+        raise s.error(f"expected coopvector<f32xN>, <f16xN> or <boolxN>, found {s.found()}")
+    s.eat_word(dtype)
+    s.expect(">", "closing the coopvector type")
+    return CoopVectorType(match.group(1), int(match.group(2)))
+
+
 def any_type(s: Scanner) -> Type:
-    """The reference's `type`, with coopmatrix-type added (the rule leaves it out though for, if and yield use it)."""
+    """The reference's `type`, with coopmatrix-type added (the rule leaves it out though for, if and yield use it)
+    and coopnn's extension type coopvector."""
+    if s.peek("coopvector<"):
+        return coopvector_type(s)
     if s.peek("memref<"):
         return memref_type(s)
     if s.peek("group<"):
@@ -125,6 +140,9 @@ def attribute(s: Scanner):
     text = s.string()
     if text is not None:
         return text
+    value = s.floating()  # coopnn's extension: floating attributes, for its kernel instructions' constants
+    if value is not None:
+        return value
     if s.peek_integer():
         return s.integer()
     raise s.error(f"expected an attribute (array, boolean, dictionary, integer or string), found {s.found()}")

@@ -35,6 +35,8 @@ def attribute_text(value) -> str:
         return "true" if value else "false"
     if isinstance(value, int):
         return str(value)
+    if isinstance(value, float):
+        return constant_text(value)
     if isinstance(value, str):
         return f'"{value}"'
     if isinstance(value, ast.DictAttr):
@@ -173,6 +175,8 @@ PRINTERS = {
     ast.CoopScale: lambda i, d: f"cooperative_matrix_scale {_v(i.scalar)}, {_v(i.matrix)} : {i.type}",
     ast.SubgroupBroadcast: lambda i, d: f"subgroup_broadcast {_v(i.value)}, {_v(i.index)} : {i.type}",
     ast.SubgroupOp: lambda i, d: f"subgroup_{i.kind}_{i.op} {_v(i.operand)} : {i.type}",
+    ast.Extension: lambda i, d: f"coopnn.{i.op}" + (f" {_vs(i.operands)}" if i.operands else "")
+    + (f" {dictionary_text(i.attributes)}" if i.attributes.items else "") + (f" : {i.type}" if i.type else ""),
 }
 
 

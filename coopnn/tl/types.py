@@ -132,7 +132,18 @@ class CoopMatrixType:
         return f"coopmatrix<{self.component}x{self.rows}x{self.columns},{self.use}>"
 
 
-Type = ScalarType | VoidType | MemrefType | GroupType | CoopMatrixType
+@dataclass(frozen=True)
+class CoopVectorType:
+    """coopnn's extension: `coopvector<dtype x size>`, one invocation's vector (f32, f16 or bool components)."""
+
+    dtype: str
+    size: int
+
+    def __str__(self) -> str:
+        return f"coopvector<{self.dtype}x{self.size}>"
+
+
+Type = ScalarType | VoidType | MemrefType | GroupType | CoopMatrixType | CoopVectorType
 
 BOOL = ScalarType("bool")
 INDEX = ScalarType("index")

@@ -1,6 +1,6 @@
-"""Training: losses, optimizers, reverse mode over the graph IR, training backends, the Trainer, `mlp` models built
-without ONNX, ONNX export, and weight and checkpoint files. The public names are re-exported by `coopnn`.
+"""Training: losses, optimizers, reverse mode over the graph IR, the GPU training sessions' kernels and bookkeeping
+(`gpu`), and checkpoint files. The public names are re-exported by `coopnn`; the `Trainer` that drives a backend's
+session is `coopnn.trainer`, above the backends and `coopnn.model` it imports.
 
-Modules import lazily from here (nothing is imported by this file) because `coopnn.model` reads
-`coopnn.graph.parameters` while `coopnn.train.trainer` reads `coopnn.model`.
+Nothing is imported by this file, so importing a module here loads only what that module needs.
 """

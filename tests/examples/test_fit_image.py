@@ -91,3 +91,14 @@ def test_the_megapixel_default_is_slangpys_1024_square_photograph():
 
     image = read_image(megapixel_image_path())
     assert image.shape == (1024, 1024, 3) and image.std() > 0.05
+
+
+def test_the_pytorch_reference_learns(tmp_path):
+    pytest.importorskip("torch", reason="the PyTorch reference needs torch")
+    from coopnn.examples.torch_image_reference import train
+
+    image = tmp_path / "small.png"
+    write_png(image, example.square(read_image(example.default_image_path()), 32))
+    rows = train([1, 30], 256, "cpu", image=str(image))
+    assert [step for step, _, _ in rows] == [1, 30]
+    assert rows[1][1] > rows[0][1] + 3 and rows[1][2] > 0

@@ -1,10 +1,9 @@
 """What the export tests share: small networks to export, their numpy oracles, the packaged compilers (skipping
-with the reason where slangpy is missing), spirv-val and the compute-shader harness that runs an export's
-`NAME_eval` once per row of a buffer."""
+with the reason where slangpy is missing), spirv-val, and the compute-shader harness (`coopnn.export.compute`) that
+runs an export's `NAME_eval` once per row of a buffer."""
 
 from __future__ import annotations
 
-import struct
 import subprocess
 from pathlib import Path
 
@@ -99,72 +98,16 @@ def without_debug(words: bytes, tmp_path: Path) -> bytes:
     return target.read_bytes()
 
 
-GLSL_COMPUTE = """#version 460
-#extension GL_GOOGLE_include_directive : require
-#include "{name}.glsl"
-layout(local_size_x = 64) in;
-layout(set = 0, binding = 1, std430) readonly buffer Inputs {{ float x[]; }};
-layout(set = 0, binding = 2, std430) writeonly buffer Outputs {{ float y[]; }};
-layout(push_constant) uniform Push {{ uint count; }} push;
-void main() {{
-    uint row = gl_GlobalInvocationID.x;
-    if (row >= push.count) return;
-    float inputs[{inputs}];
-    for (int i = 0; i < {inputs}; ++i) inputs[i] = x[row * {inputs} + i];
-    float outputs[{outputs}];
-    {name}_eval(inputs, outputs);
-    for (int o = 0; o < {outputs}; ++o) y[row * {outputs} + o] = outputs[o];
-}}
-"""
-
-SLANG_COMPUTE = """#include "{name}.slang"
-[[vk::binding(1, 0)]] StructuredBuffer<float> x;
-[[vk::binding(2, 0)]] RWStructuredBuffer<float> y;
-struct Push {{ uint count; }};
-[[vk::push_constant]] ConstantBuffer<Push> push;
-[shader("compute")] [numthreads(64, 1, 1)]
-void main(uint3 id: SV_DispatchThreadID) {{
-    uint row = id.x;
-    if (row >= push.count) return;
-    float inputs[{inputs}];
-    for (int i = 0; i < {inputs}; ++i) inputs[i] = x[row * {inputs} + i];
-    float outputs[{outputs}];
-    {name}_eval(inputs, outputs);
-    for (int o = 0; o < {outputs}; ++o) y[row * {outputs} + o] = outputs[o];
-}}
-"""
-
-
 def compute_shader(exported, variant: str) -> bytes:
     """The harness's SPIR-V for the export (an `ExportedShader`) and `variant`."""
-    from coopnn.export.compilers import compile_glsl, compile_slang
-    from coopnn.export.device import read_export
+    from coopnn.export.compute import compute_shader as harness_shader
 
-    manifest = read_export(exported.manifest).manifest
-    name = manifest["name"]
-    text = (GLSL_COMPUTE if manifest["language"] == "glsl" else SLANG_COMPUTE).format(
-        name=name, inputs=manifest["inputs"], outputs=manifest["outputs"])
-    defines = {f"{name.upper()}_PORTABLE": "1"} if variant == "portable" else {}
-    where = exported.source.parent / f"harness.{manifest['language']}"
-    compile_fn = compile_glsl if manifest["language"] == "glsl" else compile_slang
-    return compile_fn(text, "compute", path=where, defines=defines)
+    return harness_shader(exported.manifest, variant)
 
 
 def run_compute(context, exported, spirv: bytes, inputs: np.ndarray, variant: str) -> np.ndarray:
     """`NAME_eval` of every row of `inputs` through the harness on `context`."""
-    from coopnn.export.device import read_export, upload_weights
-    from coopnn.runtime.vk.memory import HostAccess
+    from coopnn.export.compute import ComputeHarness
 
-    rows, width = len(inputs), read_export(exported.manifest).manifest["outputs"]
-    weights = upload_weights(context, exported.manifest, variant=variant)
-    kernel = context.create_kernel(spirv, binding_count=3, push_constant_size=4, workgroup_size=(64, 1, 1),
-                                   specialization=dict(weights.specialization), name="export_harness")
-    x = context.create_buffer(inputs.nbytes, host_access=HostAccess.WRITE)
-    y = context.create_buffer(rows * width * 4, host_access=HostAccess.READ)
-    try:
-        x.write(np.ascontiguousarray(inputs, np.float32))
-        kernel.run([weights.buffer, x, y], struct.pack("<I", rows), kernel.group_count_for(rows))
-        return y.read(np.float32, rows * width).reshape(rows, width).copy()
-    finally:
-        for made in (kernel, x, y, weights.buffer):
-            made.destroy()
+    with ComputeHarness(context, exported.manifest, variant, len(inputs), spirv) as harness:
+        return harness.run(inputs)

@@ -50,12 +50,14 @@ NEGATIVE = [
     ("alloca space", "    %t = alloca : memref<f32x4>", "2.5-", "local address space"),
     ("alloca dynamic", "    %t = alloca : memref<f32x?,local>", "2.5-", "known at compile time"),
     ("coopmatrix use", "    parallel {\n        %c0 = constant 0 : index\n"
-     "        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<f32x4x8,matrix_acc>\n        %d = cooperative_matrix_mul_add %a, %a, %a : "
+     "        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<f32x4x8,matrix_acc>\n"
+     "        %d = cooperative_matrix_mul_add %a, %a, %a : "
      "coopmatrix<f32x4x4,matrix_acc>\n    }", "5.9-", "A must have use matrix_a"),
     ("coopmatrix element", "    parallel {\n        %c0 = constant 0 : index\n        %a = cooperative_matrix_load "
      "%A[%c0,%c0] : coopmatrix<f16x4x8,matrix_a>\n    }", "4.9-", "component type (f16) must match"),
     ("reduce shape", "    parallel {\n        %c0 = constant 0 : index\n"
-     "        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<f32x4x8,matrix_acc>\n        %r = cooperative_matrix_reduce_add.row %a : "
+     "        %a = cooperative_matrix_load %A[%c0,%c0] : coopmatrix<f32x4x8,matrix_acc>\n"
+     "        %r = cooperative_matrix_reduce_add.row %a : "
      "coopmatrix<f32x1x8,matrix_acc>\n    }", "5.9-", "returns coopmatrix<f32x4x1,matrix_acc>"),
 ]
 

@@ -14,6 +14,7 @@ from coopnn.tl.launch import launch_for
 from tests.devices import SPIRV_TOOLS_HINT, spirv_tool
 from tests.tl.collective_cases import cases
 from tests.tl.kernels import EXAMPLES
+from tests.tl.test_reference import BLOCKS, wrapped
 
 # every variant in float32, one of each collective in the other types
 CASES = cases(dtypes=("f32",)) + [c for c in cases(dtypes=("f64", "f16", "c32", "i32", "bf16"))
@@ -72,3 +73,30 @@ def test_gemm_lowers_to_khr_cooperative_matrices_where_the_device_offers_the_pro
     assert "cooperativeMatrix" in compiled.features and compiled.extensions == {"VK_KHR_cooperative_matrix"}
     deeper = (MatrixShape(16, 16, 64, "f16", "f16", "f32"),)
     assert not compile_function(function, launch_for(function, 32, matrix_shapes=deeper)).extensions  # loops
+
+
+def test_the_products_a_device_lists_become_matrix_shapes():
+    from types import SimpleNamespace
+
+    from coopnn.runtime.vk.device_info import CooperativeMatrixShape, CooperativeMatrixSupport
+    from coopnn.runtime.vk.nv_ffi import ComponentType as C
+    from coopnn.runtime.vk.nv_ffi import Scope
+    from coopnn.tl.kernel import matrix_shapes
+    from coopnn.tl.launch import MatrixShape
+
+    listed = (CooperativeMatrixShape(16, 16, 16, C.FLOAT16, C.FLOAT16, C.FLOAT32, C.FLOAT32, False, Scope.SUBGROUP),
+              CooperativeMatrixShape(16, 16, 16, C.FLOAT16, C.FLOAT16, C.FLOAT32, C.FLOAT32, False, Scope.WORKGROUP),
+              CooperativeMatrixShape(16, 8, 32, C.SINT8, C.SINT8, C.SINT32, C.SINT32, True, Scope.SUBGROUP),
+              CooperativeMatrixShape(16, 16, 16, C.FLOAT16, C.FLOAT16, C.FLOAT16, C.FLOAT16, False, Scope.SUBGROUP))
+    info = SimpleNamespace(cooperative_matrix=CooperativeMatrixSupport(True, False, 0x20, listed))
+    assert matrix_shapes(info) == (MatrixShape(16, 16, 16, "f16", "f16", "f32"),
+                                   MatrixShape(16, 16, 16, "f16", "f16", "f16"))
+    assert matrix_shapes(SimpleNamespace(cooperative_matrix=None)) == ()
+
+
+REFERENCE_BLOCKS = [b for b in BLOCKS if "; Illegal" not in b.text]
+
+
+@pytest.mark.parametrize("block", REFERENCE_BLOCKS, ids=[f"line{b.line}" for b in REFERENCE_BLOCKS])
+def test_every_reference_block_compiles_to_a_valid_module(block, validate):
+    validate(_compiled(wrapped(block)).spirv)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import coopnn
-from coopnn.errors import InputError
+from coopnn.errors import CompileError, InputError
 from coopnn.tl import compile, interpret, parse
 from tests.tl.collective_cases import cases, tolerance
 from tests.tl.kernels import EXAMPLES
@@ -82,3 +82,11 @@ def test_arguments_of_the_wrong_kind_are_input_errors():
         kernel(np.zeros(4, np.float64))
     with pytest.raises(InputError, match="takes 1 arguments"):
         kernel()
+
+
+def test_launches_past_the_devices_limits_are_refused():
+    with pytest.raises(CompileError, match="more than"):
+        compile("func @f() attributes {work_group_size=[4096,1]} { }")
+    kernel = compile("func @f() { }")
+    with pytest.raises(InputError, match="more than the device dispatches"):
+        kernel(groups=(2 ** 32, 1, 1))

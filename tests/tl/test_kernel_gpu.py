@@ -83,8 +83,8 @@ def test_each_example_runs_at_the_gpus_subgroup_size(example):
                                        rtol=2e-3 if a.dtype.itemsize <= 2 else 1e-5, atol=1e-5)
 
 
-HALF_GEMM = """func @half(%alpha: f16, %A: memref<f16x128x64>, %B: memref<f16x64x96>, %beta: f32, %C: memref<f32x128x96>)
-        attributes {work_group_size=[128,1]} {
+HALF_GEMM = """func @half(%alpha: f16, %A: memref<f16x128x64>, %B: memref<f16x64x96>, %beta: f32,
+                  %C: memref<f32x128x96>) attributes {work_group_size=[128,1]} {
     gemm %alpha, %A, %B, %beta, %C
 }"""
 

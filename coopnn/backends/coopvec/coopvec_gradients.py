@@ -5,8 +5,7 @@ Layer l's weight gradient is the sum over samples b of delta_l[:, b] times input
 K x SUB matrix) with the SUB deltas of row m (one contiguous vector: the tape keeps deltas feature-major), one
 OpCooperativeVectorMatrixMulNV. The invocations of a subgroup take consecutive rows of one layer over the same
 samples, so they multiply the same matrix and the driver runs them together on tensor cores: the reduction over
-samples becomes a matrix product rather than one atomic outer product per sample, the approach the probe measured
-at 2.7x slower than PyTorch. A bias row is the same product with a matrix of ones.
+samples becomes a matrix product rather than one atomic outer product per sample, which is much slower. A bias row is the same product with a matrix of ones.
 
 One invocation per (row, chunk of `CHUNK` samples): it adds its products in float32 and writes them to its chunk's
 partial gradients; `partial_sum_shader` then adds the chunks. Bindings: 0 tape (f16), 1 partials (f32, written),
@@ -49,77 +48,105 @@ def coopvec_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, sub: 
                             subs_per_chunk: int = SUBS_PER_CHUNK) -> Binary:
     """The kernel for products of `sub` samples, `subs_per_chunk` of them per chunk (a chunk per invocation)."""
     tape.require_deltas("features", "the cooperative-vector gradients")
-    frame = training_frame(push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"),
-                                               ("parameters", "u32")))
-    m, fn, u32 = frame.module, frame.main, frame.u32
-    f16 = m.type_float(16)
-    storage_buffer(frame, TAPE, f16, writable=False, name="tape")
-    storage_buffer(frame, PARTIALS, frame.f32, writable=True, name="partials")
-    storage_buffer(frame, ONES, f16, writable=False, name="ones")
-
-    def array(binding, scalar):
-        pointer = m.type_pointer("StorageBuffer", m.type_runtime_array(scalar, stride=m.scalar_widths(scalar).pop() // 8))
-        return fn.emit("OpAccessChain", pointer, frame.buffers[binding], frame.zero)
-
-    tape_array, partials_array, ones_array = array(TAPE, f16), array(PARTIALS, frame.f32), array(ONES, f16)
-    half = m.enum_constant("ComponentType", "Float16NV")
-    no = m.constant(frame.bool, False)
-    row, chunk = frame.sample, fn.emit("OpCompositeExtract", u32, frame.invocation_id, 1, name="chunk")
-    capacity, batch = frame.push_value("capacity"), frame.push_value("batch")
-    chunk_partials = fn.emit("OpIMul", u32, chunk, frame.push_value("parameters"))
-    chunk_partial_groups = fn.emit("OpShiftRightLogical", u32, chunk_partials, frame.uint(2))
-
-    def vector(scalar, size):
-        return m.type_cooperative_vector_nv(scalar, size)
-
-    def mul(*operands):
-        return fn.emit("OpIMul", u32, *operands)
-
-    def add(*operands):
-        return fn.emit("OpIAdd", u32, *operands)
-
-    def times(matrix, offset, delta, rows, layout, stride):
-        product = fn.emit("OpCooperativeVectorMatrixMulNV", vector(f16, rows), delta, half, matrix, offset, half,
-                          frame.uint(rows), frame.uint(sub),
-                          m.enum_constant("CooperativeVectorMatrixLayout", layout), no, frame.uint(stride))
-        return fn.emit("OpFConvert", vector(frame.f32, rows), product)
-
-    # Byte offsets are counted in 16-byte groups and multiplied last, so the compiler can prove the alignment the
-    # vector loads, stores and matrix reads need: the capacity, `sub` and every padded width are whole groups.
-    def aligned(groups, group_bytes):
-        return mul(groups, frame.uint(group_bytes))
-
-    capacity_groups = fn.emit("OpShiftRightLogical", u32, capacity, frame.uint(3))
+    kernel = _RowProducts(tape, sub, subs_per_chunk)
     starts = row_starts(parameters)
     for index, layer in enumerate(parameters.layers):
+        kernel.layer(index, layer, starts[index])
+    return finish("coopvec weight gradients", kernel.frame, 3, FEATURES)
+
+
+class _RowProducts:
+    """The module of `coopvec_gradient_shader` as it is built: its buffers and the values every layer's rows read."""
+
+    def __init__(self, tape: TapeLayout, sub: int, subs_per_chunk: int):
+        self.tape, self.sub, self.subs_per_chunk = tape, sub, subs_per_chunk
+        self.frame = frame = training_frame(push_constant_block(("count", "u32"), ("batch", "u32"),
+                                                                ("capacity", "u32"), ("parameters", "u32")))
+        self.m, self.fn, self.u32 = m, fn, u32 = frame.module, frame.main, frame.u32
+        self.f16 = f16 = m.type_float(16)
+        storage_buffer(frame, TAPE, f16, writable=False, name="tape")
+        storage_buffer(frame, PARTIALS, frame.f32, writable=True, name="partials")
+        storage_buffer(frame, ONES, f16, writable=False, name="ones")
+        self.tape_array, self.partials_array, self.ones_array = (self.array(TAPE, f16),
+                                                                 self.array(PARTIALS, frame.f32),
+                                                                 self.array(ONES, f16))
+        self.half = m.enum_constant("ComponentType", "Float16NV")
+        self.no = m.constant(frame.bool, False)
+        self.row, self.chunk = frame.sample, fn.emit("OpCompositeExtract", u32, frame.invocation_id, 1, name="chunk")
+        self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
+        self.chunk_partials = fn.emit("OpIMul", u32, self.chunk, frame.push_value("parameters"))
+        self.chunk_partial_groups = fn.emit("OpShiftRightLogical", u32, self.chunk_partials, frame.uint(2))
+        self.capacity_groups = fn.emit("OpShiftRightLogical", u32, self.capacity, frame.uint(3))
+
+    def array(self, binding: int, scalar):
+        m = self.m
+        stride = m.scalar_widths(scalar).pop() // 8
+        pointer = m.type_pointer("StorageBuffer", m.type_runtime_array(scalar, stride=stride))
+        return self.fn.emit("OpAccessChain", pointer, self.frame.buffers[binding], self.frame.zero)
+
+    def vector(self, scalar, size: int):
+        return self.m.type_cooperative_vector_nv(scalar, size)
+
+    def mul(self, *operands):
+        return self.fn.emit("OpIMul", self.u32, *operands)
+
+    def add(self, *operands):
+        return self.fn.emit("OpIAdd", self.u32, *operands)
+
+    def aligned(self, groups, group_bytes: int):
+        """Byte offsets counted in 16-byte groups and multiplied last, so the compiler can prove the alignment the
+        vector loads, stores and matrix reads need: the capacity, `sub` and every padded width are whole groups."""
+        return self.mul(groups, self.frame.uint(group_bytes))
+
+    def times(self, matrix, offset, delta, rows: int, layout: str, stride: int):
+        """`delta` (a vector of `sub` float16 deltas) times the `rows` x `sub` matrix at `offset`, in float32."""
+        fn, m, uint = self.fn, self.m, self.frame.uint
+        product = fn.emit("OpCooperativeVectorMatrixMulNV", self.vector(self.f16, rows), delta, self.half, matrix,
+                          offset, self.half, uint(rows), uint(self.sub),
+                          m.enum_constant("CooperativeVectorMatrixLayout", layout), self.no, uint(stride))
+        return fn.emit("OpFConvert", self.vector(self.frame.f32, rows), product)
+
+    def layer(self, index: int, layer, start: int) -> None:
+        """Rows start.. of the row space: the layer's weight and bias gradient rows over the invocation's chunk."""
+        frame, fn, uint = self.frame, self.fn, self.frame.uint
         inside = fn.emit("OpLogicalAnd", frame.bool,
-                         fn.emit("OpUGreaterThanEqual", frame.bool, row, frame.uint(starts[index])),
-                         fn.emit("OpULessThan", frame.bool, row, frame.uint(starts[index] + layer.rows)))
+                         fn.emit("OpUGreaterThanEqual", frame.bool, self.row, uint(start)),
+                         fn.emit("OpULessThan", frame.bool, self.row, uint(start + layer.rows)))
         with fn.if_(inside):
             k = layer.cols
-            r = fn.emit("OpISub", u32, row, frame.uint(starts[index]))
-            weights = fn.variable(vector(frame.f32, k), initializer=m.constant(vector(frame.f32, k), [0.0] * k))
-            bias = fn.variable(vector(frame.f32, ONES_ROWS),
-                               initializer=m.constant(vector(frame.f32, ONES_ROWS), [0.0] * ONES_ROWS))
-            delta_row = mul(add(frame.uint(tape.delta_start(index)), r), capacity_groups)
-            input_region = mul(frame.uint(tape.input_start(index)), capacity_groups)
-            with fn.for_range(frame.zero, frame.uint(subs_per_chunk)) as s:
-                first_groups = add(mul(chunk, frame.uint(sub * subs_per_chunk // 8)), mul(s, frame.uint(sub // 8)))
-                first = mul(first_groups, frame.uint(8))
-                with fn.if_(fn.emit("OpULessThan", frame.bool, first, batch)):
-                    delta = fn.emit("OpCooperativeVectorLoadNV", vector(f16, sub), tape_array,
-                                    aligned(add(delta_row, first_groups), 16))
-                    block = aligned(add(input_region, mul(first, frame.uint(k // 8))), 16)
-                    for variable, product in (
-                            (weights, times(tape_array, block, delta, k, "ColumnMajorNV", 2 * k)),
-                            (bias, times(ones_array, frame.zero, delta, ONES_ROWS, "RowMajorNV", 2 * sub))):
-                        fn.emit("OpStore", variable, fn.emit("OpFAdd", m.type_of(product),
-                                                             fn.emit("OpLoad", m.type_of(product), variable), product))
-            weight_groups = add(chunk_partial_groups, add(frame.uint(layer.weight_offset // 4), mul(r, frame.uint(k // 4))))
-            fn.emit("OpCooperativeVectorStoreNV", partials_array, aligned(weight_groups, 16),
-                    fn.emit("OpLoad", vector(frame.f32, k), weights))
-            bias_total = fn.emit("OpCompositeExtract", frame.f32, fn.emit("OpLoad", vector(frame.f32, ONES_ROWS), bias),
-                                 0)
-            bias_at = add(chunk_partials, add(frame.uint(layer.bias_offset), r))
-            fn.emit("OpStore", frame.element_pointer(PARTIALS, bias_at, frame.f32), bias_total)
-    return finish("coopvec weight gradients", frame, 3, FEATURES)
+            r = fn.emit("OpISub", self.u32, self.row, uint(start))
+            weights = fn.variable(self.vector(frame.f32, k), initializer=self.m.constant(self.vector(frame.f32, k),
+                                                                                         [0.0] * k))
+            bias = fn.variable(self.vector(frame.f32, ONES_ROWS),
+                               initializer=self.m.constant(self.vector(frame.f32, ONES_ROWS), [0.0] * ONES_ROWS))
+            self._sum_chunk(index, k, r, weights, bias)
+            self._store(layer, k, r, weights, bias)
+
+    def _sum_chunk(self, index: int, k: int, r, weights, bias) -> None:
+        """Add the products of the chunk's runs of `sub` samples into `weights` and `bias` (row `r` of a layer of
+        `k` inputs)."""
+        fn, uint, mul, add, sub = self.fn, self.frame.uint, self.mul, self.add, self.sub
+        delta_row = mul(add(uint(self.tape.delta_start(index)), r), self.capacity_groups)
+        input_region = mul(uint(self.tape.input_start(index)), self.capacity_groups)
+        with fn.for_range(self.frame.zero, uint(self.subs_per_chunk)) as s:
+            first_groups = add(mul(self.chunk, uint(sub * self.subs_per_chunk // 8)), mul(s, uint(sub // 8)))
+            first = mul(first_groups, uint(8))
+            with fn.if_(fn.emit("OpULessThan", self.frame.bool, first, self.batch)):
+                delta = fn.emit("OpCooperativeVectorLoadNV", self.vector(self.f16, sub), self.tape_array,
+                                self.aligned(add(delta_row, first_groups), 16))
+                block = self.aligned(add(input_region, mul(first, uint(k // 8))), 16)
+                for variable, product in (
+                        (weights, self.times(self.tape_array, block, delta, k, "ColumnMajorNV", 2 * k)),
+                        (bias, self.times(self.ones_array, self.frame.zero, delta, ONES_ROWS, "RowMajorNV", 2 * sub))):
+                    fn.emit("OpStore", variable, fn.emit("OpFAdd", self.m.type_of(product),
+                                                         fn.emit("OpLoad", self.m.type_of(product), variable), product))
+
+    def _store(self, layer, k: int, r, weights, bias) -> None:
+        """Row `r`'s sums into the chunk's partial gradients."""
+        fn, uint, mul, add, f32 = self.fn, self.frame.uint, self.mul, self.add, self.frame.f32
+        weight_groups = add(self.chunk_partial_groups, add(uint(layer.weight_offset // 4), mul(r, uint(k // 4))))
+        fn.emit("OpCooperativeVectorStoreNV", self.partials_array, self.aligned(weight_groups, 16),
+                fn.emit("OpLoad", self.vector(f32, k), weights))
+        bias_total = fn.emit("OpCompositeExtract", f32, fn.emit("OpLoad", self.vector(f32, ONES_ROWS), bias), 0)
+        bias_at = add(self.chunk_partials, add(uint(layer.bias_offset), r))
+        fn.emit("OpStore", self.frame.element_pointer(PARTIALS, bias_at, f32), bias_total)

@@ -12,7 +12,7 @@ it in registers over all of the work-group's tiles. Bias gradients are sums of t
 (a feature each, the tile's samples split between the invocations of one feature). After its last tile the work-group
 writes its accumulators as one partial gradient, the work-group's number its chunk, which the optimizer adds
 (`optimizer_adds_partials`); every invocation adds what it wrote and flags a non-finite sum in the training state's
-status word, as `coopnn.backends.coopvec.coopmat_gradients` does.
+status word, as `coopnn.shaders.training.coopmat_gradients` does.
 
 A layer's products go to subgroups as units of one column tile by `per_group` row tiles (`row_groups`), so that narrow
 layers keep every subgroup busy.
@@ -32,10 +32,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coopnn.backends.coopvec.tiled_addressing import SHARED
+from coopnn.shaders.training.tiles.addressing import SHARED
 from coopnn.backends.coopvec.tiled_step import FEATURES as STEP_FEATURES, OUTPUT_DERIVATIVES, TiledStepEmitter
-from coopnn.backends.coopvec.tiled_tiling import (MATRIX, SHARED_MEMORY, SUBGROUP_SIZE, Tiling, activation_stride,
-                                                  padded, untrainable_reason)
+from coopnn.train.gpu.tiling import (MATRIX, SHARED_MEMORY, SUBGROUP_SIZE, Tiling, activation_stride,
+                                     padded, untrainable_reason)
 from coopnn.errors import CompileError
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.shaders.targets.base import Binary, Binding

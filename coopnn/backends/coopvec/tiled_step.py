@@ -1,67 +1,42 @@
 """The tiled training-step kernel: a work-group carries a tile of samples forward, through the loss and back through
 every layer on VK_KHR_cooperative_matrix 16x16x16 float16 products with float32 accumulators.
 
-The scheme is the coopmat inference kernel's (`coopnn.backends.coopmat.target`): `invocations_for` invocations (a
-local size of the tile's samples by the rest, so that global x is the sample), activations as float16 rows in
-workgroup memory, a layer's 16-wide column tiles shared out over the subgroups, each loading its B tiles once and
-running all the tile's row tiles on them with independent accumulators (`coopnn.backends.coopvec.tiled_passes`).
-`tiling_for` decides the tile (`Tiling`): TILE samples (WIDE_TILE for models wider than NARROW_LAYERS) in one buffer
-updated in place, a column tile a subgroup, every subgroup's products read before a barrier that precedes the
-epilogues' writes; or, where a layer has more column tiles than the work-group has subgroups, TILE samples in two
-buffers, a layer reading one and writing the other, a subgroup taking every NumSubgroups-th column tile.
+It follows the coopmat inference kernel (`coopnn.backends.coopmat.target`): activations as float16 rows in workgroup
+memory, a layer's 16-wide column tiles shared out over the subgroups (`coopnn.shaders.training.tiles.passes`), in
+one buffer updated in place or in two (`coopnn.train.gpu.tiling.Tiling`). The cooperative-vector step kernel spends
+most of its time storing the tape from per-invocation vectors; this one copies whole rows of workgroup memory onto
+it, which is why it is the faster kernel on deep models (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md,
+...-tiled-step-ablation.md).
 
-- Forward: the parameter-free prefix is lowered by the cooperative-vector target, one invocation per sample (the first
-  of the tile's, reading the data row the sampler draws: `coopnn.shaders.targets.sampler`), into buffer 0; those
-  invocations put their sample's targets into the loss terms' block. Activation buffers are arrays of 16-byte elements
-  (`HALVES_PER_WORD` halves), which the cooperative-matrix loads and stores address with strides in elements. Every
-  layer's input goes on the tape (`TapeLayout`) once the barrier after the layer that wrote it has passed: the tile's
-  rows of the buffer are contiguous in a sample-major region, and the work-group copies them, an element an invocation,
-  consecutive invocations on consecutive addresses (`copy_to_tape`). The product's epilogue runs on the components an
-  invocation holds. KHR leaves which element a component is to the implementation, but gives components of matrices of
-  one type the same elements, so the kernel loads, once, an accumulator-typed matrix whose elements are their own index
-  (row * 16 + column): the epilogue reads each component's feature and sample from it, to mask padding features and
-  samples past the batch, and find targets. The products start from the bias (`bias_tile`), so the epilogue adds none.
-- A hidden layer's epilogue applies the activation (`coopnn.shaders.kernel.activations`, float32) and, unless its
-  derivative can be read from the output (ReLU: `OUTPUT_DERIVATIVES`), stores the derivative at the pre-activation
-  (float16) into the tape region of the layer's delta, which the backward pass overwrites with the delta itself.
-  In place, ReLU's derivative stays in registers instead, as a bit a component (`coopnn.backends.coopvec.tiled_signs`).
-- The last layer's epilogue reads the targets from the terms' block, computes the loss terms and the scaled gradient
-  (`coopnn.train.gpu.loss_kernels`), times the activation's derivative: that delta goes into workgroup memory, then
-  on the tape, and the terms into the block, whose rows the first invocations, one a sample, sum into the per-sample
-  losses.
-- Backward, layer by layer: the delta tile times W (row-major B tiles) gives the gradient at the layer before's
-  output, times that layer's derivative (from the sign bits, or read back from the tape); stored as its delta into
-  workgroup memory, then copied onto the tape. Feature-major deltas (`TapeLayout.deltas`), whose tile rows are not
-  contiguous, go on as tiles from the epilogues. The barrier after the last forward layer covers storage memory, so
-  the backward pass reads the copies and derivatives the forward pass wrote.
+- Forward: the parameter-free prefix is lowered by the cooperative-vector target, one invocation per sample of the
+  tile (reading the row the sampler draws, `coopnn.shaders.targets.sampler`), into buffer 0, with the sample's
+  targets. Every layer's input goes on the tape once the barrier after the layer that wrote it has passed
+  (`copy_to_tape`: consecutive invocations on consecutive addresses). KHR leaves which element a component is to the
+  implementation but gives matrices of one type the same mapping, so the kernel loads once an accumulator whose
+  elements are their own index, and the epilogues read each component's sample and feature from it. Products start
+  from the bias (`bias_tile`).
+- A hidden layer's epilogue applies the activation in float32 and, unless its derivative follows from the output
+  (`OUTPUT_DERIVATIVES`), stores the derivative on the tape where the layer's delta will go; in place, ReLU's
+  derivative stays in registers as sign bits (`coopnn.shaders.training.tiles.signs`).
+- The last layer's epilogue computes the loss terms and the scaled gradient (`coopnn.train.gpu.loss_kernels`); the
+  first invocations sum each sample's terms into its loss.
+- Backward, layer by layer: the delta tile times W gives the gradient at the layer before's output, times that
+  layer's derivative, stored as its delta into workgroup memory and then onto the tape (feature-major deltas,
+  `TapeLayout.deltas`, go on as tiles from the epilogues).
 
-Weights are the session's float16 blocked copy (binding 0, `ParameterLayout.block_index`: every 16 x 16 tile of a
-weight matrix 512 contiguous bytes, biases as in the flat order), every width padded to whole 16s (`padded`),
-padding parameters zero. A B tile is so one contiguous read; read from the row-major copy (16 rows of 32 bytes a
-layer's width apart), whole steps at 2^18 took 0.957-0.961 against 0.841 ms (mlp_64_128x4_16) and 0.406-0.408
-against 0.359-0.360 ms (mlp_32_64x4_16) on the H100 (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-
-ablation.md`, stop 37). Bindings and push constants are the step program's (`CoopvecEmitter`); the session runs
-whole work-groups (the batch padded to the tile, padding samples masked).
-
-Why (H100, `bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md` and `...-tiled-step-ablation.md`): the
-cooperative-vector step kernel spends most of its time storing the tape from per-invocation vectors. Against it, this
-kernel took mlp_64_128x4_16's step kernel at 2^18 from 1.44 to 0.99 ms and mlp_32_64x4_16's from 0.41 to 0.36 ms
-(slower on the 3-layer mlp_3_64x2_3: 0.176 against 0.129). Products started from the bias took 6-7% off; row groups
-for narrow layers, tiles of 128 in two buffers on the 64-wide models, and forward and backward as two kernels were
-slower; tiles of 128 in place took the 128-wide model's kernel from 0.996 to 0.858 ms. Copying the tape from
-workgroup memory instead of storing 16x16 tiles (each lane writes parts of rows 128 or 256 bytes apart) took whole
-steps at 2^18 from 0.510 to 0.471 ms (mlp_32_64x4_16), 0.264 to 0.248 (mlp_3_64x2_3) and 1.309 to 1.190
-(mlp_64_128x4_16), and the registers from 168 to 126, 155 to 122 and 255 to 216.
+Weights are the session's float16 blocked copy (binding 0, `ParameterLayout.block_index`), so a B tile is one
+contiguous read; widths are padded to whole 16s. Bindings and push constants are the step program's
+(`CoopvecEmitter`); the session runs whole work-groups (padding samples masked).
 """
 
 from __future__ import annotations
 
 from coopnn.backends.coopvec.target import FEATURES as COOPVEC_FEATURES, LOWERINGS, CoopvecEmitter
-from coopnn.backends.coopvec.tiled_addressing import SHARED
-from coopnn.backends.coopvec.tiled_passes import LayerPasses
-from coopnn.backends.coopvec.tiled_signs import SIGN_DERIVATIVES, SignBits, bits_per_row_tile
-from coopnn.backends.coopvec.tiled_tiling import (MATRIX, SHARED_MEMORY, SUBGROUP_SIZE, Tiling, activation_stride,
-                                                  padded, tiling_for, unsupported_reason)
+from coopnn.shaders.training.tiles.addressing import SHARED
+from coopnn.shaders.training.tiles.passes import LayerPasses
+from coopnn.shaders.training.tiles.signs import SIGN_DERIVATIVES, SignBits, bits_per_row_tile
+from coopnn.train.gpu.tiling import (MATRIX, SHARED_MEMORY, SUBGROUP_SIZE, Tiling, activation_stride,
+                                     padded, tiling_for, unsupported_reason)
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Op
 from coopnn.shaders.kernel.activations import apply as apply_activation

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from coopnn.backends.coopvec import coopmat_gradients, coopvec_gradients
+from coopnn.backends.coopvec import coopvec_gradients
+from coopnn.shaders.training import coopmat_gradients
 from coopnn.backends.coopvec.gradient_methods import AUTO_GRADIENTS, gradient_methods
 from coopnn.backends.coopvec.step_kernels import selectable, step_kernels
 from coopnn.backends.coopvec.target import FEATURES

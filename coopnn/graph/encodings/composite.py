@@ -55,6 +55,8 @@ class Composite(Encoding):
         spans = cls._spans(nested, n_input_dims, where)
         made = [(registry.from_config(c, n, f"{where}.nested[{i}]"), begin)
                 for i, (c, (begin, n)) in enumerate(zip(nested, spans)) if n > 0]
+        if not made:
+            raise InputError(f"{where}: key 'nested' gives every nested encoding 0 input dimensions")
         parts, width = [], 0
         for i, (encoding, begin) in enumerate(made):
             align = made[i + 1][0].output_alignment if i + 1 < len(made) else 1
@@ -66,8 +68,11 @@ class Composite(Encoding):
     @staticmethod
     def _spans(nested: list, n_input_dims: int, where: str) -> list[tuple[int, int]]:
         """(first column, column count) of each nested config, as tcnn assigns them."""
-        given = [c.get("n_dims_to_encode") if isinstance(c, Mapping) else None for c in nested]
-        explicit_begin = any(isinstance(c, Mapping) and "dims_to_encode_begin" in c for c in nested)
+        for i, c in enumerate(nested):
+            if not isinstance(c, Mapping):
+                raise InputError(f"{where}.nested[{i}]: an encoding config is a JSON object (a dict), not {c!r}")
+        given = [c.get("n_dims_to_encode") for c in nested]
+        explicit_begin = any("dims_to_encode_begin" in c for c in nested)
         if sum(g is None for g in given) > 1:
             raise InputError(f"{where}: key 'nested': at most one nested encoding may leave 'n_dims_to_encode' out")
         for i, g in enumerate(given):

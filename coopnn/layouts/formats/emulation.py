@@ -33,10 +33,13 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16, round_fp16
 
 
 def emulate_weights(graph: Graph, fmt: WeightFormat) -> Graph:
-    """The graph with every LINEAR weight rounded as format `fmt` stores matrices and every bias as it stores
-    vectors (unscaled formats; CompileError naming a matrix the format cannot store)."""
+    """The graph with every LINEAR weight rounded as format `fmt` stores matrices and every bias, and every
+    encoding's parameter vector (a grid's tables), as it stores vectors (unscaled formats; CompileError naming a
+    matrix the format cannot store)."""
     constants = dict(graph.constants)
     for node in graph.nodes:
+        if node.op is Op.ENCODING and len(node.inputs) > 1:
+            constants[node.inputs[1]] = fmt.vectors.emulate(graph.constants[node.inputs[1]])
         if node.op is Op.LINEAR:
             weight, *bias = node.inputs[1:]
             constants[weight] = fmt.emulate(graph.constants[weight], f"matrix {weight!r}")

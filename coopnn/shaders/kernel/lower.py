@@ -31,6 +31,9 @@ class Lowerer:
         self.graph = graph
         self.k = KernelBuilder(graph.name)
         self.vectors: dict[str, str] = {}  # batched graph value -> kernel value
+        # whether the graph's parameters stay as they are (inference, `lower`); a training step kernel lowers its
+        # prefix node by node, where a parameter read there would be trained by nothing
+        self.parameters_fixed = False
 
     def value(self, name: str) -> Value:
         return self.graph.values[name]
@@ -76,6 +79,7 @@ class Lowerer:
         self.vectors[node.outputs[0]] = fn(self, node)
 
     def lower(self) -> KernelProgram:
+        self.parameters_fixed = True
         self.lower_inputs()
         for node in self.graph.nodes:
             self.lower_node(node)
@@ -125,6 +129,10 @@ def _encoding(lw: Lowerer, node: Node) -> str:
     the graph constant's name, so trained tables reach a compiled model as other weights do."""
     x = lw.vectors[node.inputs[0]]
     params = ()
+    if len(node.inputs) > 1 and not lw.parameters_fixed:
+        raise CompileError(f"node {node.name!r}: the GPU training kernels do not train the parameters of "
+                           f"{node.attrs['encoding'].describe()} yet (they train encodings without parameters); "
+                           "train it with backend='numpy'")
     if len(node.inputs) > 1:
         table = np.asarray(lw.graph.constants[node.inputs[1]], np.float32).reshape(-1)
         params = (lw.k.constant_param(table, "vector", "e", source=node.inputs[1]),)

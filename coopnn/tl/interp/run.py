@@ -10,7 +10,8 @@ import numpy as np
 from coopnn.tl import ast
 from coopnn.tl.arguments import BoundGroup, BoundMemref, bind_arguments
 from coopnn.tl.checker import checked
-from coopnn.tl.interp import exec_collectives, exec_control, exec_coopmatrix, exec_memory, exec_scalar  # noqa: F401 executors
+# each module registers its executors
+from coopnn.tl.interp import exec_collectives, exec_control, exec_coopmatrix, exec_memory, exec_scalar  # noqa: F401
 from coopnn.tl.interp.state import GroupValue, Machine, View
 from coopnn.tl.launch import launch_for
 

@@ -90,7 +90,11 @@ class Machine:
             for inst in region.instructions:
                 if isinstance(inst, ast.Yield):
                     return tuple(self.values(inst.values))
-                results = EXECUTORS[type(inst)](self, inst)
+                executor = EXECUTORS.get(type(inst))
+                if executor is None:
+                    self.fail(inst, f"the interpreter does not run {type(inst).__name__} instructions (coopnn's "
+                                    f"kernel instructions run as model kernels: coopnn.tl.kernel_text)")
+                results = executor(self, inst)
                 for name, result in zip(inst.results, results):
                     self.env[name.name] = result
             return None

@@ -1,7 +1,8 @@
 """Encoded models on the cooperative-vector backend (a GPU with VK_NV_cooperative_vector): every encoding test model
 against the float16 reference (`encoding_cases.fp16_reference`: float32 encoding of the unrounded input from
-float16-rounded tables, float16 products), and tiny-cuda-nn's image configuration at 2^21 samples, its GPU time
-printed."""
+float16-rounded tables, float16 products), tiny-cuda-nn's image configuration at 2^21 samples, its GPU time
+printed, and training behind encodings without parameters (the step kernel encodes the batch; per-sample and tiled
+step kernels) against the numpy oracle's gradients and 20-step loss curve."""
 
 from __future__ import annotations
 
@@ -9,6 +10,12 @@ import numpy as np
 import pytest
 
 import coopnn
+from coopnn.backends.coopvec.training import CoopvecTrainingSession
+from coopnn.nets.builders import mlp_graph
+from coopnn.train.losses import get_loss
+from coopnn.train.optim import Adam
+from tests.backends.coopvec.oracle import assert_matches_on_random_data, rounded
+from tests.backends.portable.test_encoding_training import FIXED
 from tests.shaders.targets.encoding_cases import EVERY, EVERY_IDS, fp16_reference, inputs, kernel_model
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("coopvec_device")]
@@ -38,3 +45,11 @@ def test_the_image_configuration_at_2_pow_21_samples(capsys):
         np.testing.assert_allclose(got[rows], fp16_reference(model.graph, x[rows]), rtol=RTOL, atol=ATOL)
         with capsys.disabled():
             print(f"\n  coopvec tcnn image configuration, 2^21 samples: {model.last_gpu_ms:.3f} ms GPU")
+
+
+@pytest.mark.parametrize("step", ["coopvec", "tiled"])
+@pytest.mark.parametrize("config, n_in", FIXED, ids=[c["otype"] + c.get("layout", "") for c, _ in FIXED])
+def test_training_behind_an_encoding_matches_the_oracle(config, n_in, step):
+    graph = rounded(mlp_graph(n_in, [32, 32], 3, encoding=config, seed=3))
+    session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, step=step)
+    assert_matches_on_random_data(session, graph, "l2", n_in, 3, 256)

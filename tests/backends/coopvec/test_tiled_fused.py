@@ -12,7 +12,7 @@ import pytest
 import coopnn
 from coopnn.backends.coopvec.tiled_fused import (MAX_GROUPS, FusedTiling, fused_step_shader, fused_tiling,
                                                  groups_for, row_groups, unsupported_reason)
-from coopnn.backends.coopvec.tiled_tiling import padded
+from coopnn.train.gpu.tiling import padded
 from coopnn.errors import CompileError
 from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout

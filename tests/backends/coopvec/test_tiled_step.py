@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from coopnn.backends.coopvec.tiled_step import tiled_step_shader
-from coopnn.backends.coopvec.tiled_tiling import Tiling, padded, tiling_for, unsupported_reason
+from coopnn.train.gpu.tiling import Tiling, padded, tiling_for, unsupported_reason
 from coopnn.errors import CompileError
 from coopnn.graph.activations import ACTIVATIONS
 from coopnn.nets.builders import mlp_graph

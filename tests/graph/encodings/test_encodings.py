@@ -149,6 +149,8 @@ def test_the_nrc_preset():
      r"encoding.nested\[0\]: key 'n_features_per_level' is 3"),
     ({"otype": "Composite", "reduction": "Sum", "nested": [{"otype": "Identity"}]}, 2, "'reduction' is 'Sum'"),
     ("HashGrid", 2, "an encoding config is a JSON object"),
+    ({"otype": "Composite", "nested": [7]}, 2, r"nested\[0\]: an encoding config is a JSON object"),
+    ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 0}]}, 2, "0 input dimensions"),
 ])
 def test_bad_configs_name_the_key(config, dims, message):
     with pytest.raises(InputError, match=message):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coopnn.backends.coopvec.coopmat_gradients import coopmat_gradient_shader
+from coopnn.shaders.training.coopmat_gradients import coopmat_gradient_shader
 from coopnn.backends.coopvec.coopvec_gradients import coopvec_gradient_shader
 from coopnn.shaders.training.gradients import tape_gradient_shader
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout

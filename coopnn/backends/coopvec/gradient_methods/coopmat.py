@@ -1,9 +1,9 @@
-"""Cooperative-matrix weight gradients (`coopnn.backends.coopvec.coopmat_gradients`): KHR cooperative-matrix
+"""Cooperative-matrix weight gradients (`coopnn.shaders.training.coopmat_gradients`): KHR cooperative-matrix
 products of the tape per chunk of samples, whose partial gradients the optimizer adds itself."""
 
 from __future__ import annotations
 
-from coopnn.backends.coopvec import coopmat_gradients
+from coopnn.shaders.training import coopmat_gradients
 from coopnn.shaders.training.gradients import partial_sum_shader
 from coopnn.train.gpu.families import GradientMethod
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-from coopnn.backends.coopvec import tiled_step, tiled_tiling
+from coopnn.backends.coopvec import tiled_step
+from coopnn.train.gpu import tiling
 from coopnn.train.gpu.families import StepKernel
 
 # "auto" takes the tiled kernel for models of this many layers or more, where it made whole steps faster than the
@@ -28,17 +29,17 @@ class TiledStep(StepKernel):
     samples_major_deltas = True  # it stores row-major tiles of deltas
 
     def padded(self, width: int) -> int:
-        return tiled_tiling.padded(width)
+        return tiling.padded(width)
 
     def takes_auto(self, session) -> bool:
         """From `AUTO_TILED_FROM_LAYERS` layers, where the model fits the workgroup memory every device of this target
-        has (`tiled_tiling.SHARED_MEMORY`; the device's own is checked as it compiles)."""
-        return (len(session.plan.layers) >= AUTO_TILED_FROM_LAYERS and not tiled_tiling.unsupported_reason(
-            session.plan, session.loss_function, tiled_tiling.SHARED_MEMORY))
+        has (`tiling.SHARED_MEMORY`; the device's own is checked as it compiles)."""
+        return (len(session.plan.layers) >= AUTO_TILED_FROM_LAYERS and not tiling.unsupported_reason(
+            session.plan, session.loss_function, tiling.SHARED_MEMORY))
 
     def unsupported_reason(self, session) -> str | None:
         shared_memory = session.context.info.limits.max_compute_shared_memory_size
-        return tiled_tiling.unsupported_reason(session.plan, session.loss_function, shared_memory,
+        return tiling.unsupported_reason(session.plan, session.loss_function, shared_memory,
                                                device_subgroups(session)[0])
 
     def compile(self, session):
@@ -52,7 +53,7 @@ class TiledStep(StepKernel):
     def create_weights(self, session) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        session.block_order = session.layout.block_index(tiled_tiling.MATRIX)  # also where `sync_weights` puts them
+        session.block_order = session.layout.block_index(tiling.MATRIX)  # also where `sync_weights` puts them
         session.block_index = session.context.create_buffer(session.block_order.nbytes, HostAccess.NONE)
         session.block_index.upload(session.block_order)
         session.blocked = session.context.create_buffer(session.layout.size * 2, HostAccess.NONE)

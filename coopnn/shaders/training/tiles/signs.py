@@ -18,7 +18,7 @@ gradients identical. Before the tape copy, bits cost 20-31 registers and were sl
 
 from __future__ import annotations
 
-from coopnn.backends.coopvec.tiled_tiling import MATRIX
+from coopnn.shaders.training.tiles.addressing import MATRIX
 from coopnn.graph.ir import Op
 
 # Activations whose derivative is 1 where the output is positive and 0 elsewhere

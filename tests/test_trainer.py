@@ -17,7 +17,7 @@ from coopnn.backends.numpy.inference import run_graph
 from coopnn.backends import training_backends
 from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.parameters import with_parameters
-from coopnn.train import trainer as trainer_module
+from coopnn import trainer as trainer_module
 from tests.conftest import ROOT, import_torch
 
 rng = np.random.default_rng(0)

@@ -8,8 +8,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from coopnn.backends.coopvec.tiled_addressing import SHARED, TileAddressing
-from coopnn.backends.coopvec.tiled_tiling import MATRIX
+from coopnn.shaders.training.tiles.addressing import MATRIX, SHARED, TileAddressing
 
 
 class LayerPasses(TileAddressing):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from coopnn.layouts.pack import align_up
 from coopnn.shaders.kernel.derivatives import DERIVATIVES
+from coopnn.shaders.training.tiles.addressing import MATRIX
 from coopnn.train.gpu.loss_kernels import LOSS_KERNELS
 from coopnn.train.gpu.plan import TrainingPlan
 from coopnn.train.losses import Loss
@@ -24,7 +25,6 @@ TILE, WIDE_TILE = 64, 128
 # the 64-wide mlp_32_64x4_16 (0.5642 against 0.5773 ms at batch 2^18, 0.1863 against 0.1894 at 2^16), and a layer's
 # 16-wide column tiles are fewer there than 8 subgroups; on the 128-wide mlp_64_128x4_16, 256 was faster.
 WIDE_INVOCATIONS, NARROW_INVOCATIONS, NARROW_LAYERS = 256, 128, 64
-MATRIX = 16  # M = N = K of every product
 ROW_PAD = 8  # halves past the widest layer in every activation row: rows start on different banks
 # Bytes of workgroup memory every device with cooperative vectors offers (the H100's maxComputeSharedMemorySize), and
 # the subgroup size of those devices (NVIDIA's), where the caller does not give the device's own

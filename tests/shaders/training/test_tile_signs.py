@@ -1,11 +1,11 @@
-"""The sign bits of the tiled step kernel (`coopnn.backends.coopvec.tiled_signs`): how many a row tile takes for the
+"""The sign bits of the tiled step kernel (`coopnn.shaders.training.tiles.signs`): how many a row tile takes for the
 device's smallest subgroup (no GPU; the kernels that keep them are checked in test_tiled_step.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from coopnn.backends.coopvec.tiled_signs import WORD_BITS, bits_per_row_tile
+from coopnn.shaders.training.tiles.signs import WORD_BITS, bits_per_row_tile
 
 
 @pytest.mark.parametrize("min_subgroup_size, bits", [(64, 4), (32, 8), (16, 16), (8, 32), (4, None), (1, None)])

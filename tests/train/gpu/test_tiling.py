@@ -1,9 +1,9 @@
-"""How the tiled step kernel holds a model (`coopnn.backends.coopvec.tiled_tiling`): the tile of samples and its
+"""How the tiled step kernel holds a model (`coopnn.train.gpu.tiling`): the tile of samples and its
 buffers for the device's workgroup memory and subgroup size, and the refusal where nothing fits (no GPU)."""
 
 from __future__ import annotations
 
-from coopnn.backends.coopvec.tiled_tiling import Tiling, tiling_for, unsupported_reason, workgroup_memory
+from coopnn.train.gpu.tiling import Tiling, tiling_for, unsupported_reason, workgroup_memory
 from coopnn.nets.builders import mlp_graph
 from coopnn.train.gpu.plan import plan_training
 from coopnn.train.losses import get_loss

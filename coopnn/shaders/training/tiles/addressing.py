@@ -4,10 +4,10 @@ them, and which sample and feature an accumulator component holds."""
 
 from __future__ import annotations
 
-from coopnn.backends.coopvec.tiled_tiling import MATRIX
 from coopnn.shaders.targets.held_matrix import HeldMatrix
 from coopnn.shaders.training.shader import HALVES_PER_WORD
 
+MATRIX = 16  # M = N = K of every product
 # Memory operands of the kernel's loads and stores: workgroup memory and the tape are read by other invocations than
 # wrote them
 SHARED = "NonPrivatePointer"

@@ -1,4 +1,4 @@
-"""The cooperative-matrix weight-gradient kernel (`coopnn.backends.coopvec.coopmat_gradients`) on the H100: its
+"""The cooperative-matrix weight-gradient kernel (`coopnn.shaders.training.coopmat_gradients`) on the H100: its
 partial gradients of a float16 tape add up to numpy's, and a partial that is not finite sets the status word, which
 the optimizer that adds the partials itself relies on; among them an infinite layer input under finite deltas, whose
 bias gradients stay finite."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coopnn.backends.coopvec import coopmat_gradients
+from coopnn.shaders.training import coopmat_gradients
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from tests.devices import Kernel
 
