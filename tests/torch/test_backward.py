@@ -9,12 +9,13 @@ import pytest
 
 import coopnn
 from coopnn.nets.tcnn_config import ACTIVATIONS
-from coopnn.torch import sync
-from coopnn.torch.backward import BackwardRunner
-from coopnn.torch.flat_layout import FlatLayout
 from tests.conftest import import_torch
 
-torch = import_torch()
+torch = import_torch()  # before coopnn.torch, which imports it
+from coopnn.torch import sync  # noqa: E402
+from coopnn.torch.backward import BackwardRunner  # noqa: E402
+from coopnn.torch.flat_layout import FlatLayout  # noqa: E402
+
 pytestmark = pytest.mark.vulkan
 
 FP32 = {"rtol": 1e-4, "atol": 1e-5}

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from coopnn.torch.flat_layout import ALIGNMENT, GROUP, FlatLayout
 from tests.conftest import import_torch
+
+torch = import_torch()  # before coopnn.torch, which imports it
+from coopnn.torch.flat_layout import ALIGNMENT, GROUP, FlatLayout  # noqa: E402
 
 
 def _values():
@@ -36,7 +38,6 @@ def test_flatten_and_views_round_trip_with_zero_padding():
 
 
 def test_views_of_a_torch_tensor_share_its_memory():
-    torch = import_torch()
     values = _values()
     layout = FlatLayout.of({name: array.shape for name, array in values.items()})
     tensor = torch.from_numpy(layout.flatten(values))

@@ -8,13 +8,14 @@ import pytest
 
 import coopnn
 from coopnn.errors import CompileError
-from coopnn.torch import sync
-from coopnn.torch.backward import BackwardRunner
-from coopnn.torch.flat_layout import FlatLayout
-from coopnn.torch.function import CoopnnForward
 from tests.conftest import import_torch
 
-torch = import_torch()
+torch = import_torch()  # before coopnn.torch, which imports it
+from coopnn.torch import sync  # noqa: E402
+from coopnn.torch.backward import BackwardRunner  # noqa: E402
+from coopnn.torch.flat_layout import FlatLayout  # noqa: E402
+from coopnn.torch.function import CoopnnForward  # noqa: E402
+
 pytestmark = pytest.mark.vulkan
 
 

@@ -9,8 +9,11 @@ import pytest
 
 import coopnn
 from coopnn.runtime.vk.memory import HostAccess
-from coopnn.torch import sync
-from coopnn.torch.flat_layout import FlatLayout
+from tests.conftest import import_torch
+
+torch = import_torch()  # before coopnn.torch, which imports it
+from coopnn.torch import sync  # noqa: E402
+from coopnn.torch.flat_layout import FlatLayout  # noqa: E402
 
 pytestmark = pytest.mark.vulkan
 
