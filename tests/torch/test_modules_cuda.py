@@ -51,7 +51,7 @@ def _emulated(module, x):
     """The float16 emulation of the module's network with the parameters `params` holds now."""
     values = {k: v.detach().cpu().numpy() for k, v in module.named_parameter_views().items()}
     graph = with_parameters(module._runner.model.graph, values)
-    return run_fp16_emulation(graph, {"x": x.float().cpu().numpy()})["y"]
+    return run_fp16_emulation(graph, {"x": x.float().detach().cpu().numpy()})["y"]
 
 
 def _torch_activation(torch, name):
@@ -81,9 +81,9 @@ def test_forward_matches_the_emulation_and_pytorch_for_every_activation(torch, c
     x = (torch.rand(3000, 32, device="cuda") * 2 - 1).half().float()
     y = module(x)
     assert y.shape == (3000, 16) and y.dtype == torch.float32 and y.is_cuda
-    np.testing.assert_allclose(y.cpu().numpy(), _emulated(module, x), **FP16)
+    np.testing.assert_allclose(y.detach().cpu().numpy(), _emulated(module, x), **FP16)
     want = _in_pytorch(torch, module, x, activation, output_activation)
-    np.testing.assert_allclose(y.cpu().numpy(), want.cpu().numpy(), rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(y.detach().cpu().numpy(), want.detach().cpu().numpy(), rtol=1e-2, atol=1e-2)
     module.close()
 
 
@@ -96,13 +96,13 @@ def test_optimizer_updates_are_seen_by_the_next_call(torch, ct):
         module.params.grad = torch.randn_like(module.params)
         optimizer.step()
         y = module(x)
-        np.testing.assert_allclose(y.cpu().numpy(), _emulated(module, x), **FP16, err_msg=f"step {step}")
+        np.testing.assert_allclose(y.detach().cpu().numpy(), _emulated(module, x), **FP16, err_msg=f"step {step}")
     assert not torch.equal(before, y)
     # Xavier's zero biases share one kernel entry: the first update goes through the host, every later one not
     assert module._runner.host_refreshes <= 1
     with torch.no_grad():
         module.named_parameter_views()["layers.0.bias"].add_(0.25)
-    np.testing.assert_allclose(module(x).cpu().numpy(), _emulated(module, x), **FP16)
+    np.testing.assert_allclose(module(x).detach().cpu().numpy(), _emulated(module, x), **FP16)
     assert module._runner.host_refreshes <= 1
     module.close()
 
@@ -112,7 +112,7 @@ def test_half_inputs_and_half_outputs(torch, ct):
     x = (torch.rand(5000, 32, device="cuda") * 2 - 1).half()
     y = module(x)
     assert y.dtype == torch.float16
-    np.testing.assert_allclose(y.float().cpu().numpy(), _emulated(module, x), **FP16)
+    np.testing.assert_allclose(y.float().detach().cpu().numpy(), _emulated(module, x), **FP16)
     assert module(x.float()).dtype == torch.float16
     module.close()
     full = ct.Network(32, 16, _network(), seed=2, **COOPVEC)
@@ -125,12 +125,12 @@ def test_encodings_and_networks_with_input_encodings(torch, ct):
     encoding = ct.Encoding(3, frequency, **COOPVEC)
     x = torch.rand(2000, 3, device="cuda")
     assert encoding.n_output_dims == 24 and encoding(x).shape == (2000, 24)
-    np.testing.assert_allclose(encoding(x).cpu().numpy(), _emulated(encoding, x), **FP16)
+    np.testing.assert_allclose(encoding(x).detach().cpu().numpy(), _emulated(encoding, x), **FP16)
     encoding.close()
     for config in (frequency, {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 2,
                                "log2_hashmap_size": 12, "base_resolution": 8, "per_level_scale": 1.5}):
         module = ct.NetworkWithInputEncoding(3, 4, config, _network(), seed=3, **COOPVEC)
-        np.testing.assert_allclose(module(x).cpu().numpy(), _emulated(module, x), **FP16, err_msg=config["otype"])
+        np.testing.assert_allclose(module(x).detach().cpu().numpy(), _emulated(module, x), **FP16, err_msg=config["otype"])
         module.close()
 
 
@@ -140,12 +140,12 @@ def test_from_model_copies_the_model(torch, ct):
     with coopnn.mlp(32, [64, 64], 16, backend="coopvec", weights="fp16", seed=4) as model:
         module = ct.from_model(model)
         x = torch.rand(1000, 32, device="cuda") * 2 - 1
-        np.testing.assert_array_equal(module(x).cpu().numpy(), model.run(x.cpu().numpy()))
+        np.testing.assert_array_equal(module(x).detach().cpu().numpy(), model.run(x.detach().cpu().numpy()))
         with torch.no_grad():
             module.params.mul_(0.5)
-        assert not np.array_equal(module(x).cpu().numpy(), model.run(x.cpu().numpy()))
+        assert not np.array_equal(module(x).detach().cpu().numpy(), model.run(x.detach().cpu().numpy()))
         trained = module.to_model()
-        np.testing.assert_allclose(trained.run(x.cpu().numpy()), module(x).cpu().numpy(), **FP16)
+        np.testing.assert_allclose(trained.run(x.detach().cpu().numpy()), module(x).detach().cpu().numpy(), **FP16)
         trained.close()
         module.close()
 
@@ -187,7 +187,7 @@ def test_tensors_outlive_their_module(torch, ct):
 def _close_enough(got, want):
     """float16 kernels against a float32 reference: within 2% of the gradient's largest magnitude."""
     scale = float(want.abs().max())
-    np.testing.assert_allclose(got.cpu().numpy(), want.cpu().numpy(), rtol=2e-2, atol=2e-2 * scale)
+    np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().cpu().numpy(), rtol=2e-2, atol=2e-2 * scale)
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
@@ -269,6 +269,6 @@ def test_ten_thousand_calls_leak_nothing(torch, ct):
     torch.cuda.synchronize()
     gc.collect()
     after = (context.live_objects(), _open_fds(), torch.cuda.memory_allocated(), _own_device_bytes(context))
-    np.testing.assert_allclose(last.cpu().numpy(), _emulated(module, inputs[batches[9999 % 4]]), **FP16)
+    np.testing.assert_allclose(last.detach().cpu().numpy(), _emulated(module, inputs[batches[9999 % 4]]), **FP16)
     assert after == before
     module.close()

@@ -37,7 +37,8 @@ def test_encoded_model_matches_the_fp16_reference(config, n_in):
 
 
 def test_the_image_configuration_at_2_pow_21_samples(capsys):
-    with coopnn.mlp(2, [64, 64], 3, encoding=IMAGE_ENCODING, backend="coopvec", seed=3) as model:
+    with coopnn.mlp(2, [64, 64], 3, encoding=IMAGE_ENCODING, backend="coopvec", weights="fp16",
+                    seed=3) as model:
         x = np.random.default_rng(4).random((LARGE_BATCH, 2), dtype=np.float32)
         for _ in range(3):  # the first runs make the pipeline and the host buffers
             got = model.run(x)

@@ -33,7 +33,8 @@ EVERY_IDS = IDS + COVERAGE_IDS
 def kernel_model(config, n_in, backend: str):
     """The test model of `config` on `backend`, with the numpy one's parameters (tables of order one)."""
     reference = model_for(config, n_in)
-    model = coopnn.mlp(n_in, [16], 3, encoding=config, backend=backend, seed=1)
+    weights = "fp32" if backend in ("numpy", "portable") else "fp16"  # the tensor-core backends store float16
+    model = coopnn.mlp(n_in, [16], 3, encoding=config, backend=backend, weights=weights, seed=1)
     model.set_parameters(reference.parameters())
     return model, reference
 
