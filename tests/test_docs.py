@@ -94,8 +94,7 @@ def torch_cuda_skip_reason() -> str | None:
 
     if importlib.util.find_spec("torch") is None:
         return "needs PyTorch (pip install -e '.[export]')"
-    import torch
-
+    torch = importlib.import_module("torch")
     return None if torch.cuda.is_available() else "needs PyTorch with a CUDA device"
 
 

@@ -129,7 +129,7 @@ def test_outputs_without_pytorch_are_the_bridge_object_with_its_stream(monkeypat
 
 
 def test_float16_arrays_are_told_apart_by_their_element_type():
-    torch = pytest.importorskip("torch")
+    torch = import_torch()
     assert is_float16(FakeCudaArray((4, 3), typestr="<f2"))
     assert not is_float16(FakeCudaArray((4, 3)))
     assert not is_float16(FakeDLPack(KDL_CUDA))
