@@ -33,15 +33,15 @@ def rounded(graph):
 
 
 def assert_matches_on_random_data(session, graph, loss, inputs: int, outputs: int, samples: int,
-                                  steps: int = 20) -> None:
+                                  steps: int = 20, low: float = -1.0) -> None:
     """`session` (closed after) against the numpy oracle of `graph` with `loss` (a name) on a random float16-rounded
-    batch of `samples`, as `assert_matches_the_oracle`."""
+    batch of `samples` uniform in [`low`, 1), as `assert_matches_the_oracle`."""
     from coopnn.backends.numpy.training import NumpyTrainingSession
     from coopnn.train.losses import get_loss
     from coopnn.train.optim import Adam
 
     rng = np.random.default_rng(1)
-    x = round_fp16(rng.uniform(-1, 1, (samples, inputs)).astype(np.float32))
+    x = round_fp16(rng.uniform(low, 1, (samples, inputs)).astype(np.float32))
     y = round_fp16(rng.uniform(0, 1, (samples, outputs)).astype(np.float32))
     oracle = NumpyTrainingSession(graph, get_loss(loss), Adam(lr=1e-3))
     try:

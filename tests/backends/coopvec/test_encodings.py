@@ -53,4 +53,5 @@ def test_the_image_configuration_at_2_pow_21_samples(capsys):
 def test_training_behind_an_encoding_matches_the_oracle(config, n_in, step):
     graph = rounded(mlp_graph(n_in, [32, 32], 3, encoding=config, seed=3))
     session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, step=step)
-    assert_matches_on_random_data(session, graph, "l2", n_in, 3, 256)
+    # the encodings' own domain, [0, 1]: outside it a spherical harmonic of degree 4 grows past what float16 keeps
+    assert_matches_on_random_data(session, graph, "l2", n_in, 3, 256, low=0.0)
