@@ -2,8 +2,8 @@
 
 `loss_tile_shader` sums the per-sample losses of the batch in tiles of `LOSS_TILE`, one workgroup of `REDUCE_WIDTH`
 invocations a tile (each invocation adds its `LOSS_TILE // REDUCE_WIDTH` losses, strided by `REDUCE_WIDTH` so that a
-subgroup's loads are contiguous, in float32; then a tree in workgroup memory), into one float32 sum per tile, because one workgroup summing the whole
-batch took a large share of a step.
+subgroup's loads are contiguous, in float32; then a tree in workgroup memory), into one float32 sum per tile,
+because one workgroup summing the whole batch took a large share of a step.
 
 `end_step_in_last_group` is the end of the optimizer kernel (`coopnn.shaders.training.optimizer`), in workgroups of
 `REDUCE_WIDTH`: each workgroup counts itself finished (the state word `finished`, a device-scope atomic), and the
@@ -16,8 +16,9 @@ good-step count restarts; any other step counts as an optimizer step, and with `
 after `growth_interval` good steps in a row. Every workgroup reads the state words before it counts itself, so none
 sees the next step's. No workgroup waits for another, so the end needs no forward-progress guarantee; as a kernel of
 its own it had cost a dispatch and the barrier before it
-(bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md). Everything a later step depends on stays on the device, and no push constant
-changes from step to step, so a session records a run of steps once and submits it again.
+(bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md). Everything a later step depends on stays on
+the device, and no push constant changes from step to step, so a session records a run of steps once and submits it
+again.
 
 `loss_tile_shader` bindings: 0 losses (f32), 1 sums (f32, written, one a tile). Push: `count` (`REDUCE_WIDTH` x
 tiles), `batch` (samples). Dispatch one workgroup a tile.
