@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from coopnn.distributed.sharded import _joined, _shard
+from coopnn.distributed.batch_shards import joined, shard_of
 from coopnn.errors import InputError
 
 
@@ -33,9 +33,9 @@ def run_cuda_shards(pool, jobs: list, named: Mapping[str, Any], x: Any) -> Any:
     def run(job):
         model, start, stop = job
         device = torch.device("cuda", _cuda_ordinal(model))
-        part = _shard(named, x, start, stop)
+        part = shard_of(named, x, start, stop)
         moved = ({k: v.to(device) for k, v in part.items()} if isinstance(part, Mapping) else part.to(device))
         return model.run(moved)
 
     parts = list(pool.map(run, jobs))
-    return _joined(parts, lambda arrays: torch.cat([a.to(home) for a in arrays]))
+    return joined(parts, lambda arrays: torch.cat([a.to(home) for a in arrays]))

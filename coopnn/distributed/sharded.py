@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from coopnn.distributed.batch_shards import joined, shard_bounds, shard_of
 from coopnn.distributed.devices import all_devices
 from coopnn.errors import InputError
 from coopnn.interop.tensors import is_cuda_array
@@ -63,14 +64,15 @@ class ShardedModel:
         rows = {len(v) for v in named.values()}
         if len(rows) != 1:
             raise InputError(f"the inputs of one batch must have the same number of samples, not {sorted(rows)}")
-        bounds = np.linspace(0, rows.pop(), len(self.models) + 1).round().astype(int)
-        jobs = [(m, int(a), int(b)) for m, a, b in zip(self.models, bounds[:-1], bounds[1:]) if b > a]
+        jobs = [(m, a, b) for m, (a, b) in zip(self.models, shard_bounds(rows.pop(), len(self.models)))]
+        if not jobs:  # an empty batch: one model gives the empty outputs their shapes
+            return self.models[0].run(x)
         if any(is_cuda_array(v) for v in named.values()):
             from coopnn.distributed.cuda_shards import run_cuda_shards
 
             return run_cuda_shards(self._pool, jobs, named, x)
-        parts = list(self._pool.map(lambda job: job[0].run(_shard(named, x, job[1], job[2])), jobs))
-        return _joined(parts, np.concatenate)
+        parts = list(self._pool.map(lambda job: job[0].run(shard_of(named, x, job[1], job[2])), jobs))
+        return joined(parts, np.concatenate)
 
     def close(self) -> None:
         """Close every model; the ShardedModel cannot run after."""
@@ -84,16 +86,3 @@ class ShardedModel:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def _shard(named: Mapping[str, Any], x: Any, start: int, stop: int) -> Any:
-    """Rows `start` to `stop` of the batch, in the form the caller gave it (an array, or a dict)."""
-    if isinstance(x, Mapping):
-        return {k: v[start:stop] for k, v in named.items()}
-    return next(iter(named.values()))[start:stop]
-
-
-def _joined(parts: list, concatenate) -> Any:
-    """The shards' outputs joined in order: arrays, or dicts of arrays by output name."""
-    if isinstance(parts[0], Mapping):
-        return {k: concatenate([p[k] for p in parts]) for k in parts[0]}
-    return concatenate(parts)

@@ -73,6 +73,7 @@ def test_ranks_start_from_rank_0s_parameters():
         np.testing.assert_array_equal(first[name], second[name])
 
 
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
 def test_an_overflowing_rank_makes_every_rank_skip_the_step():
     huge = np.full_like(X, 1e30)
     results = run_ranks(2, lambda group: _fit(group, steps=1, x=lambda rank: X if rank == 0 else huge))
