@@ -73,3 +73,20 @@ def test_all_devices_are_those_of_the_best_kind():
              _Info(2, "", device_type="discrete")]
     assert all_devices(infos) == [1, 2]
     assert all_devices(infos[:1]) == [0]
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_across_the_gpu_listed_twice_equal_one_model(coopvec_device):
+    from tests.conftest import import_torch
+
+    torch = import_torch()
+    if not torch.cuda.is_available():
+        pytest.skip("needs PyTorch with a CUDA device")
+    device = all_devices()[0]
+    single = coopnn.mlp(3, [16], 2, seed=4, backend="coopvec", device=device)
+    x = torch.from_numpy(X).cuda()
+    with ShardedModel([coopnn.mlp(3, [16], 2, seed=4, backend="coopvec", device=device) for _ in range(2)]) as s:
+        out = s.run(x)
+        assert out.is_cuda and out.device == x.device
+        np.testing.assert_allclose(out.cpu().numpy(), single.run(X), rtol=1e-3, atol=2.5e-3)
+    single.close()
