@@ -58,3 +58,17 @@ def test_one_rank_follows_a_single_process_fit(require_vulkan):
                                    rtol=1e-4, atol=1e-5)
         for name, value in single.session.parameters().items():
             np.testing.assert_allclose(parameters[name], value, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_a_status_word_set_on_one_rank_is_set_on_every_rank(require_vulkan):
+    from coopnn.shaders.training.step_state import STATUS
+
+    def agree(group):
+        with DataParallelTrainer(_trainer(), group) as parallel:
+            state = parallel.trainer.session.state
+            if group.rank == 1:  # as the gradient kernels flag a non-finite gradient
+                state.upload(np.array([1], np.uint32), 4 * STATUS)
+            agreed = parallel.steps._agree_on_status()
+            return agreed, int(state.download(np.uint32, STATUS + 1)[STATUS])
+
+    assert run_ranks(2, agree) == [(True, 1), (True, 1)]

@@ -90,3 +90,16 @@ def test_cuda_tensors_across_the_gpu_listed_twice_equal_one_model(coopvec_device
         assert out.is_cuda and out.device == x.device
         np.testing.assert_allclose(out.cpu().numpy(), single.run(X), rtol=1e-3, atol=2.5e-3)
     single.close()
+
+
+@pytest.mark.vulkan
+def test_load_on_a_device_list_equals_one_loaded_model(require_vulkan):
+    from tests.conftest import ROOT
+
+    path = ROOT / "models" / "mlp_3_64x2_3.onnx"
+    device = all_devices()[0]
+    single = coopnn.load(path, backend="portable", device=device)
+    with ShardedModel.load(path, devices=[device, device], backend="portable") as sharded:
+        assert len(sharded.models) == 2
+        np.testing.assert_allclose(sharded.run(X), single.run(X), rtol=1e-4, atol=1e-5)
+    single.close()
