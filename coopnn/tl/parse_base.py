@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from coopnn.registry import registrar
 from coopnn.tl.ast import Atomic, Constant, Inst, Region, Value
 from coopnn.tl.types import INDEX
 from coopnn.tl.scanner import Scanner
@@ -23,15 +24,8 @@ MEMORY_SEMANTICS = ("relaxed", "acquire", "release", "acquire_release", "sequent
 TRANSPOSES = ("n", "t")
 
 
-def reads(*names: str):
-    """Registers a reader for the instructions called `names` (the opcode before its first dot)."""
-
-    def register(reader: Reader) -> Reader:
-        for name in names:
-            READERS[name] = reader
-        return reader
-
-    return register
+# `@reads(name, ...)` registers a reader for the instructions called `name` (the opcode before its first dot).
+reads = registrar(READERS)
 
 
 @dataclass
@@ -79,6 +73,23 @@ def finish(op: Opcode, node_type: type, /, **fields) -> list[Inst]:
     if op.modifiers:
         raise op.scanner.error(f"{op.name} has no modifier '.{op.modifiers[0]}'", op.start)
     return op.implied + [node_type(results=op.results, span=op.span(), **fields)]
+
+
+def fixed_operands(s: Scanner, count: int) -> tuple[Value, ...]:
+    """`count` local identifiers separated by commas: an instruction's operands where their number is fixed."""
+    values = [s.local()]
+    for _ in range(count - 1):
+        s.expect(",")
+        values.append(s.local())
+    return tuple(values)
+
+
+def bracketed_integer(s: Scanner, what: str) -> int:
+    """`[ integer ]`, the integer described as `what` where it is missing."""
+    s.expect("[")
+    value = s.integer(what)
+    s.expect("]")
+    return value
 
 
 def local_list(s: Scanner) -> tuple[Value, ...]:
