@@ -43,22 +43,14 @@ def _loads(export: Export) -> list[str]:
                     f"element); }}" for k in range(len(export.tables))]
 
 
-def _portable(export: Export) -> list[str]:
-    n, plan = export.name, export.plan
-    element = export.format.bits // 8
-    lines = [f"    float h0[{len(plan.encoded)}];", f"    {n}_encode(inputs, h0);"]
-    for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
-        stride = where.matrix.columns
-        matrix, bias = (f"({export.constant(i, p)} / {element}u)" for p in ("MATRIX", "BIAS"))
-        lines += [f"    float h{i + 1}[{layer.outputs}];",
-                  f"    for (uint o = 0u; o < {layer.outputs}u; ++o) {{",
-                  f"        float sum = {n}_load({bias} + o);",
-                  f"        for (uint k = 0u; k < {layer.inputs}u; ++k)",
-                  f"            sum += {n}_load({matrix} + o * {stride}u + k) * h{i}[k];",
-                  f"        h{i + 1}[o] = {activated(export, i, 'sum')};", "    }"]
-    last = len(plan.layers)
-    lines += [f"    for (int o = 0; o < {plan.outputs}; ++o) outputs[o] = h{last}[o];"]
-    return lines
+def _bias_at(export: Export, layer: int) -> str:
+    return f"({export.constant(layer, 'BIAS')} / {export.format.bits // 8}u) + o"
+
+
+def _weight_at(export: Export, layer: int) -> str:
+    """Element indices: the file's byte offsets over the element size, rows of `columns` elements."""
+    columns = export.regions[layer].matrix.columns
+    return f"({export.constant(layer, 'MATRIX')} / {export.format.bits // 8}u) + o * {columns}u + k"
 
 
 def _coopvec(export: Export) -> list[str]:
@@ -87,4 +79,5 @@ def _coopvec(export: Export) -> list[str]:
 
 GLSL = Language(suffix="glsl", note="; include it right after #version.",
                 requirements=tuple(f"#extension {e} : require" for e in COOPVEC_EXTENSIONS), qualifier="in ",
-                declarations=_declarations, offsets=_offsets, loads=_loads, portable=_portable, coopvec=_coopvec)
+                declarations=_declarations, offsets=_offsets, loads=_loads, unsigned="u", bias_at=_bias_at,
+                weight_at=_weight_at, coopvec=_coopvec)

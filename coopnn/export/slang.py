@@ -46,22 +46,14 @@ def _loads(export: Export) -> list[str]:
                     f"{element}); }}" for k in range(len(export.tables))]
 
 
-def _portable(export: Export) -> list[str]:
-    n, plan = export.name, export.plan
-    element = export.format.bits // 8
-    lines = [f"    float h0[{len(plan.encoded)}];", f"    {n}_encode(inputs, h0);"]
-    for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
-        stride = where.matrix.stride
-        lines += [f"    float h{i + 1}[{layer.outputs}];",
-                  f"    for (uint o = 0; o < {layer.outputs}; ++o) {{",
-                  f"        float sum = {n}_load({export.constant(i, 'BIAS')} + o * {element});",
-                  f"        for (uint k = 0; k < {layer.inputs}; ++k)",
-                  f"            sum += {n}_load({export.constant(i, 'MATRIX')} + o * {stride} + k * {element}) "
-                  f"* h{i}[k];",
-                  f"        h{i + 1}[o] = {activated(export, i, 'sum')};", "    }"]
-    last = len(plan.layers)
-    lines += [f"    for (int o = 0; o < {plan.outputs}; ++o) outputs[o] = h{last}[o];"]
-    return lines
+def _bias_at(export: Export, layer: int) -> str:
+    return f"{export.constant(layer, 'BIAS')} + o * {export.format.bits // 8}"
+
+
+def _weight_at(export: Export, layer: int) -> str:
+    """Byte offsets, as the ByteAddressBuffer loads: rows `stride` bytes apart."""
+    stride = export.regions[layer].matrix.stride
+    return f"{export.constant(layer, 'MATRIX')} + o * {stride} + k * {export.format.bits // 8}"
 
 
 def _coopvec(export: Export) -> list[str]:
@@ -89,4 +81,4 @@ def _coopvec(export: Export) -> list[str]:
 
 
 SLANG = Language(suffix="slang", note=".", requirements=(), qualifier="", declarations=_declarations,
-                 offsets=_offsets, loads=_loads, portable=_portable, coopvec=_coopvec)
+                 offsets=_offsets, loads=_loads, unsigned="", bias_at=_bias_at, weight_at=_weight_at, coopvec=_coopvec)

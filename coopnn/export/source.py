@@ -94,7 +94,9 @@ class Language:
     declarations: Callable[[Export], list[str]]  # the INPUTS and OUTPUTS constants and the weights buffer
     offsets: Callable[[Export, bool], list[str]]  # every offset: constants, or specialization constants
     loads: Callable[[Export], list[str]]  # `NAME_load` and `NAME_table<k>`
-    portable: Callable[[Export], list[str]]  # the body of `NAME_eval` in plain loops
+    unsigned: str  # the suffix of an unsigned integer literal
+    bias_at: Callable[[Export, int], str]  # where `NAME_load` finds element o of layer i's bias
+    weight_at: Callable[[Export, int], str]  # where it finds element (o, k) of layer i's matrix
     coopvec: Callable[[Export], list[str]]  # the body of `NAME_eval` with cooperative vectors, weights in fp16
 
 
@@ -117,14 +119,28 @@ def write_source(export: Export, language: Language) -> str:
     lines += ["", f"void {n}_encode({language.qualifier}float inputs[{plan.inputs}], out float "
                   f"encoded[{len(plan.encoded)}]) {{"]
     lines += stage_body(export, "encoded") + ["}", "", f"#ifdef {up}_PORTABLE"]
-    lines += _eval(export, language, language.portable) + ["#else"] + _coopvec_eval(export, language)
+    lines += _eval(export, language, _portable(export, language)) + ["#else"] + _coopvec_eval(export, language)
     return "\n".join(lines + ["#endif", f"#endif  // {guard}", ""])
 
 
-def _eval(export: Export, language: Language, body: Callable[[Export], list[str]]) -> list[str]:
+def _eval(export: Export, language: Language, body: list[str]) -> list[str]:
     plan = export.plan
     return [f"void {export.name}_eval({language.qualifier}float inputs[{plan.inputs}], out float "
-            f"outputs[{plan.outputs}]) {{", *body(export), "}"]
+            f"outputs[{plan.outputs}]) {{", *body, "}"]
+
+
+def _portable(export: Export, language: Language) -> list[str]:
+    """The body of `NAME_eval` in plain loops over the row-major file."""
+    n, plan, u = export.name, export.plan, language.unsigned
+    lines = [f"    float h0[{len(plan.encoded)}];", f"    {n}_encode(inputs, h0);"]
+    for i, layer in enumerate(plan.layers):
+        lines += [f"    float h{i + 1}[{layer.outputs}];",
+                  f"    for (uint o = 0{u}; o < {layer.outputs}{u}; ++o) {{",
+                  f"        float sum = {n}_load({language.bias_at(export, i)});",
+                  f"        for (uint k = 0{u}; k < {layer.inputs}{u}; ++k)",
+                  f"            sum += {n}_load({language.weight_at(export, i)}) * h{i}[k];",
+                  f"        h{i + 1}[o] = {activated(export, i, 'sum')};", "    }"]
+    return lines + [f"    for (int o = 0; o < {plan.outputs}; ++o) outputs[o] = h{len(plan.layers)}[o];"]
 
 
 def _coopvec_eval(export: Export, language: Language) -> list[str]:
@@ -132,4 +148,4 @@ def _coopvec_eval(export: Export, language: Language) -> list[str]:
     if export.format.name != "fp16":
         return [f'#error "{export.name} was exported with {export.format.name} weights; its cooperative-vector '
                 f'variant reads fp16 (export with weights=fp16, or define {export.upper}_PORTABLE)"']
-    return _eval(export, language, language.coopvec)
+    return _eval(export, language, language.coopvec(export))
