@@ -111,13 +111,11 @@ def parenthesized_locals(s: Scanner, allow_empty: bool = False) -> tuple[Value, 
 def index_list(op: Opcode, s: Scanner) -> tuple[Value, ...]:
     """`[ [local-identifier-list] ]`; an integer constant in the list (as in the reference's load examples) is read
     as an index constant."""
+    def index() -> Value:
+        return op.immediate(s.integer(), INDEX) if s.peek_integer() else s.local("an index")
+
     s.expect("[")
-    values = []
-    while not s.eat("]"):
-        if values:
-            s.expect(",", "between indices")
-        values.append(op.immediate(s.integer(), INDEX) if s.peek_integer() else s.local("an index"))
-    return tuple(values)
+    return tuple(s.items_until("]", index, "between indices"))
 
 
 def region(s: Scanner, fresh: FreshNames) -> Region:

@@ -72,17 +72,18 @@ def _constant_or_local(s: Scanner) -> int | ast.Value:
     return s.local() if s.peek_local() else s.integer("an integer constant or a local identifier")
 
 
+def _slice(s: Scanner) -> ast.Slice:
+    """`offset` or `offset:size`."""
+    offset = _constant_or_local(s)
+    return ast.Slice(offset, _constant_or_local(s) if s.eat(":") else None)
+
+
 @reads("subview")
 def _subview(op: Opcode, s: Scanner):
     op.results_count(1)
     tensor = s.local()
     s.expect("[")
-    slices = []
-    while not s.eat("]"):
-        if slices:
-            s.expect(",", "between subview indices")
-        offset = _constant_or_local(s)
-        slices.append(ast.Slice(offset, _constant_or_local(s) if s.eat(":") else None))
+    slices = s.items_until("]", lambda: _slice(s), "between subview indices")
     s.expect(":")
     return finish(op, ast.Subview, tensor=tensor, slices=tuple(slices), type=memref_type(s))
 
