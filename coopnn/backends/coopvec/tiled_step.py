@@ -318,7 +318,7 @@ class TiledStepEmitter(LayerPasses):
     def backward(self, index: int, source: int, target: int) -> None:
         """Buffer `target` = layer index - 1's delta: layer `index`'s delta (buffer `source`) times its W, times the
         derivative of layer index - 1's activation; onto the tape as well."""
-        fn, layer, below = self.fn, self.layers[index], self.layers[index - 1]
+        layer, below = self.layers[index], self.layers[index - 1]
         act = self.plan.layers[index - 1].activation
 
         def b_tile_of(column):  # B(k, n) = W[k0 + k][column + n]: the blocked tile read row-major
@@ -350,7 +350,6 @@ class TiledStepEmitter(LayerPasses):
         """A function from an accumulator component to the derivative of layer index - 1's activation there: from the
         sign bits where the kernel keeps them, else read from the tile `slope_tile` gives: the layer's output (layer
         index's input) for `OUTPUT_DERIVATIVES`, else the derivative the forward pass stored."""
-        fn = self.fn
         if self.keeps_signs(act):
             one, zero = self.writer.constant(1.0), self.writer.constant(0.0)
             return lambda i: self.ops.select(self.f32, self.signs.positive(index - 1, row // MATRIX, i), one, zero)

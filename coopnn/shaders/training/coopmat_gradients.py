@@ -329,7 +329,7 @@ class GradientKernel:
         """16 samples from tape half `start` on (samples `width` halves apart) into staging array `target`, rows
         `row_words` elements apart, the pad left out: an element an invocation, consecutive lanes on consecutive
         addresses. A sample's elements are 2 a tile, so the copy is whole rounds of the subgroup."""
-        fn, m, ix, uint, word = self.fn, self.m, self.ix, self.frame.uint, self.word
+        m, ix, uint, word = self.m, self.ix, self.frame.uint, self.word
         per_sample = row_words - STAGE_PAD // HALVES_PER_WORD
         first_word = ix.shift_right(start, uint(HALVES_PER_WORD.bit_length() - 1))
         for e0 in range(0, TILE * per_sample, SUBGROUP):
@@ -349,7 +349,7 @@ class GradientKernel:
 
     def _input_tile(self, block: Block, block_inputs, c: int):
         """The B tile of the block's column tile `c` over the 16 samples whose inputs start at `block_inputs`."""
-        fn, uint = self.fn, self.frame.uint
+        uint = self.frame.uint
         if block.staged:
             return self.ops.matrix_load(self.b_type, self._staged_tile(self.stages[0], c),
                                         self.row_major, uint(block.input_row), "NonPrivatePointer")
@@ -358,7 +358,6 @@ class GradientKernel:
 
     def _delta_matrix(self, block: Block, b0, r: int, staged_deltas: bool):
         """The A tile of the block's row tile `r` over samples b0..b0+15: their deltas, transposed."""
-        fn = self.fn
         if staged_deltas:
             return self.ops.matrix_load(self.a_type, self._staged_tile(self.stages[1], r),
                                         self.column_major, self.frame.uint(block.delta_row), "NonPrivatePointer")

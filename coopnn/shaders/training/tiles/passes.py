@@ -50,7 +50,6 @@ class LayerPasses(TileAddressing):
         """The accumulators of the tile's row tiles (or those starting at `rows`, ints or u32 ids): `initial` plus
         the sum over k of A (buffer `source`, columns k..k+16) times b_tile(k), K outermost so that the row tiles'
         chains interleave; each B tile is loaded as its step begins."""
-        fn = self.fn
         rows = rows if rows is not None else [r * MATRIX for r in range(self.row_tiles)]
         accumulators = [initial] * len(rows)
         for k0 in range(0, depth, MATRIX):
