@@ -173,7 +173,7 @@ class StepBuffers:
     def capacity_buffer_bytes(self, capacity: int) -> tuple[int, int]:
         """Bytes of the loss tiles' sums and of the partial gradients (0: none) that `prepare_tape` makes for
         `capacity` samples."""
-        return -(-capacity // LOSS_TILE) * 4, self.partial_chunks(capacity) * self.layout.size * 4
+        return -(-capacity // LOSS_TILE) * 4, self.partial_chunks(capacity) * self.layout.layers_size * 4
 
     def partial_chunks(self, capacity: int) -> int:
         """The most partial gradients a batch of up to `capacity` samples is summed in; 0 where weight gradients are
