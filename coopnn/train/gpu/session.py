@@ -21,7 +21,6 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from coopnn.errors import CompileError
 from coopnn.graph.ir import Graph
 from coopnn.shaders.targets.encodings.grid import SCATTER_FEATURES
 from coopnn.shaders.training.gradients import partial_sum_invocations
@@ -41,6 +40,7 @@ from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
 from coopnn.train.gpu.step_buffers import StepBuffers
 from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
+from coopnn.train.gpu.table_decay import decayed_elements
 from coopnn.train.losses import Loss
 from coopnn.train.optim import Optimizer
 
@@ -193,10 +193,9 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
     def table_gradient_zeroing(self) -> list:
         """Zeroing the trained grid's part of the gradient, which the step kernel adds into."""
-        if not self.layout.tables:
-            return []
         start = self.layout.layers_size * 4
-        return [self.fill_zero(self.gradient, size=self.layout.size * 4 - start, offset=start)]
+        return [self.fill_zero(self.gradient, size=self.layout.size * 4 - start, offset=start)] if self.layout.tables \
+            else []
 
     @property
     def loss_scale(self) -> float:
@@ -323,25 +322,9 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         `tiles` of loss sums and `chunks` of partial gradients (which `batch` determines)."""
         partials = {"chunks": chunks} if self.adds_partials else {}
         if self.layout.tables:
-            partials["decay_count"] = self.decayed_elements()
+            partials["decay_count"] = decayed_elements(self.layout, self.optimizer)
         return optimizer_push(self.optimizer_kernel_shader, self.optimizer, self.layout.size,
                               1.0 / (batch * self.plan.out_features), terms=tiles, **partials)
-
-    def decayed_elements(self) -> int:
-        """How many leading flat elements weight decay applies to: the layers', where the optimizer exempts the
-        grid's table (`Optimizer.no_decay`, as configs read from tiny-cuda-nn do), else all."""
-        exempt = set(getattr(self.optimizer, "no_decay", ()))
-        layers = {name for layer in self.layout.layers for name in (layer.weight, layer.bias)}
-        if exempt & layers and self.optimizer.weight_decay:
-            raise CompileError(f"the GPU optimizer exempts only a grid's table from weight decay, not "
-                               f"{sorted(exempt & layers)[0]!r}; train with backend='numpy'")
-        tables = {table.name for table in self.layout.tables}
-        if tables <= exempt:
-            return self.layout.layers_size
-        if tables & exempt:
-            raise CompileError(f"the GPU optimizer exempts a model's grid tables from weight decay together, not "
-                               f"{sorted(tables & exempt)}")
-        return self.layout.size
 
     def working_buffer(self):
         """The buffer the optimizer writes the working copy to."""
