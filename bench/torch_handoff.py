@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
 
 import coopnn  # noqa: E402
-from coopnn.bench.environment import describe_environment, device_name, driver, results_stem  # noqa: E402
-from coopnn.bench.report import save  # noqa: E402
+from coopnn.bench.environment import describe_environment, device_name, driver  # noqa: E402
+from coopnn.bench.report import write_results  # noqa: E402
 from coopnn.interop import cuda_bridge, slot as slot_module, tensors  # noqa: E402
 from coopnn.interop.cuda_driver import CudaDriver  # noqa: E402
 
@@ -204,10 +204,7 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"unknown variants {unknown}; variants: {', '.join(VARIANTS)}")
     document = measure(args.model, [int(b) for b in args.batches.split(",")], args.calls, variants)
-    stem = Path(args.out) / f"{results_stem(document['environment'])}-torch-handoff"
-    save(document, stem.with_suffix(".json"))
-    stem.with_suffix(".md").write_text(markdown(document))
-    print(markdown(document))
+    print(write_results(document, Path(args.out), "torch-handoff", markdown(document)).read_text())
     return 0
 
 

@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
 
 import coopnn  # noqa: E402
-from coopnn.bench.environment import describe_environment, device_name, driver, results_stem  # noqa: E402
-from coopnn.bench.report import save  # noqa: E402
+from coopnn.bench.environment import describe_environment, device_name, driver  # noqa: E402
+from coopnn.bench.report import write_results  # noqa: E402
 
 MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
 ANCHORS = ROOT / "bench" / "results" / "nvidia-h200-2026-12-01-anchors.md"
@@ -176,10 +176,7 @@ def main(argv=None) -> int:
     document = {"environment": describe_environment(), "calls": args.calls, "rows": []}
     for name in args.models.split(","):
         document["rows"] += measure_model(torch, name, batches, args.calls, tcnn_anchors())
-    stem = Path(args.out) / f"{results_stem(document['environment'])}-torch-modules"
-    save(document, stem.with_suffix(".json"))
-    stem.with_suffix(".md").write_text(markdown(document))
-    print(markdown(document))
+    print(write_results(document, Path(args.out), "torch-modules", markdown(document)).read_text())
     return 0
 
 

@@ -1,10 +1,12 @@
 """The decorator the project's tables of functions are filled with: kernel lowerings, activation expansions and
 derivatives, loss kernels, targets. `name = registrar(TABLE)`, then `@name(key, ...)` stores the function under each
-key and returns it unchanged."""
+key and returns it unchanged. `package_tables` gathers the tables a package's modules each define."""
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, MutableMapping, TypeVar
+import importlib
+import pkgutil
+from typing import Callable, Collection, Hashable, MutableMapping, TypeVar
 
 F = TypeVar("F", bound=Callable)
 
@@ -19,3 +21,16 @@ def registrar(table: MutableMapping) -> Callable[..., Callable[[F], F]]:
         return register
 
     return under
+
+
+def package_tables(package: str, attribute: str, clash: Callable[[str, Collection], str]) -> dict:
+    """The union of the `attribute` tables of the modules of `package` (a dotted name), a module without one adding
+    nothing; ValueError with `clash(module, keys)` where a module defines keys an earlier one did."""
+    found: dict = {}
+    for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
+        table = getattr(importlib.import_module(f"{package}.{module.name}"), attribute, {})
+        twice = set(found) & set(table)
+        if twice:
+            raise ValueError(clash(module.name, twice))
+        found.update(table)
+    return found

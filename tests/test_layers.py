@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("train", ("coopnn.train",)),
     ("backends", ("coopnn.backends",)),
     ("api", ("coopnn.model", "coopnn.compiler", "coopnn.trainer", "coopnn.tl", "coopnn.export")),
-    ("top", ("coopnn.nets", "coopnn.torch", "coopnn.examples", "coopnn.bench", "coopnn.cli", "coopnn.cli_arrays",
+    ("top", ("coopnn.nets", "coopnn.torch", "coopnn.distributed", "coopnn.examples", "coopnn.bench", "coopnn.cli", "coopnn.cli_arrays",
              "coopnn.cli_stream", "coopnn.cli_format", "coopnn.cli_export", "coopnn.cli_tl", "coopnn.__main__",
              "coopnn")),
 ]

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 
 import coopnn
-from coopnn.bench.environment import describe_environment, results_stem
+from coopnn.bench.environment import describe_environment, device_name
 from coopnn.bench.models import BenchModel
-from coopnn.bench.environment import device_name
+from coopnn.bench.report import write_results
 from coopnn.bench.roofline import inference_work, peaks_for
 
 MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
@@ -208,8 +208,4 @@ def markdown(document: dict) -> str:
 
 def write(document: dict, out: Path) -> Path:
     """`<out>/<device>-<date>-device-arrays.{json,md}`; returns the markdown's path."""
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{results_stem(document['environment'])}-device-arrays"
-    stem.with_suffix(".json").write_text(json.dumps(document, indent=1))
-    stem.with_suffix(".md").write_text(markdown(document))
-    return stem.with_suffix(".md")
+    return write_results(document, out, "device-arrays", markdown(document))

@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 
 import coopnn
-from coopnn.bench.environment import describe_environment, results_stem
+from coopnn.bench.environment import describe_environment
 from coopnn.bench.models import BenchModel
+from coopnn.bench.report import write_results
 from coopnn.errors import CoopnnError
 
 MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
@@ -247,8 +248,4 @@ def measure(model_paths, log2_batches, backend: str = "auto", torch: bool = True
 
 def write(document: dict, out: Path) -> Path:
     """`<out>/<device>-<date>-host-path.{json,md}`; returns the markdown's path."""
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{results_stem(document['environment'])}-host-path"
-    stem.with_suffix(".json").write_text(json.dumps(document, indent=1))
-    stem.with_suffix(".md").write_text(markdown(document))
-    return stem.with_suffix(".md")
+    return write_results(document, out, "host-path", markdown(document))

@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 import coopnn
-from coopnn.bench.environment import describe_environment, device_name, results_stem
+from coopnn.bench.environment import describe_environment, device_name
 from coopnn.bench.models import BenchModel
+from coopnn.bench.report import write_results
 from coopnn.bench.roofline import inference_work, peaks_for
 from coopnn.errors import CoopnnError
 from coopnn.layouts.formats import weight_format
@@ -118,8 +119,4 @@ def markdown(document: dict) -> str:
 
 def write(document: dict, out: Path) -> Path:
     """`<out>/<device>-<date>-inference-variants.{json,md}`; returns the markdown's path."""
-    out.mkdir(parents=True, exist_ok=True)
-    stem = out / f"{results_stem(document['environment'])}-inference-variants"
-    stem.with_suffix(".json").write_text(json.dumps(document, indent=1))
-    stem.with_suffix(".md").write_text(markdown(document))
-    return stem.with_suffix(".md")
+    return write_results(document, out, "inference-variants", markdown(document))

@@ -1,4 +1,5 @@
-"""Reading a results document: speed-up ratios against the baseline, and the terminal and markdown tables.
+"""Reading and writing a results document: speed-up ratios against the baseline, the terminal and markdown tables,
+and the `<device>-<date>-<name>.{json,md}` pair a benchmark script leaves in its results folder.
 
 Everything here works on the plain document (as run_suite returns it or as loaded from its JSON file), so tables and
 plots can be made again later from a saved file. A speed-up compares GPU times when both sides have one and host
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from coopnn.bench.environment import results_stem
 from coopnn.bench.runners import REFERENCE_ORDER
 from coopnn.tables import format_table
 
@@ -24,6 +26,14 @@ def save(document: dict, path: str | Path) -> None:
     with open(path, "w") as f:
         json.dump(document, f, indent=1)
         f.write("\n")
+
+
+def write_results(document: dict, out: Path, name: str, markdown: str) -> Path:
+    """`<out>/<device>-<date>-<name>.json` (the document) and `.md` (`markdown`); returns the markdown's path."""
+    stem = out / f"{results_stem(document['environment'])}-{name}"
+    save(document, stem.with_suffix(".json"))
+    stem.with_suffix(".md").write_text(markdown)
+    return stem.with_suffix(".md")
 
 
 def _measured(document: dict):

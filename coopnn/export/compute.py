@@ -16,6 +16,16 @@ from coopnn.runtime.vk.memory import HostAccess
 
 WORKGROUP = 64
 
+# What each invocation does with its row, to the end of `main`: the same text in GLSL and Slang.
+ROW_BODY = """    if (row >= push.count) return;
+    float inputs[{inputs}];
+    for (int i = 0; i < {inputs}; ++i) inputs[i] = x[row * {inputs} + i];
+    float outputs[{outputs}];
+    {name}_eval(inputs, outputs);
+    for (int o = 0; o < {outputs}; ++o) y[row * {outputs} + o] = outputs[o];
+}}
+"""
+
 GLSL_COMPUTE = """#version 460
 #extension GL_GOOGLE_include_directive : require
 #include "{name}.glsl"
@@ -25,14 +35,7 @@ layout(set = 0, binding = 2, std430) writeonly buffer Outputs {{ float y[]; }};
 layout(push_constant) uniform Push {{ uint count; }} push;
 void main() {{
     uint row = gl_GlobalInvocationID.x;
-    if (row >= push.count) return;
-    float inputs[{inputs}];
-    for (int i = 0; i < {inputs}; ++i) inputs[i] = x[row * {inputs} + i];
-    float outputs[{outputs}];
-    {name}_eval(inputs, outputs);
-    for (int o = 0; o < {outputs}; ++o) y[row * {outputs} + o] = outputs[o];
-}}
-"""
+""" + ROW_BODY
 
 SLANG_COMPUTE = """#include "{name}.slang"
 [[vk::binding(1, 0)]] StructuredBuffer<float> x;
@@ -42,14 +45,7 @@ struct Push {{ uint count; }};
 [shader("compute")] [numthreads({workgroup}, 1, 1)]
 void main(uint3 id: SV_DispatchThreadID) {{
     uint row = id.x;
-    if (row >= push.count) return;
-    float inputs[{inputs}];
-    for (int i = 0; i < {inputs}; ++i) inputs[i] = x[row * {inputs} + i];
-    float outputs[{outputs}];
-    {name}_eval(inputs, outputs);
-    for (int o = 0; o < {outputs}; ++o) y[row * {outputs} + o] = outputs[o];
-}}
-"""
+""" + ROW_BODY
 
 
 def compute_shader(manifest_path: str | os.PathLike, variant: str) -> bytes:

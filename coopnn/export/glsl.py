@@ -5,34 +5,20 @@ specialization constants) or, with `NAME_PORTABLE` defined, plain loops over the
 
 from __future__ import annotations
 
-from coopnn.export.source import Export, activated, activation_functions, stage_body
+from coopnn.export.source import Export, Language, activated, write_source
 
 COOPVEC_EXTENSIONS = ("GL_NV_cooperative_vector", "GL_EXT_shader_explicit_arithmetic_types_float16")
 
 
 def write_glsl(export: Export) -> str:
+    return write_source(export, GLSL)
+
+
+def _declarations(export: Export) -> list[str]:
     n, up, plan = export.name, export.upper, export.plan
-    lines = [f"// {n}.glsl: the network {plan.name!r} exported by coopnn; include it right after #version.",
-             f"// {n}_eval(inputs[{plan.inputs}], outputs[{plan.outputs}]) evaluates it. Define {up}_PORTABLE for the "
-             f"variant without cooperative vectors;",
-             f"// {up}_WEIGHTS_SET / {up}_WEIGHTS_BINDING place its weights buffer (default 0, 0) and {up}_SPEC_ID the "
-             f"first of its specialization constants (default 0).",
-             f"#ifndef {up}_GLSL", f"#define {up}_GLSL",
-             f"#ifndef {up}_PORTABLE"]
-    lines += [f"#extension {e} : require" for e in COOPVEC_EXTENSIONS]
-    lines += ["#endif"]
-    for macro, default in (("WEIGHTS_SET", 0), ("WEIGHTS_BINDING", 0), ("SPEC_ID", 0)):
-        lines += [f"#ifndef {up}_{macro}", f"#define {up}_{macro} {default}", "#endif"]
-    lines += [f"const int {up}_INPUTS = {plan.inputs};", f"const int {up}_OUTPUTS = {plan.outputs};",
-              f"layout(set = {up}_WEIGHTS_SET, binding = {up}_WEIGHTS_BINDING, std430) readonly buffer {n}_Weights "
-              f"{{ uint {n}_weights[]; }};", "", f"#ifdef {up}_PORTABLE"]
-    lines += _offsets(export, specialized=False) + ["#else"] + _offsets(export, specialized=True) + ["#endif"]
-    lines += _loads(export) + activation_functions(export)
-    width = len(plan.encoded)
-    lines += ["", f"void {n}_encode(in float inputs[{plan.inputs}], out float encoded[{width}]) {{"]
-    lines += stage_body(export, "encoded") + ["}", "", f"#ifdef {up}_PORTABLE"]
-    lines += _portable(export) + ["#else"] + _coopvec(export) + ["#endif", f"#endif  // {up}_GLSL", ""]
-    return "\n".join(lines)
+    return [f"const int {up}_INPUTS = {plan.inputs};", f"const int {up}_OUTPUTS = {plan.outputs};",
+            f"layout(set = {up}_WEIGHTS_SET, binding = {up}_WEIGHTS_BINDING, std430) readonly buffer {n}_Weights "
+            f"{{ uint {n}_weights[]; }};"]
 
 
 def _offsets(export: Export, specialized: bool) -> list[str]:
@@ -57,34 +43,21 @@ def _loads(export: Export) -> list[str]:
                     f"element); }}" for k in range(len(export.tables))]
 
 
-def _portable(export: Export) -> list[str]:
-    n, plan = export.name, export.plan
-    element = export.format.bits // 8
-    lines = [f"void {n}_eval(in float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
-             f"    float h0[{len(plan.encoded)}];", f"    {n}_encode(inputs, h0);"]
-    for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
-        stride = where.matrix.columns
-        matrix, bias = (f"({export.constant(i, p)} / {element}u)" for p in ("MATRIX", "BIAS"))
-        lines += [f"    float h{i + 1}[{layer.outputs}];",
-                  f"    for (uint o = 0u; o < {layer.outputs}u; ++o) {{",
-                  f"        float sum = {n}_load({bias} + o);",
-                  f"        for (uint k = 0u; k < {layer.inputs}u; ++k)",
-                  f"            sum += {n}_load({matrix} + o * {stride}u + k) * h{i}[k];",
-                  f"        h{i + 1}[o] = {activated(export, i, 'sum')};", "    }"]
-    last = len(plan.layers)
-    lines += [f"    for (int o = 0; o < {plan.outputs}; ++o) outputs[o] = h{last}[o];", "}"]
-    return lines
+def _bias_at(export: Export, layer: int) -> str:
+    return f"({export.constant(layer, 'BIAS')} / {export.format.bits // 8}u) + o"
+
+
+def _weight_at(export: Export, layer: int) -> str:
+    """Element indices: the file's byte offsets over the element size, rows of `columns` elements."""
+    columns = export.regions[layer].matrix.columns
+    return f"({export.constant(layer, 'MATRIX')} / {export.format.bits // 8}u) + o * {columns}u + k"
 
 
 def _coopvec(export: Export) -> list[str]:
     n, plan = export.name, export.plan
-    if export.format.name != "fp16":
-        return [f'#error "{n} was exported with {export.format.name} weights; its cooperative-vector variant reads '
-                f'fp16 (export with weights=fp16, or define {export.upper}_PORTABLE)"']
     half = "gl_ComponentTypeFloat16NV"
     first = export.regions[0].matrix.columns
-    lines = [f"void {n}_eval(in float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
-              f"    float encoded[{len(plan.encoded)}];", f"    {n}_encode(inputs, encoded);",
+    lines = [f"    float encoded[{len(plan.encoded)}];", f"    {n}_encode(inputs, encoded);",
               f"    coopvecNV<float16_t, {first}> v0;",
               f"    for (int k = 0; k < {len(plan.encoded)}; ++k) v0[k] = float16_t(encoded[k]);",
               # zeros filled element by element: a splat is OpCompositeConstructReplicateEXT, which would need
@@ -100,5 +73,11 @@ def _coopvec(export: Export) -> list[str]:
             lines.append(f"    for (int o = 0; o < {rows}; ++o) "
                          f"v{i + 1}[o] = float16_t({activated(export, i, f'float(v{i + 1}[o])')});")
     last = len(plan.layers)
-    lines += [f"    for (int o = 0; o < {plan.outputs}; ++o) outputs[o] = float(v{last}[o]);", "}"]
+    lines += [f"    for (int o = 0; o < {plan.outputs}; ++o) outputs[o] = float(v{last}[o]);"]
     return lines
+
+
+GLSL = Language(suffix="glsl", note="; include it right after #version.",
+                requirements=tuple(f"#extension {e} : require" for e in COOPVEC_EXTENSIONS), qualifier="in ",
+                declarations=_declarations, offsets=_offsets, loads=_loads, unsigned="u", bias_at=_bias_at,
+                weight_at=_weight_at, coopvec=_coopvec)

@@ -6,29 +6,17 @@ row-major file.
 
 from __future__ import annotations
 
-from coopnn.export.source import Export, activated, activation_functions, stage_body
+from coopnn.export.source import Export, Language, activated, write_source
 
 
 def write_slang(export: Export) -> str:
+    return write_source(export, SLANG)
+
+
+def _declarations(export: Export) -> list[str]:
     n, up, plan = export.name, export.upper, export.plan
-    lines = [f"// {n}.slang: the network {plan.name!r} exported by coopnn.",
-             f"// {n}_eval(inputs[{plan.inputs}], outputs[{plan.outputs}]) evaluates it. Define {up}_PORTABLE for the "
-             f"variant without cooperative vectors;",
-             f"// {up}_WEIGHTS_SET / {up}_WEIGHTS_BINDING place its weights buffer (default 0, 0) and {up}_SPEC_ID the "
-             f"first of its specialization constants (default 0).",
-             f"#ifndef {up}_SLANG", f"#define {up}_SLANG"]
-    for macro, default in (("WEIGHTS_SET", 0), ("WEIGHTS_BINDING", 0), ("SPEC_ID", 0)):
-        lines += [f"#ifndef {up}_{macro}", f"#define {up}_{macro} {default}", "#endif"]
-    lines += [f"static const int {up}_INPUTS = {plan.inputs};", f"static const int {up}_OUTPUTS = {plan.outputs};",
-              f"[[vk::binding({up}_WEIGHTS_BINDING, {up}_WEIGHTS_SET)]] ByteAddressBuffer {n}_weights;", "",
-              f"#ifdef {up}_PORTABLE"]
-    lines += _offsets(export, specialized=False) + ["#else"] + _offsets(export, specialized=True) + ["#endif"]
-    lines += _loads(export) + activation_functions(export)
-    width = len(plan.encoded)
-    lines += ["", f"void {n}_encode(float inputs[{plan.inputs}], out float encoded[{width}]) {{"]
-    lines += stage_body(export, "encoded") + ["}", "", f"#ifdef {up}_PORTABLE"]
-    lines += _portable(export) + ["#else"] + _coopvec(export) + ["#endif", f"#endif  // {up}_SLANG", ""]
-    return "\n".join(lines)
+    return [f"static const int {up}_INPUTS = {plan.inputs};", f"static const int {up}_OUTPUTS = {plan.outputs};",
+            f"[[vk::binding({up}_WEIGHTS_BINDING, {up}_WEIGHTS_SET)]] ByteAddressBuffer {n}_weights;"]
 
 
 def _offsets(export: Export, specialized: bool) -> list[str]:
@@ -58,34 +46,21 @@ def _loads(export: Export) -> list[str]:
                     f"{element}); }}" for k in range(len(export.tables))]
 
 
-def _portable(export: Export) -> list[str]:
-    n, plan = export.name, export.plan
-    element = export.format.bits // 8
-    lines = [f"void {n}_eval(float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
-             f"    float h0[{len(plan.encoded)}];", f"    {n}_encode(inputs, h0);"]
-    for i, (layer, where) in enumerate(zip(plan.layers, export.regions)):
-        stride = where.matrix.stride
-        lines += [f"    float h{i + 1}[{layer.outputs}];",
-                  f"    for (uint o = 0; o < {layer.outputs}; ++o) {{",
-                  f"        float sum = {n}_load({export.constant(i, 'BIAS')} + o * {element});",
-                  f"        for (uint k = 0; k < {layer.inputs}; ++k)",
-                  f"            sum += {n}_load({export.constant(i, 'MATRIX')} + o * {stride} + k * {element}) "
-                  f"* h{i}[k];",
-                  f"        h{i + 1}[o] = {activated(export, i, 'sum')};", "    }"]
-    last = len(plan.layers)
-    lines += [f"    for (int o = 0; o < {plan.outputs}; ++o) outputs[o] = h{last}[o];", "}"]
-    return lines
+def _bias_at(export: Export, layer: int) -> str:
+    return f"{export.constant(layer, 'BIAS')} + o * {export.format.bits // 8}"
+
+
+def _weight_at(export: Export, layer: int) -> str:
+    """Byte offsets, as the ByteAddressBuffer loads: rows `stride` bytes apart."""
+    stride = export.regions[layer].matrix.stride
+    return f"{export.constant(layer, 'MATRIX')} + o * {stride} + k * {export.format.bits // 8}"
 
 
 def _coopvec(export: Export) -> list[str]:
     n, plan = export.name, export.plan
-    if export.format.name != "fp16":
-        return [f'#error "{n} was exported with {export.format.name} weights; its cooperative-vector variant reads '
-                f'fp16 (export with weights=fp16, or define {export.upper}_PORTABLE)"']
     half = "CoopVecComponentType.Float16"
     first = export.regions[0].matrix.columns
-    lines = [f"void {n}_eval(float inputs[{plan.inputs}], out float outputs[{plan.outputs}]) {{",
-              f"    float encoded[{len(plan.encoded)}];", f"    {n}_encode(inputs, encoded);",
+    lines = [f"    float encoded[{len(plan.encoded)}];", f"    {n}_encode(inputs, encoded);",
               # built from every component: Slang makes a default-constructed or splatted CoopVec with
               # OpCompositeConstructReplicateEXT, which would need the shaderReplicatedComposites feature
               f"    CoopVec<half, {first}> v0 = CoopVec<half, {first}>("]
@@ -101,5 +76,9 @@ def _coopvec(export: Export) -> list[str]:
             lines.append(f"    for (int o = 0; o < {rows}; ++o) "
                          f"v{i + 1}[o] = half({activated(export, i, f'float(v{i + 1}[o])')});")
     last = len(plan.layers)
-    lines += [f"    for (int o = 0; o < {plan.outputs}; ++o) outputs[o] = float(v{last}[o]);", "}"]
+    lines += [f"    for (int o = 0; o < {plan.outputs}; ++o) outputs[o] = float(v{last}[o]);"]
     return lines
+
+
+SLANG = Language(suffix="slang", note=".", requirements=(), qualifier="", declarations=_declarations,
+                 offsets=_offsets, loads=_loads, unsigned="", bias_at=_bias_at, weight_at=_weight_at, coopvec=_coopvec)

@@ -76,6 +76,13 @@ class Inst:
         return ()
 
 
+class BodyRegion:
+    """Mixed into an instruction whose one region is its `body`."""
+
+    def regions(self) -> tuple[Region, ...]:
+        return (self.body,)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Alloca(Inst):
     attributes: DictAttr
@@ -99,18 +106,15 @@ class LifetimeStop(Inst):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Foreach(Inst):
+class Foreach(BodyRegion, Inst):
     variables: tuple[Value, ...]
     starts: tuple[Value, ...]
     stops: tuple[Value, ...]
     body: Region
 
-    def regions(self):
-        return (self.body,)
-
 
 @dataclass(frozen=True, kw_only=True)
-class ForeachTile(Inst):
+class ForeachTile(BodyRegion, Inst):
     variables: tuple[Value, ...]
     starts: tuple[Value, ...]
     stops: tuple[Value, ...]
@@ -118,16 +122,10 @@ class ForeachTile(Inst):
     tile_shape: tuple[int, ...]
     body: Region
 
-    def regions(self):
-        return (self.body,)
-
 
 @dataclass(frozen=True, kw_only=True)
-class Parallel(Inst):
+class Parallel(BodyRegion, Inst):
     body: Region
-
-    def regions(self):
-        return (self.body,)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -219,7 +217,7 @@ class Expand(Inst):
 
 
 @dataclass(frozen=True, kw_only=True)
-class For(Inst):
+class For(BodyRegion, Inst):
     variable: Value
     start: Value
     stop: Value
@@ -229,9 +227,6 @@ class For(Inst):
     types: tuple[Type, ...]
     body: Region
     attributes: DictAttr = DictAttr()
-
-    def regions(self):
-        return (self.body,)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -301,16 +296,13 @@ class Yield(Inst):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CoopApply(Inst):
+class CoopApply(BodyRegion, Inst):
     row: Value
     column: Value
     element: Value
     operand: Value
     type: CoopMatrixType
     body: Region
-
-    def regions(self):
-        return (self.body,)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -49,31 +49,17 @@ def _indices(ctx: Context, i, tensor_type, indices) -> ScalarType | MemrefType:
     return tensor_type.element
 
 
-@rule(ast.Load)
-def _load(ctx: Context, i: ast.Load):
+@rule(ast.Load, ast.AtomicLoad)
+def _load(ctx: Context, i: ast.Load | ast.AtomicLoad):
     selected = _indices(ctx, i, ctx.type_of(i.tensor), i.indices)
-    ctx.same(i, i.type, selected, "Return type must match the element type")
-    return (i.type,)
-
-
-@rule(ast.Store)
-def _store(ctx: Context, i: ast.Store):
-    selected = _indices(ctx, i, ctx.memref(i.tensor), i.indices)
-    ctx.same(i.value, ctx.type_of(i.value), selected, "Value type must match the memref's element type")
-    return ()
-
-
-@rule(ast.AtomicLoad)
-def _atomic_load(ctx: Context, i: ast.AtomicLoad):
-    selected = _indices(ctx, i, ctx.type_of(i.tensor), i.indices)
-    if isinstance(selected, MemrefType):
+    if isinstance(i, ast.AtomicLoad) and isinstance(selected, MemrefType):
         ctx.fail(i, "atomic_load loads numbers, not memrefs")
     ctx.same(i, i.type, selected, "Return type must match the element type")
     return (i.type,)
 
 
-@rule(ast.AtomicStore)
-def _atomic_store(ctx: Context, i: ast.AtomicStore):
+@rule(ast.Store, ast.AtomicStore)
+def _store(ctx: Context, i: ast.Store | ast.AtomicStore):
     selected = _indices(ctx, i, ctx.memref(i.tensor), i.indices)
     ctx.same(i.value, ctx.type_of(i.value), selected, "Value type must match the memref's element type")
     return ()

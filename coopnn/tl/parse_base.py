@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from coopnn.registry import registrar
 from coopnn.tl.ast import Atomic, Constant, Inst, Region, Value
 from coopnn.tl.types import INDEX
 from coopnn.tl.scanner import Scanner
@@ -23,15 +24,8 @@ MEMORY_SEMANTICS = ("relaxed", "acquire", "release", "acquire_release", "sequent
 TRANSPOSES = ("n", "t")
 
 
-def reads(*names: str):
-    """Registers a reader for the instructions called `names` (the opcode before its first dot)."""
-
-    def register(reader: Reader) -> Reader:
-        for name in names:
-            READERS[name] = reader
-        return reader
-
-    return register
+# `@reads(name, ...)` registers a reader for the instructions called `name` (the opcode before its first dot).
+reads = registrar(READERS)
 
 
 @dataclass
@@ -81,6 +75,23 @@ def finish(op: Opcode, node_type: type, /, **fields) -> list[Inst]:
     return op.implied + [node_type(results=op.results, span=op.span(), **fields)]
 
 
+def fixed_operands(s: Scanner, count: int) -> tuple[Value, ...]:
+    """`count` local identifiers separated by commas: an instruction's operands where their number is fixed."""
+    values = [s.local()]
+    for _ in range(count - 1):
+        s.expect(",")
+        values.append(s.local())
+    return tuple(values)
+
+
+def bracketed_integer(s: Scanner, what: str) -> int:
+    """`[ integer ]`, the integer described as `what` where it is missing."""
+    s.expect("[")
+    value = s.integer(what)
+    s.expect("]")
+    return value
+
+
 def local_list(s: Scanner) -> tuple[Value, ...]:
     values = [s.local()]
     while s.eat(","):
@@ -100,13 +111,11 @@ def parenthesized_locals(s: Scanner, allow_empty: bool = False) -> tuple[Value, 
 def index_list(op: Opcode, s: Scanner) -> tuple[Value, ...]:
     """`[ [local-identifier-list] ]`; an integer constant in the list (as in the reference's load examples) is read
     as an index constant."""
+    def index() -> Value:
+        return op.immediate(s.integer(), INDEX) if s.peek_integer() else s.local("an index")
+
     s.expect("[")
-    values = []
-    while not s.eat("]"):
-        if values:
-            s.expect(",", "between indices")
-        values.append(op.immediate(s.integer(), INDEX) if s.peek_integer() else s.local("an index"))
-    return tuple(values)
+    return tuple(s.items_until("]", index, "between indices"))
 
 
 def region(s: Scanner, fresh: FreshNames) -> Region:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coopnn.tl import ast
-from coopnn.tl.parse_base import Opcode, finish, local_list, parenthesized_locals, reads, region
+from coopnn.tl.parse_base import Opcode, finish, fixed_operands, local_list, parenthesized_locals, reads, region
 from coopnn.tl.parse_types import any_type, dictionary
 from coopnn.tl.scanner import Scanner
 
@@ -59,9 +59,7 @@ def _type_list(s: Scanner) -> tuple:
 def _for(op: Opcode, s: Scanner):
     variable = s.local()
     s.expect("=")
-    start = s.local()
-    s.expect(",")
-    stop = s.local()
+    start, stop = fixed_operands(s, 2)
     step = s.local() if s.eat(",") else None
     carried, initial, types = [], [], ()
     if s.eat_word("init"):

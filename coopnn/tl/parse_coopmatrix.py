@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coopnn.tl import ast
-from coopnn.tl.parse_base import TRANSPOSES, Opcode, finish, reads, region
+from coopnn.tl.parse_base import TRANSPOSES, Opcode, bracketed_integer, finish, fixed_operands, reads, region
 from coopnn.tl.parse_types import coopmatrix_type, number_type
 from coopnn.tl.scanner import Scanner
 
@@ -17,9 +17,7 @@ REDUCTIONS = {"cooperative_matrix_reduce_add": "add", "cooperative_matrix_reduce
 def _position(s: Scanner):
     tensor = s.local()
     s.expect("[")
-    row = s.local()
-    s.expect(",")
-    column = s.local()
+    row, column = fixed_operands(s, 2)
     s.expect("]")
     return tensor, row, column
 
@@ -67,11 +65,7 @@ def _update(op: Opcode, s: Scanner):
 def _apply(op: Opcode, s: Scanner):
     op.results_count(1)
     s.expect("(")
-    row = s.local()
-    s.expect(",")
-    column = s.local()
-    s.expect(",")
-    element = s.local()
+    row, column, element = fixed_operands(s, 3)
     s.expect(")")
     s.expect("=")
     operand = s.local()
@@ -93,9 +87,7 @@ def _construct(op: Opcode, s: Scanner):
 def _extract(op: Opcode, s: Scanner):
     op.results_count(1)
     operand = s.local()
-    s.expect("[")
-    index = s.integer("the work-item vector index")
-    s.expect("]")
+    index = bracketed_integer(s, "the work-item vector index")
     s.expect(":")
     return finish(op, ast.CoopExtract, operand=operand, index=index, type=number_type(s))
 
@@ -103,12 +95,8 @@ def _extract(op: Opcode, s: Scanner):
 @reads("cooperative_matrix_insert")
 def _insert(op: Opcode, s: Scanner):
     op.results_count(1)
-    value = s.local()
-    s.expect(",")
-    matrix = s.local()
-    s.expect("[")
-    index = s.integer("the work-item vector index")
-    s.expect("]")
+    value, matrix = fixed_operands(s, 2)
+    index = bracketed_integer(s, "the work-item vector index")
     s.expect(":")
     return finish(op, ast.CoopInsert, value=value, matrix=matrix, index=index, type=coopmatrix_type(s))
 
@@ -116,11 +104,7 @@ def _insert(op: Opcode, s: Scanner):
 @reads("cooperative_matrix_mul_add")
 def _mul_add(op: Opcode, s: Scanner):
     op.results_count(1)
-    a = s.local()
-    s.expect(",")
-    b = s.local()
-    s.expect(",")
-    c = s.local()
+    a, b, c = fixed_operands(s, 3)
     s.expect(":")
     return finish(op, ast.CoopMulAdd, a=a, b=b, c=c, type=coopmatrix_type(s))
 
@@ -153,8 +137,6 @@ def _reduce(op: Opcode, s: Scanner):
 @reads("cooperative_matrix_scale")
 def _scale(op: Opcode, s: Scanner):
     op.results_count(1)
-    scalar = s.local()
-    s.expect(",")
-    matrix = s.local()
+    scalar, matrix = fixed_operands(s, 2)
     s.expect(":")
     return finish(op, ast.CoopScale, scalar=scalar, matrix=matrix, type=coopmatrix_type(s))

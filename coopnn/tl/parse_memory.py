@@ -4,7 +4,7 @@ lifetime_stop, barrier) and of the collectives (axpby, cumsum, gemm, gemv, ger, 
 from __future__ import annotations
 
 from coopnn.tl import ast
-from coopnn.tl.parse_base import TRANSPOSES, Opcode, finish, index_list, reads
+from coopnn.tl.parse_base import TRANSPOSES, Opcode, bracketed_integer, finish, fixed_operands, index_list, reads
 from coopnn.tl.parse_types import dictionary, memref_type, number_type
 from coopnn.tl.scanner import Scanner
 
@@ -35,9 +35,7 @@ def _load(op: Opcode, s: Scanner):
 @reads("store")
 def _store(op: Opcode, s: Scanner):
     op.results_count(0)
-    value = s.local()
-    s.expect(",")
-    tensor = s.local()
+    value, tensor = fixed_operands(s, 2)
     return finish(op, ast.Store, value=value, tensor=tensor, indices=index_list(op, s))
 
 
@@ -55,9 +53,7 @@ def _atomic_load(op: Opcode, s: Scanner):
 def _atomic_store(op: Opcode, s: Scanner):
     op.results_count(0)
     atomic = op.take_atomic()
-    value = s.local()
-    s.expect(",")
-    tensor = s.local()
+    value, tensor = fixed_operands(s, 2)
     return finish(op, ast.AtomicStore, atomic=atomic, value=value, tensor=tensor, indices=index_list(op, s))
 
 
@@ -65,9 +61,7 @@ def _atomic_store(op: Opcode, s: Scanner):
 def _atomic_update(op: Opcode, s: Scanner):
     op.results_count(1)
     atomic = op.take_atomic()
-    value = s.local()
-    s.expect(",")
-    tensor = s.local()
+    value, tensor = fixed_operands(s, 2)
     indices = index_list(op, s)
     s.expect(":")
     return finish(op, ast.AtomicUpdate, op=ATOMIC_UPDATES[op.name], atomic=atomic, value=value, tensor=tensor,
@@ -78,17 +72,18 @@ def _constant_or_local(s: Scanner) -> int | ast.Value:
     return s.local() if s.peek_local() else s.integer("an integer constant or a local identifier")
 
 
+def _slice(s: Scanner) -> ast.Slice:
+    """`offset` or `offset:size`."""
+    offset = _constant_or_local(s)
+    return ast.Slice(offset, _constant_or_local(s) if s.eat(":") else None)
+
+
 @reads("subview")
 def _subview(op: Opcode, s: Scanner):
     op.results_count(1)
     tensor = s.local()
     s.expect("[")
-    slices = []
-    while not s.eat("]"):
-        if slices:
-            s.expect(",", "between subview indices")
-        offset = _constant_or_local(s)
-        slices.append(ast.Slice(offset, _constant_or_local(s) if s.eat(":") else None))
+    slices = s.items_until("]", lambda: _slice(s), "between subview indices")
     s.expect(":")
     return finish(op, ast.Subview, tensor=tensor, slices=tuple(slices), type=memref_type(s))
 
@@ -127,9 +122,7 @@ def _fuse(op: Opcode, s: Scanner):
 def _size(op: Opcode, s: Scanner):
     op.results_count(1)
     tensor = s.local()
-    s.expect("[")
-    mode = s.integer("the mode")
-    s.expect("]")
+    mode = bracketed_integer(s, "the mode")
     s.expect(":")
     s.expect_word("index", "(size returns index)")
     return finish(op, ast.Size, tensor=tensor, mode=mode)
@@ -164,16 +157,12 @@ def _collective(op: Opcode, s: Scanner):
     transposes_taken, before, after = COLLECTIVES[op.name]
     atomic = op.take(("atomic",)) is not None
     transposes = tuple(op.take(TRANSPOSES) or "n" for _ in range(transposes_taken))
-    operands = [s.local()]
-    for _ in range(before - 1):
-        s.expect(",")
-        operands.append(s.local())
+    operands = fixed_operands(s, before)
     mode = None
     if after:
         s.expect(",")
         mode = s.integer("the summation mode")
-        for _ in range(after):
-            s.expect(",")
-            operands.append(s.local())
+        s.expect(",")
+        operands += fixed_operands(s, after)
     return finish(op, ast.Collective, op=op.name, atomic=atomic, transposes=transposes, operands=tuple(operands),
                   mode=mode)

@@ -4,7 +4,7 @@ with the legacy spellings the reference's own examples use (`cmp.lt`, `math.nati
 from __future__ import annotations
 
 from coopnn.tl import ast
-from coopnn.tl.parse_base import Opcode, finish, reads
+from coopnn.tl.parse_base import Opcode, finish, fixed_operands, reads
 from coopnn.tl.parse_types import any_type, constant, coopmatrix_type, dictionary, number_type, scalar_type
 from coopnn.tl.scanner import Scanner
 
@@ -33,9 +33,7 @@ def _value_type(s: Scanner):
 @reads(*ARITH_BINARY)
 def _arith(op: Opcode, s: Scanner):
     op.results_count(1)
-    a = s.local()
-    s.expect(",")
-    b = s.local()
+    a, b = fixed_operands(s, 2)
     s.expect(":")
     return finish(op, ast.Arith, op=op.name, a=a, b=b, type=_value_type(s))
 
@@ -51,9 +49,7 @@ def _unary(op: Opcode, s: Scanner):
 @reads(*COMPARISONS)
 def _compare(op: Opcode, s: Scanner):
     op.results_count(1)
-    a = s.local()
-    s.expect(",")
-    b = s.local()
+    a, b = fixed_operands(s, 2)
     s.expect(":")
     s.expect_word("bool", "(a comparison returns bool)")
     return finish(op, ast.Compare, op=op.name, a=a, b=b)
@@ -132,9 +128,7 @@ def _builtin(op: Opcode, s: Scanner):
 @reads("subgroup_broadcast")
 def _broadcast(op: Opcode, s: Scanner):
     op.results_count(1)
-    value = s.local()
-    s.expect(",")
-    index = s.local()
+    value, index = fixed_operands(s, 2)
     s.expect(":")
     return finish(op, ast.SubgroupBroadcast, value=value, index=index, type=number_type(s))
 

@@ -28,11 +28,7 @@ def _function(s: Scanner, fresh: FreshNames) -> Function:
     s.expect_word("func", "(a program is a list of function definitions)")
     name = s.global_name()
     s.expect("(")
-    arguments = []
-    while not s.eat(")"):
-        if arguments:
-            s.expect(",", "between arguments")
-        arguments.append(_argument(s))
+    arguments = s.items_until(")", lambda: _argument(s), "between arguments")
     attributes = DictAttr()
     if s.eat_word("attributes"):
         attributes = dictionary(s)

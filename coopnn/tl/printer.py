@@ -31,11 +31,7 @@ def constant_text(value) -> str:
 
 
 def attribute_text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
+    if isinstance(value, (bool, int, float)):
         return constant_text(value)
     if isinstance(value, str):
         return f'"{value}"'

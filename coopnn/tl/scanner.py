@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import bisect
 import re
+from typing import Callable, TypeVar
 
 from coopnn.tl.ast import Span, Value
 from coopnn.tl.errors import Diagnostic, TensorLanguageError
+
+T = TypeVar("T")
 
 _SPACE = re.compile(r"(?:\s+|;[^\n]*)*")
 IDENTIFIER = r"(?:[0-9]+|[A-Za-z][A-Za-z0-9_]*)"
@@ -70,6 +73,15 @@ class Scanner:
         if not self.eat(literal):
             where = f" {context}" if context else ""
             raise self.error(f"expected '{literal}'{where}, found {self.found()}")
+
+    def items_until(self, close: str, read: Callable[[], T], between: str) -> list[T]:
+        """What `read` reads, item after item separated by commas, up to `close` (`between` names the commas)."""
+        items = []
+        while not self.eat(close):
+            if items:
+                self.expect(",", between)
+            items.append(read())
+        return items
 
     def found(self) -> str:
         start = self.skip()

@@ -33,14 +33,19 @@ def _shaders(exported, variant, tmp_path, lang):
     return tuple(without_debug(w, tmp_path) for w in modules) if lang == "slang" else modules
 
 
+def _drawn(context, model, variant, tmp_path, lang):
+    """The export of `model` in `lang` drawn as a SIDE x SIDE texture on `context`, in `variant`."""
+    exported = export_shader(model.graph, tmp_path / "export", lang=lang, name="tex")
+    return draw_texture(context, exported.manifest, SIDE, SIDE, variant=variant,
+                        shaders=_shaders(exported, variant, tmp_path, lang))
+
+
 @pytest.mark.vulkan
 @pytest.mark.parametrize("lang", LANGUAGES)
 @pytest.mark.parametrize("texture", TEXTURES)
 def test_the_portable_texture_draws_what_numpy_computes(vk_context, tmp_path, lang, texture):
     model = TEXTURES[texture]()
-    exported = export_shader(model.graph, tmp_path / "export", lang=lang, name="tex")
-    image = draw_texture(vk_context, exported.manifest, SIDE, SIDE, variant="portable",
-                         shaders=_shaders(exported, "portable", tmp_path, lang))
+    image = _drawn(vk_context, model, "portable", tmp_path, lang)
     np.testing.assert_allclose(image[..., :3], texture_reference(model, SIDE), **FP16_TOLERANCE)
     np.testing.assert_array_equal(image[..., 3], 1.0)
     assert_no_validation_messages(vk_context)
@@ -89,9 +94,7 @@ def coopvec_context(coopvec_device):
 @pytest.mark.parametrize("texture", TEXTURES)
 def test_the_coopvec_texture_draws_what_the_float16_emulation_computes(coopvec_context, tmp_path, lang, texture):
     model = TEXTURES[texture]()
-    exported = export_shader(model.graph, tmp_path / "export", lang=lang, name="tex")
-    image = draw_texture(coopvec_context, exported.manifest, SIDE, SIDE, variant="coopvec",
-                         shaders=_shaders(exported, "coopvec", tmp_path, lang))
+    image = _drawn(coopvec_context, model, "coopvec", tmp_path, lang)
     np.testing.assert_allclose(image[..., :3], texture_reference(model, SIDE, coopvec_reference), **FP16_TOLERANCE)
 
 

@@ -9,6 +9,7 @@ import pytest
 from coopnn.errors import InputError
 from coopnn.tl import parse
 from coopnn.tl.interp import interpret
+from tests.tl.kernels import DIVISION, FIBONACCI, GROUP_SUMS, TILE_COPY, TRIANGLE
 
 
 def run(text: str, *args, **kwargs):
@@ -17,52 +18,14 @@ def run(text: str, *args, **kwargs):
 
 def test_the_fibonacci_example_of_the_reference():
     out = np.zeros(2, np.int64)
-    run("""func @fib(%out: memref<i64x2>) {
-        %from = constant 2 : i32
-        %to = constant 6 : i32
-        %f0 = constant 0 : i64
-        %f1 = constant 1 : i64
-        %fn_1, %fn = for %n=%from,%to init(%fn_2=%f0,%fn_1=%f1) -> (i64,i64) {
-            %fn = add %fn_2, %fn_1 : i64
-            yield (%fn_1, %fn)
-        }
-        %c0 = constant 0 : index
-        %c1 = constant 1 : index
-        parallel {
-            %lane = subgroup_linear_id : i32
-            %zero = constant 0 : i32
-            %first = equal %lane, %zero : bool
-            if %first {
-                store %fn_1, %out[%c0]
-                store %fn, %out[%c1]
-            }
-        }
-    }""", out)
+    run(FIBONACCI, out)
     assert out.tolist() == [3, 5]
-
-
-FOREACH_TILE_COPY = """func @copy(%A: memref<f32x70x64>, %B: memref<f32x70x64>) {
-    %c0 = constant 0 : index
-    %c70 = constant 70 : index
-    %c64 = constant 64 : index
-    foreach_tile (%i,%j)=(%c0,%c0),(%c70,%c64) as (%ti,%tj)<=(32,32) {
-        %c32 = constant 32 : index
-        %is_remainder = less_than %ti, %c32 : bool
-        if %is_remainder {
-            %tile = cooperative_matrix_load.rows_checked %A[%i,%j] : coopmatrix<f32x32x32,matrix_acc>
-            cooperative_matrix_store.rows_checked %tile, %B[%i,%j]
-        } else {
-            %tile = cooperative_matrix_load %A[%i,%j] : coopmatrix<f32x32x32,matrix_acc>
-            cooperative_matrix_store %tile, %B[%i,%j]
-        }
-    }
-}"""
 
 
 def test_the_foreach_tile_example_copies_with_its_remainder():
     a = np.random.default_rng(0).standard_normal((70, 64)).astype(np.float32)
     b = np.zeros_like(a)
-    run(FOREACH_TILE_COPY, a, b)
+    run(TILE_COPY, a, b)
     np.testing.assert_array_equal(a, b)
 
 
@@ -93,41 +56,20 @@ def test_the_cooperative_matrix_apply_example_masks_the_upper_triangle():
 
 def test_a_divergent_for_loop_runs_each_lane_its_own_trip_count():
     out = np.zeros(40, np.int32)
-    run("""func @tri(%out: memref<i32x?>) {
-        %c0 = constant 0 : index
-        %n = size %out[0] : index
-        foreach (%i) = (%c0), (%n) {
-            %zero = constant 0 : i32
-            %one = constant 1 : index
-            %total = for %k=%c0,%i init(%acc=%zero) -> (i32) {
-                %ki = cast %k : i32
-                %next = add %acc, %ki : i32
-                yield (%next)
-            }
-            store %total, %out[%i]
-        }
-    }""", out)
+    run(TRIANGLE, out)
     k = np.arange(40)
     np.testing.assert_array_equal(out, k * (k - 1) // 2)
 
 
 def test_integer_division_truncates_and_the_remainder_takes_the_dividends_sign():
-    a = np.array([7, -7, 7, -7], np.int32)
-    b = np.array([2, 2, -2, -2], np.int32)
-    q, r = np.zeros(4, np.int32), np.zeros(4, np.int32)
-    run("""func @divide(%a: memref<i32x4>, %b: memref<i32x4>, %q: memref<i32x4>, %r: memref<i32x4>) {
-        %c0 = constant 0 : index
-        %c4 = constant 4 : index
-        foreach (%i) = (%c0), (%c4) {
-            %x = load %a[%i] : i32
-            %y = load %b[%i] : i32
-            %d = div %x, %y : i32
-            %m = rem %x, %y : i32
-            store %d, %q[%i]
-            store %m, %r[%i]
-        }
-    }""", a, b, q, r)
-    assert q.tolist() == [3, -3, -3, 3] and r.tolist() == [1, -1, 1, -1]
+    a = np.array([7, -7, 7, -7, 100, -3, 0, 9], np.int32)
+    b = np.array([2, 2, -2, -2, 7, 5, 3, 1], np.int32)
+    q, r = np.zeros(8, np.int32), np.zeros(8, np.int32)
+    run(DIVISION, a, b, q, r)
+    quotient, remainder = [3, -3, -3, 3, 14, 0, 0, 9], [1, -1, 1, -1, 2, -3, 0, 0]
+    assert q.tolist() == quotient
+    # DIVISION stores (a >> b) ^ max(quotient, remainder) in r
+    assert r.tolist() == ((a >> b) ^ np.maximum(quotient, remainder)).tolist()
 
 
 @pytest.mark.parametrize("source,target", [("f32", "i32"), ("i32", "f16"), ("f64", "bf16"), ("f32", "c64"),
@@ -152,18 +94,7 @@ def test_casts_round_as_numpy_does(source, target):
 def test_group_arguments_load_each_memref_with_its_own_size():
     arrays = [np.arange(n, dtype=np.float32) for n in (3, 5, 2)]
     sums = np.zeros(3, np.float32)
-    run("""func @sums(%g: group<memref<f32x?>x?>, %out: memref<f32x?>) {
-        %c0 = constant 0 : index
-        %count = size %g[0] : index
-        %one = constant 1.0 : f32
-        %zero = constant 0.0 : f32
-        for %k=%c0,%count {
-            %a = load %g[%k] : memref<f32x?>
-            %slot = subview %out[%k:1] : memref<f32x1>
-            %scalar = subview %slot[%c0] : memref<f32>
-            sum %one, %a, %zero, %scalar
-        }
-    }""", arrays, sums)
+    run(GROUP_SUMS, arrays, sums)
     assert sums.tolist() == [3, 10, 1]
 
 

@@ -5,7 +5,8 @@ Layer l's weight gradient is the sum over samples b of delta_l[:, b] times input
 K x SUB matrix) with the SUB deltas of row m (one contiguous vector: the tape keeps deltas feature-major), one
 OpCooperativeVectorMatrixMulNV. The invocations of a subgroup take consecutive rows of one layer over the same
 samples, so they multiply the same matrix and the driver runs them together on tensor cores: the reduction over
-samples becomes a matrix product rather than one atomic outer product per sample, which is much slower. A bias row is the same product with a matrix of ones.
+samples becomes a matrix product rather than one atomic outer product per sample, which is much slower. A bias row
+is the same product with a matrix of ones.
 
 One invocation per (row, chunk of `CHUNK` samples): it adds its products in float32 and writes them to its chunk's
 partial gradients; `partial_sum_shader` then adds the chunks. Bindings: 0 tape (f16), 1 partials (f32, written),
@@ -20,6 +21,7 @@ import numpy as np
 
 from coopnn.layouts.pack import align_up
 from coopnn.shaders.targets.base import Binary, push_constant_block
+from coopnn.shaders.training.indices import Indices
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import finish, storage_buffer, training_frame
 
@@ -63,6 +65,7 @@ class _RowProducts:
         self.frame = frame = training_frame(push_constant_block(("count", "u32"), ("batch", "u32"),
                                                                 ("capacity", "u32"), ("parameters", "u32")))
         self.m, self.fn, self.u32 = m, fn, u32 = frame.module, frame.main, frame.u32
+        self.ix = ix = Indices(frame)
         self.f16 = f16 = m.type_float(16)
         storage_buffer(frame, TAPE, f16, writable=False, name="tape")
         storage_buffer(frame, PARTIALS, frame.f32, writable=True, name="partials")
@@ -74,9 +77,9 @@ class _RowProducts:
         self.no = m.constant(frame.bool, False)
         self.row, self.chunk = frame.sample, fn.emit("OpCompositeExtract", u32, frame.invocation_id, 1, name="chunk")
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
-        self.chunk_partials = fn.emit("OpIMul", u32, self.chunk, frame.push_value("parameters"))
-        self.chunk_partial_groups = fn.emit("OpShiftRightLogical", u32, self.chunk_partials, frame.uint(2))
-        self.capacity_groups = fn.emit("OpShiftRightLogical", u32, self.capacity, frame.uint(3))
+        self.chunk_partials = ix.mul(self.chunk, frame.push_value("parameters"))
+        self.chunk_partial_groups = ix.shift_right(self.chunk_partials, frame.uint(2))
+        self.capacity_groups = ix.shift_right(self.capacity, frame.uint(3))
 
     def array(self, binding: int, scalar):
         m = self.m
@@ -87,16 +90,10 @@ class _RowProducts:
     def vector(self, scalar, size: int):
         return self.m.type_cooperative_vector_nv(scalar, size)
 
-    def mul(self, *operands):
-        return self.fn.emit("OpIMul", self.u32, *operands)
-
-    def add(self, *operands):
-        return self.fn.emit("OpIAdd", self.u32, *operands)
-
     def aligned(self, groups, group_bytes: int):
         """Byte offsets counted in 16-byte groups and multiplied last, so the compiler can prove the alignment the
         vector loads, stores and matrix reads need: the capacity, `sub` and every padded width are whole groups."""
-        return self.mul(groups, self.frame.uint(group_bytes))
+        return self.ix.mul(groups, self.frame.uint(group_bytes))
 
     def times(self, matrix, offset, delta, rows: int, layout: str, stride: int):
         """`delta` (a vector of `sub` float16 deltas) times the `rows` x `sub` matrix at `offset`, in float32."""
@@ -109,12 +106,9 @@ class _RowProducts:
     def layer(self, index: int, layer, start: int) -> None:
         """Rows start.. of the row space: the layer's weight and bias gradient rows over the invocation's chunk."""
         frame, fn, uint = self.frame, self.fn, self.frame.uint
-        inside = fn.emit("OpLogicalAnd", frame.bool,
-                         fn.emit("OpUGreaterThanEqual", frame.bool, self.row, uint(start)),
-                         fn.emit("OpULessThan", frame.bool, self.row, uint(start + layer.rows)))
-        with fn.if_(inside):
+        with fn.if_(self.ix.within(self.row, start, start + layer.rows)):
             k = layer.cols
-            r = fn.emit("OpISub", self.u32, self.row, uint(start))
+            r = self.ix.sub(self.row, uint(start))
             weights = fn.variable(self.vector(frame.f32, k), initializer=self.m.constant(self.vector(frame.f32, k),
                                                                                          [0.0] * k))
             bias = fn.variable(self.vector(frame.f32, ONES_ROWS),
@@ -125,13 +119,13 @@ class _RowProducts:
     def _sum_chunk(self, index: int, k: int, r, weights, bias) -> None:
         """Add the products of the chunk's runs of `sub` samples into `weights` and `bias` (row `r` of a layer of
         `k` inputs)."""
-        fn, uint, mul, add, sub = self.fn, self.frame.uint, self.mul, self.add, self.sub
+        fn, uint, mul, add, sub = self.fn, self.frame.uint, self.ix.mul, self.ix.add, self.sub
         delta_row = mul(add(uint(self.tape.delta_start(index)), r), self.capacity_groups)
         input_region = mul(uint(self.tape.input_start(index)), self.capacity_groups)
         with fn.for_range(self.frame.zero, uint(self.subs_per_chunk)) as s:
             first_groups = add(mul(self.chunk, uint(sub * self.subs_per_chunk // 8)), mul(s, uint(sub // 8)))
             first = mul(first_groups, uint(8))
-            with fn.if_(fn.emit("OpULessThan", self.frame.bool, first, self.batch)):
+            with fn.if_(self.ix.less(first, self.batch)):
                 delta = fn.emit("OpCooperativeVectorLoadNV", self.vector(self.f16, sub), self.tape_array,
                                 self.aligned(add(delta_row, first_groups), 16))
                 block = self.aligned(add(input_region, mul(first, uint(k // 8))), 16)
@@ -143,7 +137,7 @@ class _RowProducts:
 
     def _store(self, layer, k: int, r, weights, bias) -> None:
         """Row `r`'s sums into the chunk's partial gradients."""
-        fn, uint, mul, add, f32 = self.fn, self.frame.uint, self.mul, self.add, self.frame.f32
+        fn, uint, mul, add, f32 = self.fn, self.frame.uint, self.ix.mul, self.ix.add, self.frame.f32
         weight_groups = add(self.chunk_partial_groups, add(uint(layer.weight_offset // 4), mul(r, uint(k // 4))))
         fn.emit("OpCooperativeVectorStoreNV", self.partials_array, self.aligned(weight_groups, 16),
                 fn.emit("OpLoad", self.vector(f32, k), weights))

@@ -17,15 +17,11 @@ status word, as `coopnn.shaders.training.coopmat_gradients` does.
 A layer's products go to subgroups as units of one column tile by `per_group` row tiles (`row_groups`), so that narrow
 layers keep every subgroup busy.
 
-Why: the tiled step kernel writes 1,120 bytes of tape a sample on mlp_32_64x4_16, which the gradient kernel reads
-back (587 MB a step at 2^18); this kernel moves none of it, and a step's memory does not grow with a tape. The
-accumulators bound which models it takes (`MAX_ACCUMULATORS`).
-
-Measured on the H200 (`bench/results/nvidia-h200-2026-11-28-fused-gradients.md`), it is slower than the tape: whole
-steps at 2^18 of 0.467 against 0.356 ms (mlp_32_64x4_16) and 0.239 against 0.182 (mlp_3_64x2_3), at 2^16 0.129
-against 0.125 and 0.074 against 0.073. Its forward and backward passes alone took 0.363 ms: keeping every layer's input
-on chip in 48 KB leaves tiles of 32 samples, and its 190-251 registers one work-group an SM, stalled by every layer's
-barrier. So "auto" does not take it. 132 to 1,056 work-groups a step were timed: 132 and 264 within 2%, more slower.
+Why: the tape the tiled step kernel writes is read back by the gradient kernel; this kernel moves none of it, and a
+step's memory does not grow with a tape. The accumulators bound which models it takes (`MAX_ACCUMULATORS`). It is
+slower than the tape all the same (bench/results/nvidia-h200-2026-11-28-fused-gradients.md): keeping every layer's
+input on chip leaves small tiles and one work-group an SM, stalled by every layer's barrier, so "auto" does not take
+it.
 """
 
 from __future__ import annotations
@@ -47,17 +43,16 @@ from coopnn.train.gpu.plan import TrainingPlan
 from coopnn.train.losses import Loss
 
 FEATURES = STEP_FEATURES | STATUS_FEATURES
-# 512 and 1,024 invocations (fewer accumulators a subgroup, registers capped at 128 and 64) made the step kernel 1.5 and
-# 3-4 times slower on the H200 (bench/results/nvidia-h200-2026-11-28-fused-gradients.md)
+# More invocations (fewer accumulators a subgroup, fewer registers each) made the step kernel slower
+# (bench/results/nvidia-h200-2026-11-28-fused-gradients.md)
 INVOCATIONS = 256
 # Samples a tile: the largest of these whose buffers fit the device's workgroup memory
 TILE_SAMPLES = (64, 32)
-# 16 x 16 float32 accumulators a subgroup keeps for the weight gradients (8 registers each on subgroups of 32). On the
-# H200, 8 (mlp_32_64x4_16) took 251 registers; 15 (that model at 128 invocations) spilled and ran 6 times slower
+# 16 x 16 float32 accumulators a subgroup keeps for the weight gradients (8 registers each on subgroups of 32): more
+# spill registers, which made the kernel several times slower (bench/results/nvidia-h200-2026-11-28-fused-gradients.md)
 MAX_ACCUMULATORS = 12
-# Work-groups a step runs at most, each writing one partial gradient: two an SM on the H200 (132 SMs), whose registers
-# leave one resident at a time; 132 was 1% faster there, 528 and 1,056 2-40% slower
-# (bench/results/nvidia-h200-2026-11-28-fused-gradients.md)
+# Work-groups a step runs at most, each writing one partial gradient: two an SM on the H200, whose registers leave one
+# resident at a time; more were slower (bench/results/nvidia-h200-2026-11-28-fused-gradients.md)
 MAX_GROUPS = 264
 PARTIALS = "partials"
 

@@ -10,28 +10,21 @@ module here is refused naming the node.
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from coopnn.errors import CompileError
 from coopnn.export.scalar import ScalarProgram
+from coopnn.registry import package_tables
 
 EncodingLowering = Callable[..., list[str]]
 
 
 @functools.cache
 def encoding_lowerings() -> Mapping[str, EncodingLowering]:
-    found: dict[str, EncodingLowering] = {}
-    for module in pkgutil.iter_modules(__path__):
-        table = getattr(importlib.import_module(f"{__name__}.{module.name}"), "LOWERINGS", {})
-        twice = set(found) & set(table)
-        if twice:
-            raise ValueError(f"{module.name} lowers the encodings {sorted(twice)} again")
-        found.update(table)
-    return found
+    return package_tables(__name__, "LOWERINGS",
+                          lambda module, twice: f"{module} lowers the encodings {sorted(twice)} again")
 
 
 def lower_encoding(encoding, columns: Sequence[str], params: np.ndarray, program: ScalarProgram,

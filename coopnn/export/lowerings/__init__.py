@@ -9,25 +9,18 @@ axis of 1, constants as literals of their own shape) and the program, and return
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
 from coopnn.export.scalar import ScalarProgram
 from coopnn.graph.ir import Node, Op
+from coopnn.registry import package_tables
 
 Lowering = Callable[[Node, Sequence[np.ndarray], ScalarProgram], list[np.ndarray]]
 
 
 @functools.cache
 def lowerings() -> Mapping[Op, Lowering]:
-    found: dict[Op, Lowering] = {}
-    for module in pkgutil.iter_modules(__path__):
-        table = getattr(importlib.import_module(f"{__name__}.{module.name}"), "LOWERINGS", {})
-        twice = set(found) & set(table)
-        if twice:
-            raise ValueError(f"{module.name} lowers {sorted(o.value for o in twice)} again")
-        found.update(table)
-    return found
+    return package_tables(__name__, "LOWERINGS",
+                          lambda module, twice: f"{module} lowers {sorted(o.value for o in twice)} again")

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from coopnn.shaders.targets.base import Binary, ShaderFrame, push_constant_block
 from coopnn.shaders.training.gradients import FEATURES as STATUS_FEATURES, flag_nonfinite
+from coopnn.shaders.training.indices import Indices
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import HALVES_PER_WORD, storage_buffer, training_kernel, word_type, word_view
 
@@ -181,6 +182,7 @@ class GradientKernel:
                                         ("parameters", "u32"), ("chunk_tiles", "u32"))
         self.frame = frame = ShaderFrame((), 32, SUBGROUP, push_constants=self.push)
         self.m, self.fn, self.u32, self.f32 = frame.module, frame.main, frame.u32, frame.f32
+        self.ix = Indices(frame)
         m, f32 = self.m, self.f32
         self.f16 = m.type_float(16)
         storage_buffer(frame, TAPE, self.f16, writable=False, name="tape")
@@ -211,22 +213,18 @@ class GradientKernel:
 
     def _invocation(self) -> None:
         """The invocation's task (block), lane, chunk and the chunk's first sample."""
-        frame, op, fn = self.frame, self.op, self.fn
-        self.task = op("OpUDiv", frame.sample, frame.uint(SUBGROUP))
-        self.lane = op("OpUMod", frame.sample, frame.uint(SUBGROUP))
+        frame, ix, fn = self.frame, self.ix, self.fn
+        self.task = ix.div(frame.sample, frame.uint(SUBGROUP))
+        self.lane = ix.mod(frame.sample, frame.uint(SUBGROUP))
         chunk = fn.emit("OpCompositeExtract", self.u32, frame.invocation_id, 1, name="chunk")
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
-        self.chunk_base = op("OpIMul", chunk, frame.push_value("parameters"))
+        self.chunk_base = ix.mul(chunk, frame.push_value("parameters"))
         self.chunk_tiles = frame.push_value("chunk_tiles")
-        self.first_sample = op("OpIMul", chunk, op("OpIMul", self.chunk_tiles, frame.uint(TILE)))
+        self.first_sample = ix.mul(chunk, ix.mul(self.chunk_tiles, frame.uint(TILE)))
         self.written = fn.variable(self.f32, initializer=self.m.constant(self.f32, 0.0))  # the sum it writes
 
     def matrix(self, component, use: str):
         return self.m.type_cooperative_matrix_khr(component, "Subgroup", TILE, TILE, use)
-
-    def op(self, name: str, *operands):
-        """A u32 instruction."""
-        return self.fn.emit(name, self.u32, *operands)
 
     def finish(self) -> Binary:
         flag_nonfinite(self.frame, self.fn.emit("OpLoad", self.f32, self.written), STATUS)
@@ -239,33 +237,30 @@ class GradientKernel:
 
     def layer(self, blocks: LayerBlocks) -> None:
         """The code of every block of one layer, run by the subgroups whose task is one of them."""
-        frame, fn, op = self.frame, self.fn, self.op
-        in_layer = fn.emit("OpLogicalAnd", frame.bool,
-                           fn.emit("OpUGreaterThanEqual", frame.bool, self.task, frame.uint(blocks.first)),
-                           fn.emit("OpULessThan", frame.bool, self.task, frame.uint(blocks.first + blocks.count)))
-        with fn.if_(in_layer):
+        frame, fn, ix = self.frame, self.fn, self.ix
+        with fn.if_(ix.within(self.task, blocks.first, blocks.first + blocks.count)):
             block = self._block(blocks, self.parameters.layers[blocks.index])
             self._delta_addressing(block)
-            block.inputs = op("OpIAdd", op("OpIMul", frame.uint(self.tape.input_start(blocks.index)),
+            block.inputs = ix.add(ix.mul(frame.uint(self.tape.input_start(blocks.index)),
                                            self.capacity), block.k0)
             with fn.for_range(frame.zero, self.chunk_tiles) as t:
-                b0 = op("OpIAdd", self.first_sample, op("OpIMul", t, frame.uint(TILE)))
-                with fn.if_(fn.emit("OpULessThan", frame.bool, b0, self.batch)):
+                b0 = ix.add(self.first_sample, ix.mul(t, frame.uint(TILE)))
+                with fn.if_(ix.less(b0, self.batch)):
                     self._samples(block, b0)
             self._write_block(block)
 
     def _block(self, blocks: LayerBlocks, layer) -> Block:
         """The task's block of `layer`: its first row and column, its tiles inside the layer, zeroed accumulators."""
-        frame, fn, op = self.frame, self.fn, self.op
-        block = op("OpISub", self.task, frame.uint(blocks.first))
-        m0 = op("OpIMul", op("OpUMod", block, frame.uint(blocks.row_blocks)), frame.uint(blocks.row_tiles * TILE))
-        k0 = op("OpIMul", op("OpUDiv", block, frame.uint(blocks.row_blocks)),
+        frame, fn, ix = self.frame, self.fn, self.ix
+        block = ix.sub(self.task, frame.uint(blocks.first))
+        m0 = ix.mul(ix.mod(block, frame.uint(blocks.row_blocks)), frame.uint(blocks.row_tiles * TILE))
+        k0 = ix.mul(ix.div(block, frame.uint(blocks.row_blocks)),
                 frame.uint(blocks.column_tiles * TILE))
         rows_whole = -(-layer.rows // TILE) % blocks.row_tiles == 0
         cols_whole = -(-layer.cols // TILE) % blocks.column_tiles == 0
         row_inside = [self._inside(m0, r, layer.rows, rows_whole) for r in range(blocks.row_tiles)]
         col_inside = [self._inside(k0, c, layer.cols, cols_whole) for c in range(blocks.column_tiles)]
-        with_bias = fn.emit("OpIEqual", frame.bool, k0, frame.zero)
+        with_bias = ix.equal(k0, frame.zero)
         products = [[fn.variable(self.c_type, initializer=self.zero) for _ in range(blocks.column_tiles)]
                     for _ in range(blocks.row_tiles)]
         sums = [fn.variable(self.c_type, initializer=self.zero) for _ in range(blocks.row_tiles)]
@@ -273,36 +268,35 @@ class GradientKernel:
 
     def _inside(self, first, tile: int, limit: int, whole: bool):
         """Whether the block's tile `tile` (from `first`) starts inside `limit`; None where every block's does."""
-        return None if whole else self.fn.emit("OpULessThan", self.frame.bool,
-                                               self.op("OpIAdd", first, self.frame.uint(tile * TILE)),
+        return None if whole else self.ix.less(self.ix.add(first, self.frame.uint(tile * TILE)),
                                                self.frame.uint(limit))
 
     def _delta_addressing(self, block: Block) -> None:
         """Where the block's delta tiles start: sample-major, element (b, m) at start capacity + b rows + m; else
         feature-major, at (start + m) capacity + b."""
-        start, op = self.frame.uint(self.tape.delta_start(block.blocks.index)), self.op
+        start, ix = self.frame.uint(self.tape.delta_start(block.blocks.index)), self.ix
         if self.tape.deltas == "samples":
             block.delta_layout, block.delta_stride = self.column_major, self.frame.uint(block.layer.rows)
-            block.delta_base = op("OpIAdd", op("OpIMul", start, self.capacity), block.m0)
+            block.delta_base = ix.add(ix.mul(start, self.capacity), block.m0)
         else:
             block.delta_layout, block.delta_stride = self.row_major, self.capacity
-            block.delta_base = op("OpIMul", op("OpIAdd", start, block.m0), self.capacity)
+            block.delta_base = ix.mul(ix.add(start, block.m0), self.capacity)
 
     def _delta_tile(self, block: Block, b0, r: int):
         """The tape half where the block's row tile `r` of deltas for samples b0.. starts."""
-        op, uint = self.op, self.frame.uint
+        ix, uint = self.ix, self.frame.uint
         if self.tape.deltas == "samples":
-            return op("OpIAdd", block.delta_base, op("OpIAdd", op("OpIMul", b0, uint(block.layer.rows)),
+            return ix.add(block.delta_base, ix.add(ix.mul(b0, uint(block.layer.rows)),
                                                      uint(r * TILE)))
-        return op("OpIAdd", op("OpIAdd", block.delta_base, op("OpIMul", uint(r * TILE), self.capacity)), b0)
+        return ix.add(ix.add(block.delta_base, ix.mul(uint(r * TILE), self.capacity)), b0)
 
     # ----- 16 samples of a block --------------------------------------------------------------------------------------
 
     def _samples(self, block: Block, b0) -> None:
         """Multiply-add samples b0..b0+15 into the block's accumulators (staged through workgroup memory first where
         the block is `staged`)."""
-        fn, op = self.fn, self.op
-        block_inputs = op("OpIAdd", block.inputs, op("OpIMul", b0, self.frame.uint(block.layer.cols)))
+        fn, ix = self.fn, self.ix
+        block_inputs = ix.add(block.inputs, ix.mul(b0, self.frame.uint(block.layer.cols)))
         staged_deltas = block.staged and self.tape.deltas == "samples"
         if block.staged:
             self._stage(self.stages[0], block_inputs, block.layer.cols, block.input_row)
@@ -334,18 +328,18 @@ class GradientKernel:
         """16 samples from tape half `start` on (samples `width` halves apart) into staging array `target`, rows
         `row_words` elements apart, the pad left out: an element an invocation, consecutive lanes on consecutive
         addresses. A sample's elements are 2 a tile, so the copy is whole rounds of the subgroup."""
-        fn, m, op, uint, word = self.fn, self.m, self.op, self.frame.uint, self.word
+        fn, m, ix, uint, word = self.fn, self.m, self.ix, self.frame.uint, self.word
         per_sample = row_words - STAGE_PAD // HALVES_PER_WORD
-        first_word = op("OpShiftRightLogical", start, uint(HALVES_PER_WORD.bit_length() - 1))
+        first_word = ix.shift_right(start, uint(HALVES_PER_WORD.bit_length() - 1))
         for e0 in range(0, TILE * per_sample, SUBGROUP):
-            e = op("OpIAdd", self.lane, uint(e0))
-            sample, piece = op("OpUDiv", e, uint(per_sample)), op("OpUMod", e, uint(per_sample))
-            source = op("OpIAdd", op("OpIAdd", first_word, op("OpIMul", sample, uint(width // HALVES_PER_WORD))),
+            e = ix.add(self.lane, uint(e0))
+            sample, piece = ix.div(e, uint(per_sample)), ix.mod(e, uint(per_sample))
+            source = ix.add(ix.add(first_word, ix.mul(sample, uint(width // HALVES_PER_WORD))),
                         piece)
             value = fn.emit("OpLoad", word, fn.emit("OpAccessChain", m.type_pointer("StorageBuffer", word),
                                                     self.tape_words, self.frame.zero, source))
-            fn.emit("OpStore", fn.emit("OpAccessChain", m.type_pointer("Workgroup", word), target, op(
-                "OpIAdd", op("OpIMul", sample, uint(row_words)), piece)), value, "NonPrivatePointer")
+            fn.emit("OpStore", fn.emit("OpAccessChain", m.type_pointer("Workgroup", word), target, ix.add(
+                ix.mul(sample, uint(row_words)), piece)), value, "NonPrivatePointer")
 
     def _staged_tile(self, target, tile_index: int):
         """A pointer to the corner of the 16-wide tile `tile_index` of staging array `target`."""
@@ -358,7 +352,7 @@ class GradientKernel:
         if block.staged:
             return fn.emit("OpCooperativeMatrixLoadKHR", self.b_type, self._staged_tile(self.stages[0], c),
                            self.row_major, uint(block.input_row), "NonPrivatePointer")
-        pointer = self.frame.element_pointer(TAPE, self.op("OpIAdd", block_inputs, uint(c * TILE)), self.f16)
+        pointer = self.frame.element_pointer(TAPE, self.ix.add(block_inputs, uint(c * TILE)), self.f16)
         return fn.emit("OpCooperativeMatrixLoadKHR", self.b_type, pointer, self.row_major, uint(block.layer.cols))
 
     def _delta_matrix(self, block: Block, b0, r: int, staged_deltas: bool):
@@ -374,37 +368,36 @@ class GradientKernel:
 
     def _write_block(self, block: Block) -> None:
         """The block's accumulators into the chunk's partial gradients: weights, and biases where it has them."""
-        fn, op, uint, layer = self.fn, self.op, self.frame.uint, block.layer
+        fn, ix, uint, layer = self.fn, self.ix, self.frame.uint, block.layer
         for r, row_valid in enumerate(block.row_inside):
-            row0 = op("OpIAdd", block.m0, uint(r * TILE))
+            row0 = ix.add(block.m0, uint(r * TILE))
             with self._guarded(row_valid):
                 for c, (col_valid, accumulator) in enumerate(zip(block.col_inside, block.products[r])):
                     with self._guarded(col_valid):
                         self._write_out(fn.emit("OpLoad", self.c_type, accumulator), row0,
-                                        op("OpIAdd", block.k0, uint(c * TILE)), layer.rows, layer.cols,
-                                        lambda i, j: op("OpIAdd", uint(layer.weight_offset),
-                                                        op("OpIAdd", op("OpIMul", i, uint(layer.cols)), j)))
+                                        ix.add(block.k0, uint(c * TILE)), layer.rows, layer.cols,
+                                        lambda i, j: ix.add(uint(layer.weight_offset),
+                                                        ix.add(ix.mul(i, uint(layer.cols)), j)))
                 with fn.if_(block.with_bias):
                     self._write_out(fn.emit("OpLoad", self.c_type, block.sums[r]), row0, self.frame.zero,
-                                    layer.rows, 1, lambda i, j: op("OpIAdd", uint(layer.bias_offset), i))
+                                    layer.rows, 1, lambda i, j: ix.add(uint(layer.bias_offset), i))
 
     def _write_out(self, accumulator, row0, col0, rows: int, cols: int, target) -> None:
         """Tile -> workgroup memory -> partials[target(row, col)] for the tile's elements with row < rows and
         col < cols (row0, col0: the tile's first row and column)."""
-        fn, m, op, frame, f32 = self.fn, self.m, self.op, self.frame, self.f32
+        fn, m, ix, frame, f32 = self.fn, self.m, self.ix, self.frame, self.f32
         pointer = fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32), self.tile_memory, frame.zero)
         fn.emit("OpCooperativeMatrixStoreKHR", pointer, accumulator, self.row_major, frame.uint(TILE))
         fn.barrier()
         for step in range(TILE * TILE // SUBGROUP):
-            element = op("OpIAdd", self.lane, frame.uint(step * SUBGROUP))
-            row = op("OpIAdd", row0, op("OpUDiv", element, frame.uint(TILE)))
-            col = op("OpIAdd", col0, op("OpUMod", element, frame.uint(TILE)))
-            inside = fn.emit("OpLogicalAnd", frame.bool, fn.emit("OpULessThan", frame.bool, row, frame.uint(rows)),
-                             fn.emit("OpULessThan", frame.bool, col, frame.uint(cols)))
+            element = ix.add(self.lane, frame.uint(step * SUBGROUP))
+            row = ix.add(row0, ix.div(element, frame.uint(TILE)))
+            col = ix.add(col0, ix.mod(element, frame.uint(TILE)))
+            inside = ix.both(ix.less(row, frame.uint(rows)), ix.less(col, frame.uint(cols)))
             with fn.if_(inside):
                 value = fn.emit("OpLoad", f32, fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32),
                                                          self.tile_memory, element))
-                fn.emit("OpStore", frame.element_pointer(PARTIALS, op("OpIAdd", self.chunk_base, target(row, col)),
+                fn.emit("OpStore", frame.element_pointer(PARTIALS, ix.add(self.chunk_base, target(row, col)),
                                                          f32), value)
                 fn.emit("OpStore", self.written, fn.emit("OpFAdd", f32, fn.emit("OpLoad", f32, self.written), value))
         fn.barrier()

@@ -11,8 +11,8 @@ invocations at once rather than each parameter's by one.
 2 status; push `count`, `chunks`; gradient[p] = sum over c of partials[c * count + p]; dispatched with
 `partial_sum_invocations(count)` invocations. A workgroup takes `SUM_COLUMNS` consecutive elements; each of its
 `SUM_LANES` subgroups adds every `SUM_LANES`-th chunk (from its own) for them, then the first adds the lanes' sums
-in lane order. One invocation adding every chunk of an element took 0.1 ms on the H100 for 128 chunks of a model of
-4,600 parameters: a chain of 128 dependent loads with few invocations to overlap them. `add_partials` is that sum for
+in lane order. One invocation adding every chunk of an element was slow: a chain of dependent loads with few
+invocations to overlap them. `add_partials` is that sum for
 other kernels: the optimizer adds a step's partial gradients itself (`coopnn.shaders.training.optimizer`), in the
 same order, where the kernels that wrote them flag the status of non-finite ones.
 

@@ -8,9 +8,8 @@ The gradient is read, one invocation per element, or with `adds_partials` summed
 invocations updating them), in the order `partial_sum_shader` adds them, so either way the update is the same. A
 session adds partials here where the kernels that write them flag non-finite ones in the status, which the update
 must know before it starts (`coopnn.shaders.training.coopmat_gradients`); the kernel still flags a non-finite sum,
-which the step's end records. One dispatch in place of the partial sum, the optimizer and the step end took 2-4 us
-off a step on the H100, 4% on mlp_3_64x2_3 at 2^16 (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-
-ablation.md`, "stop 36").
+which the step's end records. One dispatch in place of the partial sum, the optimizer and the step end saves a
+dispatch and a barrier a step (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md).
 
 Bindings: 0 master weights (f32, read-write), 1 gradient or partial gradients (f32), 2 the training state words (u32,
 `TRAINING_STATE_FIELDS`; with `skip_nonfinite`, a nonzero status skips the whole update and nothing is written),

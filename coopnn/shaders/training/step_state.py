@@ -2,22 +2,23 @@
 
 `loss_tile_shader` sums the per-sample losses of the batch in tiles of `LOSS_TILE`, one workgroup of `REDUCE_WIDTH`
 invocations a tile (each invocation adds its `LOSS_TILE // REDUCE_WIDTH` losses, strided by `REDUCE_WIDTH` so that a
-subgroup's loads are contiguous, in float32; then a tree in workgroup memory), into one float32 sum per tile: on the
-H100 one workgroup summing the whole batch took 0.1 ms of a 0.43 ms step at 2^18 samples, a quarter of it.
+subgroup's loads are contiguous, in float32; then a tree in workgroup memory), into one float32 sum per tile,
+because one workgroup summing the whole batch took a large share of a step.
 
 `end_step_in_last_group` is the end of the optimizer kernel (`coopnn.shaders.training.optimizer`), in workgroups of
 `REDUCE_WIDTH`: each workgroup counts itself finished (the state word `finished`, a device-scope atomic), and the
 last one adds the tiles' sums the same way, writes the total and the status word into row `drawn % HISTORY_ROWS` of
 the history buffer, clears the status word for the next step (so a step needs no command of its own to clear it: a
-fill and the full barriers around it cost about 4 us of a step on the H100), resets `finished`, and updates the other
+fill and the full barriers around it cost more), resets `finished`, and updates the other
 training state words (`TRAINING_STATE_FIELDS`): `drawn` counts every step; a step whose status is nonzero, with
 `skip_nonfinite`, was skipped by the optimizer, so the loss scale halves (not below `MIN_LOSS_SCALE`) and the
 good-step count restarts; any other step counts as an optimizer step, and with `skip_nonfinite` the scale doubles
 after `growth_interval` good steps in a row. Every workgroup reads the state words before it counts itself, so none
 sees the next step's. No workgroup waits for another, so the end needs no forward-progress guarantee; as a kernel of
-its own it had cost a dispatch and the barrier before it (`bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-
-ablation.md`, "2026-11-28, stop 36"). Everything a later step depends on stays on the device, and no push constant
-changes from step to step, so a session records a run of steps once and submits it again.
+its own it had cost a dispatch and the barrier before it
+(bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md). Everything a later step depends on stays on
+the device, and no push constant changes from step to step, so a session records a run of steps once and submits it
+again.
 
 `loss_tile_shader` bindings: 0 losses (f32), 1 sums (f32, written, one a tile). Push: `count` (`REDUCE_WIDTH` x
 tiles), `batch` (samples). Dispatch one workgroup a tile.

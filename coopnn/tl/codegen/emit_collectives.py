@@ -98,27 +98,12 @@ def _equal(e: Emitter, t: ScalarType, a, b):
     return e.emit("OpIEqual" if t.is_integer else "OpFOrdEqual", e.bool, a, b)
 
 
-def _decompose(e: Emitter, linear, sizes):
-    positions = []
-    for size in sizes:
-        positions.append(e.emit("OpSRem", e.i64, linear, size))
-        linear = e.emit("OpSDiv", e.i64, linear, size)
-    return positions
-
-
-def _count(e: Emitter, sizes):
-    total = e.index(1)
-    for size in sizes:
-        total = e.emit("OpIMul", e.i64, total, size)
-    return total
-
-
 def _cumsum(e: Emitter, i: ast.Collective, t, alpha, beta, operands) -> None:
     a, out = operands[1], operands[-1]
     read = Reader(e, a, t)
     others = [s for k, s in enumerate(out.shape) if k != i.mode]
-    with e.fn.for_range(e.local_index(), _count(e, others), e.index(e.launch.work_items)) as line:
-        fixed = _decompose(e, line, others)
+    with e.fn.for_range(e.local_index(), e.index_product(others), e.index(e.launch.work_items)) as line:
+        fixed = e.index_positions(line, others)
         total = e.fn.variable(e.value_type(t))
         e.fn.emit("OpStore", total, _zero(e, t))
         with e.fn.for_range(e.index(0), out.shape[i.mode]) as j:
@@ -143,8 +128,8 @@ def _collective(e: Emitter, i: ast.Collective):
         _cumsum(e, i, t, alpha, beta, operands)
     else:
         product = _products(e, i, t, operands)
-        with e.fn.for_range(e.local_index(), _count(e, out.shape), e.index(e.launch.work_items)) as linear:
-            idx = _decompose(e, linear, out.shape)
+        with e.fn.for_range(e.local_index(), e.index_product(out.shape), e.index(e.launch.work_items)) as linear:
+            idx = e.index_positions(linear, out.shape)
             _update(e, i, out, e.flat_index(out, idx), t, alpha.id, beta, product(idx))
     e.barrier()
     return ()

@@ -31,21 +31,6 @@ def _ranges(e: Emitter, i):
     return starts, sizes
 
 
-def _product(e: Emitter, values):
-    total = e.index(1)
-    for value in values:
-        total = e.emit("OpIMul", e.i64, total, value)
-    return total
-
-
-def _decompose(e: Emitter, linear, sizes):
-    positions = []
-    for size in sizes:
-        positions.append(e.emit("OpSRem", e.i64, linear, size))
-        linear = e.emit("OpSDiv", e.i64, linear, size)
-    return positions
-
-
 def _typed(e: Emitter, value, t: ScalarType) -> Typed:
     return Typed(value if t == INDEX else convert(e, Typed(value, INDEX), t), t)
 
@@ -53,10 +38,10 @@ def _typed(e: Emitter, value, t: ScalarType) -> Typed:
 @emits(ast.Foreach)
 def _foreach(e: Emitter, i: ast.Foreach):
     starts, sizes = _ranges(e, i)
-    total = _product(e, sizes)
+    total = e.index_product(sizes)
     with e.fn.for_range(e.local_index(), total, e.index(e.launch.work_items)) as linear:
         defines = {}
-        for variable, start, position in zip(i.variables, starts, _decompose(e, linear, sizes)):
+        for variable, start, position in zip(i.variables, starts, e.index_positions(linear, sizes)):
             value = e.emit("OpIAdd", e.i64, _as_index(e, start), position)
             defines[variable.name] = _typed(e, value, start.type)
         e.run_region(i.body, defines)
@@ -71,9 +56,9 @@ def _foreach_tile(e: Emitter, i: ast.ForeachTile):
     counts = [e.emit("OpSDiv", e.i64, e.emit("OpIAdd", e.i64, size, e.index(t - 1)), shape)
               for size, shape, t in zip(sizes, shapes, i.tile_shape)]
     subgroups = e.index(e.launch.work_items // e.launch.subgroup_size)
-    with e.fn.for_range(e.widen(e.builtin("SubgroupId")), _product(e, counts), subgroups) as tile:
+    with e.fn.for_range(e.widen(e.builtin("SubgroupId")), e.index_product(counts), subgroups) as tile:
         defines = {}
-        for k, position in enumerate(_decompose(e, tile, counts)):
+        for k, position in enumerate(e.index_positions(tile, counts)):
             start = e.value(i.starts[k])
             offset = e.emit("OpIAdd", e.i64, _as_index(e, start), e.emit("OpIMul", e.i64, position, shapes[k]))
             remaining = e.emit("OpISub", e.i64, _as_index(e, e.value(i.stops[k])), offset)

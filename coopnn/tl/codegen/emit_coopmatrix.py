@@ -138,21 +138,23 @@ def _construct(e: Emitter, i: ast.CoopConstruct):
     return (CoopValue(i.type, (e.value(i.operand).id,) * work_item_length(e, i.type)),)
 
 
-@emits(ast.CoopExtract)
-def _extract(e: Emitter, i: ast.CoopExtract):
-    matrix = e.value(i.operand)
+def _in_work_item_vector(e: Emitter, i: ast.CoopExtract | ast.CoopInsert, matrix: CoopValue) -> CoopValue:
+    """`matrix`, once `i`'s index is known to lie in the elements each invocation holds."""
     if i.index >= len(matrix.elements):
         e.fail(i, f"index {i.index} is outside the work-item vector ({len(matrix.elements)} elements with subgroup "
                   f"size {e.launch.subgroup_size})")
+    return matrix
+
+
+@emits(ast.CoopExtract)
+def _extract(e: Emitter, i: ast.CoopExtract):
+    matrix = _in_work_item_vector(e, i, e.value(i.operand))
     return (Typed(matrix.elements[i.index], i.type),)
 
 
 @emits(ast.CoopInsert)
 def _insert(e: Emitter, i: ast.CoopInsert):
-    matrix = e.value(i.matrix)
-    if i.index >= len(matrix.elements):
-        e.fail(i, f"index {i.index} is outside the work-item vector ({len(matrix.elements)} elements with subgroup "
-                  f"size {e.launch.subgroup_size})")
+    matrix = _in_work_item_vector(e, i, e.value(i.matrix))
     elements = list(matrix.elements)
     elements[i.index] = e.value(i.value).id
     return (CoopValue(i.type, tuple(elements)),)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from coopnn.errors import CompileError
+from coopnn.registry import registrar
 from coopnn.shaders.spirv import Id, Module
 from coopnn.tl import ast
 from coopnn.tl.codegen.types import from_storage, storage_type, to_storage, value_type
@@ -24,13 +25,7 @@ Emit = Callable[["Emitter", ast.Inst], tuple]
 EMITTERS: dict[type, Emit] = {}
 
 
-def emits(*classes: type):
-    def register(function: Emit) -> Emit:
-        for cls in classes:
-            EMITTERS[cls] = function
-        return function
-
-    return register
+emits = registrar(EMITTERS)
 
 
 @dataclass(frozen=True)
@@ -91,6 +86,21 @@ class Emitter:
 
     def index(self, value: int) -> Id:
         return self.m.constant(self.i64, value)
+
+    def index_product(self, sizes) -> Id:
+        """The product of index values (an iteration space's size; 1 for none)."""
+        total = self.index(1)
+        for size in sizes:
+            total = self.emit("OpIMul", self.i64, total, size)
+        return total
+
+    def index_positions(self, linear: Id, sizes) -> list[Id]:
+        """The position in each mode of `sizes` (first mode fastest) of the linear index `linear`."""
+        positions = []
+        for size in sizes:
+            positions.append(self.emit("OpSRem", self.i64, linear, size))
+            linear = self.emit("OpSDiv", self.i64, linear, size)
+        return positions
 
     def word(self, value: int) -> Id:
         return self.m.constant(self.u32, value)

@@ -18,19 +18,14 @@ from typing import Callable
 import numpy as np
 
 from coopnn.errors import InputError
+from coopnn.registry import registrar
 from coopnn.tl import ast
 
 Executor = Callable[["Machine", ast.Inst], tuple]
 EXECUTORS: dict[type, Executor] = {}
 
 
-def executes(*classes: type):
-    def register(function: Executor) -> Executor:
-        for cls in classes:
-            EXECUTORS[cls] = function
-        return function
-
-    return register
+executes = registrar(EXECUTORS)
 
 
 @dataclass

@@ -22,8 +22,7 @@ from coopnn.train.gpu.resident import ResidentData
 # A run of steps is submitted as blocks of these many steps, the first of one step and each at most 4 times the one
 # before, and none longer than BLOCK_SECONDS by the GPU time a step of the last block finished took: the losses come
 # back for the progress bar, and an interrupt waits for the blocks in flight, about that often. Each submission costs
-# the GPU about 25 us between blocks (barriers and timestamps): blocks of at most 16 steps spent 1.0 ms of a 1,000-step
-# fit of mlp_3_64x2_3 at 2^16 samples (63 ms of GPU work) that way on the H100 (2026-11-28).
+# the GPU a gap between blocks (barriers and timestamps), so blocks grow to keep those gaps a small share of a fit.
 BLOCKS = (256, 64, 16, 4, 1)
 BLOCK_SECONDS = 0.1
 # Submissions of a run in flight at once: the host queues the next block while one runs.
@@ -128,8 +127,8 @@ class RecordedRuns:
 
     def _step_recording(self, batch: int, count: int, copied: tuple[int, ...]):
         """The recording of one step on the batch in the step's inputs (`_write_batch`), kept for the next steps
-        of its size: recording a step anew cost the host about 0.4 ms of a 1.0 ms `Trainer.step` on the H100
-        (mlp_3_64x2_3, 2^16 samples, 0.14 ms of GPU work; 2026-11-27). `copied` names the inputs the GPU fills."""
+        of its size, because recording a step anew was a large share of the host's time in `Trainer.step`. `copied` names
+        the inputs the GPU fills."""
         from coopnn.runtime.vk.recording import Recording
 
         def record():

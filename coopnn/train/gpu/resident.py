@@ -30,8 +30,8 @@ from coopnn.interop.tensors import CudaInput, rows_of
 HEAP_SHARE = 0.5
 # Past this many rows a row index no longer fits the sampler's 32-bit arithmetic.
 MAX_ROWS = 1 << 32
-# The share of the largest device-local heap a closed data set may keep for the next. Above it (8.8 GB on the H200) the
-# upload alone takes over half a second (335 MB in 24 ms there), against the 5-16 ms that keeping saved (99a827c).
+# The share of the largest device-local heap a closed data set may keep for the next: above it, uploading the data
+# again costs far more than keeping it saves.
 KEEP_SHARE = 1 / 16
 
 

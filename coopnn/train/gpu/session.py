@@ -269,6 +269,13 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         """The commands after the backward pass of a step: the batch's loss in tiles alongside the first gradient
         dispatch, the rest of the gradients, the optimizer (which ends the step: its loss into the history, the state
         words), the working copy."""
+        gradients, chunks = self.gradient_commands(batch)
+        return gradients + self.optimizer_commands(batch, chunks)
+
+    def gradient_commands(self, batch: int) -> tuple[list, int]:
+        """`_update`'s commands up to the optimizer, and the partial gradients they leave for it to add (0 where the
+        gradient is summed): the seam where data-parallel training averages them across ranks
+        (`coopnn.distributed.kernel_steps`)."""
         from coopnn.runtime.vk.commands import Dispatch
 
         count = -(-batch // self.granularity) * self.granularity
@@ -281,8 +288,11 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         if steps and isinstance(steps[0], Dispatch):
             # it reads the tape or the accumulated gradients, the loss tiles the per-sample losses: disjoint memory
             steps = [dataclasses.replace(steps[0], alongside=True), *steps[1:]]
-        return [loss_tiles, *steps, self.optimizer_dispatch(batch, tiles, chunks),
-                *self.step_method.working_steps(self)]
+        return [loss_tiles, *steps], chunks
+
+    def optimizer_commands(self, batch: int, chunks: int) -> list:
+        """`_update`'s commands from the optimizer on, after `gradient_commands` left `chunks` partial gradients."""
+        return [self.optimizer_dispatch(batch, -(-batch // LOSS_TILE), chunks), *self.step_method.working_steps(self)]
 
     def _mean_losses(self, steps: int, batch: int) -> np.ndarray:
         self.total_gpu_ms += self.last_gpu_ms or 0.0

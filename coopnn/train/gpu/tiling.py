@@ -15,15 +15,12 @@ from coopnn.train.losses import Loss
 
 # Samples per work-group: TILE on models no wider than NARROW_LAYERS, WIDE_TILE on wider ones, in one activation buffer
 # updated in place where every layer has no more column tiles than the work-group has subgroups, else TILE in two
-# buffers. On the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md), at batch 2^18 (2^16):
-# 128 in place took mlp_64_128x4_16's step kernel from 0.996 to 0.858 ms (0.273 to 0.238), and tiles of 32 were 37%
-# slower than 64; on the 64-wide models 64 in place took whole steps from 0.535 to 0.512 ms (0.180 to 0.175) for
-# mlp_32_64x4_16 and 0.280 to 0.265 (0.105 to 0.100) for mlp_3_64x2_3, where 128 in place made them 6-14% slower.
+# buffers: the fastest tiles on the 128-wide and on the 64-wide benchmark models
+# (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md).
 TILE, WIDE_TILE = 64, 128
 # Invocations per work-group: 256 (eight subgroups of 32) for models with a layer wider than NARROW_LAYERS, 128 for the
-# others. On the H100 (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md) 128 took 2% off a whole step of
-# the 64-wide mlp_32_64x4_16 (0.5642 against 0.5773 ms at batch 2^18, 0.1863 against 0.1894 at 2^16), and a layer's
-# 16-wide column tiles are fewer there than 8 subgroups; on the 128-wide mlp_64_128x4_16, 256 was faster.
+# others, whose layers have fewer 16-wide column tiles than 8 subgroups: each the faster on its models
+# (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step.md).
 WIDE_INVOCATIONS, NARROW_INVOCATIONS, NARROW_LAYERS = 256, 128, 64
 ROW_PAD = 8  # halves past the widest layer in every activation row: rows start on different banks
 # Bytes of workgroup memory every device with cooperative vectors offers (the H100's maxComputeSharedMemorySize), and

@@ -3,19 +3,13 @@ encoding run per sample before the first product, against the float16 reference 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from tests.shaders.targets.encoding_cases import EVERY, EVERY_IDS, fp16_reference, inputs, kernel_model
+from tests.shaders.targets.encoding_cases import EVERY, EVERY_IDS, assert_matches_fp16_reference
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("coopmat_device")]
-RTOL, ATOL = 1e-3, 2.5e-3
 
 
 @pytest.mark.parametrize("config, n_in", EVERY, ids=EVERY_IDS)
 def test_encoded_model_matches_the_fp16_reference(config, n_in):
-    model, _ = kernel_model(config, n_in, "coopmat")
-    with model:
-        assert model.backend == "coopmat"
-        x = inputs(config, n_in)
-        np.testing.assert_allclose(model.run(x), fp16_reference(model.graph, x), rtol=RTOL, atol=ATOL)
+    assert_matches_fp16_reference(config, n_in, "coopmat")

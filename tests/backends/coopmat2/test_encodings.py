@@ -13,8 +13,8 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.targets.tile_plan import plan_tiles
 from tests.backends.coopmat2.kernel_model import run_steps
-from tests.shaders.targets.encoding_cases import (ENCODINGS, EVERY, EVERY_IDS, IDS, fp16_reference, inputs,
-                                                  kernel_model, model_for)
+from tests.shaders.targets.encoding_cases import (ENCODINGS, EVERY, EVERY_IDS, IDS, assert_matches_fp16_reference,
+                                                  fp16_reference, inputs, model_for)
 
 RTOL, ATOL = 1e-3, 2.5e-3
 
@@ -36,8 +36,4 @@ def test_the_steps_in_numpy_give_the_fp16_reference(config, n_in):
 @pytest.mark.usefixtures("coopmat2_device")
 @pytest.mark.parametrize("config, n_in", EVERY, ids=EVERY_IDS)
 def test_encoded_model_matches_the_fp16_reference_on_the_gpu(config, n_in):
-    model, _ = kernel_model(config, n_in, "coopmat2")
-    with model:
-        assert model.backend == "coopmat2"
-        x = inputs(config, n_in)
-        np.testing.assert_allclose(model.run(x), fp16_reference(model.graph, x), rtol=RTOL, atol=ATOL)
+    assert_matches_fp16_reference(config, n_in, "coopmat2")

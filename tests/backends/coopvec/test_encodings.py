@@ -16,7 +16,7 @@ from coopnn.train.losses import get_loss
 from coopnn.train.optim import Adam
 from tests.backends.coopvec.oracle import assert_matches_on_random_data, rounded
 from tests.backends.portable.test_encoding_training import FIXED
-from tests.shaders.targets.encoding_cases import EVERY, EVERY_IDS, fp16_reference, inputs, kernel_model
+from tests.shaders.targets.encoding_cases import EVERY, EVERY_IDS, assert_matches_fp16_reference, fp16_reference
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("coopvec_device")]
 RTOL, ATOL = 1e-3, 2.5e-3
@@ -29,11 +29,7 @@ CHECKED_ROWS = 1 << 14
 
 @pytest.mark.parametrize("config, n_in", EVERY, ids=EVERY_IDS)
 def test_encoded_model_matches_the_fp16_reference(config, n_in):
-    model, _ = kernel_model(config, n_in, "coopvec")
-    with model:
-        assert model.backend == "coopvec"
-        x = inputs(config, n_in)
-        np.testing.assert_allclose(model.run(x), fp16_reference(model.graph, x), rtol=RTOL, atol=ATOL)
+    assert_matches_fp16_reference(config, n_in, "coopvec")
 
 
 def test_the_image_configuration_at_2_pow_21_samples(capsys):

@@ -51,5 +51,15 @@ def fp16_reference(graph, x: np.ndarray) -> np.ndarray:
     return run_fp16_emulation(layers, {node.outputs[0]: encoded})[graph.outputs[0].name]
 
 
-__all__ = ["fp16_reference", "COVERAGE", "COVERAGE_IDS", "ENCODINGS", "EVERY", "EVERY_IDS", "IDS", "inputs", "kernel_model",
-           "model_for"]
+def assert_matches_fp16_reference(config, n_in, backend: str) -> None:
+    """The test model of `config` on the float16 kernels of `backend` against `fp16_reference` at the fp16
+    tolerance."""
+    model, _ = kernel_model(config, n_in, backend)
+    with model:
+        assert model.backend == backend
+        x = inputs(config, n_in)
+        np.testing.assert_allclose(model.run(x), fp16_reference(model.graph, x), rtol=1e-3, atol=2.5e-3)
+
+
+__all__ = ["assert_matches_fp16_reference", "fp16_reference", "COVERAGE", "COVERAGE_IDS", "ENCODINGS", "EVERY",
+           "EVERY_IDS", "IDS", "inputs", "kernel_model", "model_for"]

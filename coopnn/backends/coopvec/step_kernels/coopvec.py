@@ -4,6 +4,8 @@ optimizer's row-major float16 working copy after every step."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends.coopvec.products import weight_plan
 from coopnn.backends.coopvec.target import CoopvecTarget
@@ -49,6 +51,9 @@ class PerSampleStep(StepKernel):
 
         session.optimal = session.context.create_buffer(len(session.image.data), HostAccess.NONE,
                                                         device_address=True)
+        # The image's constants that are no parameter (a GELU's coefficients, say) are written once here; the
+        # parameters are converted from the working copy by `working_steps`.
+        session.optimal.upload(np.frombuffer(session.image.data, np.uint8))
 
     def weights_buffer(self, session):
         return session.optimal
@@ -57,8 +62,9 @@ class PerSampleStep(StepKernel):
         from coopnn.backends.coopvec.driver import repack
         from coopnn.runtime.vk.commands import Recorded
 
-        return [Recorded(repack(session.context, session.working, session.layout.entries(FP16), session.optimal,
-                                session.packed.entries))]
+        parameters = session.layout.entries(FP16)
+        trained = {name: entry for name, entry in session.packed.entries.items() if name in parameters}
+        return [Recorded(repack(session.context, session.working, parameters, session.optimal, trained))]
 
 
 KERNEL = PerSampleStep()

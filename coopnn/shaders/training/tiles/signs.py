@@ -9,11 +9,9 @@ it back from the tape, so the gradients are the same, and the backward pass read
 An invocation holds 256 / SubgroupSize components of a 16x16 matrix. The bits are laid out for the smallest subgroup
 the device may run (`bits_per_row_tile`): whole row tiles to a 32-bit word, a row tile's bits consecutive.
 
-Why (H100, `bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md`): after the tape copy, reading
-ReLU's output back was about a quarter of the step kernel's bytes. Against that read (the same kernel, interleaved),
-the bits took whole steps at 2^18 from 0.469 to 0.425 ms (mlp_32_64x4_16), 0.242 to 0.228 (mlp_3_64x2_3) and 1.086
-to 1.017 (mlp_64_128x4_16), for no register more on the 64-wide models and 9 more (225) on the 128-wide one, with
-gradients identical. Before the tape copy, bits cost 20-31 registers and were slower.
+Why: reading ReLU's output back from the tape was a large share of the step kernel's bytes, and the bits made whole
+steps faster for few registers more, with gradients identical
+(bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md).
 """
 
 from __future__ import annotations
