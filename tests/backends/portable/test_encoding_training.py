@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import coopnn
 from coopnn.backends.numpy.training import NumpyTrainingSession
 from coopnn.backends.portable.training import PortableTrainingSession
 from coopnn.errors import CompileError
@@ -136,3 +137,23 @@ def test_a_composite_with_a_grid_is_refused_naming_the_node():
     with pytest.raises(CompileError, match=r"node 'encoding'.*train the tables of a grid encoding, not the "
                                            r"parameters of Composite"):
         PortableTrainingSession(graph, get_loss("l2"), Adam(), None)
+
+
+def test_a_checkpoint_of_trained_tables_resumes_on_the_portable_and_numpy_backends(tmp_path):
+    rng = np.random.default_rng(4)
+    x, y = rng.random((64, 2), dtype=np.float32), rng.random((64, 3), dtype=np.float32)
+
+    def trainer(backend):
+        model = coopnn.mlp(2, [16], 3, encoding=GRIDS[0][0], seed=1, backend="numpy")
+        return coopnn.Trainer(model, optimizer=Adam(lr=1e-2), backend=backend)
+
+    with trainer("portable") as first:
+        for _ in range(5):
+            first.step(x, y)
+        first.save_checkpoint(tmp_path / "grid.ckpt")
+    curves = []
+    for backend in ("portable", "numpy"):
+        with trainer(backend) as resumed:
+            resumed.load_checkpoint(tmp_path / "grid.ckpt")
+            curves.append([resumed.step(x, y) for _ in range(5)])
+    np.testing.assert_allclose(curves[0], curves[1], rtol=1e-4)
