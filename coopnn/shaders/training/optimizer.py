@@ -18,7 +18,8 @@ order (Adam: 4 m, 5 v; SGD: 4 momentum), f32 read-write, the schedule (f32, `SCH
 loss tiles' sums (f32) and the loss history (f32) of the step's end; with `blocked`, last, where each element goes in
 a blocked copy (u32, `ParameterLayout.block_index`) and that copy (of the working copy's type), which the element's
 rounded value is written to as well. Push: the optimizer's (`push_constants`), `terms` (loss tiles' sums) and with
-`adds_partials` `chunks`; dispatched as `optimizer_groups` says.
+`adds_partials` `chunks`, with `decay_limit` `decay_count` (weight decay applies to the elements before it: the
+layers', not a trained grid's table after them); dispatched as `optimizer_groups` says.
 
 Every hyperparameter is a push constant and every per-update value a row of the schedule
 (`coopnn.train.gpu.optimizer_values` computes both), so changing the learning rate recompiles nothing. Update t (the

@@ -97,7 +97,7 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: b
         elif tape.layers:
             k.emit("store", None, (delta, TAPE), start=tape.delta_start(index), width=tape.layers[index].rows,
                    layout=tape.deltas)
-        if index or writes_input or (plan.tables and not index):
+        if index or writes_input or plan.tables:  # a trained grid takes the first layer's input gradient
             gradient = k.emit("gemv", VecType("f32", layer.cols), (w, delta), transpose=True)
     for table in plan.tables:  # at most one: a trained grid feeds the first layer
         _accumulate_table(lw, table, gradient, layout)
