@@ -174,12 +174,12 @@ class FusedStepEmitter(TiledStepEmitter):
         self.local = self.builtin("LocalInvocationIndex")
         self.subgroup, self.subgroups = self.builtin("SubgroupId"), self.builtin("NumSubgroups")
         vector = self.m.type_vector(self.u32, 3)
-        group = fn.emit("OpCompositeExtract", self.u32, fn.emit("OpLoad", vector, self.m.builtin_input(
+        group = self.ops.extract(self.u32, self.ops.load(vector, self.m.builtin_input(
             "WorkgroupId", vector)), 0)
-        groups = fn.emit("OpCompositeExtract", self.u32, fn.emit("OpLoad", vector, self.m.builtin_input(
+        groups = self.ops.extract(self.u32, self.ops.load(vector, self.m.builtin_input(
             "NumWorkgroups", vector)), 0)
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
-        tiles = self.op("OpUDiv", frame.push_value("count"), self.tile)
+        tiles = self.ix.div(frame.push_value("count"), self.tile)
         self.scale = frame.uniform_value("loss_scale")
         self.load_index_matrix()
         self.weight_sums = [[fn.variable(self.accumulator, name=f"weight_gradient_{index}_{slot}")
@@ -187,12 +187,12 @@ class FusedStepEmitter(TiledStepEmitter):
         self.bias_parts = [[fn.variable(self.f32, name=f"bias_gradient_{index}_{slot}")
                             for slot in range(self.bias_slots(index))] for index in range(len(self.layers))]
         for variable in (v for layer in self.weight_sums for v in layer):
-            fn.emit("OpStore", variable, self.m.constant_null(self.accumulator))
+            self.ops.store(variable, self.m.constant_null(self.accumulator))
         for variable in (v for layer in self.bias_parts for v in layer):
-            fn.emit("OpStore", variable, self.writer.constant(0.0))
+            self.ops.store(variable, self.writer.constant(0.0))
         with fn.for_range(group, tiles, groups) as tile:
-            self.first = self.op("OpIMul", tile, self.tile)
-            frame.sample = self.op("OpIAdd", self.first, self.local)
+            self.first = self.ix.mul(tile, self.tile)
+            frame.sample = self.ix.add(self.first, self.local)
             frame.data_row = frame.row_of(frame.sample)
             self.one_tile()
             fn.barrier()  # the next tile's prefix and forward pass overwrite what this one's gradients read
@@ -226,9 +226,9 @@ class FusedStepEmitter(TiledStepEmitter):
         groups = row_groups(self.row_tiles, columns, self.least_subgroups)
         per_group = self.row_tiles // groups
         with self.fn.for_range(self.subgroup, self.frame.uint(columns * groups), self.subgroups) as unit:
-            column = self.op("OpIMul", self.op("OpUMod", unit, columns), MATRIX)
-            first = self.op("OpIMul", self.op("OpUDiv", unit, columns), per_group * MATRIX)
-            rows = [self.op("OpIAdd", first, r * MATRIX) for r in range(per_group)]
+            column = self.ix.mul(self.ix.mod(unit, columns), MATRIX)
+            first = self.ix.mul(self.ix.div(unit, columns), per_group * MATRIX)
+            rows = [self.ix.add(first, r * MATRIX) for r in range(per_group)]
             for row, acc in zip(rows, self.products(source, depth, b_tile_of(column), initial_of(column), rows)):
                 epilogue(acc, row, column)
 
@@ -257,10 +257,10 @@ class FusedStepEmitter(TiledStepEmitter):
         column)."""
         columns = self.layers[index].cols // MATRIX
         tiles = self.layers[index].rows // MATRIX * columns
-        unit = self.op("OpIAdd", self.subgroup, self.op("OpIMul", self.subgroups, slot))
-        inside = self.fn.emit("OpULessThan", self.bool, unit, self.frame.uint(tiles))
-        return (inside, self.op("OpIMul", self.op("OpUDiv", unit, columns), MATRIX),
-                self.op("OpIMul", self.op("OpUMod", unit, columns), MATRIX))
+        unit = self.ix.add(self.subgroup, self.ix.mul(self.subgroups, slot))
+        inside = self.ix.less(unit, self.frame.uint(tiles))
+        return (inside, self.ix.mul(self.ix.div(unit, columns), MATRIX),
+                self.ix.mul(self.ix.mod(unit, columns), MATRIX))
 
     def add_weight_gradients(self, index: int, delta: int) -> None:
         """The tile's delta^T (buffer `delta`) times layer `index`'s input (buffer `index`) onto the subgroup's
@@ -269,14 +269,14 @@ class FusedStepEmitter(TiledStepEmitter):
         for slot, variable in enumerate(self.weight_sums[index]):
             inside, row, column = self.tile_of(index, slot)
             with fn.if_(inside):
-                acc = fn.emit("OpLoad", self.accumulator, variable)
+                acc = self.ops.load(self.accumulator, variable)
                 for k0 in range(0, self.tile, MATRIX):
                     a = self.load(self.a_type, self.activation_tile(delta, k0, row), self.column_major,
                                   self.shared_stride(), SHARED)
                     b = self.load(self.b_type, self.activation_tile(index, k0, column), self.row_major,
                                   self.shared_stride(), SHARED)
-                    acc = fn.emit("OpCooperativeMatrixMulAddKHR", self.accumulator, a, b, acc)
-                fn.emit("OpStore", variable, acc)
+                    acc = self.ops.matrix_mul_add(self.accumulator, a, b, acc)
+                self.ops.store(variable, acc)
 
     def bias_feature(self, index: int, slot: int):
         """(feature, first sample, samples apart, whether the invocation has one) of the invocation's share of layer
@@ -285,10 +285,10 @@ class FusedStepEmitter(TiledStepEmitter):
         rows = self.layers[index].rows
         if rows <= self.invocations:
             phases = self.invocations // rows
-            return (self.op("OpUMod", self.local, rows), self.op("OpUDiv", self.local, rows), phases,
-                    self.fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(phases * rows)))
-        feature = self.op("OpIAdd", self.local, slot * self.invocations)
-        return feature, self.frame.zero, 1, self.fn.emit("OpULessThan", self.bool, feature, self.frame.uint(rows))
+            return (self.ix.mod(self.local, rows), self.ix.div(self.local, rows), phases,
+                    self.ix.less(self.local, self.frame.uint(phases * rows)))
+        feature = self.ix.add(self.local, slot * self.invocations)
+        return feature, self.frame.zero, 1, self.ix.less(feature, self.frame.uint(rows))
 
     def add_bias_gradients(self, index: int, delta: int) -> None:
         """The invocation's share of the tile's delta rows (buffer `delta`) onto its bias sums of layer `index`."""
@@ -298,15 +298,15 @@ class FusedStepEmitter(TiledStepEmitter):
             feature, start, apart, inside = self.bias_feature(index, slot)
             with fn.if_(inside):
                 with fn.for_range(start, self.frame.uint(self.tile), self.frame.uint(apart)) as sample:
-                    half = self.op("OpIAdd", self.op("OpIMul", sample, self.stride), feature)
-                    pointer = fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.u32),
-                                      self.activations[delta], self.op("OpUDiv", half, HALVES_PER_WORD),
-                                      self.op("OpBitwiseAnd", self.op("OpShiftRightLogical", half, 1), 3))
-                    pair = fn.emit("OpBitcast", half_pair, fn.emit("OpLoad", self.u32, pointer, SHARED))
-                    value = fn.emit("OpFConvert", self.f32, fn.emit("OpVectorExtractDynamic", self.f16, pair,
-                                                                   self.op("OpBitwiseAnd", half, 1)))
-                    fn.emit("OpStore", variable, fn.emit("OpFAdd", self.f32, fn.emit("OpLoad", self.f32, variable),
-                                                         value))
+                    half = self.ix.add(self.ix.mul(sample, self.stride), feature)
+                    pointer = self.ops.access_chain(self.m.type_pointer("Workgroup", self.u32),
+                                                    self.activations[delta], self.ix.div(half, HALVES_PER_WORD),
+                                                    self.ix.bit_and(self.ix.shift_right(half, 1), 3))
+                    pair = self.ops.bitcast(half_pair, self.ops.load(self.u32, pointer, SHARED))
+                    value = self.ops.float_convert(self.f32, self.ops.extract_dynamic(self.f16, pair,
+                                                                                      self.ix.bit_and(half, 1)))
+                    self.ops.store(variable, self.ops.float_add(self.f32, self.ops.load(self.f32, variable),
+                                                                value))
 
     # ----- the partial gradient -------------------------------------------------------------------------------------
 
@@ -314,20 +314,20 @@ class FusedStepEmitter(TiledStepEmitter):
         """The work-group's accumulators as chunk `group` of the partial gradients; a non-finite sum of what an
         invocation wrote sets the status word."""
         fn, size = self.fn, self.parameter_count
-        base = self.op("OpIMul", group, size)
+        base = self.ix.mul(group, size)
         total = fn.variable(self.f32, name="written")
-        fn.emit("OpStore", total, self.writer.constant(0.0))
+        self.ops.store(total, self.writer.constant(0.0))
 
         def add(value):
-            fn.emit("OpStore", total, fn.emit("OpFAdd", self.f32, fn.emit("OpLoad", self.f32, total), value))
+            self.ops.store(total, self.ops.float_add(self.f32, self.ops.load(self.f32, total), value))
 
         for index, layer in enumerate(self.layers):
             for slot, variable in enumerate(self.weight_sums[index]):
                 inside, row, column = self.tile_of(index, slot)
                 with fn.if_(inside):
-                    acc = fn.emit("OpLoad", self.accumulator, variable)
-                    first = self.op("OpIAdd", base, self.op("OpIAdd", layer.weight_offset, self.op(
-                        "OpIAdd", self.op("OpIMul", row, layer.cols), column)))
+                    acc = self.ops.load(self.accumulator, variable)
+                    first = self.ix.add(base, self.ix.add(layer.weight_offset, self.ix.add(
+                        self.ix.mul(row, layer.cols), column)))
                     self.store(self.frame.element_pointer(self.partials_binding, first), acc, self.row_major,
                                self.frame.uint(layer.cols))
                     held = self.held(acc, "written_tile")
@@ -335,28 +335,27 @@ class FusedStepEmitter(TiledStepEmitter):
                         add(held.load(i))
             for slot, variable in enumerate(self.bias_parts[index]):
                 add(self.write_bias(index, slot, variable, base))
-        flag_nonfinite_at(self.frame, fn.emit("OpLoad", self.f32, total), fn.emit(
-            "OpAccessChain", self.m.type_pointer("StorageBuffer", self.u32), self.status, self.frame.zero,
-            self.frame.zero))
+        flag_nonfinite_at(self.frame, self.ops.load(self.f32, total), self.ops.access_chain(
+            self.m.type_pointer("StorageBuffer", self.u32), self.status, self.frame.zero, self.frame.zero))
 
     def write_bias(self, index: int, slot: int, variable, base):
         """The invocations' shares of bias slot `slot` of layer `index` summed through workgroup memory and written by
         one invocation a feature; what this invocation wrote (0 where it wrote nothing)."""
         fn, layer = self.fn, self.layers[index]
         apart = self.bias_feature(index, slot)[2]
-        fn.emit("OpStore", self.shared_f32(self.bias_sums, self.local), fn.emit("OpLoad", self.f32, variable), SHARED)
+        self.ops.store(self.shared_f32(self.bias_sums, self.local), self.ops.load(self.f32, variable), SHARED)
         fn.barrier()
         features = min(layer.rows - slot * self.invocations, self.invocations) if apart == 1 else layer.rows
         written = fn.variable(self.f32, name="bias_written")
-        fn.emit("OpStore", written, self.writer.constant(0.0))
-        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(features))):
+        self.ops.store(written, self.writer.constant(0.0))
+        with fn.if_(self.ix.less(self.local, self.frame.uint(features))):
             total = self.writer.constant(0.0)
             for phase in range(apart):
-                total = fn.emit("OpFAdd", self.f32, total, fn.emit("OpLoad", self.f32, self.shared_f32(
-                    self.bias_sums, self.op("OpIAdd", self.local, phase * layer.rows)), SHARED))
-            target = self.op("OpIAdd", base, self.op("OpIAdd", layer.bias_offset, slot * self.invocations))
-            fn.emit("OpStore", self.frame.element_pointer(self.partials_binding, self.op("OpIAdd", target, self.local)),
+                total = self.ops.float_add(self.f32, total, self.ops.load(self.f32, self.shared_f32(
+                    self.bias_sums, self.ix.add(self.local, phase * layer.rows)), SHARED))
+            target = self.ix.add(base, self.ix.add(layer.bias_offset, slot * self.invocations))
+            self.ops.store(self.frame.element_pointer(self.partials_binding, self.ix.add(target, self.local)),
                     total)
-            fn.emit("OpStore", written, total)
+            self.ops.store(written, total)
         fn.barrier()
-        return fn.emit("OpLoad", self.f32, written)
+        return self.ops.load(self.f32, written)

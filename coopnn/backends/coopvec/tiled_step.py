@@ -42,9 +42,11 @@ from coopnn.graph.ir import Op
 from coopnn.shaders.kernel.activations import apply as apply_activation
 from coopnn.shaders.kernel.derivatives import derivative
 from coopnn.shaders.kernel.program import KernelProgram
+from coopnn.shaders.spirv.ops import Ops
 from coopnn.shaders.targets.base import Binary
 from coopnn.shaders.targets.held_matrix import HeldMatrix, components
 from coopnn.shaders.targets.scalar_writer import ScalarWriter
+from coopnn.shaders.training.indices import Indices
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import HALVES_PER_WORD, word_type, word_view
 from coopnn.train.gpu.loss_kernels import loss_terms
@@ -91,6 +93,7 @@ class TiledStepEmitter(LayerPasses):
         self.invocations = tiling.invocations
         frame.workgroup_size = (self.tile, self.invocations // self.tile, 1)
         m, fn = self.m, self.fn = frame.module, frame.main
+        self.ops, self.ix = Ops(fn), Indices(frame)
         self.u32, self.f32, self.f16, self.bool = frame.u32, frame.f32, self.step.f16, frame.bool
         self.writer = ScalarWriter(m, fn)
         self.stride = activation_stride(plan)
@@ -135,9 +138,9 @@ class TiledStepEmitter(LayerPasses):
     def bias_tile(self, index: int, column):
         """An accumulator whose every row is layer `index`'s bias over the column tile at `column`: a load of stride
         0, which KHR allows for loads (every row read from the same 16 halves)."""
-        pointer = self.weight_pointer(self.op("OpIAdd", column, self.layers[index].bias_offset))
-        return self.fn.emit("OpFConvert", self.accumulator,
-                            self.load(self.halves, pointer, self.row_major, self.frame.zero))
+        pointer = self.weight_pointer(self.ix.add(column, self.layers[index].bias_offset))
+        return self.ops.float_convert(self.accumulator,
+                                      self.load(self.halves, pointer, self.row_major, self.frame.zero))
 
     def feature_mask(self, index: int, component, column):
         """Whether the component is one of layer `index`'s features, or None where the layer has no padding
@@ -145,11 +148,11 @@ class TiledStepEmitter(LayerPasses):
         rows = self.plan.layers[index].rows
         if rows % MATRIX == 0:
             return None
-        return self.fn.emit("OpULessThan", self.bool, self.feature(component, column), self.frame.uint(rows))
+        return self.ix.less(self.feature(component, column), self.frame.uint(rows))
 
     def masked(self, valid, value, zero):
         """`value`, or `zero` where `valid` (a `feature_mask`) is false."""
-        return value if valid is None else self.fn.emit("OpSelect", self.f32, valid, value, zero)
+        return value if valid is None else self.ops.select(self.f32, valid, value, zero)
 
     # ----- the kernel -----------------------------------------------------------------------------------------------
 
@@ -157,9 +160,9 @@ class TiledStepEmitter(LayerPasses):
         fn, frame = self.fn, self.frame
         self.local = self.builtin("LocalInvocationIndex")
         self.subgroup, self.subgroups = self.builtin("SubgroupId"), self.builtin("NumSubgroups")
-        group = fn.emit("OpLoad", self.m.type_vector(self.u32, 3),
-                        self.m.builtin_input("WorkgroupId", self.m.type_vector(self.u32, 3)))
-        self.first = self.op("OpIMul", fn.emit("OpCompositeExtract", self.u32, group, 0), self.tile)
+        group = self.ops.load(self.m.type_vector(self.u32, 3),
+                              self.m.builtin_input("WorkgroupId", self.m.type_vector(self.u32, 3)))
+        self.first = self.ix.mul(self.ops.extract(self.u32, group, 0), self.tile)
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
         self.scale = frame.uniform_value(LOSS_SCALE)
         self.prefix()
@@ -185,7 +188,7 @@ class TiledStepEmitter(LayerPasses):
         """`index_matrix`: an accumulator whose components are their own element index, through workgroup memory."""
         fn, frame = self.fn, self.frame
         with fn.for_range(self.local, frame.uint(MATRIX * MATRIX), frame.uint(self.invocations)) as element:
-            fn.emit("OpStore", self.shared_f32(self.indices, element), fn.emit("OpConvertUToF", self.f32, element),
+            self.ops.store(self.shared_f32(self.indices, element), self.ops.uint_to_float(self.f32, element),
                     SHARED)
         fn.barrier()
         self.index_matrix = self.held(self.load(self.accumulator, self.shared_f32(self.indices, frame.zero),
@@ -202,23 +205,22 @@ class TiledStepEmitter(LayerPasses):
         end, first = next((i, instr) for i, instr in enumerate(program.body)
                           if instr.op == "gemv" or (instr.op == "store" and instr.args[1] == TAPE))
         x = first.args[0] if first.op == "store" else first.args[1]
-        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(self.tile))):
+        with fn.if_(self.ix.less(self.local, self.frame.uint(self.tile))):
             for instr in program.body[:end]:
                 step.held[instr.result] = LOWERINGS[instr.op](step, instr)
             targets = next(instr for instr in program.body if instr.op == "load" and instr.args[0] == TARGET_PARAM)
-            first = self.op("OpIMul", self.local, self.out_width)
+            first = self.ix.mul(self.local, self.out_width)
             for f, value in enumerate(step.forms.components(LOWERINGS["load"](step, targets), "f32")):
-                fn.emit("OpStore", self.shared_f32(self.terms, self.op("OpIAdd", first, f)), value, SHARED)
+                self.ops.store(self.shared_f32(self.terms, self.ix.add(first, f)), value, SHARED)
             x = step.forms.components(step.held[x], "f16")
             zero = self.m.constant(self.f16, 0.0)
-            row = self.op("OpIMul", self.local, self.stride)
+            row = self.ix.mul(self.local, self.stride)
             halves = [x[k] if k < len(x) else zero for k in range(self.layers[0].cols)]
             pair = self.m.type_vector(self.f16, 2)
             for k in range(0, len(halves), HALVES_PER_WORD):
-                words = [fn.emit("OpBitcast", self.u32, fn.emit("OpCompositeConstruct", pair, *halves[j:j + 2]))
+                words = [self.ops.bitcast(self.u32, self.ops.construct(pair, *halves[j:j + 2]))
                          for j in range(k, k + HALVES_PER_WORD, 2)]
-                fn.emit("OpStore", self.shared(0, self.op("OpIAdd", row, k)),
-                        fn.emit("OpCompositeConstruct", self.word, *words), SHARED)
+                self.ops.store(self.shared(0, self.ix.add(row, k)), self.ops.construct(self.word, *words), SHARED)
 
     def forward(self, index: int, source: int, target: int) -> None:
         """Layer `index`: buffer `target` = its output (the next layer's input, also onto the tape) or, for the last
@@ -227,8 +229,8 @@ class TiledStepEmitter(LayerPasses):
         epilogue = self.loss_epilogue if index == len(self.layers) - 1 else self.hidden_epilogue
 
         def b_tile_of(column):  # B(k, n) = W[column + n][k0 + k]: the blocked tile read column-major, W^T
-            return lambda k0: self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", self.op(
-                "OpIAdd", self.op("OpIMul", column, layer.cols), layer.weight_offset), k0 * MATRIX)),
+            return lambda k0: self.load(self.b_type, self.weight_pointer(self.ix.add(self.ix.add(
+                self.ix.mul(column, layer.cols), layer.weight_offset), k0 * MATRIX)),
                 self.column_major, self.frame.uint(MATRIX))
 
         self.layer_pass(layer.rows, layer.cols, source, b_tile_of, lambda column: self.bias_tile(index, column),
@@ -253,17 +255,17 @@ class TiledStepEmitter(LayerPasses):
             valid = self.feature_mask(index, i, column)
             z, y = self.activated(held, i, index)
             output = self.masked(valid, y, zero)
-            fn.emit("OpStore", held.pointer(i), output)
+            self.ops.store(held.pointer(i), output)
             if keeps_signs:  # of the float16 output, as the tape holds it
-                self.signs.keep(index, row // MATRIX, i, fn.emit("OpFOrdGreaterThan", self.bool, fn.emit(
-                    "OpFConvert", self.f16, output), self.m.constant(self.f16, 0.0)))
+                self.signs.keep(index, row // MATRIX, i, self.ops.float_greater(self.bool, self.ops.float_convert(
+                    self.f16, output), self.m.constant(self.f16, 0.0)))
             if stores_slope:
                 slope = derivative(w, act.op, z, y, act.attrs)
-                fn.emit("OpStore", slopes.pointer(i), self.masked(valid, slope, zero))
-        output = fn.emit("OpFConvert", self.halves, held.value())
+                self.ops.store(slopes.pointer(i), self.masked(valid, slope, zero))
+        output = self.ops.float_convert(self.halves, held.value())
         self.to_buffer(target, output, row, column)
         if stores_slope:
-            self.keep_slope(index, fn.emit("OpFConvert", self.halves, slopes.value()), row, column)
+            self.keep_slope(index, self.ops.float_convert(self.halves, slopes.value()), row, column)
 
     def keep_slope(self, index: int, slope, row, column) -> None:
         """The float16 tile of layer `index`'s activation derivative where `slope_of` reads it: the tape region of
@@ -281,52 +283,51 @@ class TiledStepEmitter(LayerPasses):
         zero = w.constant(0.0)
         with components(fn, self.accumulator) as i:
             feature, sample = self.feature(i, column), self.sample(i, row)
-            inside = fn.emit("OpLogicalAnd", self.bool,
-                             fn.emit("OpULessThan", self.bool, feature, self.frame.uint(planned.rows)),
-                             fn.emit("OpULessThan", self.bool, sample, self.batch))
+            inside = self.ix.both(self.ix.less(feature, self.frame.uint(planned.rows)),
+                                  self.ix.less(sample, self.batch))
             z, y = self.activated(held, i, index)
-            slot = self.op("OpIAdd", self.op("OpIMul", self.tile_sample(i, row), self.out_width), feature)
-            t = fn.emit("OpLoad", self.f32, self.shared_f32(self.terms, slot), SHARED)
+            slot = self.ix.add(self.ix.mul(self.tile_sample(i, row), self.out_width), feature)
+            t = self.ops.load(self.f32, self.shared_f32(self.terms, slot), SHARED)
             term, slope = loss_terms(w, self.loss, y, t)
-            gradient = fn.emit("OpFMul", self.f32, slope, self.scale)
+            gradient = self.ops.float_mul(self.f32, slope, self.scale)
             if act is not None:
-                gradient = fn.emit("OpFMul", self.f32, gradient, derivative(w, act.op, z, y, act.attrs))
-            fn.emit("OpStore", terms.pointer(i), fn.emit("OpSelect", self.f32, inside, term, zero))
-            fn.emit("OpStore", held.pointer(i), fn.emit("OpSelect", self.f32, inside, gradient, zero))
-        delta = fn.emit("OpFConvert", self.halves, held.value())
+                gradient = self.ops.float_mul(self.f32, gradient, derivative(w, act.op, z, y, act.attrs))
+            self.ops.store(terms.pointer(i), self.ops.select(self.f32, inside, term, zero))
+            self.ops.store(held.pointer(i), self.ops.select(self.f32, inside, gradient, zero))
+        delta = self.ops.float_convert(self.halves, held.value())
         self.to_buffer(target, delta, row, column)
         if self.tape.deltas == "features":
             self.to_tape(delta, self.tape.delta_start(index), layer.rows, self.tape.deltas, row, column)
         # the terms overwrite the targets the subgroup read, and KHR does not say which invocation stores an element
         fn.barrier("Subgroup")
-        self.store(self.shared_f32(self.terms, self.op("OpIAdd", column, self.times(row, self.out_width))),
+        self.store(self.shared_f32(self.terms, self.ix.add(column, self.times(row, self.out_width))),
                    terms.value(), self.row_major, self.frame.uint(self.out_width), SHARED)
 
     def losses(self) -> None:
         """Each sample's loss: the sum of its row of loss terms, by the first invocations, one a sample."""
         fn = self.fn
-        with fn.if_(fn.emit("OpULessThan", self.bool, self.local, self.frame.uint(self.tile))):
-            row = self.op("OpIMul", self.local, self.out_width)
+        with fn.if_(self.ix.less(self.local, self.frame.uint(self.tile))):
+            row = self.ix.mul(self.local, self.out_width)
             total = self.writer.constant(0.0)
             for j in range(self.out_width):
-                total = fn.emit("OpFAdd", self.f32, total, fn.emit("OpLoad", self.f32, self.shared_f32(
-                    self.terms, self.op("OpIAdd", row, j)), SHARED))
-            fn.emit("OpStore", self.frame.element_pointer(self.loss_binding, self.op("OpIAdd", self.first, self.local)),
+                total = self.ops.float_add(self.f32, total, self.ops.load(self.f32, self.shared_f32(
+                    self.terms, self.ix.add(row, j)), SHARED))
+            self.ops.store(self.frame.element_pointer(self.loss_binding, self.ix.add(self.first, self.local)),
                     total)
 
     def backward(self, index: int, source: int, target: int) -> None:
         """Buffer `target` = layer index - 1's delta: layer `index`'s delta (buffer `source`) times its W, times the
         derivative of layer index - 1's activation; onto the tape as well."""
-        fn, layer, below = self.fn, self.layers[index], self.layers[index - 1]
+        layer, below = self.layers[index], self.layers[index - 1]
         act = self.plan.layers[index - 1].activation
 
         def b_tile_of(column):  # B(k, n) = W[k0 + k][column + n]: the blocked tile read row-major
-            return lambda k0: self.load(self.b_type, self.weight_pointer(self.op("OpIAdd", self.op(
-                "OpIMul", column, MATRIX), k0 * layer.cols + layer.weight_offset)), self.row_major,
+            return lambda k0: self.load(self.b_type, self.weight_pointer(self.ix.add(
+                self.ix.mul(column, MATRIX), k0 * layer.cols + layer.weight_offset)), self.row_major,
                 self.frame.uint(MATRIX))
 
         def epilogue(acc, row, column):
-            delta = (fn.emit("OpFConvert", self.halves, acc) if act is None
+            delta = (self.ops.float_convert(self.halves, acc) if act is None
                      else self.times_derivative(index, acc, act, row, column))
             self.to_buffer(target, delta, row, column)
             if self.tape.deltas == "features":
@@ -342,20 +343,19 @@ class TiledStepEmitter(LayerPasses):
         held = self.held(acc, "gradient")
         with components(fn, self.accumulator) as i:
             slope = slope_of(i)
-            fn.emit("OpStore", held.pointer(i), fn.emit("OpFMul", self.f32, held.load(i), slope))
-        return fn.emit("OpFConvert", self.halves, held.value())
+            self.ops.store(held.pointer(i), self.ops.float_mul(self.f32, held.load(i), slope))
+        return self.ops.float_convert(self.halves, held.value())
 
     def slope_of(self, index: int, act, row: int, column):
         """A function from an accumulator component to the derivative of layer index - 1's activation there: from the
         sign bits where the kernel keeps them, else read from the tile `slope_tile` gives: the layer's output (layer
         index's input) for `OUTPUT_DERIVATIVES`, else the derivative the forward pass stored."""
-        fn = self.fn
         if self.keeps_signs(act):
             one, zero = self.writer.constant(1.0), self.writer.constant(0.0)
-            return lambda i: fn.emit("OpSelect", self.f32, self.signs.positive(index - 1, row // MATRIX, i), one, zero)
+            return lambda i: self.ops.select(self.f32, self.signs.positive(index - 1, row // MATRIX, i), one, zero)
         pointer, layout, stride = self.slope_tile(index, act, row, column)
-        read = self.held(fn.emit("OpFConvert", self.accumulator, self.load(self.halves, pointer, layout, stride,
-                                                                          SHARED)), "read")
+        read = self.held(self.ops.float_convert(self.accumulator, self.load(self.halves, pointer, layout, stride,
+                                                                            SHARED)), "read")
         if act.op not in OUTPUT_DERIVATIVES:
             return read.load
 

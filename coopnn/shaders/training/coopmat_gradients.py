@@ -183,6 +183,7 @@ class GradientKernel:
         self.frame = frame = ShaderFrame((), 32, SUBGROUP, push_constants=self.push)
         self.m, self.fn, self.u32, self.f32 = frame.module, frame.main, frame.u32, frame.f32
         self.ix = Indices(frame)
+        self.ops = self.ix.ops
         m, f32 = self.m, self.f32
         self.f16 = m.type_float(16)
         storage_buffer(frame, TAPE, self.f16, writable=False, name="tape")
@@ -216,7 +217,7 @@ class GradientKernel:
         frame, ix, fn = self.frame, self.ix, self.fn
         self.task = ix.div(frame.sample, frame.uint(SUBGROUP))
         self.lane = ix.mod(frame.sample, frame.uint(SUBGROUP))
-        chunk = fn.emit("OpCompositeExtract", self.u32, frame.invocation_id, 1, name="chunk")
+        chunk = self.ops.extract(self.u32, frame.invocation_id, 1, name="chunk")
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
         self.chunk_base = ix.mul(chunk, frame.push_value("parameters"))
         self.chunk_tiles = frame.push_value("chunk_tiles")
@@ -227,7 +228,7 @@ class GradientKernel:
         return self.m.type_cooperative_matrix_khr(component, "Subgroup", TILE, TILE, use)
 
     def finish(self) -> Binary:
-        flag_nonfinite(self.frame, self.fn.emit("OpLoad", self.f32, self.written), STATUS)
+        flag_nonfinite(self.frame, self.ops.load(self.f32, self.written), STATUS)
         self.frame.main.return_()
         self.m.entry_point(self.frame.main, "main", "GLCompute", local_size=self.frame.workgroup_size)
         return training_kernel("cooperative-matrix weight gradients", self.m.to_bytes(), self.frame.workgroup_size,
@@ -320,15 +321,15 @@ class GradientKernel:
         return contextlib.nullcontext() if condition is None else self.fn.if_(condition)
 
     def _multiply_add(self, a, b, accumulator) -> None:
-        previous = self.fn.emit("OpLoad", self.c_type, accumulator)
-        self.fn.emit("OpStore", accumulator, self.fn.emit("OpCooperativeMatrixMulAddKHR", self.c_type, a, b,
-                                                          previous))
+        previous = self.ops.load(self.c_type, accumulator)
+        self.ops.store(accumulator, self.ops.matrix_mul_add(self.c_type, a, b,
+                                                            previous))
 
     def _stage(self, target, start, width: int, row_words: int) -> None:
         """16 samples from tape half `start` on (samples `width` halves apart) into staging array `target`, rows
         `row_words` elements apart, the pad left out: an element an invocation, consecutive lanes on consecutive
         addresses. A sample's elements are 2 a tile, so the copy is whole rounds of the subgroup."""
-        fn, m, ix, uint, word = self.fn, self.m, self.ix, self.frame.uint, self.word
+        m, ix, uint, word = self.m, self.ix, self.frame.uint, self.word
         per_sample = row_words - STAGE_PAD // HALVES_PER_WORD
         first_word = ix.shift_right(start, uint(HALVES_PER_WORD.bit_length() - 1))
         for e0 in range(0, TILE * per_sample, SUBGROUP):
@@ -336,33 +337,32 @@ class GradientKernel:
             sample, piece = ix.div(e, uint(per_sample)), ix.mod(e, uint(per_sample))
             source = ix.add(ix.add(first_word, ix.mul(sample, uint(width // HALVES_PER_WORD))),
                         piece)
-            value = fn.emit("OpLoad", word, fn.emit("OpAccessChain", m.type_pointer("StorageBuffer", word),
-                                                    self.tape_words, self.frame.zero, source))
-            fn.emit("OpStore", fn.emit("OpAccessChain", m.type_pointer("Workgroup", word), target, ix.add(
+            value = self.ops.load(word, self.ops.access_chain(m.type_pointer("StorageBuffer", word),
+                                                              self.tape_words, self.frame.zero, source))
+            self.ops.store(self.ops.access_chain(m.type_pointer("Workgroup", word), target, ix.add(
                 ix.mul(sample, uint(row_words)), piece)), value, "NonPrivatePointer")
 
     def _staged_tile(self, target, tile_index: int):
         """A pointer to the corner of the 16-wide tile `tile_index` of staging array `target`."""
-        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.word), target,
-                            self.frame.uint(tile_index * TILE // HALVES_PER_WORD))
+        return self.ops.access_chain(self.m.type_pointer("Workgroup", self.word), target,
+                                     self.frame.uint(tile_index * TILE // HALVES_PER_WORD))
 
     def _input_tile(self, block: Block, block_inputs, c: int):
         """The B tile of the block's column tile `c` over the 16 samples whose inputs start at `block_inputs`."""
-        fn, uint = self.fn, self.frame.uint
+        uint = self.frame.uint
         if block.staged:
-            return fn.emit("OpCooperativeMatrixLoadKHR", self.b_type, self._staged_tile(self.stages[0], c),
-                           self.row_major, uint(block.input_row), "NonPrivatePointer")
+            return self.ops.matrix_load(self.b_type, self._staged_tile(self.stages[0], c),
+                                        self.row_major, uint(block.input_row), "NonPrivatePointer")
         pointer = self.frame.element_pointer(TAPE, self.ix.add(block_inputs, uint(c * TILE)), self.f16)
-        return fn.emit("OpCooperativeMatrixLoadKHR", self.b_type, pointer, self.row_major, uint(block.layer.cols))
+        return self.ops.matrix_load(self.b_type, pointer, self.row_major, uint(block.layer.cols))
 
     def _delta_matrix(self, block: Block, b0, r: int, staged_deltas: bool):
         """The A tile of the block's row tile `r` over samples b0..b0+15: their deltas, transposed."""
-        fn = self.fn
         if staged_deltas:
-            return fn.emit("OpCooperativeMatrixLoadKHR", self.a_type, self._staged_tile(self.stages[1], r),
-                           self.column_major, self.frame.uint(block.delta_row), "NonPrivatePointer")
+            return self.ops.matrix_load(self.a_type, self._staged_tile(self.stages[1], r),
+                                        self.column_major, self.frame.uint(block.delta_row), "NonPrivatePointer")
         pointer = self.frame.element_pointer(TAPE, self._delta_tile(block, b0, r), self.f16)
-        return fn.emit("OpCooperativeMatrixLoadKHR", self.a_type, pointer, block.delta_layout, block.delta_stride)
+        return self.ops.matrix_load(self.a_type, pointer, block.delta_layout, block.delta_stride)
 
     # ----- the block's partial gradient -------------------------------------------------------------------------------
 
@@ -374,20 +374,20 @@ class GradientKernel:
             with self._guarded(row_valid):
                 for c, (col_valid, accumulator) in enumerate(zip(block.col_inside, block.products[r])):
                     with self._guarded(col_valid):
-                        self._write_out(fn.emit("OpLoad", self.c_type, accumulator), row0,
+                        self._write_out(self.ops.load(self.c_type, accumulator), row0,
                                         ix.add(block.k0, uint(c * TILE)), layer.rows, layer.cols,
                                         lambda i, j: ix.add(uint(layer.weight_offset),
                                                         ix.add(ix.mul(i, uint(layer.cols)), j)))
                 with fn.if_(block.with_bias):
-                    self._write_out(fn.emit("OpLoad", self.c_type, block.sums[r]), row0, self.frame.zero,
+                    self._write_out(self.ops.load(self.c_type, block.sums[r]), row0, self.frame.zero,
                                     layer.rows, 1, lambda i, j: ix.add(uint(layer.bias_offset), i))
 
     def _write_out(self, accumulator, row0, col0, rows: int, cols: int, target) -> None:
         """Tile -> workgroup memory -> partials[target(row, col)] for the tile's elements with row < rows and
         col < cols (row0, col0: the tile's first row and column)."""
         fn, m, ix, frame, f32 = self.fn, self.m, self.ix, self.frame, self.f32
-        pointer = fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32), self.tile_memory, frame.zero)
-        fn.emit("OpCooperativeMatrixStoreKHR", pointer, accumulator, self.row_major, frame.uint(TILE))
+        pointer = self.ops.access_chain(m.type_pointer("Workgroup", f32), self.tile_memory, frame.zero)
+        self.ops.matrix_store(pointer, accumulator, self.row_major, frame.uint(TILE))
         fn.barrier()
         for step in range(TILE * TILE // SUBGROUP):
             element = ix.add(self.lane, frame.uint(step * SUBGROUP))
@@ -395,9 +395,9 @@ class GradientKernel:
             col = ix.add(col0, ix.mod(element, frame.uint(TILE)))
             inside = ix.both(ix.less(row, frame.uint(rows)), ix.less(col, frame.uint(cols)))
             with fn.if_(inside):
-                value = fn.emit("OpLoad", f32, fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32),
-                                                         self.tile_memory, element))
-                fn.emit("OpStore", frame.element_pointer(PARTIALS, ix.add(self.chunk_base, target(row, col)),
-                                                         f32), value)
-                fn.emit("OpStore", self.written, fn.emit("OpFAdd", f32, fn.emit("OpLoad", f32, self.written), value))
+                value = self.ops.load(f32, self.ops.access_chain(m.type_pointer("Workgroup", f32),
+                                                                 self.tile_memory, element))
+                self.ops.store(frame.element_pointer(PARTIALS, ix.add(self.chunk_base, target(row, col)),
+                                                     f32), value)
+                self.ops.store(self.written, self.ops.float_add(f32, self.ops.load(f32, self.written), value))
         fn.barrier()

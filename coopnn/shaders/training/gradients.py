@@ -25,7 +25,9 @@ atomic OR) when a sum is NaN or infinite (a float16 sum that overflowed is infin
 
 from __future__ import annotations
 
+from coopnn.shaders.spirv.ops import Ops
 from coopnn.shaders.targets.base import Binary, ShaderFrame, push_constant_block
+from coopnn.shaders.training.indices import Indices
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import finish, load, storage_buffer, store, training_frame
 
@@ -52,15 +54,15 @@ def _frame(*push: tuple[str, str], source: str, source_width: int = 32, target: 
 
 def _accumulate(frame: ShaderFrame, count, term):
     """term(0) + term(1) + ... + term(count - 1), added in that order in float32 (term(i) is emitted in the loop)."""
-    fn = frame.main
+    fn, ix = frame.main, Indices(frame)
     with fn.loop() as loop:
         index = loop.phi(frame.u32, frame.zero)
         total = loop.phi(frame.f32, frame.module.constant(frame.f32, 0.0))
-        loop.while_(fn.emit("OpULessThan", frame.bool, index, count))
+        loop.while_(ix.less(index, count))
         value = term(index)
         loop.continue_()
-        loop.set_next(index, fn.emit("OpIAdd", frame.u32, index, frame.uint(1)))
-        loop.set_next(total, fn.emit("OpFAdd", frame.f32, total, value))
+        loop.set_next(index, ix.add(index, frame.uint(1)))
+        loop.set_next(total, ix.ops.float_add(frame.f32, total, value))
     return total
 
 
@@ -78,14 +80,13 @@ def flag_nonfinite(frame: ShaderFrame, value, status: int) -> None:
 
 def flag_nonfinite_at(frame: ShaderFrame, value, word) -> None:
     """The u32 at pointer `word` |= 1 unless float `value` is finite."""
-    fn, m = frame.main, frame.module
-    not_finite = fn.emit("OpLogicalOr", frame.bool, fn.emit("OpIsNan", frame.bool, value),
-                         fn.emit("OpIsInf", frame.bool, value))
+    fn, m, ix = frame.main, frame.module, Indices(frame)
+    not_finite = ix.either(ix.ops.is_nan(frame.bool, value), ix.ops.is_inf(frame.bool, value))
     with fn.if_(not_finite):
         # Relaxed: the status is read by later dispatches, after the barrier between them, or by the step's end, after
         # the release of the optimizer's count of finished workgroups (`step_state.end_step_in_last_group`).
-        fn.emit("OpAtomicOr", frame.u32, word,
-                m.enum_constant("Scope", "Device"), m.enum_constant("MemorySemantics", "Relaxed"), frame.uint(1))
+        ix.ops.atomic_or(frame.u32, word, m.enum_constant("Scope", "Device"),
+                         m.enum_constant("MemorySemantics", "Relaxed"), frame.uint(1))
 
 
 def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk: int) -> Binary:
@@ -94,41 +95,42 @@ def tape_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, chunk: i
     tape.require_deltas("features", "the tape gradients")
     frame = _frame(("batch", "u32"), ("capacity", "u32"), source="tape", target="partials", status=False)
     fn, u32, p = frame.main, frame.u32, frame.sample
+    ix, ops = Indices(frame), Ops(fn)
     batch, capacity = frame.push_value("batch"), frame.push_value("capacity")
-    chunk_index = fn.emit("OpCompositeExtract", u32, frame.invocation_id, 1, name="chunk")
-    first = fn.emit("OpIMul", u32, chunk_index, frame.uint(chunk))
+    chunk_index = ops.extract(u32, frame.invocation_id, 1, name="chunk")
+    first = ix.mul(chunk_index, frame.uint(chunk))
     # the dispatch has a chunk for every `chunk` samples of the batch begun, so first < batch
-    samples = fn.ext_inst(u32, "UMin", fn.emit("OpISub", u32, batch, first), frame.uint(chunk))
+    samples = fn.ext_inst(u32, "UMin", ix.sub(batch, first), frame.uint(chunk))
     false, true = frame.module.constant(frame.bool, False), frame.module.constant(frame.bool, True)
     # Element p lies in the last segment (a layer's weight or bias) starting at or before it. Each segment gives
     # (row m, column k, delta region, input region, columns, is bias); the selects keep the last one that applies.
     chosen = None
     for index, layer in enumerate(parameters.layers):
         regions = (frame.uint(tape.delta_start(index)), frame.uint(tape.input_start(index)), frame.uint(layer.cols))
-        local = fn.emit("OpISub", u32, p, frame.uint(layer.weight_offset))
-        weight = (fn.emit("OpUDiv", u32, local, frame.uint(layer.cols)),
-                  fn.emit("OpUMod", u32, local, frame.uint(layer.cols)), *regions, false)
-        bias = (fn.emit("OpISub", u32, p, frame.uint(layer.bias_offset)), frame.zero, *regions, true)
+        local = ix.sub(p, frame.uint(layer.weight_offset))
+        weight = (ix.div(local, frame.uint(layer.cols)),
+                  ix.mod(local, frame.uint(layer.cols)), *regions, false)
+        bias = (ix.sub(p, frame.uint(layer.bias_offset)), frame.zero, *regions, true)
         for start, segment in ((layer.weight_offset, weight), (layer.bias_offset, bias)):
             if chosen is None:
                 chosen = segment
                 continue
-            inside = fn.emit("OpUGreaterThanEqual", frame.bool, p, frame.uint(start))
-            chosen = tuple(old if new is old else fn.emit("OpSelect", frame.module.type_of(new), inside, new, old)
+            inside = ix.at_least(p, frame.uint(start))
+            chosen = tuple(old if new is old else ops.select(frame.module.type_of(new), inside, new, old)
                            for new, old in zip(segment, chosen))
     row, column, delta_region, input_region, columns, is_bias = chosen
-    delta_row = fn.emit("OpIMul", u32, fn.emit("OpIAdd", u32, delta_region, row), capacity)
-    input_column = fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, input_region, capacity), column)
+    delta_row = ix.mul(ix.add(delta_region, row), capacity)
+    input_column = ix.add(ix.mul(input_region, capacity), column)
 
     def term(i):
-        b = fn.emit("OpIAdd", u32, first, i)
-        delta = load(frame, SOURCE, fn.emit("OpIAdd", u32, delta_row, b))
+        b = ix.add(first, i)
+        delta = load(frame, SOURCE, ix.add(delta_row, b))
         # A bias element reads column 0 of the layer's input too (a valid address) and ignores it: one loop serves
         # both kinds of element.
-        x = load(frame, SOURCE, fn.emit("OpIAdd", u32, input_column, fn.emit("OpIMul", u32, b, columns)))
-        return fn.emit("OpSelect", frame.f32, is_bias, delta, fn.emit("OpFMul", frame.f32, delta, x))
+        x = load(frame, SOURCE, ix.add(input_column, ix.mul(b, columns)))
+        return ops.select(frame.f32, is_bias, delta, ops.float_mul(frame.f32, delta, x))
 
-    partial = fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, chunk_index, frame.push_value("count")), p)
+    partial = ix.add(ix.mul(chunk_index, frame.push_value("count")), p)
     store(frame, GRADIENT, partial, _accumulate(frame, samples, term))
     return finish("tape_gradient", frame, 2, frozenset())
 
@@ -153,45 +155,46 @@ def add_partials(frame: ShaderFrame, binding: int):
     (element, first, total) where `first` says the invocation holds the sum `total` of its element."""
     width = SUM_COLUMNS * SUM_LANES
     fn, m, u32, f32 = frame.main, frame.module, frame.u32, frame.f32
+    ix, ops = Indices(frame), Ops(fn)
     count, chunks = frame.push_value("count"), frame.push_value("chunks")
-    local = fn.emit("OpUMod", u32, frame.sample, frame.uint(width))
-    lane, column = (fn.emit("OpUDiv", u32, local, frame.uint(SUM_COLUMNS)),
-                    fn.emit("OpUMod", u32, local, frame.uint(SUM_COLUMNS)))
-    element = fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, fn.emit("OpUDiv", u32, frame.sample, frame.uint(width)),
-                                             frame.uint(SUM_COLUMNS)), column)
-    inside = fn.emit("OpULessThan", frame.bool, element, count)
+    local = ix.mod(frame.sample, frame.uint(width))
+    lane, column = (ix.div(local, frame.uint(SUM_COLUMNS)),
+                    ix.mod(local, frame.uint(SUM_COLUMNS)))
+    element = ix.add(ix.mul(ix.div(frame.sample, frame.uint(width)),
+                            frame.uint(SUM_COLUMNS)), column)
+    inside = ix.less(element, count)
     # past the last element the invocation still takes part in the barrier; it reads the last element instead
-    read = fn.emit("OpSelect", u32, inside, element, fn.emit("OpISub", u32, count, frame.uint(1)))
-    lane_chunks = fn.emit("OpUDiv", u32, fn.emit("OpIAdd", u32, fn.emit("OpISub", u32, chunks, lane),
-                                                 frame.uint(SUM_LANES - 1)), frame.uint(SUM_LANES))
+    read = ops.select(u32, inside, element, ix.sub(count, frame.uint(1)))
+    lane_chunks = ix.div(ix.add(ix.sub(chunks, lane),
+                                frame.uint(SUM_LANES - 1)), frame.uint(SUM_LANES))
 
     def term(i):
-        chunk = fn.emit("OpIAdd", u32, lane, fn.emit("OpIMul", u32, i, frame.uint(SUM_LANES)))
-        return load(frame, binding, fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, chunk, count), read))
+        chunk = ix.add(lane, ix.mul(i, frame.uint(SUM_LANES)))
+        return load(frame, binding, ix.add(ix.mul(chunk, count), read))
 
     # a lane past the last chunk (chunks < SUM_LANES) adds nothing: chunks - lane wraps, so clamp its count to zero
-    has_chunks = fn.emit("OpULessThan", frame.bool, lane, chunks)
-    lane_total = _accumulate(frame, fn.emit("OpSelect", u32, has_chunks, lane_chunks, frame.zero), term)
+    has_chunks = ix.less(lane, chunks)
+    lane_total = _accumulate(frame, ops.select(u32, has_chunks, lane_chunks, frame.zero), term)
     sums = m.global_variable("Workgroup", m.type_array(f32, frame.uint(width)), name="lane_sums")
 
     def lane_sum(index):
-        return fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32), sums, index)
+        return ops.access_chain(m.type_pointer("Workgroup", f32), sums, index)
 
-    fn.emit("OpStore", lane_sum(local), lane_total)
+    ops.store(lane_sum(local), lane_total)
     fn.barrier()
-    first = fn.emit("OpLogicalAnd", frame.bool, inside, fn.emit("OpIEqual", frame.bool, lane, frame.zero))
+    first = ix.both(inside, ix.equal(lane, frame.zero))
     total = m.constant(f32, 0.0)
     for other in range(SUM_LANES):
         # every invocation adds (the lanes' sums are in workgroup memory), so the sum needs no branch of its own
-        value = fn.emit("OpLoad", f32, lane_sum(fn.emit("OpIAdd", u32, column, frame.uint(other * SUM_COLUMNS))))
-        total = fn.emit("OpFAdd", f32, total, value)
+        value = ops.load(f32, lane_sum(ix.add(column, frame.uint(other * SUM_COLUMNS))))
+        total = ops.float_add(f32, total, value)
     return element, first, total
 
 
 def widen_shader() -> Binary:
     """float16 gradient sums widened to the float32 gradient, element by element."""
     frame = _frame(("first", "u32"), source="sums", source_width=16)
-    fn, f16 = frame.main, frame.module.type_float(16)
-    half = load(frame, SOURCE, fn.emit("OpIAdd", frame.u32, frame.push_value("first"), frame.sample), f16)
-    _store_and_check(frame, fn.emit("OpFConvert", frame.f32, half))
+    ix, f16 = Indices(frame), frame.module.type_float(16)
+    half = load(frame, SOURCE, ix.add(frame.push_value("first"), frame.sample), f16)
+    _store_and_check(frame, ix.ops.float_convert(frame.f32, half))
     return finish("widen_gradient", frame, 3, FEATURES | {"shaderFloat16", "storageBuffer16BitAccess"})

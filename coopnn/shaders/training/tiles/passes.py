@@ -21,7 +21,7 @@ class LayerPasses(TileAddressing):
         """The layer's column tiles this subgroup takes (tile c to subgroup c mod NumSubgroups); yields the first
         feature of each."""
         with self.fn.for_range(self.subgroup, self.frame.uint(width // MATRIX), self.subgroups) as tile:
-            yield self.op("OpIMul", tile, MATRIX)
+            yield self.ix.mul(tile, MATRIX)
 
     def layer_pass(self, width: int, depth: int, source: int, b_tile_of, initial_of, epilogue) -> None:
         """One layer's products over buffer `source` (`depth` wide) into `width` output features, a column tile at a
@@ -35,22 +35,21 @@ class LayerPasses(TileAddressing):
                     epilogue(acc, r * MATRIX, column)
             return
         fn = self.fn
-        active = fn.emit("OpULessThan", self.bool, self.subgroup, self.frame.uint(width // MATRIX))
-        column = self.op("OpIMul", self.subgroup, MATRIX)
+        active = self.ix.less(self.subgroup, self.frame.uint(width // MATRIX))
+        column = self.ix.mul(self.subgroup, MATRIX)
         held = [fn.variable(self.accumulator, name="product") for _ in range(self.row_tiles)]
         with fn.if_(active):
             for variable, acc in zip(held, self.products(source, depth, b_tile_of(column), initial_of(column))):
-                fn.emit("OpStore", variable, acc)
+                self.ops.store(variable, acc)
         fn.barrier()
         with fn.if_(active):
             for r, variable in enumerate(held):
-                epilogue(fn.emit("OpLoad", self.accumulator, variable), r * MATRIX, column)
+                epilogue(self.ops.load(self.accumulator, variable), r * MATRIX, column)
 
     def products(self, source: int, depth: int, b_tile, initial, rows=None) -> list:
         """The accumulators of the tile's row tiles (or those starting at `rows`, ints or u32 ids): `initial` plus
         the sum over k of A (buffer `source`, columns k..k+16) times b_tile(k), K outermost so that the row tiles'
         chains interleave; each B tile is loaded as its step begins."""
-        fn = self.fn
         rows = rows if rows is not None else [r * MATRIX for r in range(self.row_tiles)]
         accumulators = [initial] * len(rows)
         for k0 in range(0, depth, MATRIX):
@@ -58,5 +57,5 @@ class LayerPasses(TileAddressing):
             for r, row in enumerate(rows):
                 a = self.load(self.a_type, self.activation_tile(source, row, k0), self.row_major, self.shared_stride(),
                               SHARED)
-                accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", self.accumulator, a, b, accumulators[r])
+                accumulators[r] = self.ops.matrix_mul_add(self.accumulator, a, b, accumulators[r])
         return accumulators

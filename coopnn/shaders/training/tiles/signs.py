@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from coopnn.shaders.training.tiles.addressing import MATRIX
 from coopnn.graph.ir import Op
+from coopnn.shaders.spirv.ops import Ops
 
 # Activations whose derivative is 1 where the output is positive and 0 elsewhere
 SIGN_DERIVATIVES = frozenset({Op.RELU})
@@ -35,7 +36,7 @@ class SignBits:
     """Words of sign bits in Function variables, by layer and row tile, zero until the forward pass sets them."""
 
     def __init__(self, fn, u32, bool_type, per_row_tile: int):
-        self.fn, self.u32, self.bool = fn, u32, bool_type
+        self.fn, self.ops, self.u32, self.bool = fn, Ops(fn), u32, bool_type
         self.per_row_tile, self.row_tiles_a_word = per_row_tile, WORD_BITS // per_row_tile
         self.words: dict[tuple[int, int], object] = {}
 
@@ -48,21 +49,21 @@ class SignBits:
 
     def _bit(self, row_tile: int, component):
         first = self.fn.module.constant(self.u32, row_tile % self.row_tiles_a_word * self.per_row_tile)
-        return self.fn.emit("OpIAdd", self.u32, component, first)
+        return self.ops.int_add(self.u32, component, first)
 
     def keep(self, layer: int, row_tile: int, component, positive) -> None:
         """Sets the bit of `component` of row tile `row_tile` of layer `layer`'s output where `positive`."""
         fn, word = self.fn, self._word(layer, row_tile)
         one, zero = (fn.module.constant(self.u32, v) for v in (1, 0))
-        bit = fn.emit("OpSelect", self.u32, positive, fn.emit("OpShiftLeftLogical", self.u32, one,
-                                                              self._bit(row_tile, component)), zero)
-        fn.emit("OpStore", word, fn.emit("OpBitwiseOr", self.u32, fn.emit("OpLoad", self.u32, word), bit))
+        bit = self.ops.select(self.u32, positive, self.ops.shift_left(self.u32, one,
+                                                                      self._bit(row_tile, component)), zero)
+        self.ops.store(word, self.ops.bitwise_or(self.u32, self.ops.load(self.u32, word), bit))
 
     def positive(self, layer: int, row_tile: int, component):
         """Whether the output at `component` of row tile `row_tile` of layer `layer` was positive (a bool)."""
         fn = self.fn
-        word = fn.emit("OpLoad", self.u32, self._word(layer, row_tile))
-        shifted = fn.emit("OpShiftRightLogical", self.u32, word, self._bit(row_tile, component))
-        return fn.emit("OpINotEqual", self.bool, fn.emit("OpBitwiseAnd", self.u32, shifted,
-                                                         fn.module.constant(self.u32, 1)),
+        word = self.ops.load(self.u32, self._word(layer, row_tile))
+        shifted = self.ops.shift_right(self.u32, word, self._bit(row_tile, component))
+        return self.ops.int_not_equal(self.bool, self.ops.bitwise_and(self.u32, shifted,
+                                                                      fn.module.constant(self.u32, 1)),
                        fn.module.constant(self.u32, 0))
