@@ -24,6 +24,7 @@ from coopnn.layouts.pack import WeightImage, pack
 from coopnn.backends.portable.integer_linear import integer_gemv, pack_layers
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
+from coopnn.shaders.spirv.ops import Ops
 from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
 from coopnn.shaders.targets.block_words import BlockWords
 from coopnn.shaders.targets.encodings.grid import SCATTER_FEATURES, scatter_gradient
@@ -387,10 +388,11 @@ class PortableEmitter:
         writer = EncodingWriter(self.m, self.fn)
         scope, relaxed = self.m.enum_constant("Scope", "Device"), self.m.enum_constant("MemorySemantics", "Relaxed")
 
+        ops = Ops(self.fn)
+
         def add(element, value) -> None:
-            pointer = self.frame.element_pointer(binding, self.fn.emit("OpIAdd", self.frame.u32, element,
-                                                                       self.frame.uint(start)))
-            self.fn.emit("OpAtomicFAddEXT", self.frame.f32, pointer, scope, relaxed, value)
+            pointer = self.frame.element_pointer(binding, ops.int_add(self.frame.u32, element, self.frame.uint(start)))
+            ops.atomic_float_add(self.frame.f32, pointer, scope, relaxed, value)
 
         xs = [self.component(x, self.frame.uint(i)) for i in range(self.types[x].size)]
         deltas = [self.component(delta, self.frame.uint(i)) for i in range(self.types[delta].size)]

@@ -33,6 +33,7 @@ recomputed in float32 on the device.
 
 from __future__ import annotations
 
+from coopnn.shaders.spirv.ops import Ops
 from coopnn.shaders.targets.base import FP16_FEATURES, Binary, ShaderFrame, push_constant_block
 from coopnn.shaders.training.gradients import (FEATURES as GRADIENT_FEATURES, SUM_COLUMNS, SUM_LANES, add_partials,
                                                flag_nonfinite)
@@ -149,8 +150,9 @@ class _Step:
         decayed = self.op("OpFAdd", gradient, self.op("OpFMul", self.push("weight_decay"), master))
         decays = self.nonzero("weight_decay")
         if self.decay_limit:
-            decays = self.fn.emit("OpLogicalAnd", self.frame.bool, decays,
-                                  self.fn.emit("OpULessThan", self.frame.bool, self.i, self.push("decay_count")))
+            ops = Ops(self.fn)
+            decays = ops.logical_and(self.frame.bool, decays,
+                                     ops.uint_less(self.frame.bool, self.i, self.push("decay_count")))
         return self.fn.emit("OpSelect", self.f32, decays, decayed, gradient)
 
     def adam(self, master, gradient):
