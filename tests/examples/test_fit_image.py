@@ -72,6 +72,18 @@ def test_a_tiny_hash_grid_run_learns_and_writes_the_crop(tmp_path):
     assert read_image(result.crop).shape == (32, 32 + 2 + 32, 3)
 
 
+@pytest.mark.vulkan
+def test_the_hash_grid_trains_on_the_portable_backend_from_the_command_line(tmp_path, capsys, validated_device):
+    image = tmp_path / "small.png"
+    write_png(image, example.square(read_image(example.default_image_path()), 32))
+    assert cli_main(["fit-image", str(image), "--encoding", "hashgrid", "--backend", "portable", "--steps", "40",
+                     "--batch-size", "512", "--eval-every", "20", "--output-dir", str(tmp_path / "out")]) == 0
+    lines = (tmp_path / "out" / "psnr.csv").read_text().splitlines()
+    psnr = [float(line.split(",")[1]) for line in lines[1:]]
+    assert len(psnr) == 3 and psnr[-1] > psnr[0] + 3
+    assert read_image(tmp_path / "out" / "reconstruction.png").shape == (32, 32, 3)
+
+
 def test_a_tcnn_json_config_file_and_a_bad_one(tmp_path, capsys):
     config = tmp_path / "config.json"
     config.write_text('{"otype": "DenseGrid", "n_levels": 4, "base_resolution": 4}')

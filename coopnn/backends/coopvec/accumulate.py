@@ -16,6 +16,7 @@ told apart by the layout of the weight-gradient entries:
 from __future__ import annotations
 
 from coopnn.backends.coopvec.target import CoopvecEmitter, lowers
+from coopnn.errors import CompileError
 from coopnn.layouts.pack import Entry
 from coopnn.shaders.kernel.program import Instr
 
@@ -139,3 +140,9 @@ class WorkgroupSums:
                 term = fn.emit("OpVectorTimesScalar", kind, inputs, weight)
             fn.emit("OpStore", total, fn.emit("OpFAdd", kind, fn.emit("OpLoad", kind, total), term))
         return fn.emit("OpLoad", kind, total)
+
+
+@lowers("accumulate_encoding")
+def accumulate_encoding(e: CoopvecEmitter, instr: Instr) -> None:
+    raise CompileError(f"the coopvec step kernel does not train the tables of {instr.attrs['encoding'].describe()} "
+                       "yet; train with backend='portable' (any Vulkan device) or backend='numpy'")

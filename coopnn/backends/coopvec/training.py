@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from coopnn.errors import CompileError
 from coopnn.backends.coopvec import coopvec_gradients
 from coopnn.shaders.training import coopmat_gradients
 from coopnn.backends.coopvec.gradient_methods import AUTO_GRADIENTS, gradient_methods
@@ -63,6 +64,11 @@ class CoopvecTrainingSession(KernelTrainingSession):
         super().__init__(*args, **kwargs)
 
     def choose_step(self):
+        if self.plan.tables:
+            node = self.plan.tables[0].node
+            raise CompileError(f"node {node.name!r}: the coopvec training kernels do not train the tables of "
+                               f"{node.attrs['encoding'].describe()} yet; train it with backend='portable' (any "
+                               f"Vulkan device) or backend='numpy'")
         if self.requested_step != "auto":
             return step_kernels()[self.requested_step]
         return next(kernel for kernel in selectable() if kernel.takes_auto(self))

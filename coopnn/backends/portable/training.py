@@ -3,7 +3,8 @@
 The step kernel reads its weights straight from the flat float32 working copy the optimizer writes (the fixed
 constants of the input stage follow the parameters in the same buffer), and the weight-gradient kernels sum each
 parameter's products over chunks of `CHUNK` samples in sample order, then the chunks in order: no atomics, so a step
-is deterministic.
+is deterministic. A trained grid's table follows the layers in the working copy, and its gradient is added by the
+step kernel with float32 atomics (`accumulate_encoding`), so that part of a step is not.
 """
 
 from __future__ import annotations
@@ -75,9 +76,10 @@ class ChunkedTapeProducts(GradientMethod):
 
         products, product_kernel = session.gradient_shaders[0], session.gradient_kernels[0]
         chunks = -(-batch // CHUNK)
-        push = products.pack_push(count=session.layout.size, batch=batch, capacity=session.capacity)
+        count = session.layout.layers_size  # a trained grid's gradient the step kernel accumulates itself
+        push = products.pack_push(count=count, batch=batch, capacity=session.capacity)
         return [Dispatch(product_kernel, (session.tape_buffer, session.partials), push,
-                         (product_kernel.group_count_for(session.layout.size), chunks, 1))], chunks
+                         (product_kernel.group_count_for(count), chunks, 1))], chunks
 
 
 class PortableTrainingSession(KernelTrainingSession):

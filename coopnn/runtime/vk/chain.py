@@ -17,6 +17,7 @@ vk = load_vulkan()
 
 KHR_COOPERATIVE_MATRIX_EXTENSION = "VK_KHR_cooperative_matrix"
 PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION = "VK_KHR_pipeline_executable_properties"
+ATOMIC_FLOAT_EXTENSION = "VK_EXT_shader_atomic_float"
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,9 @@ FEATURE_STRUCTS = (
     ChainStruct("VkPhysicalDeviceCooperativeMatrixDecodeVectorFeaturesNV",
                 nv_ffi.StructureType.PHYSICAL_DEVICE_COOPERATIVE_MATRIX_DECODE_VECTOR_FEATURES_NV, nv_ffi.ffi,
                 extension=nv_ffi.COOPERATIVE_MATRIX_DECODE_VECTOR_EXTENSION),
+    ChainStruct("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT",
+                vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT, vk.ffi,
+                extension=ATOMIC_FLOAT_EXTENSION),
 )
 
 PROPERTY_STRUCTS = (

@@ -189,6 +189,16 @@ def _encoded(operands, attrs, declared):
     return VecType("f32", encoding.n_output_dims)
 
 
+def _encoding_accumulated(operands, attrs, declared):
+    x, delta, param = operands
+    encoding, start = attrs["encoding"], attrs["start"]
+    _check(x == VecType("f32", encoding.n_input_dims) and delta == VecType("f32", encoding.n_output_dims)
+           and param.role == "table_gradient" and param.shape[0] >= start + encoding.n_parameters,
+           f"accumulates {encoding.describe()}'s parameter gradient from {x} and {delta} into elements {start} + "
+           f"{encoding.n_parameters} of the {param.role} {param.name} of shape {param.shape}")
+    return None
+
+
 def _product(operands, attrs, declared):
     matrix, x, *bias = operands
     rows, cols = matrix.shape[::-1] if attrs.get("transpose") else matrix.shape
@@ -227,6 +237,15 @@ def _outer_sum(instr: Instr, operands: list, batch: Batch) -> np.ndarray:
 def _encode(instr: Instr, operands: list, batch: Batch) -> np.ndarray:
     x, *params = operands
     return instr.attrs["encoding"].forward(x, params[0] if params else np.zeros(0, np.float32))
+
+
+def _encoding_sum(instr: Instr, operands: list, batch: Batch) -> np.ndarray:
+    x, delta, _ = operands
+    encoding = instr.attrs["encoding"]
+    table = np.zeros(encoding.n_parameters, np.float32)
+    gradient = np.zeros(instr.attrs["start"] + encoding.n_parameters, np.float32)
+    gradient[instr.attrs["start"]:] = encoding.backward(x, table, delta, input_gradient=False)[0]
+    return gradient
 
 
 def _gather(instr: Instr, operands: list, batch: Batch) -> np.ndarray:
@@ -312,6 +331,11 @@ _declare("accumulate_sum", (VALUE, OUTPUT), _accumulated, lambda instr, operands
 # An input encoding (`coopnn.graph.encodings`) of one sample, reading its parameter vector (a grid's tables) when it
 # has one; every target emits it through `coopnn.shaders.targets.encodings`.
 _declare("encode", (VALUE, PARAM), _encoded, _encode, elementwise=False, optional=1, text=_encode_text)
+# The gradient of an encoding's parameter vector (a grid's tables) from the gradient in its outputs, added into
+# elements `start` on of a parameter of role "table_gradient" (float32 atomics: samples share table entries).
+_declare("accumulate_encoding", (VALUE, VALUE, OUTPUT), _encoding_accumulated, _encoding_sum, elementwise=False,
+         text=lambda instr, program: "accumulate_encoding " + ", ".join("%" + a for a in instr.args)
+         + f" {{start={instr.attrs['start']}}}")
 _declare("gather", (VALUE,), _gathered, _gather, elementwise=False, variadic=True, text=_gather_text)
 _declare("reduce_sum", (VALUE,), _reduced, _reduction(np.sum), elementwise=False, text=_reduce_text)
 _declare("reduce_max", (VALUE,), _reduced, _reduction(np.max), elementwise=False, text=_reduce_text)

@@ -54,6 +54,7 @@ class Ops:
     store = _instruction("OpStore")
     access_chain = _instruction("OpAccessChain")
     atomic_or = _instruction("OpAtomicOr")
+    atomic_float_add = _instruction("OpAtomicFAddEXT")  # SPV_EXT_shader_atomic_float_add
     extract = _instruction("OpCompositeExtract")
     construct = _instruction("OpCompositeConstruct")
     extract_dynamic = _instruction("OpVectorExtractDynamic")

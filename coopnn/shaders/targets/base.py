@@ -28,7 +28,8 @@ FP16_FEATURES = FP16.shader_features
 @dataclass(frozen=True)
 class Binding:
     index: int
-    role: str  # "weights", "input", "output", a training step's "tape", "loss" and "state", or "buffer" (training kernels)
+    role: str  # "weights", "input", "output", a training step's "tape", "loss", "state" and
+    # "table_gradient", or "buffer" (training kernels)
     name: str  # the graph input or output, or what the buffer holds
     features: int  # values per sample (0 for weights)
     dtype: str = "f32"  # element type of input and output buffers: "f32" or "f16" (the host converts)
@@ -134,10 +135,11 @@ class Target(Protocol):
 
 
 def bindings_of(program: KernelProgram) -> tuple[Binding, ...]:
-    """Weights, inputs, outputs, then a training kernel's tape and loss (named after their parameters)."""
+    """Weights, inputs, outputs, then a training kernel's tape, loss, state and the gradient its encoding's tables
+    are accumulated into (named after their parameters)."""
     bindings = [Binding(0, "weights", "weights", 0)]
     for p in (program.params_of("input") + program.params_of("output") + program.params_of("loss", "tape")
-              + program.params_of("state")):
+              + program.params_of("state") + program.params_of("table_gradient")):
         bindings.append(Binding(len(bindings), p.role, p.graph_name or p.name, p.shape[0]))
     return tuple(bindings)
 
@@ -168,7 +170,7 @@ class ShaderFrame:
             block = m.type_struct([array], offsets=[0], decorations=["Block"],
                                   name="Weights" if b.role == "weights" else "Samples")
             decorations = [("DescriptorSet", 0), ("Binding", b.index)]
-            if b.role != "output":
+            if b.role not in ("output", "table_gradient"):
                 decorations.insert(0, "NonWritable")
             self.buffers[b.index] = m.global_variable("StorageBuffer", block, name=f"{b.role}_{b.index}",
                                                       decorations=decorations)

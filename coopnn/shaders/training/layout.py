@@ -1,7 +1,9 @@
 """Where a training step keeps its numbers: the flat parameter order and the tape of activations and deltas.
 
 Parameters (fp32 master weights, their gradients, the optimizer's slots and the working copy the kernels read) are
-flat arrays in one order: for every layer its weight (rows x cols, row-major) and then its bias (rows).
+flat arrays in one order: for every layer its weight (rows x cols, row-major) and then its bias (rows); after the
+layers, the tables of a trained input encoding (a grid's parameter vector, `TableShape`), whose gradient the step
+kernel accumulates itself (so the weight-gradient kernels cover only the first `layers_size` elements).
 
 The tape holds, for every layer, what its weight gradient needs from every sample of the batch: the layer's input
 (`cols` features, sample-major: element [b, k] at b * cols + k) and the gradient of the loss with respect to its
@@ -38,18 +40,36 @@ class LayerShape:
 
 
 @dataclass(frozen=True)
+class TableShape:
+    name: str  # the parameter name of an encoding's parameter vector
+    size: int  # elements
+    offset: int  # in elements of the flat parameter arrays
+
+
+@dataclass(frozen=True)
 class ParameterLayout:
     layers: tuple[LayerShape, ...]
     size: int  # elements of every flat parameter array
+    tables: tuple[TableShape, ...] = ()
 
     @classmethod
-    def of(cls, layers: Sequence[tuple[str, str, int, int]]) -> ParameterLayout:
-        """From (weight name, bias name, rows, cols) per layer, in order."""
+    def of(cls, layers: Sequence[tuple[str, str, int, int]],
+           tables: Sequence[tuple[str, int]] = ()) -> ParameterLayout:
+        """From (weight name, bias name, rows, cols) per layer, in order, and (name, elements) per encoding table."""
         shapes, offset = [], 0
         for weight, bias, rows, cols in layers:
             shapes.append(LayerShape(weight, bias, rows, cols, offset, offset + rows * cols))
             offset += rows * cols + rows
-        return cls(tuple(shapes), offset)
+        placed = []
+        for name, size in tables:
+            placed.append(TableShape(name, size, offset))
+            offset += size
+        return cls(tuple(shapes), offset, tuple(placed))
+
+    @property
+    def layers_size(self) -> int:
+        """Elements of the layers' weights and biases: those the weight-gradient kernels reduce."""
+        return self.tables[0].offset if self.tables else self.size
 
     def entries(self, fmt: WeightFormat) -> dict[str, Entry]:
         """The parameters as manifest entries of a flat buffer of elements of format `fmt`: weights row-major,
@@ -60,6 +80,9 @@ class ParameterLayout:
             out[layer.weight] = Entry(layer.weight, layer.weight_offset * itemsize, layer.weight_size * itemsize,
                                       (layer.rows, layer.cols), "row_major", fmt.name, layer.cols * itemsize)
             out[layer.bias] = Entry(layer.bias, layer.bias_offset * itemsize, layer.rows * itemsize, (layer.rows,),
+                                    "vector", fmt.name)
+        for table in self.tables:
+            out[table.name] = Entry(table.name, table.offset * itemsize, table.size * itemsize, (table.size,),
                                     "vector", fmt.name)
         return out
 
@@ -84,6 +107,8 @@ class ParameterLayout:
         for layer in self.layers:
             out[layer.weight] = (slice(layer.weight_offset, layer.bias_offset), (layer.rows, layer.cols))
             out[layer.bias] = (slice(layer.bias_offset, layer.bias_offset + layer.rows), (layer.rows,))
+        for table in self.tables:
+            out[table.name] = (slice(table.offset, table.offset + table.size), (table.size,))
         return out
 
 

@@ -18,7 +18,8 @@ order (Adam: 4 m, 5 v; SGD: 4 momentum), f32 read-write, the schedule (f32, `SCH
 loss tiles' sums (f32) and the loss history (f32) of the step's end; with `blocked`, last, where each element goes in
 a blocked copy (u32, `ParameterLayout.block_index`) and that copy (of the working copy's type), which the element's
 rounded value is written to as well. Push: the optimizer's (`push_constants`), `terms` (loss tiles' sums) and with
-`adds_partials` `chunks`; dispatched as `optimizer_groups` says.
+`adds_partials` `chunks`, with `decay_limit` `decay_count` (weight decay applies to the elements before it: the
+layers', not a trained grid's table after them); dispatched as `optimizer_groups` says.
 
 Every hyperparameter is a push constant and every per-update value a row of the schedule
 (`coopnn.train.gpu.optimizer_values` computes both), so changing the learning rate recompiles nothing. Update t (the
@@ -32,6 +33,7 @@ recomputed in float32 on the device.
 
 from __future__ import annotations
 
+from coopnn.shaders.spirv.ops import Ops
 from coopnn.shaders.targets.base import FP16_FEATURES, Binary, ShaderFrame, push_constant_block
 from coopnn.shaders.training.gradients import (FEATURES as GRADIENT_FEATURES, SUM_COLUMNS, SUM_LANES, add_partials,
                                                flag_nonfinite)
@@ -57,10 +59,11 @@ if SUM_COLUMNS * SUM_LANES != REDUCE_WIDTH:
     raise AssertionError("the partial sums and the step's end share the optimizer's workgroups")
 
 
-def push_constants(kind: str, adds_partials: bool):
+def push_constants(kind: str, adds_partials: bool, decay_limit: bool = False):
     """The optimizer kernel's push constants for optimizer `kind`."""
     return push_constant_block(*_HEAD, *_SETTINGS[kind], ("terms", "u32"),
-                               *((("chunks", "u32"),) if adds_partials else ()))
+                               *((("chunks", "u32"),) if adds_partials else ()),
+                               *((("decay_count", "u32"),) if decay_limit else ()))
 
 
 def optimizer_groups(count: int, adds_partials: bool) -> int:
@@ -72,9 +75,12 @@ class _Step:
     """Emits one optimizer step into a frame of REDUCE_WIDTH-invocation workgroups: `self.i` the element an invocation
     updates where `self.updates`, `self.gradient()` its gradient there."""
 
-    def __init__(self, kind: str, working_dtype: str, skip_nonfinite: bool, adds_partials: bool, blocked: bool):
-        self.frame = frame = ShaderFrame((), 32, REDUCE_WIDTH, push_constants=push_constants(kind, adds_partials),
+    def __init__(self, kind: str, working_dtype: str, skip_nonfinite: bool, adds_partials: bool, blocked: bool,
+                 decay_limit: bool = False):
+        self.frame = frame = ShaderFrame((), 32, REDUCE_WIDTH,
+                                         push_constants=push_constants(kind, adds_partials, decay_limit),
                                          bounds_check=False)
+        self.decay_limit = decay_limit
         self.fn, self.m, self.f32 = frame.main, frame.module, frame.f32
         self.narrow = working_dtype == "f16"
         self.working = self.m.type_float(16) if self.narrow else self.f32
@@ -142,7 +148,12 @@ class _Step:
         adding 0 * master would turn an infinite master into NaN)."""
         gradient = self.op("OpFMul", self.gradient(), self.gradient_scale)
         decayed = self.op("OpFAdd", gradient, self.op("OpFMul", self.push("weight_decay"), master))
-        return self.fn.emit("OpSelect", self.f32, self.nonzero("weight_decay"), decayed, gradient)
+        decays = self.nonzero("weight_decay")
+        if self.decay_limit:
+            ops = Ops(self.fn)
+            decays = ops.logical_and(self.frame.bool, decays,
+                                     ops.uint_less(self.frame.bool, self.i, self.push("decay_count")))
+        return self.fn.emit("OpSelect", self.f32, decays, decayed, gradient)
 
     def adam(self, master, gradient):
         m_slot, v_slot = FIRST_SLOT, FIRST_SLOT + 1
@@ -191,16 +202,17 @@ class _Step:
 
 
 def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool, growth_interval: int = 0,
-                     adds_partials: bool = False, blocked: bool = False) -> Binary:
+                     adds_partials: bool = False, blocked: bool = False, decay_limit: bool = False) -> Binary:
     """The step of optimizer `kind` ("adam" or "sgd") writing a working copy of `working_dtype` ("f32" or "f16"), and
     with `blocked` a blocked copy too, reading the gradient or adding partial gradients (`adds_partials`), then
     ending the training step (with `skip_nonfinite`, dynamic loss scaling doubling after `growth_interval` good
-    steps)."""
+    steps); with `decay_limit`, weight decay only on the first `decay_count` elements (the layers', not a grid's
+    table)."""
     if kind not in _SETTINGS:
         raise ValueError(f"optimizer kind must be one of {sorted(_SETTINGS)}, not {kind!r}")
     if working_dtype not in WORKING_DTYPES:
         raise ValueError(f"working_dtype must be one of {list(WORKING_DTYPES)}, not {working_dtype!r}")
-    step = _Step(kind, working_dtype, skip_nonfinite, adds_partials, blocked)
+    step = _Step(kind, working_dtype, skip_nonfinite, adds_partials, blocked, decay_limit)
     with step.fn.if_(step.updates):
         master = load(step.frame, MASTER, step.i)
         updated = getattr(step, kind)(master, step.decayed_gradient(master))
@@ -208,7 +220,7 @@ def optimizer_shader(kind: str, working_dtype: str, skip_nonfinite: bool, growth
         step.working_copy(updated)
     end_step_in_last_group(step.frame, step.local, (step.sums_binding, STATE, step.history_binding),
                            step.frame.push_value("terms"), skip_nonfinite, growth_interval)
-    name = (f"{kind}_{working_dtype}" + ("_partials" if adds_partials else "") + ("_blocked" if blocked else "")
+    name = (f"{kind}_{working_dtype}" + ("_partials" if adds_partials else "") + ("_blocked" if blocked else "") + ("_decay_limit" if decay_limit else "")
             + (f"_skip_nonfinite_{growth_interval}" if skip_nonfinite else ""))
     return finish(name, step.frame, step.bindings,
                   GRADIENT_FEATURES | (FP16_FEATURES if working_dtype == "f16" else frozenset()))

@@ -1,5 +1,5 @@
 """Parameters by name to and from the flat arrays a training session keeps on the device (`ParameterLayout`: each
-layer's weight, row-major, then its bias; a target may pad a layer's block, and the padding holds zeros)."""
+layer's weight, row-major, then its bias; a target may pad a layer's block, and the padding holds zeros; a trained grid's table follows the layers)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def flatten(layout: ParameterLayout, arrays: Mapping[str, np.ndarray]) -> np.nda
 
 def unflatten(layout: ParameterLayout, plan: TrainingPlan, flat: np.ndarray) -> dict[str, np.ndarray]:
     """The parameters of `plan`'s layers by name, cut from the flat array `flat` (padding dropped)."""
-    sizes = {p.weight: (p.rows, p.cols) for p in plan.layers} | {p.bias: (p.rows,) for p in plan.layers}
+    sizes = ({p.weight: (p.rows, p.cols) for p in plan.layers} | {p.bias: (p.rows,) for p in plan.layers}
+             | {t.name: (t.size,) for t in plan.tables})
     out = {}
     for name, (where, shape) in layout.slices().items():
         block = flat[where].reshape(shape)

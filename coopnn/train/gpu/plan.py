@@ -2,9 +2,10 @@
 
 The kernels train multilayer perceptrons: whatever the graph computes from its inputs without parameters (an input
 encoding, for instance) runs first as it does in inference, and then a chain of LINEAR nodes, each with a weight, a
-bias and an optional fused activation, each feeding only the next, the last one being the graph's single output. That
-is every network `coopnn.mlp` builds and every exported MLP; anything else gets a CompileError naming the node, and
-the numpy training backend (which trains any differentiable graph) is the way to train it.
+bias and an optional fused activation, each feeding only the next, the last one being the graph's single output. A
+grid encoding feeding the first layer is trained with it (`PlannedTable`: its tables are parameters like the
+layers'). That is every network `coopnn.mlp` builds and every exported MLP; anything else gets a CompileError naming
+the node, and the numpy training backend (which trains any differentiable graph) is the way to train it.
 """
 
 from __future__ import annotations
@@ -32,11 +33,20 @@ class PlannedLayer:
 
 
 @dataclass(frozen=True)
+class PlannedTable:
+    node: Node  # the ENCODING node reading the table, whose output the first layer reads
+    name: str  # the stable parameter name
+    constant: str  # the graph constant holding it
+    size: int
+
+
+@dataclass(frozen=True)
 class TrainingPlan:
     graph: Graph
-    prefix: tuple[Node, ...]  # parameter-free nodes computing the first layer's input from the graph inputs
+    prefix: tuple[Node, ...]  # nodes computing the first layer's input from the graph inputs
     layers: tuple[PlannedLayer, ...]
     input: str  # the value the first layer reads
+    tables: tuple[PlannedTable, ...] = ()  # trained encoding parameters among the prefix's nodes
 
     @property
     def output(self) -> str:
@@ -90,7 +100,23 @@ def plan_training(graph: Graph) -> TrainingPlan:
     first_input = graph.values[chain[0].inputs[0]]
     if first_input.shape[1:] != (layers[0].cols,):
         raise _refuse(chain[0], f"its input has per-sample shape {list(first_input.shape[1:])}, not one row")
-    return TrainingPlan(graph, prefix, layers, chain[0].inputs[0])
+    tables = tuple(_table(graph, node, names, chain[0]) for node in prefix
+                   if node.op is Op.ENCODING and len(node.inputs) > 1)
+    return TrainingPlan(graph, prefix, layers, chain[0].inputs[0], tables)
+
+
+def _table(graph: Graph, node: Node, names: dict[str, str], first: Node) -> PlannedTable:
+    """The trained table of the encoding `node`, which must be a grid feeding the first layer."""
+    encoding = node.attrs["encoding"]
+    if encoding.otype != "Grid":
+        raise _refuse(node, f"the kernels train the tables of a grid encoding, not the parameters of "
+                            f"{encoding.describe()}")
+    if node.outputs[0] != first.inputs[0]:
+        raise _refuse(node, "a trained grid's output must be the first layer's input")
+    constant = node.inputs[1]
+    if constant not in graph.constants or constant not in names:
+        raise _refuse(node, f"its table {constant!r} is not a trainable constant")
+    return PlannedTable(node, names[constant], constant, int(encoding.n_parameters))
 
 
 def _layer(graph: Graph, node: Node, names: dict[str, str]) -> PlannedLayer:

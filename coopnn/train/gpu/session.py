@@ -22,6 +22,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from coopnn.graph.ir import Graph
+from coopnn.shaders.targets.encodings.grid import SCATTER_FEATURES
 from coopnn.shaders.training.gradients import partial_sum_invocations
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_groups, optimizer_shader
@@ -39,6 +40,7 @@ from coopnn.shaders.targets.base import Binary
 from coopnn.train.gpu.plan import TrainingPlan, plan_training
 from coopnn.train.gpu.step_buffers import StepBuffers
 from coopnn.train.gpu.step_program import LOSS, TAPE, TARGET, step_program
+from coopnn.train.gpu.table_decay import decayed_elements
 from coopnn.train.losses import Loss
 from coopnn.train.optim import Optimizer
 
@@ -60,10 +62,10 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         self.plan: TrainingPlan = plan_training(graph)
         self.loss_function, self.optimizer = loss, optimizer
         self.step_method = self.choose_step()
-        self.layout = ParameterLayout.of(self.layer_shapes())
+        self.layout = ParameterLayout.of(self.layer_shapes(), [(t.name, t.size) for t in self.plan.tables])
         method = self.gradient_method
         self.tape = TapeLayout(self.layout.layers if method.keeps_tape else (), method.delta_layout(self))
-        self.program = step_program(self.plan, loss, self.tape, accumulate=method.accumulates)
+        self.program = step_program(self.plan, loss, self.tape, accumulate=method.accumulates, layout=self.layout)
         self.last_gpu_ms: float | None = None  # of the last submission
         self.total_gpu_ms = 0.0  # of every submission of training steps so far
         self.steps_run = 0  # of the last run_steps
@@ -89,6 +91,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
             self.kept_data = KeptBuffers.on(self.context)  # the last fit's data set, for the next of its sizes
             initial = {name: self._constant(constant) for p in self.plan.layers
                        for name, constant in ((p.weight, p.weight_constant), (p.bias, p.bias_constant))}
+            initial.update({t.name: self._constant(t.constant).reshape(-1) for t in self.plan.tables})
             self.master.upload(flatten(self.layout, initial))
             self.load_optimizer_state(optimizer.state_dict())
             self.create_weights()
@@ -116,14 +119,22 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         return [(p.weight, p.bias, width(p.rows), width(p.cols)) for p in self.plan.layers]
 
     def features(self) -> set[str]:
-        """What the device must enable for every kernel of a step (the step kernel's are the target's to add)."""
-        return set(self.optimizer_kernel_shader.features).union(self.loss_tile_shader.features,
-                                                                 *(s.features for s in self.gradient_shaders))
+        """What the device must enable for every kernel of a step (the step kernel's are the target's to add, but for
+        the atomic adds of a trained grid's gradient)."""
+        return set(self.optimizer_kernel_shader.features).union(
+            self.loss_tile_shader.features, *(s.features for s in self.gradient_shaders),
+            SCATTER_FEATURES if self.layout.tables else ())
+
+    @property
+    def adds_partials(self) -> bool:
+        """Whether the optimizer adds the partial gradients itself: not where a grid's gradient, accumulated by the
+        step kernel into the gradient, is read alongside the layers' sums."""
+        return self.gradient_method.optimizer_adds_partials and not self.layout.tables
 
     def make_optimizer_shader(self) -> Binary:
         return optimizer_shader(self.optimizer.name, self.working_dtype, self.skip_nonfinite, self.growth_interval,
-                                self.gradient_method.optimizer_adds_partials,
-                                blocked=self.step_method.keeps_blocked_copy)
+                                self.adds_partials, blocked=self.step_method.keeps_blocked_copy,
+                                decay_limit=bool(self.layout.tables))
 
     def blocked_copy(self) -> tuple:
         """(block index, blocked working copy) buffers where the step kernel `keeps_blocked_copy`, else ()."""
@@ -161,8 +172,8 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
         shader, kernel = self.gradient_shaders[-1], self.gradient_kernels[-1]
         return Dispatch(kernel, (self.partials, self.gradient, self.state),
-                        shader.pack_push(count=self.layout.size, chunks=chunks),
-                        kernel.group_count_for(partial_sum_invocations(self.layout.size)))
+                        shader.pack_push(count=self.layout.layers_size, chunks=chunks),
+                        kernel.group_count_for(partial_sum_invocations(self.layout.layers_size)))
 
     # ----- flat parameter arrays ------------------------------------------------------------------------------------
 
@@ -171,14 +182,20 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
     # ----- kernels and buffers --------------------------------------------------------------------------------------
 
-    def fill_zero(self, *buffers, size: int | None = None):
-        """Zero `buffers` (their first `size` bytes when given)."""
+    def fill_zero(self, *buffers, size: int | None = None, offset: int = 0):
+        """Zero `buffers` (`size` bytes from `offset` when given, else from `offset` to the end)."""
         from coopnn.runtime.vk.commands import Recorded
         from coopnn.runtime.vk.loader import load_vulkan
 
         vk = load_vulkan()
-        return Recorded(lambda cmd: [vk.vkCmdFillBuffer(cmd, b.handle, 0, b.size if size is None else size, 0)
-                                     for b in buffers])
+        return Recorded(lambda cmd: [vk.vkCmdFillBuffer(cmd, b.handle, offset, b.size - offset if size is None
+                                                        else size, 0) for b in buffers])
+
+    def table_gradient_zeroing(self) -> list:
+        """Zeroing the trained grid's part of the gradient, which the step kernel adds into."""
+        start = self.layout.layers_size * 4
+        return [self.fill_zero(self.gradient, size=self.layout.size * 4 - start, offset=start)] if self.layout.tables \
+            else []
 
     @property
     def loss_scale(self) -> float:
@@ -208,6 +225,8 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
                 return self.state
             if b.role == "partials":
                 return self.partials
+            if b.role == "table_gradient":
+                return self.gradient
             return data.buffers[b.name] if data is not None and b.role == "input" else self.io[b.index]
 
         return (self.weights_buffer(),) + tuple(bound(b) for b in self.binary.bindings[1:])
@@ -243,7 +262,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         rows = batch if data is None else data.rows
         push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity, rows=rows,
                                      seed=seed & 0xFFFFFFFF, whole=int(batch >= rows))
-        return [*self.gradient_method.step_prologue(self),
+        return [*self.gradient_method.step_prologue(self), *self.table_gradient_zeroing(),
                 Dispatch(self.step_kernel, self._buffers(data), push, self.step_method.groups(self, count))]
 
     def _update(self, batch: int) -> list:
@@ -264,7 +283,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         sums = self.loss_tile_shader.pack_push(count=tiles * REDUCE_WIDTH, batch=batch)
         loss_tiles = Dispatch(self.loss_tile_kernel, (self.io[self._binding(LOSS)], self.loss_sums), sums, tiles)
         steps, chunks = self.gradient_method.products(self, batch, count)
-        if not self.gradient_method.optimizer_adds_partials:
+        if not self.adds_partials:
             steps, chunks = self._summed(steps, chunks), 0
         if steps and isinstance(steps[0], Dispatch):
             # it reads the tape or the accumulated gradients, the loss tiles the per-sample losses: disjoint memory
@@ -301,7 +320,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         over the `tiles` sums of the batch's losses."""
         from coopnn.runtime.vk.commands import Dispatch
 
-        adds_partials = self.gradient_method.optimizer_adds_partials
+        adds_partials = self.adds_partials
         buffers = (self.master, self.partials if adds_partials else self.gradient, self.state,
                    self.working_buffer(), *(self.slots[s] for s in self.optimizer.slots), self.books.schedule,
                    self.loss_sums, self.books.history, *self.blocked_copy())
@@ -311,7 +330,9 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
     def _optimizer_push(self, batch: int, tiles: int = 0, chunks: int = 0) -> bytes:
         """The optimizer kernel's push constants now: its settings, the gradient's scale for `batch`, the step's
         `tiles` of loss sums and `chunks` of partial gradients (which `batch` determines)."""
-        partials = {"chunks": chunks} if self.gradient_method.optimizer_adds_partials else {}
+        partials = {"chunks": chunks} if self.adds_partials else {}
+        if self.layout.tables:
+            partials["decay_count"] = decayed_elements(self.layout, self.optimizer)
         return optimizer_push(self.optimizer_kernel_shader, self.optimizer, self.layout.size,
                               1.0 / (batch * self.plan.out_features), terms=tiles, **partials)
 

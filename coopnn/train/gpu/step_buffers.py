@@ -22,8 +22,8 @@ from coopnn.train.gpu.resident import HEAP_SHARE, largest_heap
 # rather than exhausting device memory.
 MAX_TAPE_BYTES = 2 << 30
 # Bindings of buffers the session makes once, not per sample of capacity: the training state words, the partial
-# gradients a fused step kernel writes (`prepare_tape` makes those)
-SESSION_ROLES = ("state", "partials")
+# gradients a fused step kernel writes (`prepare_tape` makes those), the flat gradient a trained grid's is added into
+SESSION_ROLES = ("state", "partials", "table_gradient")
 # Bytes of the tape buffer bound where a step keeps no tape (Vulkan buffers are never empty)
 UNUSED_TAPE = 16
 
@@ -173,7 +173,7 @@ class StepBuffers:
     def capacity_buffer_bytes(self, capacity: int) -> tuple[int, int]:
         """Bytes of the loss tiles' sums and of the partial gradients (0: none) that `prepare_tape` makes for
         `capacity` samples."""
-        return -(-capacity // LOSS_TILE) * 4, self.partial_chunks(capacity) * self.layout.size * 4
+        return -(-capacity // LOSS_TILE) * 4, self.partial_chunks(capacity) * self.layout.layers_size * 4
 
     def partial_chunks(self, capacity: int) -> int:
         """The most partial gradients a batch of up to `capacity` samples is summed in; 0 where weight gradients are

@@ -10,19 +10,24 @@ sums over samples of the tape, which other kernels reduce; with `accumulate` (th
 adds each sample's delta x input and delta to parameters of role "gradient" (`gradient_name`) instead. With a tape of
 no layers (`accumulate`, or a kernel that forms the weight gradients from what it holds, `tiled_fused`) nothing goes on
 the tape. A loss that `writes_input_gradient` also gets the gradient in the first layer's input (the transposed
-product once more) stored into the output INPUT_GRADIENT, where no prefix stands before the first layer.
+product once more) stored into the output INPUT_GRADIENT, where no prefix stands before the first layer. A trained
+grid (`TrainingPlan.tables`) reads its tables from the flat parameters like the layers, and the gradient in its
+outputs (the first layer's transposed product) is added into the table's part of the flat gradient, bound as
+TABLE_GRADIENT (`accumulate_encoding`: float32 atomics, samples sharing entries).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from coopnn.shaders.kernel import activations
 from coopnn.shaders.kernel.derivatives import derivative
 from coopnn.shaders.kernel.lower import Lowerer
 from coopnn.shaders.kernel.program import KernelProgram, VecType
 from coopnn.shaders.targets.base import TRAINING_STATE_FIELDS
-from coopnn.shaders.training.layout import TapeLayout
+from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.train.gpu.loss_kernels import loss_terms
-from coopnn.train.gpu.plan import TrainingPlan
+from coopnn.train.gpu.plan import PlannedTable, TrainingPlan
 from coopnn.train.losses import Loss
 
 TARGET = "target"  # the graph-name of the targets' input binding
@@ -30,6 +35,7 @@ TARGET_PARAM = "t"  # the kernel parameter the targets are loaded from
 TAPE, LOSS, STATE = "tape", "loss", "state"
 INPUT_GRADIENT = "input_gradient"  # the output a loss that `writes_input_gradient` gets: d loss / d first input
 LOSS_SCALE = "loss_scale"
+TABLE_GRADIENT = "table_gradient"  # the flat gradient, which a trained grid's gradient is added into
 
 
 def gradient_name(parameter: str) -> str:
@@ -37,12 +43,18 @@ def gradient_name(parameter: str) -> str:
     return f"{parameter}/gradient"
 
 
-def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: bool = False) -> KernelProgram:
-    """The step program of `plan`; weights are parameters named after the stable parameter names."""
+def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: bool = False,
+                 layout: ParameterLayout | None = None) -> KernelProgram:
+    """The step program of `plan`; weights are parameters named after the stable parameter names; a trained grid's
+    gradient goes to its table's offset in `layout`."""
     lw = Lowerer(plan.graph)
     lw.lower_inputs()
+    tables = {table.node.name: table for table in plan.tables}
     for node in plan.prefix:
-        lw.lower_node(node)
+        if node.name in tables:
+            lw.vectors[node.outputs[0]] = _trained_encoding(lw, tables[node.name])
+        else:
+            lw.lower_node(node)
     k = lw.k
     out_features = plan.out_features
     k.add_param(TARGET_PARAM, "input", (out_features,), TARGET)
@@ -85,8 +97,30 @@ def step_program(plan: TrainingPlan, loss: Loss, tape: TapeLayout, accumulate: b
         elif tape.layers:
             k.emit("store", None, (delta, TAPE), start=tape.delta_start(index), width=tape.layers[index].rows,
                    layout=tape.deltas)
-        if index or writes_input:
+        if index or writes_input or plan.tables:  # a trained grid takes the first layer's input gradient
             gradient = k.emit("gemv", VecType("f32", layer.cols), (w, delta), transpose=True)
+    for table in plan.tables:  # at most one: a trained grid feeds the first layer
+        _accumulate_table(lw, table, gradient, layout)
     if writes_input:
         k.emit("store", None, (gradient, INPUT_GRADIENT))
     return k.build()
+
+
+def _trained_encoding(lw: Lowerer, table: PlannedTable) -> str:
+    """The encoding of a trained grid, its tables a parameter of the stable name (at its place in the flat
+    parameters)."""
+    node = table.node
+    params = lw.k.own_param(table.name, np.asarray(lw.graph.constants[table.constant], np.float32).reshape(-1),
+                            "vector")
+    return lw.k.emit("encode", None, (lw.vectors[node.inputs[0]], params), encoding=node.attrs["encoding"])
+
+
+def _accumulate_table(lw: Lowerer, table: PlannedTable, gradient: str, layout: ParameterLayout | None) -> None:
+    """Add the grid's gradient from `gradient`, the loss's gradient in its outputs, into its table's elements of
+    the flat gradient."""
+    if layout is None:
+        raise ValueError("a step program training a grid needs the parameter layout its table's gradient goes to")
+    start = next(t.offset for t in layout.tables if t.name == table.name)
+    target = lw.k.add_param(TABLE_GRADIENT, "table_gradient", (layout.size,))
+    lw.k.emit("accumulate_encoding", None, (lw.vectors[table.node.inputs[0]], gradient, target.name),
+              encoding=table.node.attrs["encoding"], start=start)

@@ -47,9 +47,10 @@ IDENTITY = from_config({"otype": "Identity", "scale": 2.0, "offset": -1.0}, 4)
 GRID = from_config({"otype": "DenseGrid", "n_levels": 2, "n_features_per_level": 2, "base_resolution": 2}, 2)
 
 
-def every_instruction(accumulate: bool = True) -> KernelBuilder:
+def every_instruction(accumulate: bool = True, scatter: bool = False) -> KernelBuilder:
     """A training-shaped kernel using every instruction of the table, with its results stored as outputs (the
-    weight-gradient accumulations, which only the coopvec target lowers, unless `accumulate` is false)."""
+    weight-gradient accumulations, which only the coopvec target lowers, unless `accumulate` is false; a grid's
+    gradient accumulation, which only the portable target lowers, with `scatter`)."""
     k = KernelBuilder("every_instruction")
     k.add_param("x", "input", (4,), "x")
     k.add_param("tape", "tape", (8,))
@@ -76,7 +77,12 @@ def every_instruction(accumulate: bool = True) -> KernelBuilder:
     results.append(k.splat(-2.0, 3))
     results.append(k.emit("encode", None, (x,), encoding=IDENTITY))
     table = k.constant_param(np.arange(GRID.n_parameters, dtype=np.float32) / 64, "vector", "e")
-    results.append(k.emit("encode", None, (k.gather([x], [(0, 0), (0, 1)]), table), encoding=GRID))
+    point = k.gather([x], [(0, 0), (0, 1)])
+    results.append(k.emit("encode", None, (point, table), encoding=GRID))
+    if scatter:
+        k.emit("accumulate_encoding", None, (point, back, k.add_param("gt", "table_gradient",
+                                                                      (GRID.n_parameters + 3,)).name),
+               encoding=GRID, start=3)
     k.emit("store", None, (x, "tape"), start=0, width=4, layout="samples")
     k.emit("store", None, (h, "tape"), start=4, width=4, layout="features")
     k.emit("store", None, (k.reduce("reduce_sum", back, 4), "loss"))
@@ -99,12 +105,13 @@ def test_the_readme_names_every_instruction():
 
 
 def test_the_test_kernel_uses_every_instruction():
-    assert {i.op for i in every_instruction().body} == set(KERNEL_OPS)
+    assert {i.op for i in every_instruction(scatter=True).body} == set(KERNEL_OPS)
 
 
 def test_a_kernel_of_every_instruction_passes_spirv_val(tmp_path):
     program = every_instruction().build()
-    spirv_val(target("portable").compile(every_instruction(accumulate=False).build(), FP32).spirv, tmp_path)
+    spirv_val(target("portable").compile(every_instruction(accumulate=False, scatter=True).build(), FP32).spirv,
+              tmp_path)
     packed = pack_plan(coopvec_target.weight_plan(program, FP16), "training_optimal", lambda m: bytes(2 * m.nbytes))
     accumulators = {name: Entry(name, len(packed.data) + 64 * i, 64, tuple(padded(n) for n in shape),
                                 "training_optimal" if len(shape) == 2 else "vector", "fp16")
@@ -137,6 +144,17 @@ def test_the_interpreter_runs_every_instruction():
     table = next(program.constants[i.args[1]] for i in program.body if i.op == "encode" and len(i.args) > 1)
     np.testing.assert_array_equal(encoded[0], x * 2 - 1)
     np.testing.assert_array_equal(encoded[1], GRID.forward(x[:, :2], table))
+
+
+def test_the_numpy_meaning_of_accumulate_encoding_is_the_grids_backward_from_its_start():
+    program = every_instruction(scatter=True).build()
+    instr = next(i for i in program.body if i.op == "accumulate_encoding")
+    x = np.array([[0.25, 0.75], [0.5, 0.125]], np.float32)
+    delta = np.array([[1.0, -2.0, 0.5, 3.0], [0.25, 1.0, -1.0, 2.0]], np.float32)
+    summed = KERNEL_OPS["accumulate_encoding"].numpy(instr, [x, delta, None], None)
+    expected = np.zeros(GRID.n_parameters + 3, np.float32)
+    expected[3:] = GRID.backward(x, np.zeros(GRID.n_parameters, np.float32), delta, input_gradient=False)[0]
+    np.testing.assert_array_equal(summed, expected)
 
 
 @pytest.mark.parametrize("stated, args, attrs, message", [

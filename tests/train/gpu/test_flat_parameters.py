@@ -38,3 +38,18 @@ def test_parameters_not_given_are_zero():
     back = unflatten(layout, plan, flat)
     np.testing.assert_array_equal(back[first.bias], np.ones(first.rows))
     assert all(not back[name].any() for name in back if name != first.bias)
+
+
+def test_a_grids_table_follows_the_layers_and_round_trips():
+    graph = coopnn.mlp(2, [4], 1, backend="numpy", seed=4, encoding={"otype": "HashGrid", "n_levels": 2,
+                                                                     "log2_hashmap_size": 5}).graph
+    plan = plan_training(graph)
+    (table,) = plan.tables
+    assert (table.name, table.node.name) == ("encoding.params", "encoding")
+    layout = ParameterLayout.of([(p.weight, p.bias, _padded(p.rows), _padded(p.cols)) for p in plan.layers],
+                                [(table.name, table.size)])
+    assert layout.tables[0].offset == layout.layers_size and layout.size == layout.layers_size + table.size
+    values = {table.name: np.arange(table.size, dtype=np.float32)}
+    flat = flatten(layout, values)
+    np.testing.assert_array_equal(flat[layout.layers_size:], values[table.name])
+    np.testing.assert_array_equal(unflatten(layout, plan, flat)[table.name], values[table.name])

@@ -3,7 +3,9 @@ tcnn's uint32 and the fraction p - floor(p); then the vertices around it (Neares
 Smoothstep: the 2^d corners, bit `dim` of the corner number meaning +1 along `dim`), each indexed densely or by the
 CoherentPrime hash modulo the level's table size (`grid_levels.vertex_index`), its F features read from the
 parameter vector and blended by the corner's weight, the product of its per-dimension weights in dimension order.
-Everything is unrolled: levels, corners and features are compile-time counts."""
+Everything is unrolled: levels, corners and features are compile-time counts. `scatter_gradient` walks the same
+vertices backwards, for a training step's kernel: each vertex's weight times the gradient in the level's outputs,
+added into the gradient of the parameter vector by the target's atomic add."""
 
 from __future__ import annotations
 
@@ -41,24 +43,52 @@ def _fractions(w, grid: Grid, fractions: list) -> list:
     return [w.mul(w.mul(t, t), w.sub(w.constant(3.0), w.scale(t, 2.0))) for t in fractions]
 
 
-def _level(w, grid: Grid, level: Level, xs: list) -> list:
+def _corners(w, grid: Grid, level: Level, xs: list):
+    """(weight, vertex) of each vertex the level reads for the point `xs`: the cell's own with weight None (Nearest),
+    else the 2^d corners of the cell and their interpolation weights."""
     scale, half = w.constant(float(level.scale)), w.constant(0.5)
     positions = [w.fma(scale, x, half) for x in xs]
     floors = [w.glsl("Floor", p) for p in positions]
     cells = [w.cell(f) for f in floors]
     if grid.interpolation == "Nearest":
-        return _features(w, grid, level, cells)
+        yield None, cells
+        return
     upper = _fractions(w, grid, [w.sub(p, f) for p, f in zip(positions, floors)])
     lower = [w.sub(w.constant(1.0), t) for t in upper]
     one = w.uint(1)
-    blended = None
     for corner in range(1 << grid.n_input_dims):
         bits = [(corner >> dim) & 1 for dim in range(grid.n_input_dims)]
         weight = w.product([upper[dim] if bit else lower[dim] for dim, bit in enumerate(bits)])
-        vertex = [w.add(cell, one) if bit else cell for cell, bit in zip(cells, bits)]
-        terms = [w.mul(weight, value) for value in _features(w, grid, level, vertex)]
+        yield weight, [w.add(cell, one) if bit else cell for cell, bit in zip(cells, bits)]
+
+
+def _level(w, grid: Grid, level: Level, xs: list) -> list:
+    blended = None
+    for weight, vertex in _corners(w, grid, level, xs):
+        values = _features(w, grid, level, vertex)
+        if weight is None:
+            return values
+        terms = [w.mul(weight, value) for value in values]
         blended = terms if blended is None else [w.add(a, b) for a, b in zip(blended, terms)]
     return blended
+
+
+# What a kernel adding a grid's gradient with float32 atomics needs of the device: the atomic add on storage buffers
+# (VK_EXT_shader_atomic_float), and device-scope atomics under the Vulkan memory model.
+SCATTER_FEATURES = frozenset({"shaderBufferFloat32AtomicAdd", "vulkanMemoryModelDeviceScope"})
+
+
+def scatter_gradient(w, encoding: Grid, xs: list, deltas: list, add) -> None:
+    """The backward rule of `Grid.backward` for one sample: for every level, vertex and feature f, add(element,
+    delta of output (level, f) x the vertex's weight) at the element (offset + index) F + f of the parameter
+    vector the forward pass read it from."""
+    features = encoding.n_features_per_level
+    for number, level in enumerate(encoding.levels):
+        for weight, vertex in _corners(w, encoding, level, xs):
+            first = w.mul(w.add(_vertex_index(w, level, vertex), w.uint(level.offset)), w.uint(features))
+            for f in range(features):
+                delta = deltas[number * features + f]
+                add(w.add(first, w.uint(f)) if f else first, delta if weight is None else w.mul(weight, delta))
 
 
 def grid(w, encoding: Grid, xs: list) -> list:
