@@ -19,6 +19,7 @@ from coopnn.backends.coopvec.target import CoopvecEmitter, lowers
 from coopnn.errors import CompileError
 from coopnn.layouts.pack import Entry
 from coopnn.shaders.kernel.program import Instr
+from coopnn.shaders.spirv.ops import Ops
 
 REDUCE_FIRST_LAYOUT = "row_major"
 
@@ -38,10 +39,10 @@ def accumulate_outer(e: CoopvecEmitter, instr: Instr) -> None:
         WorkgroupSums.of(e).accumulate(entry, [(delta, rows), (x, columns)])
         return
     m = e.m
-    e.fn.emit("OpCooperativeVectorOuterProductAccumulateNV", e.array_pointer(0), e.uint(entry.offset),
-              e.forms.padded_vector(delta, rows), e.forms.padded_vector(x, columns),
-              m.enum_constant("CooperativeVectorMatrixLayout", "TrainingOptimalNV"),
-              m.enum_constant("ComponentType", "Float16NV"))
+    Ops(e.fn).vector_outer_product_accumulate(e.array_pointer(0), e.uint(entry.offset),
+                                              e.forms.padded_vector(delta, rows), e.forms.padded_vector(x, columns),
+                                              m.enum_constant("CooperativeVectorMatrixLayout", "TrainingOptimalNV"),
+                                              m.enum_constant("ComponentType", "Float16NV"))
 
 
 @lowers("accumulate_sum")
@@ -51,15 +52,16 @@ def accumulate_sum(e: CoopvecEmitter, instr: Instr) -> None:
     if reduces_first(e):
         WorkgroupSums.of(e).accumulate(entry, [(delta, entry.shape[0])])
         return
-    e.fn.emit("OpCooperativeVectorReduceSumAccumulateNV", e.array_pointer(0), e.uint(entry.offset),
-              e.forms.padded_vector(delta, entry.shape[0]))
+    Ops(e.fn).vector_reduce_sum_accumulate(e.array_pointer(0), e.uint(entry.offset),
+                                           e.forms.padded_vector(delta, entry.shape[0]))
 
 
 class WorkgroupSums:
     """The reduce-first method's workgroup memory (float16 rows of W samples) and its sums."""
 
     def __init__(self, e: CoopvecEmitter):
-        self.e, m, fn = e, e.m, e.fn
+        self.e, m = e, e.m
+        self.ops = Ops(e.fn)
         self.width = e.frame.workgroup_size[0]
         # Room for the widest accumulation: a layer's delta and input side by side, per sample.
         widest = max(sum(p.shape) + 16 for p in e.program.params_of("gradient"))
@@ -68,7 +70,7 @@ class WorkgroupSums:
                                         name="samples")
         self.row_sums = m.global_variable("Workgroup", m.type_array(e.f32, m.constant(u32, widest)), name="row_sums")
         local = m.builtin_input("LocalInvocationIndex", u32)
-        self.local = fn.emit("OpLoad", u32, local)
+        self.local = self.ops.load(u32, local)
 
     @classmethod
     def of(cls, e: CoopvecEmitter) -> "WorkgroupSums":
@@ -77,69 +79,69 @@ class WorkgroupSums:
         return e.workgroup_sums
 
     def pointer(self, array, scalar, index):
-        return self.e.fn.emit("OpAccessChain", self.e.m.type_pointer("Workgroup", scalar), array, index)
+        return self.ops.access_chain(self.e.m.type_pointer("Workgroup", scalar), array, index)
 
     def accumulate(self, entry: Entry, vectors) -> None:
         """Add the workgroup's sum of vectors[0] x vectors[1] (rows of `entry`, row-major), or of vectors[0] (a
         bias vector), to the accumulator `entry`; vectors are (held value, padded size)."""
-        e, fn, u32, f32 = self.e, self.e.fn, self.e.frame.u32, self.e.f32
+        e, fn, ops, u32, f32 = self.e, self.e.fn, self.ops, self.e.frame.u32, self.e.f32
         weights = e.array_pointer(0)  # made here, where it dominates the branches below
         sizes = [size for _, size in vectors]
         stride = sum(sizes)  # halves per sample in workgroup memory: the delta, then the input
         self.e.fn.barrier()  # the previous accumulation's reads are done
-        base = fn.emit("OpIMul", u32, self.local, e.uint(stride))
+        base = ops.int_mul(u32, self.local, e.uint(stride))
         offset = 0
         for held, size in vectors:
             components = e.forms.components(held, "f16")
             zero = e.forms.constant("f16", 0.0)
             for i, value in enumerate(components + [zero] * (size - held.size)):
-                index = fn.emit("OpIAdd", u32, base, e.uint(offset + i))
-                fn.emit("OpStore", self.pointer(self.memory, e.f16, index), value)
+                index = ops.int_add(u32, base, e.uint(offset + i))
+                ops.store(self.pointer(self.memory, e.f16, index), value)
             offset += size
         self.e.fn.barrier()
         rows = sizes[0]
         outer = len(vectors) == 2
         for first in range(0, rows, self.width):
-            row = fn.emit("OpIAdd", u32, self.local, e.uint(first))
-            with fn.if_(fn.emit("OpULessThan", e.boolean, row, e.uint(rows))):
+            row = ops.int_add(u32, self.local, e.uint(first))
+            with fn.if_(ops.uint_less(e.boolean, row, e.uint(rows))):
                 total = self.row_total(row, stride, sizes[1] if outer else 0)
                 if outer:
-                    at = fn.emit("OpIAdd", u32, e.uint(entry.offset),
-                                 fn.emit("OpIMul", u32, row, e.uint(2 * sizes[1])))
-                    fn.emit("OpCooperativeVectorReduceSumAccumulateNV", weights, at,
-                            fn.emit("OpFConvert", e.forms.vector_type("f16", sizes[1]), total))
+                    at = ops.int_add(u32, e.uint(entry.offset), ops.int_mul(u32, row, e.uint(2 * sizes[1])))
+                    ops.vector_reduce_sum_accumulate(weights, at,
+                                                     ops.float_convert(e.forms.vector_type("f16", sizes[1]), total))
                 else:
-                    fn.emit("OpStore", self.pointer(self.row_sums, f32, row), total)
+                    ops.store(self.pointer(self.row_sums, f32, row), total)
         if outer:
             return
         self.e.fn.barrier()
-        with fn.if_(fn.emit("OpIEqual", e.boolean, self.local, e.frame.zero)):
-            sums = [fn.emit("OpFConvert", e.f16, fn.emit("OpLoad", f32, self.pointer(self.row_sums, f32, e.uint(i))))
+        with fn.if_(ops.int_equal(e.boolean, self.local, e.frame.zero)):
+            sums = [ops.float_convert(e.f16, ops.load(f32, self.pointer(self.row_sums, f32, e.uint(i))))
                     for i in range(rows)]
-            fn.emit("OpCooperativeVectorReduceSumAccumulateNV", weights, e.uint(entry.offset),
-                    fn.emit("OpCompositeConstruct", e.forms.vector_type("f16", rows), *sums))
+            ops.vector_reduce_sum_accumulate(weights, e.uint(entry.offset),
+                                             ops.construct(e.forms.vector_type("f16", rows), *sums))
 
     def row_total(self, row, stride: int, columns: int):
         """Sum over the workgroup's samples of delta[row] * input (a float32 cooperative vector of `columns`), or of
         delta[row] (a float32 scalar) when `columns` is 0."""
-        e, fn, m, u32, f32 = self.e, self.e.fn, self.e.m, self.e.frame.u32, self.e.f32
+        e, fn, ops, m, f32 = self.e, self.e.fn, self.ops, self.e.m, self.e.f32
+        u32 = e.frame.u32
         kind = e.forms.vector_type("f32", columns) if columns else f32
         total = fn.variable(kind, initializer=m.constant(kind, [0.0] * columns) if columns else m.constant(f32, 0.0))
         with fn.for_range(e.frame.zero, e.uint(self.width)) as sample:
-            base = fn.emit("OpIMul", u32, sample, e.uint(stride))
+            base = ops.int_mul(u32, sample, e.uint(stride))
 
             def half(offset):
-                index = fn.emit("OpIAdd", u32, base, offset)
-                return fn.emit("OpFConvert", f32, fn.emit("OpLoad", e.f16, self.pointer(self.memory, e.f16, index)))
+                index = ops.int_add(u32, base, offset)
+                return ops.float_convert(f32, ops.load(e.f16, self.pointer(self.memory, e.f16, index)))
 
             weight = half(row)
             term = weight
             if columns:
                 first = stride - columns
-                inputs = fn.emit("OpCompositeConstruct", kind, *[half(e.uint(first + k)) for k in range(columns)])
-                term = fn.emit("OpVectorTimesScalar", kind, inputs, weight)
-            fn.emit("OpStore", total, fn.emit("OpFAdd", kind, fn.emit("OpLoad", kind, total), term))
-        return fn.emit("OpLoad", kind, total)
+                inputs = ops.construct(kind, *[half(e.uint(first + k)) for k in range(columns)])
+                term = ops.vector_times_scalar(kind, inputs, weight)
+            ops.store(total, ops.float_add(kind, ops.load(kind, total), term))
+        return ops.load(kind, total)
 
 
 @lowers("accumulate_encoding")

@@ -64,8 +64,10 @@ class _RowProducts:
         self.tape, self.sub, self.subs_per_chunk = tape, sub, subs_per_chunk
         self.frame = frame = training_frame(push_constant_block(("count", "u32"), ("batch", "u32"),
                                                                 ("capacity", "u32"), ("parameters", "u32")))
-        self.m, self.fn, self.u32 = m, fn, u32 = frame.module, frame.main, frame.u32
+        m, u32 = frame.module, frame.u32
+        self.m, self.fn, self.u32 = m, frame.main, u32
         self.ix = ix = Indices(frame)
+        self.ops = ix.ops
         self.f16 = f16 = m.type_float(16)
         storage_buffer(frame, TAPE, f16, writable=False, name="tape")
         storage_buffer(frame, PARTIALS, frame.f32, writable=True, name="partials")
@@ -75,7 +77,7 @@ class _RowProducts:
                                                                  self.array(ONES, f16))
         self.half = m.enum_constant("ComponentType", "Float16NV")
         self.no = m.constant(frame.bool, False)
-        self.row, self.chunk = frame.sample, fn.emit("OpCompositeExtract", u32, frame.invocation_id, 1, name="chunk")
+        self.row, self.chunk = frame.sample, self.ops.extract(u32, frame.invocation_id, 1, name="chunk")
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
         self.chunk_partials = ix.mul(self.chunk, frame.push_value("parameters"))
         self.chunk_partial_groups = ix.shift_right(self.chunk_partials, frame.uint(2))
@@ -85,7 +87,7 @@ class _RowProducts:
         m = self.m
         stride = m.scalar_widths(scalar).pop() // 8
         pointer = m.type_pointer("StorageBuffer", m.type_runtime_array(scalar, stride=stride))
-        return self.fn.emit("OpAccessChain", pointer, self.frame.buffers[binding], self.frame.zero)
+        return self.ops.access_chain(pointer, self.frame.buffers[binding], self.frame.zero)
 
     def vector(self, scalar, size: int):
         return self.m.type_cooperative_vector_nv(scalar, size)
@@ -97,11 +99,12 @@ class _RowProducts:
 
     def times(self, matrix, offset, delta, rows: int, layout: str, stride: int):
         """`delta` (a vector of `sub` float16 deltas) times the `rows` x `sub` matrix at `offset`, in float32."""
-        fn, m, uint = self.fn, self.m, self.frame.uint
-        product = fn.emit("OpCooperativeVectorMatrixMulNV", self.vector(self.f16, rows), delta, self.half, matrix,
-                          offset, self.half, uint(rows), uint(self.sub),
-                          m.enum_constant("CooperativeVectorMatrixLayout", layout), self.no, uint(stride))
-        return fn.emit("OpFConvert", self.vector(self.frame.f32, rows), product)
+        m, uint = self.m, self.frame.uint
+        product = self.ops.vector_matrix_mul(self.vector(self.f16, rows), delta, self.half, matrix, offset, self.half,
+                                             uint(rows), uint(self.sub),
+                                             m.enum_constant("CooperativeVectorMatrixLayout", layout), self.no,
+                                             uint(stride))
+        return self.ops.float_convert(self.vector(self.frame.f32, rows), product)
 
     def layer(self, index: int, layer, start: int) -> None:
         """Rows start.. of the row space: the layer's weight and bias gradient rows over the invocation's chunk."""
@@ -126,21 +129,21 @@ class _RowProducts:
             first_groups = add(mul(self.chunk, uint(sub * self.subs_per_chunk // 8)), mul(s, uint(sub // 8)))
             first = mul(first_groups, uint(8))
             with fn.if_(self.ix.less(first, self.batch)):
-                delta = fn.emit("OpCooperativeVectorLoadNV", self.vector(self.f16, sub), self.tape_array,
-                                self.aligned(add(delta_row, first_groups), 16))
+                delta = self.ops.vector_load(self.vector(self.f16, sub), self.tape_array,
+                                             self.aligned(add(delta_row, first_groups), 16))
                 block = self.aligned(add(input_region, mul(first, uint(k // 8))), 16)
                 for variable, product in (
                         (weights, self.times(self.tape_array, block, delta, k, "ColumnMajorNV", 2 * k)),
                         (bias, self.times(self.ones_array, self.frame.zero, delta, ONES_ROWS, "RowMajorNV", 2 * sub))):
-                    fn.emit("OpStore", variable, fn.emit("OpFAdd", self.m.type_of(product),
-                                                         fn.emit("OpLoad", self.m.type_of(product), variable), product))
+                    kind = self.m.type_of(product)
+                    self.ops.store(variable, self.ops.float_add(kind, self.ops.load(kind, variable), product))
 
     def _store(self, layer, k: int, r, weights, bias) -> None:
         """Row `r`'s sums into the chunk's partial gradients."""
-        fn, uint, mul, add, f32 = self.fn, self.frame.uint, self.ix.mul, self.ix.add, self.frame.f32
+        uint, mul, add, f32 = self.frame.uint, self.ix.mul, self.ix.add, self.frame.f32
         weight_groups = add(self.chunk_partial_groups, add(uint(layer.weight_offset // 4), mul(r, uint(k // 4))))
-        fn.emit("OpCooperativeVectorStoreNV", self.partials_array, self.aligned(weight_groups, 16),
-                fn.emit("OpLoad", self.vector(f32, k), weights))
-        bias_total = fn.emit("OpCompositeExtract", f32, fn.emit("OpLoad", self.vector(f32, ONES_ROWS), bias), 0)
+        self.ops.vector_store(self.partials_array, self.aligned(weight_groups, 16),
+                              self.ops.load(self.vector(f32, k), weights))
+        bias_total = self.ops.extract(f32, self.ops.load(self.vector(f32, ONES_ROWS), bias), 0)
         bias_at = add(self.chunk_partials, add(uint(layer.bias_offset), r))
-        fn.emit("OpStore", self.frame.element_pointer(PARTIALS, bias_at, f32), bias_total)
+        self.ops.store(self.frame.element_pointer(PARTIALS, bias_at, f32), bias_total)

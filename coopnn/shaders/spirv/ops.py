@@ -33,6 +33,7 @@ class Ops:
     # float arithmetic
     float_add = _instruction("OpFAdd")
     float_mul = _instruction("OpFMul")
+    vector_times_scalar = _instruction("OpVectorTimesScalar")
     # comparisons, logic and selects
     uint_less = _instruction("OpULessThan")
     uint_at_least = _instruction("OpUGreaterThanEqual")
@@ -62,3 +63,9 @@ class Ops:
     matrix_load = _instruction("OpCooperativeMatrixLoadKHR")
     matrix_store = _instruction("OpCooperativeMatrixStoreKHR")
     matrix_mul_add = _instruction("OpCooperativeMatrixMulAddKHR")
+    # cooperative vectors
+    vector_load = _instruction("OpCooperativeVectorLoadNV")
+    vector_store = _instruction("OpCooperativeVectorStoreNV")
+    vector_matrix_mul = _instruction("OpCooperativeVectorMatrixMulNV")
+    vector_outer_product_accumulate = _instruction("OpCooperativeVectorOuterProductAccumulateNV")
+    vector_reduce_sum_accumulate = _instruction("OpCooperativeVectorReduceSumAccumulateNV")

@@ -10,7 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 KERNELS = ("coopnn/backends/coopvec/tiled_step.py", "coopnn/backends/coopvec/tiled_fused.py",
            "coopnn/shaders/training/tiles", "coopnn/shaders/training/coopmat_gradients.py",
-           "coopnn/shaders/training/gradients.py", "coopnn/shaders/training/indices.py")
+           "coopnn/shaders/training/gradients.py", "coopnn/shaders/training/indices.py",
+           "coopnn/backends/coopvec/coopvec_gradients.py", "coopnn/backends/coopvec/accumulate.py")
 
 
 def kernel_files() -> list[Path]:
