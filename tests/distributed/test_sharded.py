@@ -83,9 +83,10 @@ def test_cuda_tensors_across_the_gpu_listed_twice_equal_one_model(coopvec_device
     if not torch.cuda.is_available():
         pytest.skip("needs PyTorch with a CUDA device")
     device = all_devices()[0]
-    single = coopnn.mlp(3, [16], 2, seed=4, backend="coopvec", device=device)
+    single = coopnn.mlp(3, [16], 2, seed=4, backend="coopvec", weights="fp16", device=device)
     x = torch.from_numpy(X).cuda()
-    with ShardedModel([coopnn.mlp(3, [16], 2, seed=4, backend="coopvec", device=device) for _ in range(2)]) as s:
+    shards = [coopnn.mlp(3, [16], 2, seed=4, backend="coopvec", weights="fp16", device=device) for _ in range(2)]
+    with ShardedModel(shards) as s:
         out = s.run(x)
         assert out.is_cuda and out.device == x.device
         np.testing.assert_allclose(out.cpu().numpy(), single.run(X), rtol=1e-3, atol=2.5e-3)

@@ -65,14 +65,14 @@ def test_a_gloo_group_of_one_follows_the_single_process_numpy_trainer(one_rank_g
 @pytest.mark.gpu
 @pytest.mark.parametrize("one_rank_group", ["nccl"], indirect=True)
 def test_an_nccl_group_of_one_follows_the_single_gpu_coopvec_trainer(coopvec_device, one_rank_group):
-    _compare("coopvec", "CudaTransport", one_rank_group)
+    _compare("coopvec", "CudaTransport", one_rank_group, weights="fp16")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("one_rank_group", ["gloo"], indirect=True)
 def test_a_gloo_group_of_one_follows_the_single_gpu_coopvec_trainer_through_the_host(coopvec_device,
                                                                                       one_rank_group):
-    _compare("coopvec", "HostTransport", one_rank_group)
+    _compare("coopvec", "HostTransport", one_rank_group, weights="fp16")
 
 
 def test_torch_group_without_torch_distributed_initialised_is_an_input_error():

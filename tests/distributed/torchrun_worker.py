@@ -22,7 +22,7 @@ BATCH, STEPS, SEED = 4096, 10, 11
 
 
 def trainer(device: int) -> coopnn.Trainer:
-    model = coopnn.mlp(3, [64, 64], 4, seed=2, backend="coopvec", device=device)
+    model = coopnn.mlp(3, [64, 64], 4, seed=2, backend="coopvec", weights="fp16", device=device)
     return coopnn.Trainer(model, optimizer=coopnn.optim.Adam(lr=1e-2), seed=SEED)
 
 

@@ -19,7 +19,7 @@ BINARY = {  # (op, kind) -> SPIR-V instruction, or ("GLSL", name)
     ("sub", "int"): "OpISub", ("sub", "float"): "OpFSub", ("sub", "complex"): "OpFSub",
     ("mul", "int"): "OpIMul", ("mul", "float"): "OpFMul",
     ("div", "int"): "OpSDiv", ("div", "float"): "OpFDiv",
-    ("rem", "int"): "OpSRem", ("rem", "float"): "OpFRem",
+    ("rem", "float"): "OpFRem",
     ("max", "int"): ("GLSL", "SMax"), ("max", "float"): ("GLSL", "FMax"),
     ("min", "int"): ("GLSL", "SMin"), ("min", "float"): ("GLSL", "FMin"),
     ("shl", "int"): "OpShiftLeftLogical", ("shr", "int"): "OpShiftRightArithmetic",
@@ -73,10 +73,19 @@ def binary(e: Emitter, op: str, t: ScalarType, a, b):
         return complex_multiply(e, t, a, b)
     if t.is_complex and op == "div":
         return _complex_divide(e, t, a, b)
+    if op == "rem" and kind(t) == "int":
+        return _integer_remainder(e, t, a, b)
     instruction = BINARY[(op, kind(t))]
     if isinstance(instruction, tuple):
         return e.fn.ext_inst(e.value_type(t), instruction[1], a, b)
     return e.emit(instruction, e.value_type(t), a, b)
+
+
+def _integer_remainder(e: Emitter, t: ScalarType, a, b):
+    """a - (a / b) b, the remainder with the dividend's sign: NVIDIA's driver computed OpSRem of negative operands as
+    an unsigned remainder (bench/results/nvidia-h200-2026-12-02-tl-remainder.md), so it is built from OpSDiv."""
+    kind_type = e.value_type(t)
+    return e.emit("OpISub", kind_type, a, e.emit("OpIMul", kind_type, e.emit("OpSDiv", kind_type, a, b), b))
 
 
 def _elementwise(t: CoopMatrixType, apply, *matrices: CoopValue) -> CoopValue:

@@ -4,11 +4,10 @@ optimizer's row-major float16 working copy after every step."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends.coopvec.products import weight_plan
 from coopnn.backends.coopvec.target import CoopvecTarget
+from coopnn.errors import CompileError
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.train.gpu.families import StepKernel
 
@@ -43,6 +42,12 @@ class PerSampleStep(StepKernel):
                                         matrix_format(FP16, rows, cols, LAYOUT)))
 
         session.packed = pack_plan(weight_plan(session.program, FP16), LAYOUT, reserve)
+        constants = sorted(set(session.packed.entries) - set(session.layout.entries(FP16)))
+        if constants:
+            # The step's weights are converted from the optimizer's working copy, which holds parameters only.
+            raise CompileError(f"the per-sample coopvec step cannot train {session.plan.graph.name!r}: its kernel "
+                               f"reads weights that are not among the parameters it trains ({', '.join(constants)}); "
+                               "train it with backend='numpy'")
         session.image = session.gradient_method.weight_image(session, session.packed)
         return CoopvecTarget().compile(session.program, FP16, 64, packed=session.image)
 
@@ -51,9 +56,6 @@ class PerSampleStep(StepKernel):
 
         session.optimal = session.context.create_buffer(len(session.image.data), HostAccess.NONE,
                                                         device_address=True)
-        # The image's constants that are no parameter (a GELU's coefficients, say) are written once here; the
-        # parameters are converted from the working copy by `working_steps`.
-        session.optimal.upload(np.frombuffer(session.image.data, np.uint8))
 
     def weights_buffer(self, session):
         return session.optimal
@@ -62,9 +64,8 @@ class PerSampleStep(StepKernel):
         from coopnn.backends.coopvec.driver import repack
         from coopnn.runtime.vk.commands import Recorded
 
-        parameters = session.layout.entries(FP16)
-        trained = {name: entry for name, entry in session.packed.entries.items() if name in parameters}
-        return [Recorded(repack(session.context, session.working, parameters, session.optimal, trained))]
+        return [Recorded(repack(session.context, session.working, session.layout.entries(FP16), session.optimal,
+                                session.packed.entries))]
 
 
 KERNEL = PerSampleStep()
