@@ -125,6 +125,15 @@ def _zoo_bytes(path: Path) -> bytes:
     return path.read_bytes()
 
 
+def _as_int(text: str) -> int | None:
+    """`text` read as the loader reads an offset or a length (Python's int(), which takes '+1' and ' 7 ' but not
+    '²'), or None where it refuses it."""
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 @st.composite
 def external_cases(draw, root: Path) -> tuple[onnx.ModelProto, bool]:
     """A zoo model with one initializer in external data made hostile, and whether it must fail (a random location or
@@ -143,10 +152,9 @@ def external_cases(draw, root: Path) -> tuple[onnx.ModelProto, bool]:
         number = st.integers(-(1 << 70), 1 << 70) | st.sampled_from([0, OFFSET, len(data), 1 << 63, 1 << 64, -1])
         offset = draw(number.map(str) | st.text(max_size=8))
         length = draw(st.none() | number.map(str) | st.text(max_size=8))
-        start = int(offset) if offset.strip().lstrip("+-").isdigit() else None
+        start, claimed_length = _as_int(offset), None if length is None else _as_int(length)
         end = (None if start is None else OFFSET + len(data) if length is None
-               else start + int(length) if length.strip().lstrip("+-").isdigit() and int(length) == len(data)
-               else None)
+               else start + claimed_length if claimed_length == len(data) else None)
         must_fail = start is None or start < 0 or end is None or end - start != len(data) or end > OFFSET + len(data)
     else:
         claimed = draw(st.just(40) | st.integers(31, 62))  # log2 of the elements claimed
