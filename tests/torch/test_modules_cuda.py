@@ -51,7 +51,9 @@ def _emulated(module, x):
     """The float16 emulation of the module's network with the parameters `params` holds now."""
     values = {k: v.detach().cpu().numpy() for k, v in module.named_parameter_views().items()}
     graph = with_parameters(module._runner.model.graph, values)
-    return run_fp16_emulation(graph, {"x": x.float().detach().cpu().numpy()})["y"]
+    (feed,) = (value.name for value in graph.inputs)
+    (output,) = run_fp16_emulation(graph, {feed: x.float().detach().cpu().numpy()}).values()
+    return output
 
 
 def _torch_activation(torch, name):
