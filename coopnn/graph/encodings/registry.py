@@ -7,12 +7,11 @@ Adding an encoding is adding a module here; nothing lists them.
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from typing import Any, Mapping
 
 from coopnn.errors import InputError
 from coopnn.graph.encodings.base import Encoding
+from coopnn.registry import package_modules
 
 DEFAULT_OTYPE = "OneBlob"  # what tiny-cuda-nn makes of a config without an otype
 MAX_INPUT_DIMS = 1 << 16
@@ -21,9 +20,8 @@ MAX_INPUT_DIMS = 1 << 16
 @functools.cache
 def _classes() -> dict[str, type]:
     found: dict[str, type] = {}
-    package = importlib.import_module("coopnn.graph.encodings")
-    for module in pkgutil.iter_modules(package.__path__):
-        for cls in getattr(importlib.import_module(f"{package.__name__}.{module.name}"), "ENCODINGS", ()):
+    for module in package_modules("coopnn.graph.encodings"):
+        for cls in getattr(module, "ENCODINGS", ()):
             for name in (cls.otype, *getattr(cls, "aliases", ())):
                 if name.lower() in found:
                     raise ValueError(f"encoding otype {name!r} registered twice")

@@ -11,10 +11,9 @@ layouts, device and buffers.
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from typing import Any
 
+from coopnn.registry import package_modules
 from coopnn.shaders.targets.base import Binary
 
 
@@ -112,8 +111,8 @@ class GradientMethod:
 def members(package: str, attribute: str) -> dict[str, Any]:
     """The members of the family `package` (a package of modules each defining `attribute`), by name."""
     found: dict[str, Any] = {}
-    for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
-        member = getattr(importlib.import_module(f"{package}.{module.name}"), attribute, None)
+    for module in package_modules(package):
+        member = getattr(module, attribute, None)
         if member is None:
             continue
         if member.name in found:

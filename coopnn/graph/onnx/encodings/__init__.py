@@ -4,21 +4,17 @@ each defining `WRITERS` (otype -> writer), found here: `write_encoding` writes a
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from typing import Callable
 
 from coopnn.errors import CompileError
 from coopnn.graph.encodings.base import Encoding
 from coopnn.graph.onnx.encodings.emit import Emitter, Writer
+from coopnn.registry import package_tables
 
 
 @functools.cache
 def _writers() -> dict[str, Callable]:
-    found: dict[str, Callable] = {}
-    for module in pkgutil.iter_modules(__path__):
-        found.update(getattr(importlib.import_module(f"{__name__}.{module.name}"), "WRITERS", {}))
-    return found
+    return package_tables(__name__, "WRITERS", lambda module, otypes: f"{module} writes {sorted(otypes)} again")
 
 
 def write_encoding(writer: Writer, encoding: Encoding, x: str, params: str | None, output: str, name: str) -> None:

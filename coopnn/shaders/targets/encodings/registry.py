@@ -6,12 +6,11 @@ sample in float32."""
 from __future__ import annotations
 
 import functools
-import importlib
-import pkgutil
 from typing import Callable, Sequence
 
 from coopnn.errors import CompileError
 from coopnn.graph.encodings.base import Encoding
+from coopnn.registry import package_tables
 from coopnn.shaders.spirv import Id
 from coopnn.shaders.targets.encodings.writer import EncodingWriter
 
@@ -20,15 +19,8 @@ Emission = Callable[[EncodingWriter, Encoding, Sequence[Id]], list]
 
 @functools.cache
 def emitters() -> dict[str, Emission]:
-    found: dict[str, Emission] = {}
-    package = importlib.import_module("coopnn.shaders.targets.encodings")
-    for module in pkgutil.iter_modules(package.__path__):
-        table = getattr(importlib.import_module(f"{package.__name__}.{module.name}"), "EMITTERS", {})
-        for otype, emission in table.items():
-            if otype in found:
-                raise ValueError(f"encoding otype {otype!r} has two emissions")
-            found[otype] = emission
-    return found
+    return package_tables("coopnn.shaders.targets.encodings", "EMITTERS",
+                          lambda module, otypes: f"encoding otypes {sorted(otypes)} have two emissions ({module})")
 
 
 def emit_encoding(writer: EncodingWriter, encoding: Encoding, xs: Sequence[Id]) -> list[Id]:
