@@ -66,6 +66,9 @@ FEATURE_STRUCTS = (
     ChainStruct("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT",
                 vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT, vk.ffi,
                 extension=ATOMIC_FLOAT_EXTENSION),
+    ChainStruct("VkPhysicalDeviceShaderAtomicFloat16VectorFeaturesNV",
+                nv_ffi.StructureType.PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT16_VECTOR_FEATURES_NV, nv_ffi.ffi,
+                extension=nv_ffi.ATOMIC_FLOAT16_VECTOR_EXTENSION),
 )
 
 PROPERTY_STRUCTS = (

@@ -1,11 +1,12 @@
-"""A second cffi FFI declaring VK_NV_cooperative_vector, VK_NV_cooperative_matrix2 and
-VK_NV_cooperative_matrix_decode_vector, which pyvulkan lacks.
+"""A second cffi FFI declaring VK_NV_cooperative_vector, VK_NV_cooperative_matrix2,
+VK_NV_cooperative_matrix_decode_vector and VK_NV_shader_atomic_float16_vector, which pyvulkan lacks.
 
 pyvulkan's FFI is precompiled from Vulkan 1.3.275 headers, which predate both extensions, so their structs and
 function pointer types are declared here (in-line ABI mode, nothing compiled). Layouts, sType values and enum values are
 copied from the Khronos registry's `vulkan_core.h` (Vulkan-Headers, VK_NV_COOPERATIVE_VECTOR_SPEC_VERSION 4,
 VK_NV_COOPERATIVE_MATRIX_2_SPEC_VERSION 1; VK_NV_cooperative_matrix_decode_vector's feature struct, sType
-1000689000, extension revision 1). Handles cross between the two FFIs as raw addresses: a pyvulkan handle or
+1000689000, extension revision 1; VK_NV_shader_atomic_float16_vector's feature struct, sType 1000563000,
+VK_NV_SHADER_ATOMIC_FLOAT16_VECTOR_SPEC_VERSION 1). Handles cross between the two FFIs as raw addresses: a pyvulkan handle or
 struct becomes an integer with `address()` and is cast to this FFI's type, and back.
 
 Only this module and the modules using these extensions import it; enum-typed fields are declared as int32_t (C enums
@@ -24,6 +25,7 @@ from coopnn.errors import BackendUnavailableError
 COOPERATIVE_VECTOR_EXTENSION = "VK_NV_cooperative_vector"
 COOPERATIVE_MATRIX_2_EXTENSION = "VK_NV_cooperative_matrix2"
 COOPERATIVE_MATRIX_DECODE_VECTOR_EXTENSION = "VK_NV_cooperative_matrix_decode_vector"
+ATOMIC_FLOAT16_VECTOR_EXTENSION = "VK_NV_shader_atomic_float16_vector"
 
 CDEF = """
 typedef uint32_t VkBool32;
@@ -141,6 +143,12 @@ typedef struct VkPhysicalDeviceCooperativeMatrixDecodeVectorFeaturesNV {
     VkBool32        cooperativeMatrixDecodeVector;
 } VkPhysicalDeviceCooperativeMatrixDecodeVectorFeaturesNV;
 
+typedef struct VkPhysicalDeviceShaderAtomicFloat16VectorFeaturesNV {
+    VkStructureType sType;
+    void*           pNext;
+    VkBool32        shaderFloat16VectorAtomics;
+} VkPhysicalDeviceShaderAtomicFloat16VectorFeaturesNV;
+
 typedef VkResult (*PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)(
     VkPhysicalDevice physicalDevice, uint32_t* pPropertyCount,
     VkCooperativeMatrixFlexibleDimensionsPropertiesNV* pProperties);
@@ -161,6 +169,7 @@ class StructureType(IntEnum):
     COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV = 1000593001
     PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV = 1000593002
     PHYSICAL_DEVICE_COOPERATIVE_MATRIX_DECODE_VECTOR_FEATURES_NV = 1000689000
+    PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT16_VECTOR_FEATURES_NV = 1000563000
 
 
 class ComponentType(IntEnum):

@@ -30,6 +30,7 @@ LAYOUTS = [
      {"cooperativeMatrixWorkgroupScopeMaxWorkgroupSize": 16,
       "cooperativeMatrixWorkgroupScopeReservedSharedMemory": 24}),
     ("VkPhysicalDeviceCooperativeMatrixDecodeVectorFeaturesNV", 24, {"cooperativeMatrixDecodeVector": 16}),
+    ("VkPhysicalDeviceShaderAtomicFloat16VectorFeaturesNV", 24, {"shaderFloat16VectorAtomics": 16}),
 ]
 
 
@@ -47,6 +48,7 @@ def test_enum_values_are_the_registry_values():
     assert nv_ffi.StructureType.CONVERT_COOPERATIVE_VECTOR_MATRIX_INFO_NV == 1000491004
     assert nv_ffi.StructureType.PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV == 1000593002
     assert nv_ffi.StructureType.PHYSICAL_DEVICE_COOPERATIVE_MATRIX_DECODE_VECTOR_FEATURES_NV == 1000689000
+    assert nv_ffi.StructureType.PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT16_VECTOR_FEATURES_NV == 1000563000
     assert nv_ffi.ComponentType.FLOAT8_E4M3 == 1000491002 and nv_ffi.ComponentType.SINT8_PACKED == 1000491000
     assert nv_ffi.MatrixLayout.INFERENCING_OPTIMAL == 2 and nv_ffi.MatrixLayout.TRAINING_OPTIMAL == 3
 
