@@ -24,10 +24,9 @@ from coopnn.layouts.pack import WeightImage, pack
 from coopnn.backends.portable.integer_linear import integer_gemv, pack_layers
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.program import Instr, KernelProgram
-from coopnn.shaders.spirv.ops import Ops
 from coopnn.shaders.targets.base import Binary, ShaderFrame, bindings_of, push_constants_of
 from coopnn.shaders.targets.block_words import BlockWords
-from coopnn.shaders.targets.encodings.grid import SCATTER_FEATURES, scatter_gradient
+from coopnn.shaders.targets.encodings.grid import SCATTER_FEATURES, float32_atomic_adds, scatter_gradient
 from coopnn.shaders.targets.encodings.registry import emit_encoding
 from coopnn.shaders.targets.encodings.writer import EncodingWriter
 from coopnn.shaders.targets.integer_words import IntegerWords
@@ -381,22 +380,12 @@ class PortableEmitter:
         encoding = instr.attrs["encoding"]
         if encoding.otype != "Grid":
             raise CompileError(f"the portable target trains the tables of grids, not of {encoding.describe()}")
-        self.m.capability("AtomicFloat32AddEXT")
-        self.m.extension("SPV_EXT_shader_atomic_float_add")
         self.features |= SCATTER_FEATURES
-        binding, start = self.binding_of[self.program.param(target).graph_name or target], instr.attrs["start"]
-        writer = EncodingWriter(self.m, self.fn)
-        scope, relaxed = self.m.enum_constant("Scope", "Device"), self.m.enum_constant("MemorySemantics", "Relaxed")
-
-        ops = Ops(self.fn)
-
-        def add(element, value) -> None:
-            pointer = self.frame.element_pointer(binding, ops.int_add(self.frame.u32, element, self.frame.uint(start)))
-            ops.atomic_float_add(self.frame.f32, pointer, scope, relaxed, value)
-
+        binding = self.binding_of[self.program.param(target).graph_name or target]
         xs = [self.component(x, self.frame.uint(i)) for i in range(self.types[x].size)]
         deltas = [self.component(delta, self.frame.uint(i)) for i in range(self.types[delta].size)]
-        scatter_gradient(writer, encoding, xs, deltas, add)
+        scatter_gradient(EncodingWriter(self.m, self.fn), encoding, xs, deltas,
+                         float32_atomic_adds(self.frame, binding, instr.attrs["start"]))
 
     @lowers("reduce_sum", "reduce_max")
     def reduce(self, instr: Instr) -> None:

@@ -5,12 +5,14 @@ CoherentPrime hash modulo the level's table size (`grid_levels.vertex_index`), i
 parameter vector and blended by the corner's weight, the product of its per-dimension weights in dimension order.
 Everything is unrolled: levels, corners and features are compile-time counts. `scatter_gradient` walks the same
 vertices backwards, for a training step's kernel: each vertex's weight times the gradient in the level's outputs,
-added into the gradient of the parameter vector by the target's atomic add."""
+added into the gradient of the parameter vector by the target's atomic adds (`float32_atomic_adds`, or the coopvec
+target's float16 pairs: `coopnn.backends.coopvec.table_atomics`)."""
 
 from __future__ import annotations
 
 from coopnn.graph.encodings.grid import Grid
 from coopnn.graph.encodings.grid_levels import COHERENT_PRIMES, MAX_DENSE_BASE, U32, Level
+from coopnn.shaders.spirv.ops import Ops
 
 
 def _vertex_index(w, level: Level, vertex: list):
@@ -79,16 +81,32 @@ SCATTER_FEATURES = frozenset({"shaderBufferFloat32AtomicAdd", "vulkanMemoryModel
 
 
 def scatter_gradient(w, encoding: Grid, xs: list, deltas: list, add) -> None:
-    """The backward rule of `Grid.backward` for one sample: for every level, vertex and feature f, add(element,
-    delta of output (level, f) x the vertex's weight) at the element (offset + index) F + f of the parameter
-    vector the forward pass read it from."""
+    """The backward rule of `Grid.backward` for one sample: for every level and vertex, add(first, values) with the
+    vertex's F values, delta of output (level, f) x the vertex's weight, for the elements first + f, first =
+    (offset + index) F, of the parameter vector the forward pass read them from."""
     features = encoding.n_features_per_level
     for number, level in enumerate(encoding.levels):
         for weight, vertex in _corners(w, encoding, level, xs):
             first = w.mul(w.add(_vertex_index(w, level, vertex), w.uint(level.offset)), w.uint(features))
-            for f in range(features):
-                delta = deltas[number * features + f]
-                add(w.add(first, w.uint(f)) if f else first, delta if weight is None else w.mul(weight, delta))
+            level_deltas = deltas[number * features:(number + 1) * features]
+            add(first, [delta if weight is None else w.mul(weight, delta) for delta in level_deltas])
+
+
+def float32_atomic_adds(frame, binding: int, start: int):
+    """`scatter_gradient`'s add for a target whose `frame` binds the gradient (float32) at `binding`: each value added
+    into element `start` + first + f with a float32 atomic add (samples share entries), device scope, relaxed (the
+    sums are read by later dispatches)."""
+    m, ops, u32 = frame.module, Ops(frame.main), frame.u32
+    m.capability("AtomicFloat32AddEXT")
+    m.extension("SPV_EXT_shader_atomic_float_add")
+    scope, relaxed = m.enum_constant("Scope", "Device"), m.enum_constant("MemorySemantics", "Relaxed")
+
+    def add(first, values) -> None:
+        for f, value in enumerate(values):
+            element = ops.int_add(u32, first, frame.uint(start + f))
+            ops.atomic_float_add(frame.f32, frame.element_pointer(binding, element), scope, relaxed, value)
+
+    return add
 
 
 def grid(w, encoding: Grid, xs: list) -> list:
