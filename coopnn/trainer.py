@@ -41,7 +41,8 @@ class Trainer:
     `coopnn.train.optim.OPTIMIZERS` with its default settings, or an Optimizer; Adam(lr=1e-3) by default). `backend`
     is the training backend, by default the model's own; `seed` fixes the batches `fit` draws.
     `options` choose the training backend's kernels (its `training_options`; coopvec: `gradients` = "auto",
-    "coopmat", "coopvec", "fused", "outer_product" or "outer_product_reduced", `step` = "auto", "coopvec" or "tiled").
+    "coopmat", "coopvec", "fused", "outer_product" or "outer_product_reduced", `step` = "auto", "coopvec" or "tiled",
+    `table_atomics` = "auto", "float32" or "float16_pairs": how a trained grid's gradient is added).
 
     The trainer owns the weights from its creation on: it starts from the model's parameters, and after every step
     the model runs the trainer's (whatever the model's weight format, training keeps fp32 master weights; the model

@@ -16,9 +16,9 @@ from coopnn.layouts.pack import Entry
 
 
 def trained_entries(executable, session, session_entries: Mapping[str, Entry]) -> dict[str, tuple[Entry, Entry]] | None:
-    """Each weight entry of `executable` that holds a trainable parameter, by entry name, with the parameter's entry
-    in the session's buffer (`session_entries`, by stable parameter name) and its own; None when the two share no
-    context or some parameter is not held once and whole."""
+    """Each weight entry of `executable` that holds a trainable parameter (a layer's, or a grid's table), by entry
+    name, with the parameter's entry in the session's buffer (`session_entries`, by stable parameter name) and its
+    own; None when the two share no context or some parameter is not held once and whole."""
     if executable.context.shared_context is not session.context.shared_context:
         return None
     # parameters are named stably ("layers.0.weight"); kernels name the graph constants holding them
@@ -26,6 +26,8 @@ def trained_entries(executable, session, session_entries: Mapping[str, Entry]) -
     for layer in session.plan.layers:
         by_constant[layer.weight_constant] = session_entries[layer.weight]
         by_constant[layer.bias_constant] = session_entries[layer.bias]
+    for table in session.plan.tables:
+        by_constant[table.constant] = session_entries[table.name]
     pairs, found = {}, set()
     for name, entry in executable.binary.weight_image.entries.items():
         held = executable.sources.get(name, ())

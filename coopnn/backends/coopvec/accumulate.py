@@ -1,4 +1,5 @@
-"""Lowerings of the weight-gradient accumulations (`accumulate_outer`, `accumulate_sum`) on the coopvec target.
+"""Lowerings of the weight-gradient accumulations (`accumulate_outer`, `accumulate_sum`) on the coopvec target, and of
+a trained grid's (`accumulate_encoding`: with the emitter's `table_atomics`).
 
 The accumulators are entries of the weight buffer (binding 0, writable when a program accumulates), at the offsets
 of the program's weight image, in float16 (the H100 accumulates training sums only in float16). Two methods,
@@ -20,6 +21,8 @@ from coopnn.errors import CompileError
 from coopnn.layouts.pack import Entry
 from coopnn.shaders.kernel.program import Instr
 from coopnn.shaders.spirv.ops import Ops
+from coopnn.shaders.targets.encodings.grid import scatter_gradient
+from coopnn.shaders.targets.encodings.writer import EncodingWriter
 
 REDUCE_FIRST_LAYOUT = "row_major"
 
@@ -146,5 +149,14 @@ class WorkgroupSums:
 
 @lowers("accumulate_encoding")
 def accumulate_encoding(e: CoopvecEmitter, instr: Instr) -> None:
-    raise CompileError(f"the coopvec step kernel does not train the tables of {instr.attrs['encoding'].describe()} "
-                       "yet; train with backend='portable' (any Vulkan device) or backend='numpy'")
+    """Adds this sample's gradient of a grid's tables (the vertices' weights times the gradient in the grid's outputs,
+    float32) with the emitter's table atomics: samples share table entries."""
+    x, delta, target = instr.args
+    encoding = instr.attrs["encoding"]
+    if encoding.otype != "Grid":
+        raise CompileError(f"the coopvec target trains the tables of grids, not of {encoding.describe()}")
+    e.features |= e.table_atomics.features
+    binding = e.binding_of[e.program.param(target).graph_name or target]
+    xs, deltas = e.forms.components(e.held[x], "f32"), e.forms.components(e.held[delta], "f32")
+    scatter_gradient(EncodingWriter(e.m, e.fn), encoding, xs, deltas,
+                     e.table_atomics.adds(e, binding, instr.attrs["start"]))

@@ -31,7 +31,7 @@ from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.backends.base import Examined
 from coopnn.backends.coopvec.products import requirements, weight_plan
 from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget
-from coopnn.backends.coopvec.training import (GRADIENT_METHODS, STEP_METHODS, TRAINING_FEATURES,
+from coopnn.backends.coopvec.training import (GRADIENT_METHODS, STEP_METHODS, TABLE_ATOMICS, TRAINING_FEATURES,
                                               CoopvecTrainingSession)
 from coopnn.backends.trained_weights import trained_entries
 
@@ -173,7 +173,7 @@ class CoopvecBackend:
     target = CoopvecTarget()
     formats = (FP16, FP8_E4M3, FP8_E5M2, INT8)  # what its matrix-vector products multiply
     trains = True
-    training_options = {"gradients": GRADIENT_METHODS, "step": STEP_METHODS}
+    training_options = {"gradients": GRADIENT_METHODS, "step": STEP_METHODS, "table_atomics": TABLE_ATOMICS}
     device_features = FEATURES | {"bufferDeviceAddress"} | TRAINING_FEATURES
 
     def unavailable_reason(self) -> str | None:

@@ -39,9 +39,10 @@ OUTER_PRODUCT_WIDEST = 64
 def accumulators(parameters: ParameterLayout, layout: str, start: int,
                  optimal_size: Callable[[int, int], int]) -> dict[str, Entry]:
     """Accumulator entries by gradient parameter name, from byte `start` on: row-major ones in the flat parameter
-    order, or TrainingOptimal matrices (of `optimal_size(rows, cols)` bytes) and float16 biases."""
+    order, or TrainingOptimal matrices (of `optimal_size(rows, cols)` bytes) and float16 biases; the layers' only (a
+    trained grid's gradient the step kernel adds into a buffer of its own: `table_atomics`)."""
     base = align_up(start, MATRIX_ALIGNMENT)
-    flat = parameters.entries(FP16)
+    flat = parameters.entries(FP16, tables=False)
     if layout == "row_major":
         return {gradient_name(name): Entry(gradient_name(name), base + e.offset, e.size, e.shape, e.layout, e.dtype,
                                            e.stride) for name, e in flat.items()}
@@ -71,7 +72,7 @@ def accumulator_range(entries: Mapping[str, Entry]) -> tuple[int, int]:
 
 def by_parameter(entries: Mapping[str, Entry], parameters: ParameterLayout) -> dict[str, Entry]:
     """The accumulator entries keyed by the names of the parameters they sum the gradients of."""
-    return {name: entries[gradient_name(name)] for name in parameters.entries(FP16)}
+    return {name: entries[gradient_name(name)] for name in parameters.entries(FP16, tables=False)}
 
 
 class OuterProducts(GradientMethod):
@@ -120,6 +121,6 @@ class OuterProducts(GradientMethod):
 
         (widen,), (kernel,) = session.gradient_shaders, session.gradient_kernels
         steps, sums, first = self.sums(session)
-        size = session.layout.size
+        size = session.layout.layers_size  # a trained grid's gradient the step kernel adds itself
         return steps + [Dispatch(kernel, (sums, session.gradient, session.state),
-                                 widen.pack_push(count=size, first=first), kernel.group_count_for(size))], 0
+                                 widen.pack_push(count=size, first=first, to=0), kernel.group_count_for(size))], 0

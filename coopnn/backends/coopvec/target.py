@@ -56,8 +56,10 @@ lowers = registrar(LOWERINGS)  # @lowers(kernel instruction, ...)
 
 class CoopvecEmitter:
     def __init__(self, program: KernelProgram, packed: WeightImage, workgroup_size: int, weights: WeightFormat = FP16,
-                 *, bounds_check: bool = True, io_dtype: str = "f32"):
+                 *, bounds_check: bool = True, io_dtype: str = "f32", table_atomics=None):
         self.program = program
+        # how a trained grid's gradient is added (`coopnn.backends.coopvec.table_atomics`), and what that needs
+        self.table_atomics, self.features = table_atomics, set(FEATURES)
         self.packed = packed
         self.weights = weights
         # Inputs and outputs are float32 in memory and converted here: converting a large batch on the host took 100
@@ -91,7 +93,9 @@ class CoopvecEmitter:
                                                            decorations=[("DescriptorSet", 0), ("Binding", 0)])
         for b in self.bindings[1:]:
             decorations = [("DescriptorSet", 0), ("Binding", b.index)] + (["NonWritable"] if b.role in ("input", "state") else [])
-            if b.dtype == "f32":
+            if b.role == "table_gradient":
+                block_type = self.table_gradient_block()
+            elif b.dtype == "f32":
                 block_type = self.m.type_struct([self.m.type_runtime_array(self.f32, stride=4)], offsets=[0],
                                                 decorations=["Block"], name="Floats")
             else:
@@ -110,6 +114,15 @@ class CoopvecEmitter:
         self.unrounded: dict[str, Held] = {}
 
     # ----- helpers --------------------------------------------------------------------------------------------------
+
+    def table_gradient_block(self):
+        """The block of the buffer a trained grid's gradient is added into, of the elements its atomics add."""
+        if self.table_atomics is None:
+            raise CompileError("the coopvec target adds a trained grid's gradient with the table atomics it is given "
+                               "(coopnn.backends.coopvec.table_atomics), and was given none")
+        element, stride = self.table_atomics.element_type(self)
+        return self.m.type_struct([self.m.type_runtime_array(element, stride=stride)], offsets=[0],
+                                  decorations=["Block"], name="TableGradient")
 
     def uint(self, value: int):
         return self.frame.uint(value)
@@ -322,12 +335,14 @@ class CoopvecTarget:
     name = "coopvec"
 
     def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int = 64, *,
-                packed: WeightImage | None = None, io_dtype: str = "f32") -> Binary:
+                packed: WeightImage | None = None, io_dtype: str = "f32", table_atomics=None) -> Binary:
         """SPIR-V for `program`; matrices and biases at the offsets of `packed` (a manifest made from
         `weight_plan(program, weights)`), or packed row-major here when it is None; inputs and outputs of `io_dtype`
-        ("f32", or "f16" for inference with float weights)."""
+        ("f32", or "f16" for inference with float weights); a trained grid's gradient added with `table_atomics`
+        (a `coopnn.backends.coopvec.table_atomics.TableAtomics`)."""
         packed = packed if packed is not None else pack_plan(weight_plan(program, weights))
-        emitter = CoopvecEmitter(program, packed, workgroup_size, weights, io_dtype=io_dtype)
+        emitter = CoopvecEmitter(program, packed, workgroup_size, weights, io_dtype=io_dtype,
+                                 table_atomics=table_atomics)
         spirv = emitter.compile()
         return Binary("coopvec", spirv, "main", emitter.frame.workgroup_size, emitter.bindings, emitter.push_constants,
-                      packed, FEATURES, frozenset())
+                      packed, frozenset(emitter.features), frozenset())

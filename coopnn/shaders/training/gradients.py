@@ -16,8 +16,9 @@ invocations to overlap them. `add_partials` is that sum for
 other kernels: the optimizer adds a step's partial gradients itself (`coopnn.shaders.training.optimizer`), in the
 same order, where the kernels that wrote them flag the status of non-finite ones.
 
-`widen_shader`: bindings 0 float16 sums (the outer-product method's accumulators, row-major in the flat order), 1
-gradient, 2 status; push `count`, `first` (where the sums start, in halves); gradient[p] = sums[first + p].
+`widen_shader`: bindings 0 float16 sums (the outer-product method's accumulators, row-major in the flat order, or a
+grid's float16 table gradient), 1 gradient, 2 status; push `count`, `first` (where the sums start, in halves), `to`
+(the first gradient element written); gradient[to + p] = sums[first + p].
 
 All add in float32, in index order (`partial_sum_shader` in the lanes' order); the last two set status[0] to 1 (an
 atomic OR) when a sum is NaN or infinite (a float16 sum that overflowed is infinite).
@@ -193,8 +194,8 @@ def add_partials(frame: ShaderFrame, binding: int):
 
 def widen_shader() -> Binary:
     """float16 gradient sums widened to the float32 gradient, element by element."""
-    frame = _frame(("first", "u32"), source="sums", source_width=16)
+    frame = _frame(("first", "u32"), ("to", "u32"), source="sums", source_width=16)
     ix, f16 = Indices(frame), frame.module.type_float(16)
     half = load(frame, SOURCE, ix.add(frame.push_value("first"), frame.sample), f16)
-    _store_and_check(frame, ix.ops.float_convert(frame.f32, half))
+    _store_and_check(frame, ix.ops.float_convert(frame.f32, half), ix.add(frame.push_value("to"), frame.sample))
     return finish("widen_gradient", frame, 3, FEATURES | {"shaderFloat16", "storageBuffer16BitAccess"})

@@ -71,9 +71,9 @@ class ParameterLayout:
         """Elements of the layers' weights and biases: those the weight-gradient kernels reduce."""
         return self.tables[0].offset if self.tables else self.size
 
-    def entries(self, fmt: WeightFormat) -> dict[str, Entry]:
+    def entries(self, fmt: WeightFormat, tables: bool = True) -> dict[str, Entry]:
         """The parameters as manifest entries of a flat buffer of elements of format `fmt`: weights row-major,
-        biases vectors."""
+        biases and (unless `tables` is False) tables vectors."""
         itemsize = fmt.storage.itemsize
         out = {}
         for layer in self.layers:
@@ -81,7 +81,7 @@ class ParameterLayout:
                                       (layer.rows, layer.cols), "row_major", fmt.name, layer.cols * itemsize)
             out[layer.bias] = Entry(layer.bias, layer.bias_offset * itemsize, layer.rows * itemsize, (layer.rows,),
                                     "vector", fmt.name)
-        for table in self.tables:
+        for table in self.tables if tables else ():
             out[table.name] = Entry(table.name, table.offset * itemsize, table.size * itemsize, (table.size,),
                                     "vector", fmt.name)
         return out

@@ -57,7 +57,6 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
     def __init__(self, graph: Graph, loss: Loss, optimizer: Optimizer, device: str | int | None):
         from coopnn.runtime.vk.memory import HostAccess
-        from coopnn.runtime.vk.shared import open_context
 
         self.plan: TrainingPlan = plan_training(graph)
         self.loss_function, self.optimizer = loss, optimizer
@@ -72,7 +71,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         self.optimizer_kernel_shader = self.make_optimizer_shader()
         self.loss_tile_shader = loss_tile_shader()
         self.gradient_shaders = self.gradient_method.shaders(self)
-        self.context = open_context(device, features=self.features())
+        self.context = self.open_device(device)
         try:
             self.binary = self.compile_step()
             self.granularity = self.step_method.granularity(self.granularity, self.binary)
@@ -123,7 +122,18 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         the atomic adds of a trained grid's gradient)."""
         return set(self.optimizer_kernel_shader.features).union(
             self.loss_tile_shader.features, *(s.features for s in self.gradient_shaders),
-            SCATTER_FEATURES if self.layout.tables else ())
+            self.table_features() if self.layout.tables else ())
+
+    def table_features(self) -> frozenset[str]:
+        """What the step kernel's atomic adds of a trained grid's gradient need of the device."""
+        return SCATTER_FEATURES
+
+    def open_device(self, device):
+        """The session's scope on the shared context of `device`, with `features` (BackendUnavailableError naming
+        what the device lacks)."""
+        from coopnn.runtime.vk.shared import open_context
+
+        return open_context(device, features=self.features())
 
     @property
     def adds_partials(self) -> bool:
@@ -159,8 +169,8 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         return self.gradient_method.partial_chunks(self, capacity)
 
     def gradient_steps(self, batch: int, count: int) -> list:
-        """Dispatches summing the tape into `self.gradient`."""
-        return self._summed(*self.gradient_method.products(self, batch, count))
+        """Dispatches summing the tape into `self.gradient` (and leaving a trained grid's gradient there)."""
+        return self.table_gradient_steps() + self._summed(*self.gradient_method.products(self, batch, count))
 
     def _summed(self, steps: list, chunks: int) -> list:
         """The gradient method's dispatches, then the partial sum where they leave `chunks` partial gradients."""
@@ -197,6 +207,15 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         return [self.fill_zero(self.gradient, size=self.layout.size * 4 - start, offset=start)] if self.layout.tables \
             else []
 
+    def table_gradient_buffer(self):
+        """The buffer the step kernel adds a trained grid's gradient into."""
+        return self.gradient
+
+    def table_gradient_steps(self) -> list:
+        """Dispatches after the step kernel that leave a trained grid's gradient in the gradient: none, the step
+        kernel adds it there."""
+        return []
+
     @property
     def loss_scale(self) -> float:
         return self.books.loss_scale
@@ -226,7 +245,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
             if b.role == "partials":
                 return self.partials
             if b.role == "table_gradient":
-                return self.gradient
+                return self.table_gradient_buffer()
             return data.buffers[b.name] if data is not None and b.role == "input" else self.io[b.index]
 
         return (self.weights_buffer(),) + tuple(bound(b) for b in self.binary.bindings[1:])
@@ -285,9 +304,14 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         steps, chunks = self.gradient_method.products(self, batch, count)
         if not self.adds_partials:
             steps, chunks = self._summed(steps, chunks), 0
-        if steps and isinstance(steps[0], Dispatch):
-            # it reads the tape or the accumulated gradients, the loss tiles the per-sample losses: disjoint memory
-            steps = [dataclasses.replace(steps[0], alongside=True), *steps[1:]]
+        table = self.table_gradient_steps()
+        steps = table + steps
+        # The first dispatch of each (a grid's widening, the weight gradients') reads what the step kernel wrote (a
+        # grid's sums, the tape or the accumulated gradients), the loss tiles the per-sample losses: disjoint memory
+        # but for the status word, which they only OR atomically.
+        for first in sorted({0, len(table)}):
+            if first < len(steps) and all(isinstance(step, Dispatch) for step in steps[:first + 1]):
+                steps[first] = dataclasses.replace(steps[first], alongside=True)
         return [loss_tiles, *steps], chunks
 
     def optimizer_commands(self, batch: int, chunks: int) -> list:

@@ -81,7 +81,11 @@ def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY,
 
 
 def untrainable_reason(plan: TrainingPlan, loss: Loss) -> str | None:
-    """Why no kernel on tiles can train this model with `loss` (a loss or activation it has no kernel for), or None."""
+    """Why no kernel on tiles can train this model with `loss` (a loss or activation it has no kernel for, a grid's
+    tables), or None."""
+    if plan.tables:
+        return (f"the tables of its grid {plan.tables[0].node.name!r} train in the per-sample step kernel only "
+                f"(step='coopvec' or 'auto')")
     if loss.name not in LOSS_KERNELS:
         return f"it has no kernel for the loss {loss.name!r}"
     for layer in plan.layers:

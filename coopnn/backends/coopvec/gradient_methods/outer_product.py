@@ -12,7 +12,8 @@ class PerSampleOuterProducts(outer_product.OuterProducts):
         from coopnn.runtime.vk.memory import HostAccess
 
         # the TrainingOptimal sums converted to row-major float16, in the flat order
-        session.sums = session.context.create_buffer(session.layout.size * 2, HostAccess.NONE, device_address=True)
+        session.sums = session.context.create_buffer(session.layout.layers_size * 2, HostAccess.NONE,
+                                                     device_address=True)
 
     def sums(self, session) -> tuple[list, object, int]:
         from coopnn.backends.coopvec.driver import repack

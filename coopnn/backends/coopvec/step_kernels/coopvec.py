@@ -1,6 +1,7 @@
 """The per-sample step kernel: one invocation a sample, cooperative-vector products with the weights in the
 driver's TrainingOptimal layout, forward and transposed, which vkCmdConvertCooperativeVectorMatrixNV makes from the
-optimizer's row-major float16 working copy after every step."""
+optimizer's row-major float16 working copy after every step (a trained grid's table copied beside them, its gradient
+added with the session's `table_atomics`). The only step kernel that trains a grid."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ class PerSampleStep(StepKernel):
                                f"reads weights that are not among the parameters it trains ({', '.join(constants)}); "
                                "train it with backend='numpy'")
         session.image = session.gradient_method.weight_image(session, session.packed)
-        return CoopvecTarget().compile(session.program, FP16, 64, packed=session.image)
+        return CoopvecTarget().compile(session.program, FP16, 64, packed=session.image,
+                                       table_atomics=session.table_atomics)
 
     def create_weights(self, session) -> None:
         from coopnn.runtime.vk.memory import HostAccess

@@ -1,0 +1,66 @@
+"""How the per-sample coopvec step kernel adds a trained grid's gradient (one module each defining `METHOD`, a
+`TableAtomics`, found here by name: adding one is adding a module): the buffer it adds into with which atomics, what
+the device must offer for them, and the commands around the step kernel that zero that buffer and bring its sums
+into the float32 gradient the optimizer reads.
+
+`table_atomics=` names one, or "auto", which takes `AUTO_TABLE_ATOMICS`.
+"""
+
+from __future__ import annotations
+
+from coopnn.errors import BackendUnavailableError
+from coopnn.train.gpu.families import members
+
+# "auto" takes float32 atomics, the sums portable makes too, until both methods are measured on the H200.
+AUTO_TABLE_ATOMICS = "float32"
+
+
+class TableAtomics:
+    """One way of adding a grid's gradient in the step kernel (`emitter`: the `CoopvecEmitter` compiling it;
+    `session`: the `CoopvecTrainingSession` running it)."""
+
+    name = ""
+    features: frozenset[str] = frozenset()  # what the device must enable for the step kernel's atomics
+
+    def element_type(self, emitter):
+        """(element type, array stride in bytes) of the runtime array the step kernel binds as its table gradient."""
+        raise NotImplementedError
+
+    def adds(self, emitter, binding: int, start: int):
+        """`coopnn.shaders.targets.encodings.grid.scatter_gradient`'s add(first, values) into `binding`, for a table
+        at element `start` of the flat parameters (its first element `first` + 0)."""
+        raise NotImplementedError
+
+    def check_device(self, info) -> None:
+        """BackendUnavailableError naming this method where the device (`DeviceInfo`) lacks its features."""
+        missing = sorted(f for f in self.features if not info.features.get(f))
+        if missing:
+            others = sorted(set(table_atomics_methods()) - {self.name})
+            raise BackendUnavailableError(f"table_atomics={self.name!r} needs {', '.join(missing)}, which "
+                                          f"{info.describe()} lacks; use table_atomics="
+                                          + " or ".join(repr(o) for o in others))
+
+    def shaders(self, session) -> list:
+        """The kernels `after_step` dispatches (before the device is made)."""
+        return []
+
+    def create_buffers(self, session) -> None:
+        """Make what the step kernel adds into, where it is not the gradient."""
+
+    def gradient_buffer(self, session):
+        """The buffer bound as the step kernel's table gradient."""
+        return session.gradient
+
+    def zeroed(self, session) -> tuple:
+        """(buffer, first byte, bytes) the step kernel adds into, which is zeroed before it."""
+        table = session.layout.tables[0]
+        return session.gradient, table.offset * 4, table.size * 4
+
+    def after_step(self, session) -> list:
+        """Dispatches after the step kernel leaving the table's gradient in the float32 gradient (none where it is
+        there already)."""
+        return []
+
+
+def table_atomics_methods() -> dict[str, TableAtomics]:
+    return members(__name__, "METHOD")
