@@ -23,6 +23,9 @@ sys.path.insert(0, str(ROOT))
 
 GRADIENTS = ("auto", "coopmat", "coopvec", "fused", "outer_product", "outer_product_reduced")
 STEPS = ("auto", "tiled", "coopvec")
+TABLE_ATOMICS = ("float32", "float16_pairs")
+GRID = {"otype": "HashGrid", "n_levels": 4, "n_features_per_level": 2, "log2_hashmap_size": 8, "base_resolution": 4,
+        "per_level_scale": 2.0}
 ZOO = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16", "siren_sdf", "legacy_gemm_mlp", "gelu_silu_mlp",
        "neural_material_freq", "legacy_encoding_activations")
 SUBGROUPS = (32, 16)
@@ -59,16 +62,21 @@ class FakeKernel:
 
 
 class FakeContext:
-    """What a training session asks of its context before it runs a step, on a device of `subgroup` lanes."""
+    """What a training session asks of its context before it runs a step, on a device of `subgroup` lanes that has
+    every Vulkan feature coopnn knows but `missing`."""
 
-    def __init__(self, subgroup: int):
+    def __init__(self, subgroup: int, missing: frozenset[str] = frozenset()):
+        from coopnn.runtime.vk.chain import FEATURE_OWNER
+
         limits = SimpleNamespace(max_compute_shared_memory_size=WORKGROUP_MEMORY, max_storage_buffer_range=2 ** 32 - 1,
                                  max_buffer_size=2 ** 40, max_compute_work_group_count=(2 ** 31 - 1, 65535, 65535),
                                  max_push_constants_size=256)
         memory = SimpleNamespace(heap_device_local=True, heap_size=140 << 30)
-        self.info = SimpleNamespace(name=f"recorded device (subgroups of {subgroup})", limits=limits,
+        name = f"recorded device (subgroups of {subgroup})"
+        self.info = SimpleNamespace(name=name, limits=limits,
                                     subgroup=SimpleNamespace(size=subgroup, min_size=subgroup, max_size=subgroup),
-                                    memory_types=(memory,))
+                                    memory_types=(memory,), features={f: f not in missing for f in FEATURE_OWNER},
+                                    describe=lambda: name)
 
     def create_buffer(self, size, *_, **__):
         return FakeBuffer(size)
@@ -95,6 +103,7 @@ def _install_fakes(subgroup: list[int]) -> None:
 
     driver.converted_size = converted_size
     shared.open_context = lambda *_, **__: FakeContext(subgroup[0])
+    shared.chosen_device = lambda *_: FakeContext(subgroup[0]).info
 
 
 def _digest(data: bytes) -> str:
@@ -110,13 +119,13 @@ def _session_lines(name: str, make) -> list[str]:
     return [f"{name}/{kernel} {_digest(binary.spirv)}" for kernel, binary in sorted(session.binaries().items())]
 
 
-def _coopvec(graph, loss: str, optimizer: str, gradients: str, step: str):
+def _coopvec(graph, loss: str, optimizer: str, gradients: str, step: str, **options: str):
     from coopnn.backends.coopvec.training import CoopvecTrainingSession
     from coopnn.train.losses import get_loss
     from coopnn.train.optim import get_optimizer
 
     return lambda: CoopvecTrainingSession(graph, get_loss(loss), get_optimizer(optimizer), None, gradients=gradients,
-                                          step=step)
+                                          step=step, **options)
 
 
 def _portable(graph, loss: str, optimizer: str):
@@ -166,6 +175,12 @@ def _cases(quick: bool):
                 yield (f"coopvec/frequency_mlp/sg32/{loss}/{optimizer}/{gradients}/{step}",
                        _coopvec(graph, loss, optimizer, gradients, step), 32)
             yield f"portable/frequency_mlp/sg32/{loss}/{optimizer}", _portable(graph, loss, optimizer), 32
+    graph = mlp_graph(2, [64, 64], 3, activation="relu", encoding=GRID, name="hash_grid_mlp")
+    for atomics in TABLE_ATOMICS:
+        for gradients, step in methods:
+            yield (f"coopvec/hash_grid_mlp/sg32/l2/adam/{gradients}/{step}/{atomics}",
+                   _coopvec(graph, "l2", "adam", gradients, step, table_atomics=atomics), 32)
+    yield "portable/hash_grid_mlp/sg32/l2/adam", _portable(graph, "l2", "adam"), 32
 
 
 def main(argv=None) -> int:

@@ -1,19 +1,141 @@
-"""A grid's tables on the coopvec training backend: refused naming the node, before any device is opened, until its
-step kernels accumulate them (the portable backend trains them: `tests/backends/portable/test_encoding_training.py`)."""
+"""A grid's tables on the coopvec training backend without a GPU: the sessions built on a recorded device
+(`tools/training_shader_hashes.FakeContext`), every kernel of a grid's step through spirv-val with both table atomics
+methods, what each asks of the device and binds, the per-sample kernel "auto" takes, the tiled kernels' refusal, and a
+device without float16 vector atomics refused naming the option. `test_grid_training_gpu.py` runs them on the GPU."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
-from coopnn.backends.coopvec.training import CoopvecTrainingSession
-from coopnn.errors import CompileError
+from coopnn.backends import training_backend
+from coopnn.backends.base import check_training_options
+from coopnn.backends.coopvec.table_atomics import AUTO_TABLE_ATOMICS, TableAtomics, table_atomics_methods
+from coopnn.backends.coopvec.training import TABLE_ATOMICS, CoopvecTrainingSession
+from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.nets.builders import mlp_graph
+from coopnn.shaders.targets.encodings.grid import SCATTER_FEATURES
+from coopnn.train.gpu.plan import plan_training
 from coopnn.train.losses import get_loss
 from coopnn.train.optim import Adam
+from tests.backends.portable.test_target import spirv_val
+from tools import training_shader_hashes as recorded
+
+GRIDS = [
+    ({"otype": "HashGrid", "n_levels": 3, "n_features_per_level": 2, "log2_hashmap_size": 6, "base_resolution": 4,
+      "per_level_scale": 2.0}, 2),
+    ({"otype": "DenseGrid", "n_levels": 2, "n_features_per_level": 1, "base_resolution": 3, "per_level_scale": 2.0,
+      "interpolation": "Nearest"}, 3),
+    ({"otype": "TiledGrid", "n_levels": 2, "n_features_per_level": 4, "base_resolution": 4, "per_level_scale": 1.5,
+      "interpolation": "Smoothstep"}, 2),
+    ({"otype": "HashGrid", "n_levels": 2, "n_features_per_level": 8, "log2_hashmap_size": 7, "base_resolution": 3,
+      "per_level_scale": 2.0}, 3),
+]
+METHODS = sorted(table_atomics_methods())
+F16_VECTOR_ATOMICS = "shaderFloat16VectorAtomics"
 
 
-def test_a_grid_is_refused_naming_the_node_and_the_backends_that_train_it():
-    graph = mlp_graph(2, [16], 3, encoding={"otype": "HashGrid", "n_levels": 2, "log2_hashmap_size": 6}, seed=3)
-    with pytest.raises(CompileError, match=r"node 'encoding': the coopvec training kernels do not train the tables "
-                                           r"of Grid\(type=Hash.*backend='portable'"):
-        CoopvecTrainingSession(graph, get_loss("l2"), Adam(), None)
+def _grid_id(case) -> str:
+    config, n_in = case
+    return f"{config['otype']}-{n_in}d-{config.get('interpolation', 'Linear')}-{config['n_features_per_level']}f"
+
+
+@pytest.fixture
+def recorded_device(monkeypatch):
+    """Sessions open a recorded device with every feature (`device.missing`: what it lacks from now on)."""
+    from coopnn.backends.coopvec import driver
+    from coopnn.runtime.vk import shared
+
+    device = SimpleNamespace(missing=frozenset())
+    monkeypatch.setattr(driver, "converted_size", recorded.converted_size)
+    monkeypatch.setattr(shared, "open_context", lambda *_, **__: recorded.FakeContext(32, device.missing))
+    monkeypatch.setattr(shared, "chosen_device", lambda *_: recorded.FakeContext(32, device.missing).info)
+    return device
+
+
+def _session(config, n_in, hidden=(16,), **options):
+    graph = mlp_graph(n_in, list(hidden), 3, encoding=config, seed=3)
+    return CoopvecTrainingSession(graph, get_loss("l2"), Adam(), None, **options)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("config, n_in", GRIDS, ids=[_grid_id(case) for case in GRIDS])
+def test_every_kernel_of_a_grid_step_passes_spirv_val(recorded_device, config, n_in, method, tmp_path):
+    session = _session(config, n_in, table_atomics=method)
+    assert session.step_method.name == "coopvec"
+    assert table_atomics_methods()[method].features <= session.binary.features <= session.features()
+    for binary in session.binaries().values():
+        spirv_val(binary.spirv, tmp_path)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_only_a_step_that_trains_a_grid_asks_for_its_atomics(recorded_device, method):
+    plain = CoopvecTrainingSession(mlp_graph(2, [16], 3), get_loss("l2"), Adam(), None, table_atomics=method)
+    asked = SCATTER_FEATURES | {F16_VECTOR_ATOMICS}
+    assert not asked & plain.binary.features
+    assert "table gradient 0" not in plain.binaries()
+    grid = _session(*GRIDS[0], table_atomics=method)
+    other = {"float32": F16_VECTOR_ATOMICS, "float16_pairs": "shaderBufferFloat32AtomicAdd"}[method]
+    assert other not in grid.binary.features
+
+
+def test_float32_atomics_add_into_the_tables_part_of_the_gradient(recorded_device):
+    session = _session(*GRIDS[0], table_atomics="float32")
+    table = session.layout.tables[0]
+    assert session.table_gradient_buffer() is session.gradient
+    assert session.table_gradient_steps() == [] and len(session.table_gradient_zeroing()) == 1
+    assert table.offset == session.layout.layers_size
+
+
+def test_float16_pairs_add_into_a_table_sized_buffer_widened_into_the_gradient(recorded_device):
+    session = _session(*GRIDS[0], table_atomics="float16_pairs")
+    table = session.layout.tables[0]
+    session._ensure_capacity(1000)
+    bound = session._buffers(None)[next(b.index for b in session.binary.bindings if b.role == "table_gradient")]
+    assert bound is session.table_halves and session.table_halves.size == 2 * table.size
+    (widen,) = session.table_gradient_steps()
+    assert widen.buffers == (session.table_halves, session.gradient, session.state)
+    assert widen.push_constants == session.table_shaders[0].pack_push(count=table.size, first=0, to=table.offset)
+    # the widening runs beside the loss tiles, and the weight gradients' first dispatch beside both
+    commands, _ = session.gradient_commands(1000)
+    assert commands[1].kernel is widen.kernel and commands[1].alongside and commands[2].alongside
+
+
+def test_auto_takes_the_per_sample_step_for_a_grid_even_where_it_would_take_the_tiled_one():
+    graph = mlp_graph(2, [64, 64], 3, encoding=GRIDS[0][0])
+    session = SimpleNamespace(plan=plan_training(graph), loss_function=get_loss("l2"), requested_step="auto")
+    assert CoopvecTrainingSession.choose_step(session).name == "coopvec"
+    plain = SimpleNamespace(plan=plan_training(mlp_graph(2, [64, 64], 3)), loss_function=get_loss("l2"),
+                            requested_step="auto")
+    assert CoopvecTrainingSession.choose_step(plain).name == "tiled"
+
+
+@pytest.mark.parametrize("options, refusal", [
+    ({"step": "tiled"}, r"the tiled training step cannot train .*: the tables of its grid 'encoding' train in the "
+                        r"per-sample step kernel only \(step='coopvec' or 'auto'\)"),
+    ({"gradients": "fused"}, r"gradients='fused' cannot train .*: the tables of its grid 'encoding' train in the "
+                             r"per-sample step kernel only"),
+])
+def test_the_tiled_kernels_refuse_a_grid_naming_it(recorded_device, options, refusal):
+    with pytest.raises(CompileError, match=refusal):
+        _session(*GRIDS[0], hidden=(64, 64), **options)
+
+
+def test_a_device_without_float16_vector_atomics_is_refused_naming_the_option(recorded_device):
+    recorded_device.missing = frozenset({F16_VECTOR_ATOMICS})
+    with pytest.raises(BackendUnavailableError, match=r"table_atomics='float16_pairs' needs shaderFloat16VectorAtomics, "
+                                                      r"which recorded device .* lacks; use table_atomics='float32'"):
+        _session(*GRIDS[0], table_atomics="float16_pairs")
+    _session(*GRIDS[0], table_atomics="float32")  # float32 atomics need nothing it lacks
+    CoopvecTrainingSession(mlp_graph(2, [16], 3), get_loss("l2"), Adam(), None, table_atomics="float16_pairs")
+
+
+def test_table_atomics_are_the_registered_members_and_a_trainer_option():
+    assert TABLE_ATOMICS == ("auto", *METHODS) and METHODS == ["float16_pairs", "float32"]
+    assert AUTO_TABLE_ATOMICS in METHODS
+    assert all(isinstance(m, TableAtomics) and m.name == name for name, m in table_atomics_methods().items())
+    for name in TABLE_ATOMICS:
+        check_training_options(training_backend("coopvec"), {"table_atomics": name})
+    with pytest.raises(ValueError, match=r"table_atomics must be 'auto', 'float16_pairs' or 'float32', not 'f16'"):
+        _session(*GRIDS[0], table_atomics="f16")
