@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[3]
 KERNELS = ("coopnn/backends/coopvec/tiled_step.py", "coopnn/backends/coopvec/tiled_fused.py",
            "coopnn/shaders/training/tiles", "coopnn/shaders/training/coopmat_gradients.py",
            "coopnn/shaders/training/gradients.py", "coopnn/shaders/training/indices.py",
-           "coopnn/backends/coopvec/coopvec_gradients.py", "coopnn/backends/coopvec/accumulate.py")
+           "coopnn/backends/coopvec/coopvec_gradients.py", "coopnn/backends/coopvec/accumulate.py",
+           "coopnn/backends/coopvec/table_atomics", "coopnn/shaders/targets/encodings/grid.py")
 
 
 def kernel_files() -> list[Path]:
