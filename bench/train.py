@@ -5,6 +5,12 @@ PyTorch (AMP fp16 with fused Adam), side by side; writes `<out>/<device>-<date>-
     python3 bench/train.py --fit-steps 1000   # and a 1,000-step fit on a device-resident data set (GPU runners)
     python3 bench/train.py --quick       # a check that everything runs: batch 2^10, 3 steps
     python3 bench/train.py --runners "coopmat gradients,per-sample"   # only runners whose names contain these
+    python3 bench/train.py --models tcnn_image --batch 65536   # tiny-cuda-nn's image configuration, each table atomics
+
+`tcnn_image` is tiny-cuda-nn's image configuration (`coopnn.examples.image_models.TCNN_IMAGE_CONFIG`: a 16-level hash
+grid and a 64-wide MLP, RelativeL2, its Adam, the grid's entries not decayed) on inputs in [0, 1): on coopvec the
+per-sample step kernel (the one that trains grids) with each gradient method that takes it and each table atomics
+method, and portable; its PyTorch row is refused (a plain-MLP baseline).
 """
 
 from __future__ import annotations
@@ -24,13 +30,45 @@ from coopnn.bench.report import roofline_cells  # noqa: E402
 from coopnn.bench.roofline import measured_peaks, peaks_for, training_work  # noqa: E402
 from coopnn.bench.training import (CoopnnTrainingRunner, TorchAmpTrainingRunner, measure_training,  # noqa: E402
                                    torch_cuda_unavailable_reason)
-from coopnn.backends.coopvec.training import GRADIENT_METHODS  # noqa: E402
+from coopnn.backends.coopvec.training import GRADIENT_METHODS, TABLE_ATOMICS  # noqa: E402
 from coopnn.errors import BackendUnavailableError  # noqa: E402
+from coopnn.examples.image_models import TCNN_IMAGE_CONFIG  # noqa: E402
+from coopnn.nets.tcnn_config import tcnn_loss, tcnn_optimizer  # noqa: E402
 from coopnn.backends import statuses  # noqa: E402
 from coopnn.tables import format_table  # noqa: E402
 
 MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
+IMAGE_MODEL = "tcnn_image"
+# the weight-gradient methods the per-sample step kernel runs with, which a grid's model trains with
+PER_SAMPLE_GRADIENTS = ("coopmat", "coopvec", "outer_product", "outer_product_reduced")
 RESULTS = ROOT / "bench" / "results"
+
+
+def image_configuration():
+    """The graph of tiny-cuda-nn's image configuration as `coopnn.from_tcnn_config` builds it, and the parameters
+    its optimizer does not decay (the grid's)."""
+    model, trainer = coopnn.from_tcnn_config(TCNN_IMAGE_CONFIG, 2, 3, backend="numpy")
+    with model, trainer:
+        return model.graph, trainer.optimizer.no_decay
+
+
+def image_runners(graph, no_decay: tuple[str, ...], only: set[str] | None):
+    """(name, factory) of every runner of tcnn's image configuration, with its loss and optimizer (a fresh one
+    each)."""
+    def tcnn(backend: str, **options: str):
+        return CoopnnTrainingRunner(graph, backend, loss=tcnn_loss(TCNN_IMAGE_CONFIG),
+                                    optimizer=tcnn_optimizer(TCNN_IMAGE_CONFIG, no_decay), **options)
+
+    available = {s.name: s.available for s in statuses()}
+    table = []
+    if available.get("coopvec"):
+        table += [(f"coopnn coopvec (per-sample step, {gradients} gradients, {atomics} table atomics)",
+                   lambda gradients=gradients, atomics=atomics: tcnn("coopvec", gradients=gradients, step="coopvec",
+                                                                     table_atomics=atomics))
+                  for atomics in TABLE_ATOMICS if atomics != "auto" for gradients in PER_SAMPLE_GRADIENTS]
+    if available.get("portable"):
+        table.append(("coopnn portable", lambda: tcnn("portable")))
+    return [(name, make) for name, make in table if only is None or any(o in name for o in only)]
 
 
 def runners(graph, only: set[str] | None):
@@ -72,14 +110,19 @@ def main(argv: list[str] | None = None) -> int:
     results, graphs = [], {}
     for model in args.models.split(","):
         try:
-            graph = coopnn.load(ROOT / "models" / f"{model}.onnx", backend="numpy").graph
+            if model == IMAGE_MODEL:
+                graph, no_decay = image_configuration()
+            else:
+                graph = coopnn.load(ROOT / "models" / f"{model}.onnx", backend="numpy").graph
         except BackendUnavailableError as e:
             print(f"{model}: {e}", file=sys.stderr)
             continue
         graphs[model] = graph
-        for name, make in runners(graph, only):
+        made = image_runners(graph, no_decay, only) if model == IMAGE_MODEL else runners(graph, only)
+        for name, make in made:
             fit_steps = args.fit_steps if "portable" not in name else 0  # portable: minutes per fit at this batch
-            results.append(measure_training(name, make, model, graph, batch, steps, warmup, fit_steps=fit_steps))
+            results.append(measure_training(name, make, model, graph, batch, steps, warmup, fit_steps=fit_steps,
+                                            low=0.0 if model == IMAGE_MODEL else -1.0))
     def roof(r):
         """The step's roofline against its GPU time (`coopnn.bench.roofline.training_work`)."""
         if r.status != "measured":

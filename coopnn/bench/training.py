@@ -31,6 +31,8 @@ from coopnn.bench.measure import Stats
 from coopnn.errors import CoopnnError
 from coopnn.graph.ir import Graph
 from coopnn.progress import Progress
+from coopnn.train.losses import Loss
+from coopnn.train.optim import Optimizer
 
 
 @dataclass(frozen=True)
@@ -77,18 +79,21 @@ class TrainingTiming:
 
 class CoopnnTrainingRunner:
     """A coopnn `Trainer` on a model prepared on `backend` (for coopvec, with the weight-gradient method and step
-    kernel): the host times are of its calls, as a user makes them; the GPU times and the step's parts are read from
+    kernel, and any other of its `training_options`), with `loss` and `optimizer` (L2 and Adam(lr=1e-3) unless
+    given): the host times are of its calls, as a user makes them; the GPU times and the step's parts are read from
     its training session."""
 
-    def __init__(self, graph: Graph, backend: str, gradients: str | None = None, step: str | None = None):
+    def __init__(self, graph: Graph, backend: str, gradients: str | None = None, step: str | None = None, *,
+                 loss: str | Loss = "l2", optimizer: Optimizer | None = None, **options: str):
         from coopnn.model import prepare
         from coopnn.train.optim import Adam
         from coopnn.trainer import Trainer
 
-        options = {name: value for name, value in (("gradients", gradients), ("step", step)) if value is not None}
+        options.update({name: value for name, value in (("gradients", gradients), ("step", step))
+                        if value is not None})
         self.model = prepare(graph, backend=backend)
         try:
-            self.trainer = Trainer(self.model, "l2", Adam(lr=1e-3), **options)
+            self.trainer = Trainer(self.model, loss, Adam(lr=1e-3) if optimizer is None else optimizer, **options)
         except BaseException:
             self.model.close()
             raise
@@ -270,11 +275,11 @@ def warm_up(step: Callable[[], float | None], min_seconds: float) -> tuple[float
 
 
 def measure_training(name: str, make: Callable[[], object], model: str, graph: Graph, batch: int, steps: int,
-                     warmup_seconds: float, seed: int = 0, fit_steps: int = 0) -> TrainingTiming:
+                     warmup_seconds: float, seed: int = 0, fit_steps: int = 0, low: float = -1.0) -> TrainingTiming:
     """Time `steps` steps of the runner `make()` builds (after warming up), and with `fit_steps` a device-resident
-    fit of that many steps; "unavailable" with the reason when it cannot run here."""
+    fit of that many steps, on inputs uniform in [`low`, 1); "unavailable" with the reason when it cannot run here."""
     rng = np.random.default_rng(seed)
-    x = rng.uniform(-1, 1, (batch, graph.inputs[0].shape[1])).astype(np.float32)
+    x = rng.uniform(low, 1, (batch, graph.inputs[0].shape[1])).astype(np.float32)
     y = rng.uniform(0, 1, (batch, graph.outputs[0].shape[1])).astype(np.float32)
     try:
         runner = make()
@@ -299,7 +304,7 @@ def measure_training(name: str, make: Callable[[], object], model: str, graph: G
         cuda = runner.cuda_steps(x, y, steps) if hasattr(runner, "cuda_steps") else host
         fit = fit_cuda = None
         if fit_steps:
-            data = (rng.uniform(-1, 1, (4 * batch, x.shape[1])).astype(np.float32),
+            data = (rng.uniform(low, 1, (4 * batch, x.shape[1])).astype(np.float32),
                     rng.uniform(0, 1, (4 * batch, y.shape[1])).astype(np.float32))
             fit, fit_cuda = runner.fit(*data, fit_steps, batch), runner.cuda_fit(*data, fit_steps, batch)
     except CoopnnError as e:
