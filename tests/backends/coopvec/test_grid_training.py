@@ -33,6 +33,7 @@ GRIDS = [
       "per_level_scale": 2.0}, 3),
 ]
 METHODS = sorted(table_atomics_methods())
+PER_SAMPLE_GRADIENTS = ("coopmat", "coopvec", "outer_product", "outer_product_reduced")
 F16_VECTOR_ATOMICS = "shaderFloat16VectorAtomics"
 
 
@@ -65,6 +66,17 @@ def test_every_kernel_of_a_grid_step_passes_spirv_val(recorded_device, config, n
     session = _session(config, n_in, table_atomics=method)
     assert session.step_method.name == "coopvec"
     assert table_atomics_methods()[method].features <= session.binary.features <= session.features()
+    for binary in session.binaries().values():
+        spirv_val(binary.spirv, tmp_path)
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("gradients", PER_SAMPLE_GRADIENTS)
+def test_every_gradient_method_of_the_per_sample_step_trains_a_grid(recorded_device, gradients, method, tmp_path):
+    session = _session(*GRIDS[0], gradients=gradients, table_atomics=method)
+    assert session.step_method.name == "coopvec"
+    if session.gradient_method.accumulates:  # accumulators for the layers only: the step adds the grid's itself
+        assert not [name for name in session.accumulators if "encoding" in name]
     for binary in session.binaries().values():
         spirv_val(binary.spirv, tmp_path)
 
