@@ -332,7 +332,7 @@ _declare("accumulate_sum", (VALUE, OUTPUT), _accumulated, lambda instr, operands
 # has one; every target emits it through `coopnn.shaders.targets.encodings`.
 _declare("encode", (VALUE, PARAM), _encoded, _encode, elementwise=False, optional=1, text=_encode_text)
 # The gradient of an encoding's parameter vector (a grid's tables) from the gradient in its outputs, added into
-# elements `start` on of a parameter of role "table_gradient" (float32 atomics: samples share table entries).
+# elements `start` on of a parameter of role "table_gradient" (atomics: samples share table entries).
 _declare("accumulate_encoding", (VALUE, VALUE, OUTPUT), _encoding_accumulated, _encoding_sum, elementwise=False,
          text=lambda instr, program: "accumulate_encoding " + ", ".join("%" + a for a in instr.args)
          + f" {{start={instr.attrs['start']}}}")

@@ -13,7 +13,8 @@ the tape. A loss that `writes_input_gradient` also gets the gradient in the firs
 product once more) stored into the output INPUT_GRADIENT, where no prefix stands before the first layer. A trained
 grid (`TrainingPlan.tables`) reads its tables from the flat parameters like the layers, and the gradient in its
 outputs (the first layer's transposed product) is added into the table's part of the flat gradient, bound as
-TABLE_GRADIENT (`accumulate_encoding`: float32 atomics, samples sharing entries).
+TABLE_GRADIENT (`accumulate_encoding`: atomics, samples sharing entries; the coopvec target's float16 pairs add into a
+float16 buffer of the table's own bound there instead, `coopnn.backends.coopvec.table_atomics`).
 """
 
 from __future__ import annotations
