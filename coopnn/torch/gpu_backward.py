@@ -98,6 +98,7 @@ class GpuBackward:
         self.device = master.ordinal
         context = session.context
         self.recordings: collections.OrderedDict[tuple, Recording] = collections.OrderedDict()
+        self.last_gradient_pointer: int | None = None  # where the last pass's parameter gradient is, for tests
         self._next = 0
         self._synced: int | None = None  # the parameters' version the session's weights hold
         with self.driver.current(self.cuda_context):
@@ -154,6 +155,7 @@ class GpuBackward:
 
     def _outputs(self, shared, batch: int, stream: int, input_gradient: bool, dtype):
         size = self.master.layout.size
+        self.last_gradient_pointer = shared[2].pointer
         grad = tensors.wrap_output(self.pool.output(shared[2], (size,), "<f4", stream), "torch", self.device,
                                    stream, False)
         grad_x = None
