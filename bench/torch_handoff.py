@@ -11,8 +11,9 @@ Per batch and variant (medians over `--calls` calls, after warm-up):
   gpu         the dispatch by Vulkan timestamps;
   hand-off    stream - gpu: the copies in, the semaphore signal and wait, and the switches between the CUDA and
               Vulkan work on the GPU.
-Also: the round trip alone (an empty Vulkan submission between a CUDA signal and wait, by CUDA events), a torch
-operation's own stream time for scale, and the host work of a call split by function.
+Also: the hand-off's legs and their alternatives on empty Vulkan submissions (`coopnn.bench.handoff_legs`: the
+round trip, each direction alone, host ordering, a memory word polled by cuStreamWaitValue32 instead of the
+semaphore), a torch operation's own stream time for scale, and the host work of a call split by function.
 
 Variants: `recorded` is the library as it is (each slot resubmits a recording made once per batch and buffers);
 `rerecord` records the command buffer on every call, as the bridge did before. Writes
@@ -34,6 +35,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
 
 import coopnn  # noqa: E402
 from coopnn.bench.environment import describe_environment, device_name, driver  # noqa: E402
+from coopnn.bench.handoff_legs import PROBES, Legs  # noqa: E402
 from coopnn.bench.report import write_results  # noqa: E402
 from coopnn.interop import cuda_bridge, slot as slot_module, tensors  # noqa: E402
 from coopnn.interop.cuda_driver import CudaDriver  # noqa: E402
@@ -116,36 +118,6 @@ def measure_calls(torch, bridge, x, calls: int) -> dict:
             "gpu_us": _median(gpu), "handoff_us": _median(on_stream) - _median(gpu)}
 
 
-def round_trip(torch, bridge, calls: int) -> dict:
-    """Stream time (µs) of a CUDA signal, an empty Vulkan submission waiting for it and signalling back, and the
-    stream's wait: the hand-off with no work in it; beside a torch operation's own stream time."""
-    resources = bridge._resources
-    driver, done, slot = resources.driver, resources.done, resources.slots[0]
-    stream = torch.cuda.current_stream()
-    small = torch.zeros(16, device="cuda")
-    trips, floor = [], []
-    with driver.current(resources.cuda_context):
-        for _ in range(calls):
-            slot.wait()
-            slot.lane.use("empty", lambda cmd: None)
-            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            torch.cuda.synchronize()
-            begin.record(stream)
-            slot.inputs_ready.value += 1
-            driver.signal(slot.inputs_ready.args, slot.inputs_ready.value, stream.cuda_stream)
-            slot.submit(slot.inputs_ready.value, done)
-            driver.wait(done.args, done.value, stream.cuda_stream)
-            end.record(stream)
-            torch.cuda.synchronize()
-            trips.append(begin.elapsed_time(end) * 1e3)
-            begin.record(stream)
-            small.add_(1.0)
-            end.record(stream)
-            torch.cuda.synchronize()
-            floor.append(begin.elapsed_time(end) * 1e3)
-    return {"round_trip_us": _median(trips), "torch_op_us": _median(floor)}
-
-
 def measure(model_name: str, batches: list[int], calls: int, variants: list[str]) -> dict:
     import torch
 
@@ -164,7 +136,7 @@ def measure(model_name: str, batches: list[int], calls: int, variants: list[str]
             with host_parts(totals):
                 measure_calls(torch, bridge, x, calls)
             document["host_parts"][str(1 << log2)] = {k: v / calls for k, v in totals.items()}
-        document["round_trip"] = round_trip(torch, bridge, calls)
+        document["legs"] = Legs(torch, bridge).measure(calls)
         bridge.close()
     return document
 
@@ -179,9 +151,10 @@ def markdown(document: dict) -> str:
     for r in document["rows"]:
         lines.append(f"| 2^{r['batch'].bit_length() - 1} | {r['variant']} | {r['host_us']:.1f} | {r['wall_us']:.1f} "
                      f"| {r['stream_us']:.1f} | {r['gpu_us']:.1f} | {r['handoff_us']:.1f} |")
-    trip = document["round_trip"]
-    lines += ["", f"Round trip alone (CUDA signal, empty Vulkan submission, CUDA wait), on the stream: "
-                  f"{trip['round_trip_us']:.1f} µs; one small torch operation: {trip['torch_op_us']:.1f} µs.", "",
+    legs = document["legs"]
+    lines += ["", "The hand-off's legs on empty Vulkan submissions (`coopnn.bench.handoff_legs`), medians, µs:", "",
+              "| " + " | ".join(PROBES) + " |", "|---" * len(PROBES) + "|",
+              "| " + " | ".join(f"{legs[name]:.1f}" for name in PROBES) + " |", "",
               "Host work of a call by function (µs, mean; `recorded`):", ""]
     labels = [label for _, _, label in HOST_PARTS]
     lines += ["| batch | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
