@@ -326,3 +326,28 @@ def test_ten_thousand_calls_leak_nothing(torch, ct):
     np.testing.assert_allclose(last.detach().cpu().numpy(), _emulated(module, inputs[batches[9999 % 4]]), **FP16)
     assert after == before
     module.close()
+
+
+def test_training_steps_leak_nothing(torch, ct):
+    """Forward, backward on the GPU and fused Adam, repeated: the gradients' pooled buffers and recordings are
+    reused, so nothing grows."""
+    module = ct.Network(32, 16, _network(), seed=10, **COOPVEC)
+    context = module._runner.model._executable.context
+    optimizer = torch.optim.Adam([module.params], lr=1e-3, fused=True)
+    x, target = torch.rand(4096, 32, device="cuda", requires_grad=True), torch.rand(4096, 16, device="cuda")
+
+    def steps(count):
+        for _ in range(count):
+            optimizer.zero_grad(set_to_none=True)
+            x.grad = None
+            torch.nn.functional.mse_loss(module(x), target).backward()
+            optimizer.step()
+        torch.cuda.synchronize()
+        gc.collect()
+
+    steps(20)
+    assert module._backward.on_gpu is not None, module._backward.gpu_unavailable
+    before = (context.live_objects(), _open_fds(), torch.cuda.memory_allocated(), _own_device_bytes(context))
+    steps(500)
+    assert (context.live_objects(), _open_fds(), torch.cuda.memory_allocated(), _own_device_bytes(context)) == before
+    module.close()
