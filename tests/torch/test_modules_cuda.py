@@ -148,7 +148,8 @@ def test_encodings_and_networks_with_input_encodings(torch, ct):
     for config in (frequency, {"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 2,
                                "log2_hashmap_size": 12, "base_resolution": 8, "per_level_scale": 1.5}):
         module = ct.NetworkWithInputEncoding(3, 4, config, _network(), seed=3, **COOPVEC)
-        np.testing.assert_allclose(module(x).detach().cpu().numpy(), _emulated(module, x), **FP16, err_msg=config["otype"])
+        np.testing.assert_allclose(module(x).detach().cpu().numpy(), _emulated(module, x), **FP16,
+                                   err_msg=config["otype"])
         module.close()
 
 
