@@ -18,7 +18,7 @@ from coopnn.runtime.vk.loader import load_vulkan
 from coopnn.torch.flat_layout import FlatLayout
 from coopnn.torch.session_regions import parameter_regions
 from coopnn.train.gpu.backward_pass import backward_commands, input_gradient_buffer
-from coopnn.train.gpu.step_program import TARGET
+from coopnn.train.gpu.step_program import INPUT_GRADIENT, TARGET
 
 vk = load_vulkan()
 ffi, lib = vk.ffi, vk.lib
@@ -73,9 +73,10 @@ class BackwardSteps:
         self.gradient_bytes = flat.size * 4
 
     def row_bytes(self) -> tuple[int, int, int]:
-        """Bytes of a row of the input, the upstream gradient and the input gradient (float32)."""
-        plan = self.session.plan
-        return plan.layers[0].cols * 4, plan.out_features * 4, plan.layers[0].cols * 4
+        """Bytes of a row of the input, the upstream gradient and the input gradient (0 where the step kernel writes
+        none), as the step kernel binds them (float32)."""
+        sizes = {b.name: b.features * b.itemsize for b in self.session.binary.bindings}
+        return sizes[self.input_name], sizes[TARGET], sizes.get(INPUT_GRADIENT, 0)
 
     def commands(self, buffers: BackwardBuffers, batch: int) -> list:
         """The commands of a backward pass of `batch` samples (the session's capacity made for it already)."""

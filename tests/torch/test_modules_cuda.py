@@ -352,3 +352,25 @@ def test_training_steps_leak_nothing(torch, ct):
     steps(500)
     assert (context.live_objects(), _open_fds(), torch.cuda.memory_allocated(), _own_device_bytes(context)) == before
     module.close()
+
+
+@pytest.mark.parametrize("encoding", [None, {"otype": "Frequency", "n_frequencies": 4}])
+def test_backward_on_the_gpu_gives_what_the_pass_through_the_host_gives(torch, ct, encoding):
+    """The same session's kernels either way: the GPU pass (shared buffers, gradients copied in the module's layout)
+    against `backward_pass.backward` on host copies of the same tensors."""
+    if encoding is None:
+        module, width = ct.Network(32, 16, _network(), seed=12, **COOPVEC), 32
+    else:
+        module, width = ct.NetworkWithInputEncoding(3, 16, encoding, _network(), seed=12, **COOPVEC), 3
+    x = torch.rand(3000, width, device="cuda", requires_grad=encoding is None)
+    dy = torch.randn(3000, 16, device="cuda") * 1e-3
+    module(x).backward(dy)
+    assert module._backward.on_gpu is not None, module._backward.gpu_unavailable
+    params = module.params
+    grad, grad_x = module._backward.run(x.detach().cpu(), dy.cpu(), params, params._version, encoding is None)
+    np.testing.assert_allclose(params.grad.cpu().numpy(), grad.cpu().numpy(), rtol=1e-4, atol=1e-5 * float(
+        grad.abs().max()))
+    if encoding is None:
+        np.testing.assert_allclose(x.grad.cpu().numpy(), grad_x.cpu().numpy(), rtol=1e-4,
+                                   atol=1e-5 * float(grad_x.abs().max()))
+    module.close()
