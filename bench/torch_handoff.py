@@ -43,7 +43,7 @@ from coopnn.bench.environment import describe_environment, device_name, driver  
 from coopnn.bench.handoff_legs import PROBES, Legs  # noqa: E402
 from coopnn.bench.report import write_results  # noqa: E402
 from coopnn.interop import cuda_bridge, slot as slot_module, tensors  # noqa: E402
-from coopnn.interop.cuda_driver import CudaDriver  # noqa: E402
+from coopnn.interop.cuda_driver import CudaDriver, CudaError  # noqa: E402
 from coopnn.interop.shared_objects import SharedBuffer  # noqa: E402
 from coopnn.runtime.vk.lane import barrier  # noqa: E402
 from coopnn.runtime.vk.loader import load_vulkan  # noqa: E402
@@ -185,10 +185,14 @@ def measure(model_name: str, batches: list[int], calls: int, variants: list[str]
             x = torch.rand(1 << log2, model.inputs[0].shape[1], device="cuda") * 2 - 1
             want = bridge.run({"x": x})["y"].clone()
             for name in variants:
-                with variant(name, flag):
-                    measure_calls(torch, bridge, x, 30)  # warm-up: slots, pools and recordings made
-                    row = measure_calls(torch, bridge, x, calls)
-                    row["same_output"] = bool(torch.equal(bridge.run({"x": x})["y"], want))
+                try:
+                    with variant(name, flag):
+                        measure_calls(torch, bridge, x, 30)  # warm-up: slots, pools and recordings made
+                        row = measure_calls(torch, bridge, x, calls)
+                        row["same_output"] = bool(torch.equal(bridge.run({"x": x})["y"], want))
+                except CudaError as error:  # the flag's wait where stream memory operations are off
+                    torch.cuda.synchronize()
+                    row = {"refused": str(error)}
                 document["rows"].append({"batch": 1 << log2, "variant": name, **row})
             totals = collections.Counter()
             with host_parts(totals):
@@ -210,13 +214,16 @@ def markdown(document: dict) -> str:
              "| batch | variant | host | wall | stream | gpu | hand-off | back to back | same output |",
              "|---" * 9 + "|"]
     for r in document["rows"]:
+        if "refused" in r:
+            lines.append(f"| 2^{r['batch'].bit_length() - 1} | {r['variant']} | refused: {r['refused']} |")
+            continue
         lines.append(f"| 2^{r['batch'].bit_length() - 1} | {r['variant']} | {r['host_us']:.1f} | {r['wall_us']:.1f} "
                      f"| {r['stream_us']:.1f} | {r['gpu_us']:.1f} | {r['handoff_us']:.1f} | "
                      f"{r['back_to_back_us']:.1f} | {'yes' if r['same_output'] else 'no'} |")
     legs = document["legs"]
     lines += ["", "The hand-off's legs on empty Vulkan submissions (`coopnn.bench.handoff_legs`), medians, µs:", "",
               "| " + " | ".join(PROBES) + " |", "|---" * len(PROBES) + "|",
-              "| " + " | ".join(f"{legs[name]:.1f}" for name in PROBES) + " |", "",
+              "| " + " | ".join("refused" if legs[name] is None else f"{legs[name]:.1f}" for name in PROBES) + " |", "",
               "Host work of a call by function (µs, mean; `recorded`):", ""]
     labels = [label for _, _, label in HOST_PARTS]
     lines += ["| batch | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]

@@ -14,6 +14,7 @@ Each probe runs `calls` times from an idle GPU (synchronised before each) and gi
   memory_flag        as round_trip, but the stream waits with cuStreamWaitValue32 on a word the submission writes
                      into memory CUDA shares, instead of on the semaphore (stream time);
   torch_op           one small torch operation on the stream, for scale.
+A probe the driver refuses (cuStreamWaitValue32 where stream memory operations are off) gives None.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from coopnn.interop.cuda_driver import CudaError
 from coopnn.interop.shared_objects import SharedBuffer
 from coopnn.runtime.vk.lane import barrier
 from coopnn.runtime.vk.loader import load_vulkan
@@ -109,9 +111,9 @@ class Legs:
         self.slot.lane.submit(wait=(self.slot.inputs_ready.handle, self._signal()))
         self.driver.wait_value(flag.pointer, value, self.stream.cuda_stream)
 
-    def measure(self, calls: int) -> dict[str, float]:
+    def measure(self, calls: int) -> dict[str, float | None]:
         """Median µs of each probe over `calls` runs."""
-        found: dict[str, list[float]] = {name: [] for name in PROBES}
+        found: dict[str, list[float] | None] = {name: [] for name in PROBES}
         with self.driver.current(self.cuda_context):
             flag = SharedBuffer(self.context, self.driver, 4)
             vk = load_vulkan()
@@ -124,11 +126,21 @@ class Legs:
                     found["cuda_to_vulkan"].append(self._host_us(self.cuda_to_vulkan))
                     found["vulkan_alone"].append(self._host_us(self.vulkan_alone))
                     found["host_ordered"].append(self._host_us(self.host_ordered))
-                    found["memory_flag"].append(self._stream_us(lambda: self.memory_flag(flag, call + 1)))
+                    if found["memory_flag"] is not None:
+                        found["memory_flag"] = self._flag_probe(found["memory_flag"], flag, call + 1)
                     found["torch_op"].append(self._stream_us(lambda: self.small.add_(1.0)))
             finally:
                 self.slot.wait()
                 self.torch.cuda.synchronize()
                 flag.release_cuda()
                 flag.release_vulkan()
-        return {name: statistics.median(times) for name, times in found.items()}
+        return {name: None if times is None else statistics.median(times) for name, times in found.items()}
+
+    def _flag_probe(self, times: list[float], flag: SharedBuffer, value: int) -> list[float] | None:
+        """`times` with one more memory_flag run, or None where the driver refuses stream memory operations."""
+        try:
+            times.append(self._stream_us(lambda: self.memory_flag(flag, value)))
+        except CudaError:
+            self.slot.wait()
+            return None
+        return times
