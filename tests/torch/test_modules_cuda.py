@@ -373,3 +373,19 @@ def test_backward_on_the_gpu_gives_what_the_pass_through_the_host_gives(torch, c
     if encoding is None:
         np.testing.assert_allclose(x.grad.cpu().numpy(), grad_x.cpu().numpy(), **FP32)
     module.close()
+
+
+def test_gradients_outlive_their_module(torch, ct):
+    module = ct.Network(32, 16, _network(), seed=13, **COOPVEC)
+    x = torch.rand(500, 32, device="cuda", requires_grad=True)
+    module(x).square().sum().backward()
+    params = module.params
+    want, want_x = params.grad.cpu().clone(), x.grad.cpu().clone()
+    module.close()
+    del module
+    gc.collect()
+    torch.testing.assert_close(params.grad.cpu(), want, rtol=0, atol=0)
+    torch.testing.assert_close(x.grad.cpu(), want_x, rtol=0, atol=0)
+    del params, x
+    gc.collect()
+    torch.cuda.synchronize()
