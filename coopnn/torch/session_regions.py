@@ -28,7 +28,8 @@ def _block(flat_offset: int, flat_pitch: int, session_offset: int, session_pitch
 
 def parameter_regions(flat: FlatLayout, session_layout, plan, itemsize: int) -> list[Region]:
     """The regions of every layer's weight and bias of `plan` (a `TrainingPlan`, whose layers name the parameters
-    and give their own shapes) between `flat` and `session_layout`, for elements of `itemsize` bytes."""
+    and give their own shapes), and of every table, between `flat` and `session_layout`, for elements of `itemsize`
+    bytes."""
     shapes = {layer.weight: layer for layer in session_layout.layers}
     regions: list[Region] = []
     for p in plan.layers:
@@ -36,9 +37,13 @@ def parameter_regions(flat: FlatLayout, session_layout, plan, itemsize: int) -> 
         regions += _block(weight.offset, weight.padded[1], placed.weight_offset, placed.cols, p.rows, p.cols,
                           itemsize)
         regions += _block(bias.offset, p.rows, placed.bias_offset, p.rows, 1, p.rows, itemsize)
+    for table in session_layout.tables:
+        entry = flat.entries[table.name]
+        regions += _block(entry.offset, table.size, table.offset, table.size, 1, table.size, itemsize)
     return regions
 
 
 def trained_parameters(plan) -> set[str]:
-    """The parameters the session's kernels give gradients in: its layers' weights and biases."""
-    return {name for p in plan.layers for name in (p.weight, p.bias)}
+    """The parameters the session's kernels give gradients in: its layers' weights and biases, and the tables of a
+    trained encoding (a grid's)."""
+    return {name for p in plan.layers for name in (p.weight, p.bias)} | {t.name for t in plan.tables}

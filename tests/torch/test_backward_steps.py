@@ -27,16 +27,23 @@ def test_blocks_copy_whole_rows_where_both_sides_pack_alike_and_row_by_row_elsew
     assert _block(5, 7, 9, 7, 1, 7, 4) == [(20, 36, 28)]
 
 
+GRID = {"otype": "HashGrid", "n_levels": 2, "n_features_per_level": 2, "log2_hashmap_size": 8, "base_resolution": 4,
+        "per_level_scale": 1.5}
+
+
 @pytest.mark.vulkan
-def test_gradients_on_the_gpu_match_the_host_pass(require_vulkan):
-    with coopnn.mlp(5, [16, 12], 3, backend="portable", seed=4) as model:
+@pytest.mark.parametrize("encoding", [None, GRID], ids=["mlp", "hashgrid"])
+def test_gradients_on_the_gpu_match_the_host_pass(require_vulkan, encoding):
+    width = 5 if encoding is None else 2
+    with coopnn.mlp(width, [16, 12], 3, encoding=encoding, backend="portable", seed=4) as model:
         layout = FlatLayout.of({name: array.shape for name, array in model.parameters().items()})
         runner = BackwardRunner(model, layout, sync.member("portable"))
         rng = np.random.default_rng(4)
         params = torch.from_numpy(layout.flatten(model.parameters())) * 1.5  # not what the session starts with
-        x = torch.tensor(rng.uniform(-1, 1, (37, 5)), dtype=torch.float32)
+        x = torch.tensor(rng.uniform(0, 1, (37, width)), dtype=torch.float32)
         dy = torch.tensor(rng.uniform(-1, 1, (37, 3)), dtype=torch.float32)
-        want, want_x = runner.run(x, dy, params, 1, True)
+        wants_x = encoding is None  # an encoding before the first layer gives no input gradient
+        want, want_x = runner.run(x, dy, params, 1, wants_x)
         session = runner._session
         session.load_parameters(model.parameters())  # the GPU copy of `params` must replace these
         context = session.context
@@ -49,7 +56,8 @@ def test_gradients_on_the_gpu_match_the_host_pass(require_vulkan):
         steps = BackwardSteps(session, layout, model.inputs[0].name)
         made = BackwardBuffers(buffer(x.numpy()), buffer(dy.numpy()),
                                buffer(np.full(layout.size, 7.0, np.float32), HostAccess.READ),
-                               buffer(np.zeros((37, 5), np.float32), HostAccess.READ), buffer(params.numpy()))
+                               buffer(np.zeros((37, width), np.float32), HostAccess.READ) if wants_x else None,
+                               buffer(params.numpy()))
         context.run(steps.commands(made, 37))
         got = made.gradient.download(np.float32, layout.size)
         np.testing.assert_allclose(got, want.numpy(), **FP32)
@@ -57,8 +65,10 @@ def test_gradients_on_the_gpu_match_the_host_pass(require_vulkan):
         for entry in layout.views(np.arange(layout.size)).values():
             padding[entry.reshape(-1)] = False
         assert not got[padding].any()  # the copy's caller fills the vector first: the padding stays zero
-        np.testing.assert_allclose(made.input_gradient.download(np.float32, 37 * 5).reshape(37, 5), want_x.numpy(),
-                                   **FP32)
+        if wants_x:
+            np.testing.assert_allclose(made.input_gradient.download(np.float32, 37 * width).reshape(37, width),
+                                       want_x.numpy(), **FP32)
         for b in (made.x, made.upstream, made.gradient, made.input_gradient, made.weights):
-            b.destroy()
+            if b is not None:
+                b.destroy()
         runner.close()
