@@ -81,6 +81,13 @@ def _selu(x, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
     return f32(np.float32(gamma) * np.where(x > 0, x, np.float32(alpha) * np.expm1(x)))
 
 
+def _tl_function(x, text=None, function=None, derivative=None):
+    """The tensor-language function `function` of `text` on every element, run by the tl interpreter (the oracle)."""
+    from coopnn.tl.functions import evaluate, uses  # coopnn.tl reads the graph IR: imported when a function runs
+
+    return evaluate.evaluate(uses.activation_function(text, function), x)[0]
+
+
 ACTIVATIONS: dict[Op, ActivationDef] = {}
 
 
@@ -123,3 +130,5 @@ _activation(Op.ERF, _erf, Onnx("Erf", (9, 13)))
 _activation(Op.FLOOR, lambda x: f32(np.floor(x)), Onnx("Floor", (6, 13)))
 _activation(Op.CEIL, lambda x: f32(np.ceil(x)), Onnx("Ceil", (6, 13)))
 _activation(Op.SIGN, lambda x: f32(np.sign(x)), Onnx("Sign", (9, 13)))
+# ONNX has no operator running tensor-language text: the exporter refuses it, naming the node
+_activation(Op.TL_FUNCTION, _tl_function, None)
