@@ -8,7 +8,7 @@ import pytest
 
 import coopnn
 from coopnn import tl
-from coopnn.errors import CompileError, InputError
+from coopnn.errors import CompileError, CoopnnError, InputError
 from coopnn.tl.functions.uses import derivative_function
 from tests.tl.functions.examples import FEATURES, SOFTPLUS, WAVE
 
@@ -34,7 +34,7 @@ def test_a_function_with_results_is_not_a_kernel():
 
 
 def _error(make, text: str, match: str) -> str:
-    with pytest.raises(CompileError, match=match) as caught:
+    with pytest.raises(CoopnnError, match=match) as caught:
         make(text)
     return str(caught.value)
 
