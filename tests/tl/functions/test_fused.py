@@ -112,9 +112,9 @@ def test_coopvec_inference_matches_the_float16_reference(coopvec_device, name):
     from tests.shaders.targets.encoding_cases import fp16_reference
 
     x, _ = _data(4096)
-    with coopnn.mlp(2, [16, 12], 3, backend="coopvec", seed=3, **MODELS[name]) as model:
+    with coopnn.mlp(2, [16, 12], 3, backend="coopvec", weights="fp16", seed=3, **MODELS[name]) as model:
         graph = model.graph
-        # the float16 kernels' arithmetic: the encoding in float32 first where there is one
+        # the float16 kernels' arithmetic on float16-rounded weights and inputs: the encoding in float32 first
         want = (fp16_reference(graph, x) if "encoding" in MODELS[name]
                 else run_fp16_emulation(graph, {"x": x})[graph.outputs[0].name])
         np.testing.assert_allclose(model(x), want, rtol=1e-3, atol=2.5e-3)
