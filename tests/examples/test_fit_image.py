@@ -114,6 +114,7 @@ def test_the_pytorch_reference_learns(tmp_path):
     rows = train([1, 30], 256, "cpu", image=str(image))
     assert [step for step, _, _ in rows] == [1, 30]
     assert rows[1][1] > rows[0][1] + 3 and rows[1][2] > 0
+    assert [step for step, _, _ in train([1, 30], 256, "cpu", image=str(image), seconds=0)] == [1]
 
 
 SMALL_GRID = ('{"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 2, "log2_hashmap_size": 10, '
