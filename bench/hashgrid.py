@@ -34,7 +34,7 @@ from coopnn.bench.training import torch_cuda_unavailable_reason  # noqa: E402
 from coopnn.examples.image_models import TCNN_IMAGE_CONFIG, megapixel_image_path  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-RESERVE = 90.0  # seconds the PyTorch reference leaves for each coopnn backend's fits
+RESERVE = 60.0  # seconds the PyTorch reference leaves for each coopnn backend's fits
 ANCHORS = "bench/results/nvidia-h200-2026-12-01-anchors.md"  # tcnn's own figures for this configuration
 
 
@@ -53,7 +53,7 @@ def arguments(argv):
     p.add_argument("--infer-runs", type=int, default=30)
     p.add_argument("--backends", help="coopnn backends to measure (comma-separated; default: every one available)")
     p.add_argument("--torch-device", default="cuda", help="device of the PyTorch reference (none: leave it out)")
-    p.add_argument("--budget", type=float, default=330.0, help="seconds the whole call may take, about")
+    p.add_argument("--budget", type=float, default=340.0, help="seconds the whole call may take, about")
     p.add_argument("--out", type=Path, default=RESULTS)
     args = p.parse_args(argv)
     if args.quick:
