@@ -51,6 +51,7 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import HALVES_PER_WORD, word_type, word_view
 from coopnn.train.gpu.loss_kernels import loss_terms
 from coopnn.train.gpu.plan import TrainingPlan
+from coopnn.shaders.training.tuning import DEFAULT, Tuning
 from coopnn.train.gpu.step_program import LOSS_SCALE, TAPE, TARGET_PARAM
 from coopnn.train.losses import Loss
 
@@ -64,10 +65,10 @@ STORAGE_BARRIER = ("WorkgroupMemory", "UniformMemory")
 
 def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
                       tape: TapeLayout, shared_memory: int = SHARED_MEMORY, max_subgroup_size: int = SUBGROUP_SIZE,
-                      min_subgroup_size: int = SUBGROUP_SIZE) -> Binary:
+                      min_subgroup_size: int = SUBGROUP_SIZE, tuning: Tuning = DEFAULT) -> Binary:
     """The step kernel for a device with `shared_memory` bytes of workgroup memory and subgroups of
-    `min_subgroup_size` to `max_subgroup_size` invocations."""
-    reason = unsupported_reason(plan, loss, shared_memory, max_subgroup_size)
+    `min_subgroup_size` to `max_subgroup_size` invocations, its tiling as `tuning` sets it."""
+    reason = unsupported_reason(plan, loss, shared_memory, max_subgroup_size, tuning)
     if reason is not None:
         raise CompileError(f"the tiled training step cannot train {plan.graph.name!r}: {reason}")
     uneven = [n for layer in parameters.layers for n in (layer.rows, layer.cols) if n % MATRIX]
@@ -75,7 +76,7 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
         raise ValueError(f"the tiled step takes layouts padded to whole {MATRIX}s (`padded`), not a width of "
                          f"{uneven[0]}")
     emitter = TiledStepEmitter(program, plan, loss, parameters, tape,
-                               tiling_for(plan, shared_memory, max_subgroup_size), min_subgroup_size)
+                               tiling_for(plan, shared_memory, max_subgroup_size, tuning), min_subgroup_size)
     spirv = emitter.compile()
     step = emitter.step
     return Binary("coopvec", spirv, "main", step.frame.workgroup_size, step.bindings, step.push_constants, None,

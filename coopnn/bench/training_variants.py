@@ -1,0 +1,410 @@
+"""The coopvec training step's kernels compiled with other knobs (`coopnn.shaders.training.tuning.Tuning`), each
+timed alone on one session's buffers (bench/train_variants.py runs it on the GPU machine).
+
+For each model, one session with the default tuning; for each batch its data is written once. Every variant's tiled
+step kernel and cooperative-matrix products are built in worker processes (SPIR-V is built in Python, and a sweep
+builds many), loaded on the session's device and dispatched on the session's tape, inputs and state, the products
+into a partials buffer of their own. Variants are timed round-robin, one submission each in turn, so a clock change
+hits them all alike: the step kernel alone (forward, loss, backward, the tape written), the products alone (the tape
+read, the partial gradients written), and a whole step (those two, the loss tiles, the optimizer adding the
+partials). Each variant is checked against the default first: the same per-sample losses from its step kernel, the
+same gradient from its products on its own tape (summed by the session's partial-sum kernel); a variant that fails
+to build, to run or to match is reported with why, and the sweep goes on.
+
+Bytes counted are those a kernel moves as it lays them out: the step kernel reads the float32 inputs and targets,
+writes the per-sample loss and the float16 tape (padded widths); the products read the tape and write the partials.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+import statistics
+import time
+import traceback
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import numpy as np
+
+from coopnn.shaders.training.step_state import LOSS_TILE
+from coopnn.shaders.training.tuning import DEFAULT, Tuning
+
+MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
+ROUNDS = 15
+WARMUP_SECONDS = 1.0
+STEP_KNOBS = ("step_samples", "step_invocations", "in_place", "deltas")
+GRADIENT_KNOBS = ("deltas", "row_tiles", "column_tiles", "chunk_tiles", "target_subgroups", "staged",
+                  "gradient_subgroups")
+GRADIENT_RTOL = 1e-3  # float32 sums in another order, of the same float16 products
+
+
+def variants() -> list[Tuning]:
+    """The default, then each group of knobs varied against the defaults of the others."""
+    found = [DEFAULT]
+    for samples in (32, 64, 128, 256):
+        for invocations in (64, 128, 256, 512):
+            if invocations % samples == 0:
+                for in_place in (None, False):
+                    found.append(Tuning(step_samples=samples, step_invocations=invocations, in_place=in_place))
+    found += [Tuning(deltas="features"), Tuning(deltas="samples")]
+    for subgroups in (1, 2, 4, 8):
+        for chunk_tiles in (None, 16, 32, 64, 128):
+            found.append(Tuning(gradient_subgroups=subgroups, chunk_tiles=chunk_tiles))
+        found += [Tuning(gradient_subgroups=subgroups, target_subgroups=t) for t in (1536, 3072, 6144)]
+    for row_tiles in (1, 2, 4, 8):
+        for column_tiles in (2, 4):
+            for subgroups in (1, 4):
+                found.append(Tuning(row_tiles=row_tiles, column_tiles=column_tiles, gradient_subgroups=subgroups))
+    for staged in (True, False):
+        for subgroups in (1, 4):
+            found.append(Tuning(staged=staged, gradient_subgroups=subgroups))
+    unique = []
+    for tuning in found:
+        if tuning not in unique:
+            unique.append(tuning)
+    return unique
+
+
+def step_key(tuning: Tuning) -> tuple:
+    return tuple(getattr(tuning, k) for k in STEP_KNOBS)
+
+
+def gradient_key(tuning: Tuning) -> tuple:
+    return tuple(getattr(tuning, k) for k in GRADIENT_KNOBS)
+
+
+# ----- building (in worker processes) ---------------------------------------------------------------------------
+
+
+def _pieces(model_path: str, deltas: str):
+    """(plan, loss, layout, tape, program) as a default coopvec session with the tiled step lays them out, deltas
+    kept `deltas`."""
+    import coopnn
+    from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
+    from coopnn.train.gpu.plan import plan_training
+    from coopnn.train.gpu.step_program import step_program
+    from coopnn.train.gpu.tiling import padded
+    from coopnn.train.losses import get_loss
+
+    graph = coopnn.load(model_path, backend="numpy").graph
+    plan, loss = plan_training(graph), get_loss("l2")
+    layout = ParameterLayout.of([(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in plan.layers])
+    tape = TapeLayout(layout.layers, deltas)
+    return plan, loss, layout, tape, step_program(plan, loss, tape, layout=layout)
+
+
+def build(kind: str, model_path: str, tuning: Tuning, deltas: str, device: tuple[int, int, int]):
+    """The SPIR-V binary of the `kind` ("step" or "gradients") kernel of `tuning`, or the error it raised (as text);
+    `device`: (workgroup memory, largest subgroup, smallest subgroup)."""
+    from coopnn.backends.coopvec.tiled_step import tiled_step_shader
+    from coopnn.shaders.training.coopmat_gradients import coopmat_gradient_shader
+
+    try:
+        plan, loss, layout, tape, program = _pieces(model_path, deltas)
+        if kind == "step":
+            return tiled_step_shader(program, plan, loss, layout, tape, *device, tuning=tuning)
+        return coopmat_gradient_shader(layout, tape, tuning)
+    except Exception as error:  # reported as the variant's status; the sweep goes on
+        return f"{type(error).__name__}: {error}"
+
+
+def build_all(model_path: str, tunings: list[Tuning], default_deltas: str, device) -> tuple[dict, dict]:
+    """({step_key: binary or error}, {gradient_key: ...}) for every distinct kernel the tunings need, built in a
+    pool of worker processes."""
+    jobs = {}
+    for tuning in tunings:
+        deltas = tuning.deltas or default_deltas
+        jobs.setdefault(("step", step_key(tuning)), ("step", model_path, tuning, deltas, device))
+        jobs.setdefault(("gradients", gradient_key(tuning)), ("gradients", model_path, tuning, deltas, device))
+    workers = max(1, min(len(jobs), (os.cpu_count() or 2) - 1))
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {key: pool.submit(build, *job) for key, job in jobs.items()}
+        built = {key: future.result() for key, future in futures.items()}
+    return ({k[1]: v for k, v in built.items() if k[0] == "step"},
+            {k[1]: v for k, v in built.items() if k[0] == "gradients"})
+
+
+# ----- measuring ------------------------------------------------------------------------------------------------
+
+
+class Variant:
+    """One tuning's kernels loaded on the session's device and its dispatches for one batch."""
+
+    def __init__(self, tuning: Tuning, step, gradients, session, partials, kernels: dict):
+        self.tuning, self.session, self.partials, self.chunks = tuning, session, partials, 0
+        self.step_binary, self.gradient_binary = step, gradients
+        self.step_kernel = _loaded(kernels, session, step)
+        self.gradient_kernel = _loaded(kernels, session, gradients)
+
+    def dispatches(self, batch: int, count: int) -> dict:
+        """{"step": [...], "products": [...], "whole": [...]} for the batch in the session's inputs; and the chunks."""
+        from coopnn.backends.coopvec.gradient_methods.coopmat import product_dispatches
+        from coopnn.runtime.vk.commands import Dispatch
+
+        s = self.session
+        push = self.step_binary.pack_push(count=count, batch=batch, capacity=s.capacity, rows=batch, seed=0, whole=1)
+        step = [Dispatch(self.step_kernel, s._buffers(None), push, self.step_kernel.group_count_for(count))]
+        products, chunks = product_dispatches(s, self.gradient_binary, self.gradient_kernel, self.tuning, count,
+                                              self.partials)
+        loss_tiles = s.gradient_commands(batch)[0][0]
+        optimizer = s.optimizer_dispatch(batch, -(-batch // LOSS_TILE), chunks)
+        optimizer = replace(optimizer, buffers=(optimizer.buffers[0], self.partials, *optimizer.buffers[2:]))
+        self.chunks = chunks
+        return {"step": step, "products": products, "whole": step + [loss_tiles] + products + [optimizer]}
+
+    def summed_gradient(self, batch: int, count: int) -> np.ndarray:
+        """The gradient its products leave, summed by the session's partial-sum kernel from its partials."""
+        s = self.session
+        commands = self.dispatches(batch, count)
+        total = s.partial_sum_dispatch(self.chunks)
+        total = replace(total, buffers=(self.partials, *total.buffers[1:]))
+        s.context.run(commands["step"] + commands["products"] + [total, s.fill_zero(s.state, size=4)], downloads={})
+        return s.gradient.download(np.float32, s.layout.layers_size)
+
+    def losses(self, batch: int, count: int) -> np.ndarray:
+        s = self.session
+        loss_buffer, downloads = s._losses(batch)
+        s.context.run(self.dispatches(batch, count)["step"], downloads)
+        return loss_buffer.read(np.float32, batch).copy()
+
+
+def _loaded(kernels: dict, session, binary):
+    """`binary` loaded on the session's device, once for every variant that shares it."""
+    from coopnn.runtime.executable import load_kernel
+
+    if binary.spirv not in kernels:
+        kernels[binary.spirv] = load_kernel(session.context, binary, f"{session.plan.graph.name} {binary.name}")
+    return kernels[binary.spirv]
+
+
+def kernel_bytes(session, batch: int, chunks: int) -> dict:
+    """Bytes each kernel moves as laid out: {"step": ..., "products": ...}."""
+    plan = session.plan
+    tape = batch * session.tape.width * 2
+    data = batch * (plan.layers[0].cols + 2 * plan.out_features) * 4 + batch * 4
+    return {"step": data + tape, "products": tape + chunks * session.layout.size * 4}
+
+
+def time_round_robin(context, runs: dict, rounds: int) -> dict:
+    """Median GPU ms of each key's commands, submitted in turn `rounds` times after one untimed round."""
+    times = {key: [] for key in runs}
+    for index in range(rounds + 1):
+        for key, commands in runs.items():
+            ms = context.run(commands, downloads={})
+            if index and ms is not None:
+                times[key].append(ms)
+    return {key: statistics.median(t) if t else None for key, t in times.items()}
+
+
+def _session(model_path: str):
+    import coopnn
+    from coopnn.backends.coopvec.training import CoopvecTrainingSession
+    from coopnn.train.losses import get_loss
+    from coopnn.train.optim import Adam
+
+    graph = coopnn.load(model_path, backend="numpy").graph
+    return CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, tuning=DEFAULT)
+
+
+def _partials_for(session, tunings, capacity: int):
+    """One partials buffer large enough for every tuning's chunks at `capacity`."""
+    from coopnn.runtime.vk.memory import HostAccess
+    from coopnn.shaders.training.coopmat_gradients import most_chunks
+
+    chunks = max(most_chunks(session.layout, capacity, t) for t in tunings)
+    return session.context.create_buffer(chunks * session.layout.size * 4, HostAccess.NONE)
+
+
+def measure_model(model_path: Path, log2_batches, tunings, rounds: int = ROUNDS, log=print) -> list[dict]:
+    """Rows for every (batch, tuning) of one model."""
+    from coopnn.bench.environment import describe_environment, device_name
+    from coopnn.bench.roofline import peaks_for
+
+    session = _session(str(model_path))
+    bounds = peaks_for(device_name(describe_environment()))
+    rows = []
+    try:
+        limits, subgroup = session.context.info.limits, session.context.info.subgroup
+        device = (limits.max_compute_shared_memory_size, subgroup.max_size or subgroup.size,
+                  subgroup.min_size or subgroup.size)
+        started = time.perf_counter()
+        steps, gradients = build_all(str(model_path), tunings, session.tape.deltas, device)
+        log(f"{model_path.stem}: built {len(steps)} step and {len(gradients)} gradient kernels in "
+            f"{time.perf_counter() - started:.1f} s")
+        default_step, default_gradients = steps[step_key(DEFAULT)], gradients[gradient_key(DEFAULT)]
+        same = (default_step.spirv == session.binary.spirv, default_gradients.spirv == session.gradient_shaders[0].spirv)
+        if not all(same):
+            raise RuntimeError(f"the sweep's default kernels differ from the session's (step, gradients): {same}")
+        batches = sorted((1 << b for b in log2_batches), reverse=True)
+        rng = np.random.default_rng(0)
+        graph = session.plan.graph
+        x = rng.uniform(-1, 1, (batches[0], graph.inputs[0].shape[1])).astype(np.float32)
+        y = rng.uniform(0, 1, (batches[0], graph.outputs[0].shape[1])).astype(np.float32)
+        session.step({graph.inputs[0].name: x}, {session.plan.output: y})  # the capacity of the largest batch
+        partials = _partials_for(session, tunings, session.capacity)
+        loaded, kernels = {}, {}
+        for tuning in tunings:
+            step, grad = steps[step_key(tuning)], gradients[gradient_key(tuning)]
+            failed = next((b for b in (step, grad) if isinstance(b, str)), None)
+            if failed is None:
+                try:
+                    loaded[tuning] = Variant(tuning, step, grad, session, partials, kernels)
+                except Exception as error:
+                    failed = f"{type(error).__name__}: {error}"
+            if failed is not None:
+                rows += [{"model": model_path.stem, "batch": b, "tuning": asdict(tuning), "variant": tuning.describe(),
+                          "status": failed} for b in batches]
+        for batch in batches:
+            rows += measure_batch(session, loaded, x[:batch], y[:batch], rounds, bounds, model_path.stem, log)
+    finally:
+        session.close()
+    return rows
+
+
+def measure_batch(session, loaded: dict, x, y, rounds: int, bounds, model: str, log) -> list[dict]:
+    from coopnn.bench.roofline import KernelWork, training_work
+
+    batch = x.shape[0]
+    feeds, targets = {session.plan.graph.inputs[0].name: x}, {session.plan.output: y}
+    for _ in range(3):
+        session.step(feeds, targets)
+    count, _ = session._write_batch(feeds, targets, batch)
+    reference = loaded.get(DEFAULT)
+    expected_losses = reference.losses(batch, count) if reference else None
+    expected = reference.summed_gradient(batch, count) if reference else None
+    runs, rows, checked = {}, [], {}
+    for tuning, variant in loaded.items():
+        try:
+            commands = variant.dispatches(batch, count)
+            status = "measured"
+            if reference is not None and tuning != DEFAULT:
+                status = _check(variant, batch, count, expected_losses, expected)
+            checked[tuning] = status
+            runs.update({(tuning, part): cmds for part, cmds in commands.items()})
+        except Exception as error:
+            checked[tuning] = f"{type(error).__name__}: {error}"
+            log(traceback.format_exc())
+    started = time.perf_counter()
+    while reference is not None and time.perf_counter() - started < WARMUP_SECONDS:
+        session.context.run(reference.dispatches(batch, count)["whole"], downloads={})
+    medians = time_round_robin(session.context, runs, rounds)
+    whole_default = medians.get((DEFAULT, "whole"))
+    for tuning, status in checked.items():
+        variant = loaded[tuning]
+        row = {"model": model, "batch": batch, "tuning": asdict(tuning), "variant": tuning.describe(),
+               "status": status}
+        if (tuning, "whole") in medians:
+            moved = kernel_bytes(session, batch, variant.chunks)
+            step_ms, products_ms, whole_ms = (medians[(tuning, p)] for p in ("step", "products", "whole"))
+            row.update(chunks=variant.chunks, step_ms=step_ms, products_ms=products_ms, whole_ms=whole_ms,
+                       step=KernelWork(moved["step"], 0).against(step_ms, bounds),
+                       products=KernelWork(moved["products"], 0).against(products_ms, bounds),
+                       roofline=training_work(session.plan.graph, batch).against(whole_ms, bounds),
+                       speedup=(whole_default / whole_ms) if whole_default and whole_ms else None)
+        rows.append(row)
+        log(_line(row))
+    return rows
+
+
+def _check(variant, batch: int, count: int, expected_losses, expected) -> str:
+    """"measured", or how the variant's losses or gradient differ from the default's."""
+    losses = variant.losses(batch, count)
+    if not np.allclose(losses, expected_losses, rtol=1e-3, atol=1e-6):
+        return f"losses differ (max {np.max(np.abs(losses - expected_losses)):.3g})"
+    got = variant.summed_gradient(batch, count)
+    scale = float(np.max(np.abs(expected))) or 1.0
+    error = float(np.max(np.abs(got - expected))) / scale
+    return "measured" if error <= GRADIENT_RTOL else f"gradient differs ({error:.3g} of its largest element)"
+
+
+def _line(row: dict) -> str:
+    if "whole_ms" not in row:
+        return f"{row['model']} {row['batch']} {row['variant']}: {row['status']}"
+    tb = lambda part: row[part]["tb_per_s"] or 0.0  # noqa: E731
+    return (f"{row['model']} {row['batch']} {row['variant']}: step {row['step_ms']:.4f} ms ({tb('step'):.2f} TB/s), "
+            f"products {row['products_ms']:.4f} ms ({tb('products'):.2f} TB/s), whole {row['whole_ms']:.4f} ms "
+            f"({row['roofline']['ratio_to_bound'] or 0:.2f} x bound) {row['status']}")
+
+
+def measure(model_paths, log2_batches, tunings=None, rounds: int = ROUNDS, log=print) -> dict:
+    from coopnn.bench.environment import describe_environment
+
+    tunings = variants() if tunings is None else tunings
+    rows = []
+    for path in model_paths:
+        try:
+            rows += measure_model(Path(path), log2_batches, tunings, rounds, log)
+        except Exception as error:
+            log(traceback.format_exc())
+            rows.append({"model": Path(path).stem, "status": f"{type(error).__name__}: {error}"})
+    return {"schema": "coopnn-train-variants/1", "environment": describe_environment(), "rows": rows}
+
+
+# ----- the report -----------------------------------------------------------------------------------------------
+
+
+def _ms(value) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _fixed(value) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _rate(row: dict, part: str) -> str:
+    value = row[part]["tb_per_s"] if part in row else None
+    return "-" if value is None else f"{value:.2f}"
+
+
+def markdown(document: dict) -> str:
+    """Per model and batch: the fastest whole step, step kernel and products, then every variant by whole step."""
+    from coopnn.bench.environment import device_name, driver
+
+    env = document["environment"]
+    lines = [f"# Training-step kernels by tuning, {device_name(env)} (driver {driver(env)}), {env['date'][:10]}", "",
+             "Each variant's tiled step kernel and cooperative-matrix products (`coopnn.shaders.training.tuning`; "
+             "'default' is `Tuning()`) timed alone on one session's buffers, variants in turn (median GPU ms): the "
+             "step kernel (inputs and targets read, tape and losses written), the products (tape read, partials "
+             "written), and a whole step (with the loss tiles and the optimizer adding the partials). TB/s: bytes "
+             "the kernel moves as laid out over its time; x bound: the whole step against the roofline of "
+             "`coopnn.bench.roofline.training_work`. Status: 'measured' where the variant's losses and gradient "
+             "match the default's.", ""]
+    measured = [r for r in document["rows"] if r.get("whole_ms") and r.get("status") == "measured"]
+    keys = sorted({(r["model"], r["batch"]) for r in document["rows"] if "batch" in r})
+    lines += ["| model | batch | default whole ms | best whole ms (x bound) | its variant | best step ms (TB/s) | "
+              "its variant | best products ms (TB/s) | its variant |", "|---|---|---|---|---|---|---|---|---|"]
+    for model, batch in keys:
+        rows = [r for r in measured if (r["model"], r["batch"]) == (model, batch)]
+        if not rows:
+            continue
+        default = next((r for r in rows if r["variant"] == "default"), None)
+        whole = min(rows, key=lambda r: r["whole_ms"])
+        step = min(rows, key=lambda r: r["step_ms"])
+        products = min(rows, key=lambda r: r["products_ms"])
+        lines.append(f"| {model} | {batch} | {_ms(default and default['whole_ms'])} | {_ms(whole['whole_ms'])} "
+                     f"({whole['roofline']['ratio_to_bound'] or 0:.2f}) | {whole['variant']} | "
+                     f"{_ms(step['step_ms'])} ({_rate(step, 'step')}) | {step['variant']} | "
+                     f"{_ms(products['products_ms'])} ({_rate(products, 'products')}) | {products['variant']} |")
+    for model, batch in keys:
+        rows = [r for r in document["rows"] if (r.get("model"), r.get("batch")) == (model, batch)]
+        rows.sort(key=lambda r: (r.get("whole_ms") is None, r.get("whole_ms") or 0.0))
+        lines += ["", f"## {model}, batch {batch}", "",
+                  "| variant | chunks | step ms | step TB/s | products ms | products TB/s | whole ms | x bound | "
+                  "speed-up | status |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            ratio = r["roofline"]["ratio_to_bound"] if "roofline" in r else None
+            lines.append(f"| {r['variant']} | {r.get('chunks', '-')} | {_ms(r.get('step_ms'))} | {_rate(r, 'step')} | "
+                         f"{_ms(r.get('products_ms'))} | {_rate(r, 'products')} | {_ms(r.get('whole_ms'))} | "
+                         f"{_fixed(ratio)} | {_fixed(r.get('speedup'))} | {r['status'][:80]} |")
+    failed = [r for r in document["rows"] if "batch" not in r]
+    lines += [""] + [f"- {r['model']}: {r['status']}" for r in failed]
+    return "\n".join(lines) + "\n"
+
+
+def write(document: dict, out: Path) -> Path:
+    """`<out>/<device>-<date>-train-variants.{json,md}`; returns the markdown's path."""
+    from coopnn.bench.report import write_results
+
+    return write_results(document, out, "train-variants", markdown(document))
