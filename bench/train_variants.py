@@ -4,8 +4,8 @@ apart across their knobs (`coopnn.bench.training_variants`, `coopnn.shaders.trai
     python3 bench/train_variants.py [--models a,b] [--batches 16,18] [--rounds 15] [--only "subgroups=4,chunk"]
                                     [--out DIR]
 
-Writes `<device>-<date>-train-variants.{json,md}` (default into bench/results/); prints a line a variant as it goes
-and the markdown at the end. A variant that fails to build, run or match the default is listed with why.
+Writes `<device>-<date>-train-variants.{json,md}` (default into bench/results/) after each model; prints a line a
+variant as it goes and the markdown at the end. A variant that fails to build, run or match the default is listed with why.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from coopnn.shaders.training.tuning import DEFAULT  # noqa: E402
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(training_variants.MODELS))
+    parser.add_argument("--models", default=",".join(training_variants.MODELS),
+                        help="in the order they run (results are written after each)")
     parser.add_argument("--batches", default="18,16", help="log2 of the batch sizes")
     parser.add_argument("--rounds", type=int, default=training_variants.ROUNDS)
     parser.add_argument("--only", help="only variants whose description contains one of these (comma-separated); "
@@ -39,10 +40,10 @@ def main(argv=None) -> int:
         print("\n".join(t.describe() for t in tunings))
         return 0
     paths = [ROOT / "models" / f"{name}.onnx" for name in args.models.split(",")]
-    document = training_variants.measure(paths, [int(b) for b in args.batches.split(",")], tunings, args.rounds,
-                                         log=lambda line: print(line, flush=True))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    document = training_variants.measure(paths, [int(b) for b in args.batches.split(",")], tunings, args.rounds,
+                                         log=lambda line: print(line, flush=True), out=out)
     print(training_variants.write(document, out).read_text())
     return 0
 

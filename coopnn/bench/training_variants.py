@@ -31,7 +31,7 @@ import numpy as np
 from coopnn.shaders.training.step_state import LOSS_TILE
 from coopnn.shaders.training.tuning import DEFAULT, Tuning
 
-MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
+MODELS = ("mlp_32_64x4_16", "mlp_64_128x4_16", "mlp_3_64x2_3")  # the target model first
 ROUNDS = 15
 WARMUP_SECONDS = 1.0
 STEP_KNOBS = ("step_samples", "step_invocations", "in_place", "deltas")
@@ -119,9 +119,13 @@ def build_all(model_path: str, tunings: list[Tuning], default_deltas: str, devic
         jobs.setdefault(("step", step_key(tuning)), ("step", model_path, tuning, deltas, device))
         jobs.setdefault(("gradients", gradient_key(tuning)), ("gradients", model_path, tuning, deltas, device))
     workers = max(1, min(len(jobs), (os.cpu_count() or 2) - 1))
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {key: pool.submit(build, *job) for key, job in jobs.items()}
-        built = {key: future.result() for key, future in futures.items()}
+    try:
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {key: pool.submit(build, *job) for key, job in jobs.items()}
+            built = {key: future.result() for key, future in futures.items()}
+    except (OSError, RuntimeError, concurrent.futures.process.BrokenProcessPool):
+        traceback.print_exc()
+        built = {key: build(*job) for key, job in jobs.items()}  # without workers, one after the other
     return ({k[1]: v for k, v in built.items() if k[0] == "step"},
             {k[1]: v for k, v in built.items() if k[0] == "gradients"})
 
@@ -328,18 +332,22 @@ def _line(row: dict) -> str:
             f"({row['roofline']['ratio_to_bound'] or 0:.2f} x bound) {row['status']}")
 
 
-def measure(model_paths, log2_batches, tunings=None, rounds: int = ROUNDS, log=print) -> dict:
+def measure(model_paths, log2_batches, tunings=None, rounds: int = ROUNDS, log=print, out: Path | None = None) -> dict:
+    """Every model's rows; with `out`, the results so far are written there after each model (a sweep cut short
+    keeps what it measured)."""
     from coopnn.bench.environment import describe_environment
 
     tunings = variants() if tunings is None else tunings
-    rows = []
+    document = {"schema": "coopnn-train-variants/1", "environment": describe_environment(), "rows": []}
     for path in model_paths:
         try:
-            rows += measure_model(Path(path), log2_batches, tunings, rounds, log)
+            document["rows"] += measure_model(Path(path), log2_batches, tunings, rounds, log)
         except Exception as error:
             log(traceback.format_exc())
-            rows.append({"model": Path(path).stem, "status": f"{type(error).__name__}: {error}"})
-    return {"schema": "coopnn-train-variants/1", "environment": describe_environment(), "rows": rows}
+            document["rows"].append({"model": Path(path).stem, "status": f"{type(error).__name__}: {error}"})
+        if out is not None:
+            write(document, out)
+    return document
 
 
 # ----- the report -----------------------------------------------------------------------------------------------
