@@ -5,7 +5,8 @@ apart across their knobs (`coopnn.bench.training_variants`, `coopnn.shaders.trai
                                     [--out DIR]
 
 Writes `<device>-<date>-train-variants.{json,md}` (default into bench/results/) after each model; prints a line a
-variant as it goes and the markdown at the end. A variant that fails to build, run or match the default is listed with why.
+variant as it goes and the markdown at the end. A variant that fails to build, run or match the default is listed
+with why.
 """
 
 from __future__ import annotations

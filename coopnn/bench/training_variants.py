@@ -238,7 +238,8 @@ def measure_model(model_path: Path, log2_batches, tunings, rounds: int = ROUNDS,
         log(f"{model_path.stem}: built {len(steps)} step and {len(gradients)} gradient kernels in "
             f"{time.perf_counter() - started:.1f} s")
         default_step, default_gradients = steps[step_key(DEFAULT)], gradients[gradient_key(DEFAULT)]
-        same = (default_step.spirv == session.binary.spirv, default_gradients.spirv == session.gradient_shaders[0].spirv)
+        same = (default_step.spirv == session.binary.spirv,
+                default_gradients.spirv == session.gradient_shaders[0].spirv)
         if not all(same):
             raise RuntimeError(f"the sweep's default kernels differ from the session's (step, gradients): {same}")
         batches = sorted((1 << b for b in log2_batches), reverse=True)
