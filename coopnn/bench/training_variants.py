@@ -174,6 +174,25 @@ class Variant:
         return loss_buffer.read(np.float32, batch).copy()
 
 
+def driver_statistics(binaries, log=print) -> dict:
+    """SPIR-V -> the driver's statistics of that kernel (`coopnn.runtime.kernel_statistics`: registers, spills,
+    workgroup memory), for every built binary; {} where the device reports none."""
+    from coopnn.runtime.kernel_statistics import kernel_statistics
+
+    unique = {b.spirv: b for b in binaries if not isinstance(b, str)}
+    try:
+        found = kernel_statistics({str(i): b for i, b in enumerate(unique.values())})
+    except Exception as error:  # statistics explain the times; the sweep goes on without them
+        log(f"no kernel statistics: {type(error).__name__}: {error}")
+        return {}
+    return {spirv: kernel.values() for spirv, kernel in zip(unique, found)}
+
+
+def registers(statistics: dict) -> str:
+    """The registers an invocation takes, from a kernel's driver statistics, or "-"."""
+    return next((str(v) for k, v in statistics.items() if "register" in k.lower()), "-")
+
+
 def _loaded(kernels: dict, session, binary):
     """`binary` loaded on the session's device, once for every variant that shares it."""
     from coopnn.runtime.executable import load_kernel
@@ -237,6 +256,7 @@ def measure_model(model_path: Path, log2_batches, tunings, rounds: int = ROUNDS,
         steps, gradients = build_all(str(model_path), tunings, session.tape.deltas, device)
         log(f"{model_path.stem}: built {len(steps)} step and {len(gradients)} gradient kernels in "
             f"{time.perf_counter() - started:.1f} s")
+        statistics = driver_statistics([*steps.values(), *gradients.values()], log)
         default_step, default_gradients = steps[step_key(DEFAULT)], gradients[gradient_key(DEFAULT)]
         same = (default_step.spirv == session.binary.spirv,
                 default_gradients.spirv == session.gradient_shaders[0].spirv)
@@ -263,6 +283,11 @@ def measure_model(model_path: Path, log2_batches, tunings, rounds: int = ROUNDS,
                           "status": failed} for b in batches]
         for batch in batches:
             rows += measure_batch(session, loaded, x[:batch], y[:batch], rounds, bounds, model_path.stem, log)
+        for row in rows:
+            variant = loaded.get(Tuning(**row["tuning"]))
+            if variant is not None:
+                row["step_statistics"] = statistics.get(variant.step_binary.spirv, {})
+                row["products_statistics"] = statistics.get(variant.gradient_binary.spirv, {})
     finally:
         session.close()
     return rows
@@ -379,7 +404,7 @@ def markdown(document: dict) -> str:
              "written), and a whole step (with the loss tiles and the optimizer adding the partials). TB/s: bytes "
              "the kernel moves as laid out over its time; x bound: the whole step against the roofline of "
              "`coopnn.bench.roofline.training_work`. Status: 'measured' where the variant's losses and gradient "
-             "match the default's.", ""]
+             "match the default's; regs: registers an invocation, in the driver's statistics.", ""]
     measured = [r for r in document["rows"] if r.get("whole_ms") and r.get("status") == "measured"]
     keys = sorted({(r["model"], r["batch"]) for r in document["rows"] if "batch" in r})
     lines += ["| model | batch | default whole ms | best whole ms (x bound) | its variant | best step ms (TB/s) | "
@@ -400,12 +425,14 @@ def markdown(document: dict) -> str:
         rows = [r for r in document["rows"] if (r.get("model"), r.get("batch")) == (model, batch)]
         rows.sort(key=lambda r: (r.get("whole_ms") is None, r.get("whole_ms") or 0.0))
         lines += ["", f"## {model}, batch {batch}", "",
-                  "| variant | chunks | step ms | step TB/s | products ms | products TB/s | whole ms | x bound | "
-                  "speed-up | status |", "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| variant | chunks | step ms | step TB/s | step regs | products ms | products TB/s | products regs | "
+                  "whole ms | x bound | speed-up | status |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             ratio = r["roofline"]["ratio_to_bound"] if "roofline" in r else None
             lines.append(f"| {r['variant']} | {r.get('chunks', '-')} | {_ms(r.get('step_ms'))} | {_rate(r, 'step')} | "
-                         f"{_ms(r.get('products_ms'))} | {_rate(r, 'products')} | {_ms(r.get('whole_ms'))} | "
+                         f"{registers(r.get('step_statistics', {}))} | {_ms(r.get('products_ms'))} | "
+                         f"{_rate(r, 'products')} | {registers(r.get('products_statistics', {}))} | "
+                         f"{_ms(r.get('whole_ms'))} | "
                          f"{_fixed(ratio)} | {_fixed(r.get('speedup'))} | {r['status'][:80]} |")
     failed = [r for r in document["rows"] if "batch" not in r]
     lines += [""] + [f"- {r['model']}: {r['status']}" for r in failed]
