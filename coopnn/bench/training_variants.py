@@ -241,35 +241,48 @@ def _partials_for(session, tunings, capacity: int):
 
 
 def measure_model(model_path: Path, log2_batches, tunings, rounds: int = ROUNDS, log=print) -> list[dict]:
-    """Rows for every (batch, tuning) of one model."""
+    """Rows for every (batch, tuning) of one model, then for the tuning `combined` makes of them (where it is not
+    one of them)."""
     from coopnn.bench.environment import describe_environment, device_name
     from coopnn.bench.roofline import peaks_for
 
     session = _session(str(model_path))
     bounds = peaks_for(device_name(describe_environment()))
-    rows = []
     try:
-        limits, subgroup = session.context.info.limits, session.context.info.subgroup
-        device = (limits.max_compute_shared_memory_size, subgroup.max_size or subgroup.size,
-                  subgroup.min_size or subgroup.size)
-        started = time.perf_counter()
-        steps, gradients = build_all(str(model_path), tunings, session.tape.deltas, device)
-        log(f"{model_path.stem}: built {len(steps)} step and {len(gradients)} gradient kernels in "
-            f"{time.perf_counter() - started:.1f} s")
-        statistics = driver_statistics([*steps.values(), *gradients.values()], log)
-        default_step, default_gradients = steps[step_key(DEFAULT)], gradients[gradient_key(DEFAULT)]
-        same = (default_step.spirv == session.binary.spirv,
-                default_gradients.spirv == session.gradient_shaders[0].spirv)
-        if not all(same):
-            raise RuntimeError(f"the sweep's default kernels differ from the session's (step, gradients): {same}")
         batches = sorted((1 << b for b in log2_batches), reverse=True)
         rng = np.random.default_rng(0)
         graph = session.plan.graph
         x = rng.uniform(-1, 1, (batches[0], graph.inputs[0].shape[1])).astype(np.float32)
         y = rng.uniform(0, 1, (batches[0], graph.outputs[0].shape[1])).astype(np.float32)
         session.step({graph.inputs[0].name: x}, {session.plan.output: y})  # the capacity of the largest batch
-        partials = _partials_for(session, tunings, session.capacity)
-        loaded, kernels = {}, {}
+        sweep = lambda tried: _sweep(session, model_path, tried, x, y, batches, rounds, bounds, log)  # noqa: E731
+        rows = sweep(tunings)
+        best = combined([r for r in rows if r["batch"] == batches[0]])
+        if best is not None and best not in tunings:
+            log(f"{model_path.stem}: the best of each kernel together: {best.describe()}")
+            rows += [{**r, "combined": True} for r in sweep([DEFAULT, best]) if r["variant"] != "default"]
+    finally:
+        session.close()
+    return rows
+
+
+def _sweep(session, model_path: Path, tunings, x, y, batches, rounds: int, bounds, log) -> list[dict]:
+    """Build, load and measure `tunings` on the session at every batch (largest first)."""
+    limits, subgroup = session.context.info.limits, session.context.info.subgroup
+    device = (limits.max_compute_shared_memory_size, subgroup.max_size or subgroup.size,
+              subgroup.min_size or subgroup.size)
+    started = time.perf_counter()
+    steps, gradients = build_all(str(model_path), tunings, session.tape.deltas, device)
+    log(f"{model_path.stem}: built {len(steps)} step and {len(gradients)} gradient kernels in "
+        f"{time.perf_counter() - started:.1f} s")
+    statistics = driver_statistics([*steps.values(), *gradients.values()], log)
+    default_step, default_gradients = steps[step_key(DEFAULT)], gradients[gradient_key(DEFAULT)]
+    same = (default_step.spirv == session.binary.spirv, default_gradients.spirv == session.gradient_shaders[0].spirv)
+    if not all(same):
+        raise RuntimeError(f"the sweep's default kernels differ from the session's (step, gradients): {same}")
+    partials = _partials_for(session, tunings, session.capacity)
+    rows, loaded, kernels = [], {}, {}
+    try:
         for tuning in tunings:
             step, grad = steps[step_key(tuning)], gradients[gradient_key(tuning)]
             failed = next((b for b in (step, grad) if isinstance(b, str)), None)
@@ -283,14 +296,36 @@ def measure_model(model_path: Path, log2_batches, tunings, rounds: int = ROUNDS,
                           "status": failed} for b in batches]
         for batch in batches:
             rows += measure_batch(session, loaded, x[:batch], y[:batch], rounds, bounds, model_path.stem, log)
-        for row in rows:
-            variant = loaded.get(Tuning(**row["tuning"]))
-            if variant is not None:
-                row["step_statistics"] = statistics.get(variant.step_binary.spirv, {})
-                row["products_statistics"] = statistics.get(variant.gradient_binary.spirv, {})
     finally:
-        session.close()
+        partials.destroy()
+    for row in rows:
+        variant = loaded.get(Tuning(**row["tuning"]))
+        if variant is not None:
+            row["step_statistics"] = statistics.get(variant.step_binary.spirv, {})
+            row["products_statistics"] = statistics.get(variant.gradient_binary.spirv, {})
     return rows
+
+
+def combined(rows: list[dict]) -> Tuning | None:
+    """The tiling of the fastest step kernel among the variants of step knobs alone, the knobs of the fastest
+    rest of a step (products, optimizer) among the variants of gradient knobs alone, and the delta layout of the
+    fastest whole step among the default and the layouts; None where a part has no measured row."""
+    measured = [(Tuning(**r["tuning"]), r) for r in rows if r.get("whole_ms") and r["status"] == "measured"]
+
+    def only(knobs):
+        return [(t, r) for t, r in measured
+                if all(getattr(t, k) == getattr(DEFAULT, k) for k in (*STEP_KNOBS, *GRADIENT_KNOBS) if k not in knobs)]
+
+    steps = only([k for k in STEP_KNOBS if k != "deltas"])
+    rests = only([k for k in GRADIENT_KNOBS if k != "deltas"])
+    layouts = only(["deltas"])
+    if not (steps and rests and layouts):
+        return None
+    step = min(steps, key=lambda tr: tr[1]["step_ms"])[0]
+    rest = min(rests, key=lambda tr: tr[1]["whole_ms"] - tr[1]["step_ms"])[0]
+    deltas = min(layouts, key=lambda tr: tr[1]["whole_ms"])[0].deltas
+    knobs = {k: getattr(step, k) for k in STEP_KNOBS} | {k: getattr(rest, k) for k in GRADIENT_KNOBS}
+    return Tuning(**{**knobs, "deltas": deltas})
 
 
 def measure_batch(session, loaded: dict, x, y, rounds: int, bounds, model: str, log) -> list[dict]:
