@@ -2,7 +2,7 @@
 apart across their knobs (`coopnn.bench.training_variants`, `coopnn.shaders.training.tuning`).
 
     python3 bench/train_variants.py [--models a,b] [--batches 16,18] [--rounds 15] [--only "subgroups=4,chunk"]
-                                    [--out DIR]
+                                    [--budget SECONDS] [--out DIR]
 
 Writes `<device>-<date>-train-variants.{json,md}` (default into bench/results/) after each model; prints a line a
 variant as it goes and the markdown at the end. A variant that fails to build, run or match the default is listed
@@ -28,6 +28,7 @@ def main(argv=None) -> int:
                         help="in the order they run (results are written after each)")
     parser.add_argument("--batches", default="18,16", help="log2 of the batch sizes")
     parser.add_argument("--rounds", type=int, default=training_variants.ROUNDS)
+    parser.add_argument("--budget", type=float, help="seconds after which no further model is started")
     parser.add_argument("--only", help="only variants whose description contains one of these (comma-separated); "
                                        "the default always runs")
     parser.add_argument("--list", action="store_true", help="print the variants and stop")
@@ -44,7 +45,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     document = training_variants.measure(paths, [int(b) for b in args.batches.split(",")], tunings, args.rounds,
-                                         log=lambda line: print(line, flush=True), out=out)
+                                         log=lambda line: print(line, flush=True), out=out, budget=args.budget)
     print(training_variants.write(document, out).read_text())
     return 0
 

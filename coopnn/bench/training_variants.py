@@ -6,8 +6,9 @@ step kernel and cooperative-matrix products are built in worker processes (SPIR-
 builds many), loaded on the session's device and dispatched on the session's tape, inputs and state, the products
 into a partials buffer of their own. Variants are timed round-robin, one submission each in turn, so a clock change
 hits them all alike: the step kernel alone (forward, loss, backward, the tape written), the products alone (the tape
-read, the partial gradients written), and a whole step (those two, the loss tiles, the optimizer adding the
-partials). Each variant is checked against the default first: the same per-sample losses from its step kernel, the
+read, the partial gradients written), and a whole step but the optimizer's update (those two, the loss tiles, the
+partial gradients summed: the optimizer's update would move the weights every variant is checked on, and its
+parameters' bytes are a few MB). Each variant is checked against the default first: the same per-sample losses from its step kernel, the
 same gradient from its products on its own tape (summed by the session's partial-sum kernel); a variant that fails
 to build, to run or to match is reported with why, and the sweep goes on.
 
@@ -28,11 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
-from coopnn.shaders.training.step_state import LOSS_TILE
 from coopnn.shaders.training.tuning import DEFAULT, Tuning
 
 MODELS = ("mlp_32_64x4_16", "mlp_64_128x4_16", "mlp_3_64x2_3")  # the target model first
-ROUNDS = 15
+ROUNDS = 10
 WARMUP_SECONDS = 1.0
 STEP_KNOBS = ("step_samples", "step_invocations", "in_place", "deltas")
 GRADIENT_KNOBS = ("deltas", "row_tiles", "column_tiles", "chunk_tiles", "target_subgroups", "staged",
@@ -43,24 +43,17 @@ GRADIENT_RTOL = 1e-3  # float32 sums in another order, of the same float16 produ
 def variants() -> list[Tuning]:
     """The default, then each group of knobs varied against the defaults of the others."""
     found = [DEFAULT]
-    for samples in (32, 64, 128):
-        for invocations in (64, 128, 256, 512):
-            if invocations % samples == 0:
-                for in_place in (None, False):
-                    found.append(Tuning(step_samples=samples, step_invocations=invocations, in_place=in_place))
-    found += [Tuning(deltas="features"), Tuning(deltas="samples")]
-    for subgroups in (1, 2, 4, 8):
-        for chunk_tiles in (None, 16, 32, 64, 128) if subgroups != 2 else (None,):
-            found.append(Tuning(gradient_subgroups=subgroups, chunk_tiles=chunk_tiles))
-        if subgroups in (1, 4):
-            found += [Tuning(gradient_subgroups=subgroups, target_subgroups=t) for t in (1536, 3072, 6144)]
-    for row_tiles in (1, 2, 4, 8):
-        for column_tiles in (2, 4):
-            for subgroups in (1, 4):
-                found.append(Tuning(row_tiles=row_tiles, column_tiles=column_tiles, gradient_subgroups=subgroups))
-    for staged in (True, False):
-        for subgroups in (1, 4):
-            found.append(Tuning(staged=staged, gradient_subgroups=subgroups))
+    found += [Tuning(step_samples=samples, step_invocations=invocations, in_place=in_place)
+              for samples, invocations, in_place in ((32, 128, None), (32, 256, None), (32, 256, False),
+                                                     (64, 256, None), (64, 128, False), (128, 128, None),
+                                                     (128, 256, None), (128, 256, False))]
+    found.append(Tuning(deltas="features"))
+    found += [Tuning(gradient_subgroups=s, chunk_tiles=c) for s, c in ((2, None), (4, None), (8, None), (4, 16),
+                                                                        (4, 32), (4, 64), (1, 32), (1, 64), (8, 32))]
+    found += [Tuning(gradient_subgroups=s, target_subgroups=3072) for s in (1, 4)]
+    found += [Tuning(row_tiles=r, column_tiles=c, gradient_subgroups=s) for r, c in ((1, 4), (4, 4), (8, 4), (2, 2),
+                                                                                      (4, 2)) for s in (1, 4)]
+    found += [Tuning(staged=staged, gradient_subgroups=s) for staged in (True, False) for s in (1, 4)]
     unique = []
     for tuning in found:
         if tuning not in unique:
@@ -154,18 +147,19 @@ class Variant:
         products, chunks = product_dispatches(s, self.gradient_binary, self.gradient_kernel, self.tuning, count,
                                               self.partials)
         loss_tiles = s.gradient_commands(batch)[0][0]
-        optimizer = s.optimizer_dispatch(batch, -(-batch // LOSS_TILE), chunks)
-        optimizer = replace(optimizer, buffers=(optimizer.buffers[0], self.partials, *optimizer.buffers[2:]))
         self.chunks = chunks
-        return {"step": step, "products": products, "whole": step + [loss_tiles] + products + [optimizer]}
+        return {"step": step, "products": products, "whole": step + [loss_tiles] + products + [self.summed()]}
+
+    def summed(self):
+        """The session's partial-sum kernel over the variant's partials: what the optimizer reads of them, without
+        its update (which would move the weights the variants are checked on)."""
+        total = self.session.partial_sum_dispatch(self.chunks)
+        return replace(total, buffers=(self.partials, *total.buffers[1:]))
 
     def summed_gradient(self, batch: int, count: int) -> np.ndarray:
         """The gradient its products leave, summed by the session's partial-sum kernel from its partials."""
         s = self.session
-        commands = self.dispatches(batch, count)
-        total = s.partial_sum_dispatch(self.chunks)
-        total = replace(total, buffers=(self.partials, *total.buffers[1:]))
-        s.context.run(commands["step"] + commands["products"] + [total, s.fill_zero(s.state, size=4)], downloads={})
+        s.context.run(self.dispatches(batch, count)["whole"] + [s.fill_zero(s.state, size=4)], downloads={})
         return s.gradient.download(np.float32, s.layout.layers_size)
 
     def losses(self, batch: int, count: int) -> np.ndarray:
@@ -276,7 +270,6 @@ def _sweep(session, model_path: Path, tunings, x, y, batches, rounds: int, bound
     steps, gradients = build_all(str(model_path), tunings, session.tape.deltas, device)
     log(f"{model_path.stem}: built {len(steps)} step and {len(gradients)} gradient kernels in "
         f"{time.perf_counter() - started:.1f} s")
-    statistics = driver_statistics([*steps.values(), *gradients.values()], log)
     default_step, default_gradients = steps[step_key(DEFAULT)], gradients[gradient_key(DEFAULT)]
     same = (default_step.spirv == session.binary.spirv, default_gradients.spirv == session.gradient_shaders[0].spirv)
     if not all(same):
@@ -299,6 +292,7 @@ def _sweep(session, model_path: Path, tunings, x, y, batches, rounds: int, bound
             rows += measure_batch(session, loaded, x[:batch], y[:batch], rounds, bounds, model_path.stem, log)
     finally:
         partials.destroy()
+    statistics = driver_statistics(_notable(rows, loaded), log)
     for row in rows:
         variant = loaded.get(Tuning(**row["tuning"]))
         if variant is not None:
@@ -307,9 +301,19 @@ def _sweep(session, model_path: Path, tunings, x, y, batches, rounds: int, bound
     return rows
 
 
+def _notable(rows: list[dict], loaded: dict) -> list:
+    """The binaries worth the driver's statistics (each a pipeline compiled once more): the default's and the
+    fastest step kernel's and products' at each batch."""
+    measured = [r for r in rows if r.get("whole_ms") and r["status"] == "measured"]
+    chosen = [Tuning(**r["tuning"]) for batch in {r["batch"] for r in measured}
+              for key in ("step_ms", "products_ms") for r in [min((r for r in measured if r["batch"] == batch),
+                                                                  key=lambda r: r[key])]]
+    return [b for t in (DEFAULT, *chosen) if t in loaded for b in (loaded[t].step_binary, loaded[t].gradient_binary)]
+
+
 def combined(rows: list[dict]) -> Tuning | None:
     """The tiling of the fastest step kernel among the variants of step knobs alone, the knobs of the fastest
-    rest of a step (products, optimizer) among the variants of gradient knobs alone, and the delta layout of the
+    rest of a step (products, partial sums) among the variants of gradient knobs alone, and the delta layout of the
     fastest whole step among the default and the layouts; None where a part has no measured row."""
     measured = [(Tuning(**r["tuning"]), r) for r in rows if r.get("whole_ms") and r["status"] == "measured"]
 
@@ -356,6 +360,7 @@ def measure_batch(session, loaded: dict, x, y, rounds: int, bounds, model: str, 
     while reference is not None and time.perf_counter() - started < WARMUP_SECONDS:
         session.context.run(reference.dispatches(batch, count)["whole"], downloads={})
     medians = time_round_robin(session.context, runs, rounds)
+    session.context.run([session.fill_zero(session.state, size=4)])  # a variant that failed its check may flag it
     whole_default = medians.get((DEFAULT, "whole"))
     for tuning, status in checked.items():
         variant = loaded[tuning]
@@ -394,14 +399,20 @@ def _line(row: dict) -> str:
             f"({row['roofline']['ratio_to_bound'] or 0:.2f} x bound) {row['status']}")
 
 
-def measure(model_paths, log2_batches, tunings=None, rounds: int = ROUNDS, log=print, out: Path | None = None) -> dict:
+def measure(model_paths, log2_batches, tunings=None, rounds: int = ROUNDS, log=print, out: Path | None = None,
+            budget: float | None = None) -> dict:
     """Every model's rows; with `out`, the results so far are written there after each model (a sweep cut short
-    keeps what it measured)."""
+    keeps what it measured); no model starts once `budget` seconds have passed."""
     from coopnn.bench.environment import describe_environment
 
     tunings = variants() if tunings is None else tunings
     document = {"schema": "coopnn-train-variants/1", "environment": describe_environment(), "rows": []}
+    started = time.perf_counter()
     for path in model_paths:
+        if budget is not None and time.perf_counter() - started > budget:
+            document["rows"].append({"model": Path(path).stem, "status": f"not measured: the sweep's {budget:.0f} s "
+                                                                         f"had passed"})
+            continue
         try:
             document["rows"] += measure_model(Path(path), log2_batches, tunings, rounds, log)
         except Exception as error:
@@ -409,7 +420,25 @@ def measure(model_paths, log2_batches, tunings=None, rounds: int = ROUNDS, log=p
             document["rows"].append({"model": Path(path).stem, "status": f"{type(error).__name__}: {error}"})
         if out is not None:
             write(document, out)
+        log(summary(document["rows"], Path(path).stem))
     return document
+
+
+def summary(rows: list[dict], model: str) -> str:
+    """One line a batch of `model`: the default's and the fastest whole step, step kernel and products."""
+    lines = []
+    for batch in sorted({r["batch"] for r in rows if r.get("model") == model and "batch" in r}, reverse=True):
+        measured = [r for r in rows if (r.get("model"), r.get("batch")) == (model, batch) and r.get("whole_ms")
+                    and r["status"] == "measured"]
+        if not measured:
+            lines.append(f"SUMMARY {model} {batch}: nothing measured")
+            continue
+        default = next((r for r in measured if r["variant"] == "default"), None)
+        best = {key: min(measured, key=lambda r: r[key]) for key in ("whole_ms", "step_ms", "products_ms")}
+        lines.append(f"SUMMARY {model} {batch}: default whole {_ms(default and default['whole_ms'])} step "
+                     f"{_ms(default and default['step_ms'])} products {_ms(default and default['products_ms'])}; "
+                     + "; ".join(f"best {key[:-3]} {_ms(r[key])} [{r['variant']}]" for key, r in best.items()))
+    return "\n".join(lines)
 
 
 # ----- the report -----------------------------------------------------------------------------------------------
@@ -437,7 +466,8 @@ def markdown(document: dict) -> str:
              "Each variant's tiled step kernel and cooperative-matrix products (`coopnn.shaders.training.tuning`; "
              "'default' is `Tuning()`) timed alone on one session's buffers, variants in turn (median GPU ms): the "
              "step kernel (inputs and targets read, tape and losses written), the products (tape read, partials "
-             "written), and a whole step (with the loss tiles and the optimizer adding the partials). TB/s: bytes "
+             "written), and a whole step but the optimizer's update (with the loss tiles and the partials summed). "
+             "TB/s: bytes "
              "the kernel moves as laid out over its time; x bound: the whole step against the roofline of "
              "`coopnn.bench.roofline.training_work`. Status: 'measured' where the variant's losses and gradient "
              "match the default's; regs: registers an invocation, in the driver's statistics.", ""]
