@@ -118,3 +118,17 @@ def test_tuned_sessions_match_the_numpy_step(coopvec_device, inputs, hidden, out
     session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, step="tiled", tuning=tuning)
     assert session.step_method.name == "tiled" and session.tuning == tuning
     assert_matches_on_random_data(session, graph, "l2", inputs, outputs, samples)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model", ["mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16"])
+def test_the_benchmark_models_train_as_the_oracle_with_the_tuning_they_take(coopvec_device, model):
+    import coopnn
+    from coopnn.backends.coopvec.training import CoopvecTrainingSession
+    from tests.conftest import ROOT
+
+    graph = rounded(coopnn.load(ROOT / "models" / f"{model}.onnx", backend="numpy").graph)
+    session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None)
+    assert session.tuning == tuning_for((layer.rows, layer.cols) for layer in plan_training(graph).layers)
+    inputs, outputs = graph.inputs[0].shape[1], graph.outputs[0].shape[1]
+    assert_matches_on_random_data(session, graph, "l2", inputs, outputs, 1000)
