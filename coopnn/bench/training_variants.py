@@ -229,7 +229,7 @@ def _session(model_path: str):
 def _partials_for(session, tunings, capacity: int):
     """One partials buffer large enough for every tuning's chunks at `capacity`."""
     from coopnn.runtime.vk.memory import HostAccess
-    from coopnn.shaders.training.coopmat_gradients import most_chunks
+    from coopnn.shaders.training.coopmat_blocks import most_chunks
 
     chunks = max(most_chunks(session.layout, capacity, t) for t in tunings)
     return session.context.create_buffer(chunks * session.layout.size * 4, HostAccess.NONE)

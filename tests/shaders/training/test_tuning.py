@@ -8,7 +8,7 @@ import pytest
 
 from coopnn.backends.coopvec.tiled_step import tiled_step_shader
 from coopnn.nets.builders import mlp_graph
-from coopnn.shaders.training import coopmat_gradients as cg
+from coopnn.shaders.training import coopmat_blocks as blocks, coopmat_gradients as cg
 from coopnn.shaders.training.layout import DELTA_LAYOUTS, ParameterLayout, TapeLayout
 from coopnn.shaders.training.tuning import DEFAULT, Tuning, tuning_for
 from coopnn.train.gpu.plan import plan_training
@@ -54,18 +54,18 @@ def test_tuned_coopmat_gradients_pass_spirv_val(name, tuning, tmp_path):
         spirv_val(shader.spirv, tmp_path)
         assert shader.workgroup_size == (32 * tuning.gradient_subgroups, 1, 1)
         assert (b"staged_inputs" in shader.spirv) == bool(tuning.staged or any(
-            b.row_tiles >= cg.STAGED_FROM_ROW_TILES for b in cg.tuned_blocks(layout, tuning)))
+            b.row_tiles >= cg.STAGED_FROM_ROW_TILES for b in blocks.tuned_blocks(layout, tuning)))
 
 
 def test_subgroups_a_work_group_keep_the_chunks_and_fill_the_device_with_fewer_samples_a_chunk():
     layout = LAYOUTS["mlp_32"]
-    one, four = cg.chunking(layout, 1 << 18), cg.chunking(layout, 1 << 18, Tuning(gradient_subgroups=4))
+    one, four = blocks.chunking(layout, 1 << 18), blocks.chunking(layout, 1 << 18, Tuning(gradient_subgroups=4))
     assert four[0] >= one[0] and four[1] <= one[1]
-    assert cg.chunking(layout, 1 << 18, Tuning(chunk_tiles=32)) == (32, (1 << 18) // 512)
+    assert blocks.chunking(layout, 1 << 18, Tuning(chunk_tiles=32)) == (32, (1 << 18) // 512)
     for tuning in (Tuning(gradient_subgroups=4), Tuning(chunk_tiles=16), Tuning(target_subgroups=6144)):
         for count in (32, 1000, 1 << 16, 1 << 18):
-            assert cg.chunking(layout, count, tuning)[1] <= cg.most_chunks(layout, 1 << 18, tuning)
-    assert cg.task_count(layout, Tuning(row_tiles=1, column_tiles=2)) == 4 + 4 * 2 + 1 * 2
+            assert blocks.chunking(layout, count, tuning)[1] <= blocks.most_chunks(layout, 1 << 18, tuning)
+    assert blocks.task_count(layout, Tuning(row_tiles=1, column_tiles=2)) == 4 + 4 * 2 + 1 * 2
 
 
 def _step(graph, tuning, deltas="samples"):
