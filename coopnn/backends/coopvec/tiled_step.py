@@ -76,7 +76,8 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
         raise ValueError(f"the tiled step takes layouts padded to whole {MATRIX}s (`padded`), not a width of "
                          f"{uneven[0]}")
     emitter = TiledStepEmitter(program, plan, loss, parameters, tape,
-                               tiling_for(plan, shared_memory, max_subgroup_size, tuning), min_subgroup_size)
+                               tiling_for(plan, shared_memory, max_subgroup_size, tuning), min_subgroup_size,
+                               max_subgroup_size)
     spirv = emitter.compile()
     step = emitter.step
     return Binary("coopvec", spirv, "main", step.frame.workgroup_size, step.bindings, step.push_constants, None,
@@ -85,8 +86,9 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
 
 class TiledStepEmitter(LayerPasses):
     def __init__(self, program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
-                 tape: TapeLayout, tiling: Tiling, min_subgroup_size: int):
+                 tape: TapeLayout, tiling: Tiling, min_subgroup_size: int, max_subgroup_size: int = SUBGROUP_SIZE):
         self.program, self.plan, self.loss, self.tape, self.tiling = program, plan, loss, tape, tiling
+        self.least_subgroups = tiling.invocations // max_subgroup_size  # the work-group has at least these
         self.layers = parameters.layers
         self.tile, self.row_tiles = tiling.samples, tiling.samples // MATRIX
         self.step = CoopvecEmitter(program, None, self.tile, bounds_check=False)

@@ -20,6 +20,8 @@ class Tuning:
     step_samples: int | None = None  # samples a work-group holds: a multiple of 16
     step_invocations: int | None = None  # invocations a work-group: a multiple of step_samples and of 32
     in_place: bool | None = None  # one activation buffer updated in place, or two
+    # in place, subgroups beyond a layer's column tiles take a share of its row tiles (else they wait)
+    step_row_groups: bool | None = None
     # the tape
     deltas: str | None = None  # "samples" or "features" (`TapeLayout.deltas`)
     # the cooperative-matrix weight gradients (`coopnn.shaders.training.coopmat_gradients`)

@@ -59,6 +59,7 @@ class Tiling:
     samples: int
     in_place: bool
     invocations: int
+    split_rows: bool = False  # in place: `LayerPasses.row_groups` subgroups share a column tile's row tiles
 
 
 def workgroup_memory(plan: TrainingPlan, tiling: Tiling) -> int:
@@ -76,12 +77,12 @@ def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY,
     buffers. The knobs `tuning` sets (samples, invocations, in place) replace those choices."""
     invocations = tuning.step_invocations or invocations_for(plan)
     in_place = Tiling(tuning.step_samples or (TILE if widest(plan) <= NARROW_LAYERS else WIDE_TILE), True,
-                      invocations)
+                      invocations, bool(tuning.step_row_groups))
     fits = (widest(plan) <= invocations // max_subgroup_size * MATRIX
             and workgroup_memory(plan, in_place) <= shared_memory)
     if tuning.in_place or (tuning.in_place is None and fits):
         return in_place
-    return Tiling(tuning.step_samples or TILE, False, invocations)
+    return Tiling(tuning.step_samples or TILE, False, invocations, bool(tuning.step_row_groups))
 
 
 def tiling_problem(plan: TrainingPlan, tiling: Tiling, max_subgroup_size: int) -> str | None:
@@ -89,6 +90,8 @@ def tiling_problem(plan: TrainingPlan, tiling: Tiling, max_subgroup_size: int) -
     if tiling.samples % MATRIX or tiling.invocations % tiling.samples or tiling.invocations % max_subgroup_size:
         return (f"a tile of {tiling.samples} samples on {tiling.invocations} invocations is not whole {MATRIX}s of "
                 f"samples with whole tiles and subgroups of invocations")
+    if tiling.split_rows and not tiling.in_place:
+        return "only a tiling in place splits a layer's row tiles among subgroups"
     if tiling.in_place and widest(plan) > tiling.invocations // max_subgroup_size * MATRIX:
         return (f"in place, its widest layer ({widest(plan)}) needs a subgroup a column tile, more than "
                 f"{tiling.invocations} invocations have")

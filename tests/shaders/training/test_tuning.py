@@ -27,7 +27,9 @@ LAYOUTS = {
 GRADIENT_TUNINGS = [Tuning(gradient_subgroups=s, staged=staged) for s in (2, 4, 8) for staged in (None, True)] + [
     Tuning(row_tiles=8, column_tiles=2, staged=True, gradient_subgroups=4), Tuning(row_tiles=1, column_tiles=2)]
 STEP_TUNINGS = [Tuning(step_samples=128, step_invocations=128), Tuning(step_samples=32, step_invocations=256),
-                Tuning(step_samples=128, step_invocations=256, in_place=False), Tuning(step_samples=64, in_place=False)]
+                Tuning(step_samples=128, step_invocations=256, in_place=False), Tuning(step_samples=64, in_place=False),
+                Tuning(step_invocations=256, step_row_groups=True),
+                Tuning(step_samples=128, step_invocations=512, step_row_groups=True)]
 
 
 def test_tuning_refuses_what_no_kernel_takes():
@@ -95,6 +97,17 @@ def test_a_tiling_the_kernel_cannot_take_is_refused_with_the_reason():
     assert "whole 16s" in unsupported_reason(plan, get_loss("l2"), 49152, tuning=Tuning(step_samples=24))
     assert "workgroup memory" in unsupported_reason(plan, get_loss("l2"), 49152,
                                                     tuning=Tuning(step_samples=512, step_invocations=512))
+    assert "only a tiling in place" in unsupported_reason(plan, get_loss("l2"), 49152,
+                                                          tuning=Tuning(in_place=False, step_row_groups=True))
+
+
+def test_split_rows_give_the_idle_subgroups_row_tiles_and_keep_relus_sign_bits():
+    graph = mlp_graph(5, [64, 40], 3, activation="relu")
+    split = _step(graph, Tuning(step_invocations=256, step_row_groups=True))
+    assert split.workgroup_size == (64, 4, 1)
+    # two groups of two row tiles on 64-wide layers: half the product variables of a subgroup taking all four
+    assert split.spirv.count(b"product") < _step(graph, Tuning(step_invocations=256)).spirv.count(b"product")
+    assert b"signs_" in split.spirv
 
 
 # ----- on the GPU ----------------------------------------------------------------------------------------------------
@@ -105,7 +118,7 @@ GPU_TUNINGS = [Tuning(gradient_subgroups=4), Tuning(gradient_subgroups=8, staged
                Tuning(row_tiles=8, column_tiles=2, staged=True, gradient_subgroups=4),
                Tuning(row_tiles=1, column_tiles=2),
                Tuning(chunk_tiles=16, gradient_subgroups=8), Tuning(deltas="features"),
-               Tuning(deltas="features", gradient_subgroups=4, staged=True), *STEP_TUNINGS[:3]]
+               Tuning(deltas="features", gradient_subgroups=4, staged=True), *STEP_TUNINGS[:3], *STEP_TUNINGS[4:]]
 
 
 @pytest.mark.gpu
