@@ -55,6 +55,9 @@ def variants() -> list[Tuning]:
     found += [Tuning(gradient_subgroups=s, target_subgroups=3072) for s in (1, 4)]
     found += [Tuning(row_tiles=r, column_tiles=c, gradient_subgroups=s) for r, c in ((1, 4), (4, 4), (8, 4), (2, 2),
                                                                                       (4, 2)) for s in (1, 4)]
+    found += [Tuning(row_tiles=4, column_tiles=4, gradient_subgroups=s) for s in (2, 8)]
+    found += [Tuning(row_tiles=4, column_tiles=4, gradient_subgroups=4, **knob)
+              for knob in ({"staged": True}, {"staged": False}, {"chunk_tiles": 64}, {"target_subgroups": 3072})]
     found += [Tuning(staged=staged, gradient_subgroups=s) for staged in (True, False) for s in (1, 4)]
     unique = []
     for tuning in found:
