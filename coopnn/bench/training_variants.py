@@ -206,7 +206,7 @@ def kernel_bytes(session, batch: int, chunks: int) -> dict:
     """Bytes each kernel moves as laid out: {"step": ..., "products": ...}."""
     plan = session.plan
     tape = batch * session.tape.width * 2
-    data = batch * (plan.layers[0].cols + 2 * plan.out_features) * 4 + batch * 4
+    data = batch * (plan.layers[0].cols + plan.out_features + 1) * 4  # inputs and targets read, the loss written
     return {"step": data + tape, "products": tape + chunks * session.layout.size * 4}
 
 
