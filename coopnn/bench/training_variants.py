@@ -34,7 +34,7 @@ from coopnn.shaders.training.tuning import DEFAULT, Tuning
 MODELS = ("mlp_32_64x4_16", "mlp_64_128x4_16", "mlp_3_64x2_3")  # the target model first
 ROUNDS = 10
 WARMUP_SECONDS = 1.0
-STEP_KNOBS = ("step_samples", "step_invocations", "in_place", "step_row_groups", "deltas")
+STEP_KNOBS = ("step_samples", "step_invocations", "in_place", "step_row_groups", "lean_barrier", "deltas")
 GRADIENT_KNOBS = ("deltas", "row_tiles", "column_tiles", "chunk_tiles", "target_subgroups", "staged",
                   "gradient_subgroups")
 GRADIENT_RTOL = 1e-3  # float32 sums in another order, of the same float16 products
@@ -49,6 +49,7 @@ def variants() -> list[Tuning]:
                                                      (128, 256, None), (128, 256, False))]
     found += [Tuning(step_samples=samples, step_invocations=invocations, step_row_groups=True)
               for samples, invocations in ((32, 256), (64, 256), (64, 512), (128, 256), (128, 512))]
+    found += [Tuning(lean_barrier=True), Tuning(step_invocations=256, step_row_groups=True, lean_barrier=True)]
     found.append(Tuning(deltas="features"))
     found += [Tuning(gradient_subgroups=s, chunk_tiles=c) for s, c in ((2, None), (4, None), (8, None), (4, 16),
                                                                         (4, 32), (4, 64), (1, 32), (1, 64), (8, 32))]

@@ -174,7 +174,7 @@ class TiledStepEmitter(LayerPasses):
         last, buffers = len(self.layers) - 1, len(self.activations)
         for index in range(len(self.layers)):
             self.forward(index, index % buffers, (index + 1) % buffers)
-            fn.barrier(memory=STORAGE_BARRIER if index == last else ("WorkgroupMemory",))
+            fn.barrier(memory=STORAGE_BARRIER if index == last and self.backward_reads_tape() else ("WorkgroupMemory",))
             if index < last:
                 self.copy_to_tape((index + 1) % buffers, self.tape.input_start(index + 1), self.layers[index].rows)
             elif self.tape.deltas == "samples":
@@ -238,6 +238,14 @@ class TiledStepEmitter(LayerPasses):
 
         self.layer_pass(layer.rows, layer.cols, source, b_tile_of, lambda column: self.bias_tile(index, column),
                         lambda acc, row, column: epilogue(index, acc, row, column, target))
+
+    def backward_reads_tape(self) -> bool:
+        """Whether the backward pass reads what the forward pass stored on the tape (a derivative, or ReLU's output
+        where no sign bits are kept): always, unless the tiling is `lean_barrier`."""
+        if not self.tiling.lean_barrier:
+            return True
+        return any(act is not None and not self.keeps_signs(act)
+                   for act in (layer.activation for layer in self.plan.layers[:-1]))
 
     def keeps_signs(self, act) -> bool:
         """Whether the kernel keeps the sign bits of a layer with activation `act` (`SignBits`), in place of reading

@@ -22,6 +22,8 @@ class Tuning:
     in_place: bool | None = None  # one activation buffer updated in place, or two
     # in place, subgroups beyond a layer's column tiles take a share of its row tiles (else they wait)
     step_row_groups: bool | None = None
+    # the barrier after the forward pass makes the tape's stores visible only where the backward pass reads the tape
+    lean_barrier: bool | None = None
     # the tape
     deltas: str | None = None  # "samples" or "features" (`TapeLayout.deltas`)
     # the cooperative-matrix weight gradients (`coopnn.shaders.training.coopmat_gradients`)

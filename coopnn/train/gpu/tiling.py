@@ -60,6 +60,7 @@ class Tiling:
     in_place: bool
     invocations: int
     split_rows: bool = False  # in place: `LayerPasses.row_groups` subgroups share a column tile's row tiles
+    lean_barrier: bool = False  # the forward pass's last barrier orders storage only where the backward reads it
 
 
 def workgroup_memory(plan: TrainingPlan, tiling: Tiling) -> int:
@@ -77,12 +78,13 @@ def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY,
     buffers. The knobs `tuning` sets (samples, invocations, in place) replace those choices."""
     invocations = tuning.step_invocations or invocations_for(plan)
     in_place = Tiling(tuning.step_samples or (TILE if widest(plan) <= NARROW_LAYERS else WIDE_TILE), True,
-                      invocations, bool(tuning.step_row_groups))
+                      invocations, bool(tuning.step_row_groups), bool(tuning.lean_barrier))
     fits = (widest(plan) <= invocations // max_subgroup_size * MATRIX
             and workgroup_memory(plan, in_place) <= shared_memory)
     if tuning.in_place or (tuning.in_place is None and fits):
         return in_place
-    return Tiling(tuning.step_samples or TILE, False, invocations, bool(tuning.step_row_groups))
+    return Tiling(tuning.step_samples or TILE, False, invocations, bool(tuning.step_row_groups),
+                  bool(tuning.lean_barrier))
 
 
 def tiling_problem(plan: TrainingPlan, tiling: Tiling, max_subgroup_size: int) -> str | None:

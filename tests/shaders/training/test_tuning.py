@@ -29,7 +29,7 @@ GRADIENT_TUNINGS = [Tuning(gradient_subgroups=s, staged=staged) for s in (2, 4, 
 STEP_TUNINGS = [Tuning(step_samples=128, step_invocations=128), Tuning(step_samples=32, step_invocations=256),
                 Tuning(step_samples=128, step_invocations=256, in_place=False), Tuning(step_samples=64, in_place=False),
                 Tuning(step_invocations=256, step_row_groups=True),
-                Tuning(step_samples=128, step_invocations=512, step_row_groups=True)]
+                Tuning(step_samples=128, step_invocations=512, step_row_groups=True), Tuning(lean_barrier=True)]
 
 
 def test_tuning_refuses_what_no_kernel_takes():
@@ -99,6 +99,15 @@ def test_a_tiling_the_kernel_cannot_take_is_refused_with_the_reason():
                                                     tuning=Tuning(step_samples=512, step_invocations=512))
     assert "only a tiling in place" in unsupported_reason(plan, get_loss("l2"), 49152,
                                                           tuning=Tuning(in_place=False, step_row_groups=True))
+
+
+def test_a_lean_barrier_leaves_the_storage_barrier_only_where_the_backward_pass_reads_the_tape():
+    relu, tanh = (mlp_graph(5, [64, 40], 3, activation=a) for a in ("relu", "tanh"))
+    # ReLU in place keeps sign bits and reads no tape; tanh reads the derivative its forward pass stored
+    assert _step(relu, Tuning(lean_barrier=True)).spirv != _step(relu, DEFAULT).spirv
+    assert _step(tanh, Tuning(lean_barrier=True)).spirv == _step(tanh, DEFAULT).spirv
+    two_buffers = Tuning(lean_barrier=True, in_place=False)  # ReLU's output read back from the tape
+    assert _step(relu, two_buffers).spirv == _step(relu, Tuning(in_place=False)).spirv
 
 
 def test_split_rows_give_the_idle_subgroups_row_tiles_and_keep_relus_sign_bits():
