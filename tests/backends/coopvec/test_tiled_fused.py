@@ -11,7 +11,8 @@ import pytest
 
 import coopnn
 from coopnn.backends.coopvec.tiled_fused import (MAX_GROUPS, FusedTiling, fused_step_shader, fused_tiling,
-                                                 groups_for, row_groups, unsupported_reason)
+                                                 groups_for, unsupported_reason)
+from coopnn.shaders.training.tiles.passes import row_groups
 from coopnn.train.gpu.tiling import padded
 from coopnn.errors import CompileError
 from coopnn.graph.ir import Op
