@@ -40,6 +40,8 @@ from coopnn.shaders.targets.encodings.writer import EncodingWriter
 from coopnn.backends.coopvec.integer_product import integer_gemv
 from coopnn.backends.quantized_layers import nan_inherited
 from coopnn.backends.coopvec.values import Forms, Held
+from coopnn.backends.coopvec.inference_options import DEFAULT_OPTIONS, InferenceOptions
+from coopnn.backends.coopvec.staged_rows import RowStage, check_workgroup_memory, staged_bindings
 
 # SPIR-V ComponentType (`MatrixInterpretation`) of each weight format's elements, by its VkComponentTypeKHR name
 INTERPRETATIONS = {"FLOAT16": "Float16NV", "FLOAT8_E4M3": "FloatE4M3NV", "FLOAT8_E5M2": "FloatE5M2NV",
@@ -56,7 +58,7 @@ lowers = registrar(LOWERINGS)  # @lowers(kernel instruction, ...)
 
 class CoopvecEmitter:
     def __init__(self, program: KernelProgram, packed: WeightImage, workgroup_size: int, weights: WeightFormat = FP16,
-                 *, bounds_check: bool = True, io_dtype: str = "f32"):
+                 *, bounds_check: bool = True, io_dtype: str = "f32", options: InferenceOptions = DEFAULT_OPTIONS):
         self.program = program
         self.packed = packed
         self.weights = weights
@@ -79,8 +81,12 @@ class CoopvecEmitter:
         self.push_constants = push_constants_of(program)
         # Weight gradients accumulate into the weight buffer (`accumulate.py`), declared writable here then.
         accumulates = bool(program.params_of("gradient"))
+        staged = staged_bindings(self.bindings, options)
+        if staged and self.training:
+            raise CompileError(f"the coopvec target stages the rows of inference kernels only, not of a training "
+                               f"kernel ({options.describe()})")
         self.frame = ShaderFrame(() if accumulates else self.bindings[:1], 16, workgroup_size, self.push_constants,
-                                 bounds_check=bounds_check)
+                                 bounds_check=bounds_check and not staged)
         self.m, self.fn = self.frame.module, self.frame.main
         self.forms = Forms(self.m, self.fn)
         self.f16, self.f32, self.boolean = (self.forms.scalar_types[t] for t in ("f16", "f32", "bool"))
@@ -102,12 +108,27 @@ class CoopvecEmitter:
         self.frame.draw_rows()
         self.binding_of = {b.name: b.index for b in self.bindings[1:]}
         self.binding_at = {b.index: b for b in self.bindings}
+        self.stages = self.row_stages(staged, options.pad_rows)
         self.held: dict[str, Held] = {}
         self.array_pointers: dict[int, object] = {}
         # inputs an encoding reads, kept as loaded (float32): encodings compute in float32, their results are rounded
         # to float16 by the product that takes them
         self.encoded = {i.args[0] for i in program.body if i.op == "encode"}
         self.unrounded: dict[str, Held] = {}
+
+    def row_stages(self, staged: set[int], pad: bool) -> dict[int, RowStage]:
+        """The stage of each binding in `staged`; with any, invocations past the batch read the last row directly
+        and store nothing (`staged_rows.py`: there is no early return)."""
+        if not staged:
+            return {}
+        fn, u32 = self.fn, self.frame.u32
+        self.local_index = fn.emit("OpLoad", u32, self.m.builtin_input("LocalInvocationIndex", u32))
+        count = self.frame.push_value("count")
+        self.inside = fn.emit("OpULessThan", self.boolean, self.frame.sample, count)
+        self.frame.data_row = self.glsl(u32, "UMin", self.frame.sample, fn.emit("OpISub", u32, count, self.uint(1)))
+        stages = {i: RowStage(self, i, self.binding_at[i].features, self.binding_at[i].dtype, pad) for i in sorted(staged)}
+        check_workgroup_memory(stages.values(), self.program.name)
+        return stages
 
     # ----- helpers --------------------------------------------------------------------------------------------------
 
@@ -156,7 +177,9 @@ class CoopvecEmitter:
             return self.forms.known(self.program.constants[param.name])
         binding, features = self.binding_of[param.graph_name], param.shape[0]
         dtype, itemsize = self.binding_at[binding].dtype, self.binding_at[binding].itemsize
-        if features * itemsize % IO_VECTOR_ALIGNMENT == 0:
+        if binding in self.stages:
+            loaded = self.vector_result(instr, dtype, self.stages[binding].load())
+        elif features * itemsize % IO_VECTOR_ALIGNMENT == 0:
             offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.data_row, self.uint(features * itemsize))
             vector = self.fn.emit("OpCooperativeVectorLoadNV", self.forms.vector_type(dtype, features),
                                   self.array_pointer(binding, dtype), offset)
@@ -192,6 +215,16 @@ class CoopvecEmitter:
         dtype, itemsize = self.binding_at[binding].dtype, self.binding_at[binding].itemsize
         # float16 results, widened exactly to the float32 the host reads (as `run_fp16_emulation` rounds outputs)
         rounded = held if self.integer else self.float16(held)
+        if binding in self.stages:
+            self.stages[binding].store(self.forms.vector(rounded, dtype))
+        elif self.stages:
+            with self.fn.if_(self.inside):
+                self.store_row(binding, features, dtype, itemsize, rounded)
+        else:
+            self.store_row(binding, features, dtype, itemsize, rounded)
+
+    def store_row(self, binding: int, features: int, dtype: str, itemsize: int, rounded: Held) -> None:
+        """This invocation's output row, straight into the storage buffer."""
         if features * itemsize % IO_VECTOR_ALIGNMENT == 0:
             offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * itemsize))
             self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding, dtype), offset,
@@ -322,12 +355,13 @@ class CoopvecTarget:
     name = "coopvec"
 
     def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int = 64, *,
-                packed: WeightImage | None = None, io_dtype: str = "f32") -> Binary:
+                packed: WeightImage | None = None, io_dtype: str = "f32",
+                options: InferenceOptions = DEFAULT_OPTIONS) -> Binary:
         """SPIR-V for `program`; matrices and biases at the offsets of `packed` (a manifest made from
         `weight_plan(program, weights)`), or packed row-major here when it is None; inputs and outputs of `io_dtype`
-        ("f32", or "f16" for inference with float weights)."""
+        ("f32", or "f16" for inference with float weights), moved as `options` say (`inference_options.py`)."""
         packed = packed if packed is not None else pack_plan(weight_plan(program, weights))
-        emitter = CoopvecEmitter(program, packed, workgroup_size, weights, io_dtype=io_dtype)
+        emitter = CoopvecEmitter(program, packed, workgroup_size, weights, io_dtype=io_dtype, options=options)
         spirv = emitter.compile()
         return Binary("coopvec", spirv, "main", emitter.frame.workgroup_size, emitter.bindings, emitter.push_constants,
                       packed, FEATURES, frozenset())

@@ -1,0 +1,31 @@
+"""How the coopvec inference kernel moves its sample rows (`InferenceOptions`), and the ones the backend ships
+(`DEFAULT_OPTIONS`, chosen here only).
+
+By default every invocation loads its own input row and stores its own output row (OpCooperativeVectorLoadNV and
+StoreNV on the storage buffer, `target.py`): with rows of 64 bytes and more, one load instruction of a subgroup then
+touches a cache line per invocation. With `stage_rows` the work-group's rows whose width is a whole number of 16-byte
+words go through workgroup memory instead (`staged_rows.py`): consecutive invocations copy consecutive 16-byte words
+of the work-group's block of rows, and each invocation then reads (or writes) its own row there. `pad_rows` spaces
+the staged rows 16 bytes further apart than their width, so that the invocations of a subgroup reading their rows at
+once hit different banks. The default (all off) is byte-for-byte the kernel the backend shipped before the options
+existed; `bench/inference_variants.py` measures each option against it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class InferenceOptions:
+    stage_rows: bool = False  # whole-word rows copied through workgroup memory by consecutive invocations
+    pad_rows: bool = False  # staged rows one 16-byte word further apart than their width (needs stage_rows)
+
+    def describe(self) -> str:
+        on = [name for name, value in vars(self).items() if value]
+        return ", ".join(on) or "defaults"
+
+
+# what the backend compiles its inference kernels with (`backend.prepare_coopvec`): the defaults until the
+# benchmark's measurements in `bench/results/` choose otherwise
+DEFAULT_OPTIONS = InferenceOptions()
