@@ -60,6 +60,7 @@ VARIANTS = {
     "default": Variant(),  # recompiled with the defaults: must time as `shipped` does
     "wg32": Variant(32), "wg128": Variant(128), "wg256": Variant(256),
     "staged": Variant(options=STAGED), "padded": Variant(options=PADDED),
+    "staged_wg32": Variant(32, STAGED), "padded_wg32": Variant(32, PADDED),
     "padded_wg128": Variant(128, PADDED), "padded_wg256": Variant(256, PADDED),
 }
 

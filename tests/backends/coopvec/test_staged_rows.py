@@ -22,9 +22,16 @@ from tests.conftest import ROOT
 STAGED = InferenceOptions(stage_rows=True)
 PADDED = InferenceOptions(stage_rows=True, pad_rows=True)
 MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
+MIXED = "mlp_16_32_3"  # 16 inputs (whole words, staged) and 3 outputs (stored directly)
 
 
 def _graph(name: str):
+    """A benchmark MLP of models/, or `MIXED`."""
+    if name == MIXED:
+        import coopnn
+
+        with coopnn.mlp(16, [32], 3, backend="numpy", weights="fp16") as model:
+            return model.graph
     return optimize(import_model(ROOT / "models" / f"{name}.onnx"))
 
 
@@ -75,6 +82,16 @@ def test_rows_not_of_whole_words_leave_the_kernel_as_it_was(io_dtype):
         default.spirv
 
 
+@pytest.mark.parametrize("io_dtype", ["f32", "f16"])
+def test_a_staged_input_beside_an_output_stored_directly_passes_spirv_val(io_dtype, tmp_path):
+    """16 inputs (whole words) and 3 outputs (not): the input staged, the output stored by invocations in the batch
+    only, since no invocation returns early."""
+    program = lower(_graph(MIXED))
+    text = disassemble(target("coopvec").compile(program, FP16, 64, io_dtype=io_dtype, options=STAGED).spirv)
+    assert text.count("OpControlBarrier") == 1 and "OpSelectionMerge" in text
+    spirv_val(target("coopvec").compile(program, FP16, 64, io_dtype=io_dtype, options=PADDED).spirv, tmp_path)
+
+
 def test_too_much_workgroup_memory_is_refused_naming_the_option():
     program = lower(_graph("mlp_64_128x4_16"))
     with pytest.raises(CompileError, match="stage_rows off"):
@@ -101,7 +118,7 @@ def _executable(name: str, size: int, options: InferenceOptions):
 @pytest.mark.gpu
 @pytest.mark.parametrize("size", [64, 128])
 @pytest.mark.parametrize("options", [STAGED, PADDED], ids=["staged", "padded"])
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", MODELS + (MIXED,))
 def test_staged_kernels_give_the_fp16_reference(coopvec_device, name, options, size):
     """From numpy (the host path's chunks), from float32 and from float16 device arrays, a batch ending inside a
     work-group, against the oracle of float16-rounded weights and inputs."""
