@@ -55,6 +55,7 @@ class Variant:
 
 STAGED = InferenceOptions(stage_rows=True)
 PADDED = replace(STAGED, pad_rows=True)
+RUNS = InferenceOptions(vector_table_reads=True)  # only the grid reads tables: elsewhere the default kernel
 VARIANTS = {
     "shipped": Variant(shipped=True),
     "default": Variant(),  # recompiled with the defaults: must time as `shipped` does
@@ -62,6 +63,7 @@ VARIANTS = {
     "staged": Variant(options=STAGED), "padded": Variant(options=PADDED),
     "staged_wg32": Variant(32, STAGED), "padded_wg32": Variant(32, PADDED),
     "padded_wg128": Variant(128, PADDED), "padded_wg256": Variant(256, PADDED),
+    "table_runs": Variant(options=RUNS), "table_runs_wg128": Variant(128, RUNS),
 }
 
 

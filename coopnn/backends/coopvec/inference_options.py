@@ -7,7 +7,8 @@ touches a cache line per invocation. With `stage_rows` the work-group's rows who
 words go through workgroup memory instead (`staged_rows.py`): consecutive invocations copy consecutive 16-byte words
 of the work-group's block of rows, and each invocation then reads (or writes) its own row there. `pad_rows` spaces
 the staged rows 16 bytes further apart than their width, so that the invocations of a subgroup reading their rows at
-once hit different banks. The default (all off) is byte-for-byte the kernel the backend shipped before the options
+once hit different banks. `vector_table_reads` reads the 2 or 4 features of a grid vertex in one load
+(`table_runs.py`). The default (all off) is byte-for-byte the kernel the backend shipped before the options
 existed; `bench/inference_variants.py` measures each option against it.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 class InferenceOptions:
     stage_rows: bool = False  # whole-word rows copied through workgroup memory by consecutive invocations
     pad_rows: bool = False  # staged rows one 16-byte word further apart than their width (needs stage_rows)
+    vector_table_reads: bool = False  # an encoding's runs of 2 or 4 table elements (grid features) in one load
 
     def describe(self) -> str:
         on = [name for name, value in vars(self).items() if value]

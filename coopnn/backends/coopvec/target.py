@@ -41,6 +41,7 @@ from coopnn.backends.coopvec.integer_product import integer_gemv
 from coopnn.backends.quantized_layers import nan_inherited
 from coopnn.backends.coopvec.values import Forms, Held
 from coopnn.backends.coopvec.inference_options import DEFAULT_OPTIONS, InferenceOptions
+from coopnn.backends.coopvec.table_runs import TableRuns
 from coopnn.backends.coopvec.staged_rows import RowStage, check_workgroup_memory, staged_bindings
 
 # SPIR-V ComponentType (`MatrixInterpretation`) of each weight format's elements, by its VkComponentTypeKHR name
@@ -109,6 +110,10 @@ class CoopvecEmitter:
         self.binding_of = {b.name: b.index for b in self.bindings[1:]}
         self.binding_at = {b.index: b for b in self.bindings}
         self.stages = self.row_stages(staged, options.pad_rows)
+        if options.vector_table_reads and (self.training or self.integer):
+            raise CompileError(f"the coopvec target reads table runs as vectors in inference kernels with float "
+                               f"weights only, not in a {'training' if self.training else weights.name} kernel")
+        self.table_runs = TableRuns(self) if options.vector_table_reads else None
         self.held: dict[str, Held] = {}
         self.array_pointers: dict[int, object] = {}
         # inputs an encoding reads, kept as loaded (float32): encodings compute in float32, their results are rounded
@@ -326,8 +331,11 @@ class CoopvecEmitter:
             raise CompileError(f"the coopvec target reads the parameters of {instr.attrs['encoding'].describe()} "
                                f"with float16 or 8-bit float weights, not {self.weights.name}")
         read = (lambda element: self.vector_element(params[0], element)) if params else None
+        runs = None
+        if params and self.table_runs is not None:
+            runs = lambda first, count: self.table_runs.read(params[0], first, count)  # noqa: E731
         xs = self.forms.components(self.unrounded.get(x, self.held[x]), "f32")
-        ys = emit_encoding(EncodingWriter(self.m, self.fn, read), instr.attrs["encoding"], xs)
+        ys = emit_encoding(EncodingWriter(self.m, self.fn, read, runs), instr.attrs["encoding"], xs)
         return self.forms.from_scalars("f32", ys)
 
     def vector_element(self, param: str, element):

@@ -16,6 +16,7 @@ from coopnn.graph.passes import optimize
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.spirv import disassemble
+from tests.backends.coopvec.option_kernels import executable_with
 from tests.backends.portable.test_target import spirv_val
 from tests.conftest import ROOT
 
@@ -98,23 +99,6 @@ def test_too_much_workgroup_memory_is_refused_naming_the_option():
         target("coopvec").compile(program, FP16, 256, options=PADDED)
 
 
-def _executable(name: str, size: int, options: InferenceOptions):
-    """A KernelExecutable of the model's staged kernel (float32 rows, float16 rows on first use) on the driver's
-    converted weights, as the backend prepares its own."""
-    from coopnn.backends.coopvec.backend import optimal_weights
-    from coopnn.backends.coopvec.products import weight_plan
-    from coopnn.runtime.executable import KernelExecutable
-
-    graph = _graph(name)
-    program = lower(graph)
-    packed = optimal_weights(weight_plan(program, FP16), None)
-
-    def compiled(io_dtype: str):
-        return target("coopvec").compile(program, FP16, size, packed=packed, io_dtype=io_dtype, options=options)
-
-    return graph, KernelExecutable(compiled("f32"), graph, None, program.sources, {"f16": lambda: compiled("f16")})
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("size", [64, 128])
 @pytest.mark.parametrize("options", [STAGED, PADDED], ids=["staged", "padded"])
@@ -125,7 +109,8 @@ def test_staged_kernels_give_the_fp16_reference(coopvec_device, name, options, s
     import coopnn
     from coopnn.layouts.formats.emulation import run_fp16_emulation
 
-    graph, executable = _executable(name, size, options)
+    graph = _graph(name)
+    executable = executable_with(graph, size, options)
     try:
         name_in, name_out = graph.inputs[0].name, graph.outputs[0].name
         x = np.random.default_rng(3).uniform(-1, 1, (70001, graph.inputs[0].feature_size)).astype(np.float16)
