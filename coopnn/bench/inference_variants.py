@@ -50,12 +50,13 @@ class Variant:
     def describe(self) -> str:
         if self.shipped:
             return "the backend's kernel"
-        return f"{self.workgroup_size} a work-group, {self.options.describe()}"
+        return f"{self.workgroup_size} invocations a work-group, {self.options.describe()}"
 
 
 STAGED = InferenceOptions(stage_rows=True)
 PADDED = replace(STAGED, pad_rows=True)
 RUNS = InferenceOptions(vector_table_reads=True)  # only the grid reads tables: elsewhere the default kernel
+PAIRS, QUADS = InferenceOptions(samples_per_invocation=2), InferenceOptions(samples_per_invocation=4)
 VARIANTS = {
     "shipped": Variant(shipped=True),
     "default": Variant(),  # recompiled with the defaults: must time as `shipped` does
@@ -64,6 +65,8 @@ VARIANTS = {
     "staged_wg32": Variant(32, STAGED), "padded_wg32": Variant(32, PADDED),
     "padded_wg128": Variant(128, PADDED), "padded_wg256": Variant(256, PADDED),
     "table_runs": Variant(options=RUNS), "table_runs_wg128": Variant(128, RUNS),
+    "pairs": Variant(options=PAIRS), "pairs_wg32": Variant(32, PAIRS), "quads": Variant(options=QUADS),
+    "pairs_table_runs": Variant(options=replace(PAIRS, vector_table_reads=True)),
 }
 
 

@@ -8,7 +8,8 @@ words go through workgroup memory instead (`staged_rows.py`): consecutive invoca
 of the work-group's block of rows, and each invocation then reads (or writes) its own row there. `pad_rows` spaces
 the staged rows 16 bytes further apart than their width, so that the invocations of a subgroup reading their rows at
 once hit different banks. `vector_table_reads` reads the 2 or 4 features of a grid vertex in one load
-(`table_runs.py`). The default (all off) is byte-for-byte the kernel the backend shipped before the options
+(`table_runs.py`). `samples_per_invocation` lowers the kernel for 2 or 4 consecutive samples an invocation
+(`sample_copies.py`). The default (all off) is byte-for-byte the kernel the backend shipped before the options
 existed; `bench/inference_variants.py` measures each option against it.
 """
 
@@ -16,15 +17,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from coopnn.errors import CompileError
+
 
 @dataclass(frozen=True)
 class InferenceOptions:
     stage_rows: bool = False  # whole-word rows copied through workgroup memory by consecutive invocations
     pad_rows: bool = False  # staged rows one 16-byte word further apart than their width (needs stage_rows)
     vector_table_reads: bool = False  # an encoding's runs of 2 or 4 table elements (grid features) in one load
+    samples_per_invocation: int = 1  # consecutive samples an invocation lowers instruction by instruction in turn
+
+    def __post_init__(self):
+        if self.samples_per_invocation not in (1, 2, 4):
+            raise CompileError(f"samples_per_invocation is 1, 2 or 4, not {self.samples_per_invocation!r}")
 
     def describe(self) -> str:
-        on = [name for name, value in vars(self).items() if value]
+        on = [name if value is True else f"{name}={value}" for name, value in vars(self).items()
+              if value and (name, value) != ("samples_per_invocation", 1)]
         return ", ".join(on) or "defaults"
 
 

@@ -41,6 +41,7 @@ from coopnn.backends.coopvec.integer_product import integer_gemv
 from coopnn.backends.quantized_layers import nan_inherited
 from coopnn.backends.coopvec.values import Forms, Held
 from coopnn.backends.coopvec.inference_options import DEFAULT_OPTIONS, InferenceOptions
+from coopnn.backends.coopvec.sample_copies import enter, sample_copies
 from coopnn.backends.coopvec.table_runs import TableRuns
 from coopnn.backends.coopvec.staged_rows import RowStage, check_workgroup_memory, staged_bindings
 
@@ -83,11 +84,15 @@ class CoopvecEmitter:
         # Weight gradients accumulate into the weight buffer (`accumulate.py`), declared writable here then.
         accumulates = bool(program.params_of("gradient"))
         staged = staged_bindings(self.bindings, options)
-        if staged and self.training:
-            raise CompileError(f"the coopvec target stages the rows of inference kernels only, not of a training "
-                               f"kernel ({options.describe()})")
+        self.options = options
+        several = options.samples_per_invocation > 1
+        if (staged or several) and self.training:
+            raise CompileError(f"the coopvec target stages rows and takes several samples an invocation in inference "
+                               f"kernels only, not in a training kernel ({options.describe()})")
+        if staged and several:
+            raise CompileError(f"the coopvec target stages rows of one sample an invocation, not {options.describe()}")
         self.frame = ShaderFrame(() if accumulates else self.bindings[:1], 16, workgroup_size, self.push_constants,
-                                 bounds_check=bounds_check and not staged)
+                                 bounds_check=bounds_check and not staged and not several)
         self.m, self.fn = self.frame.module, self.frame.main
         self.forms = Forms(self.m, self.fn)
         self.f16, self.f32, self.boolean = (self.forms.scalar_types[t] for t in ("f16", "f32", "bool"))
@@ -120,6 +125,7 @@ class CoopvecEmitter:
         # to float16 by the product that takes them
         self.encoded = {i.args[0] for i in program.body if i.op == "encode"}
         self.unrounded: dict[str, Held] = {}
+        self.inside = None  # whether this invocation's sample is in the batch, where it may not be (an id)
 
     def row_stages(self, staged: set[int], pad: bool) -> dict[int, RowStage]:
         """The stage of each binding in `staged`; with any, invocations past the batch read the last row directly
@@ -222,7 +228,7 @@ class CoopvecEmitter:
         rounded = held if self.integer else self.float16(held)
         if binding in self.stages:
             self.stages[binding].store(self.forms.vector(rounded, dtype))
-        elif self.stages:
+        elif self.inside is not None:
             with self.fn.if_(self.inside):
                 self.store_row(binding, features, dtype, itemsize, rounded)
         else:
@@ -349,13 +355,16 @@ class CoopvecEmitter:
         return self.fn.emit("OpCooperativeVectorLoadNV", vector_type, self.array_pointer(0), self.uint(offset))
 
     def compile(self) -> bytes:
+        copies = sample_copies(self, self.options.samples_per_invocation)
         for instr in self.program.body:
             lowering = LOWERINGS.get(instr.op)
             if lowering is None:
                 raise CompileError(f"the coopvec target has no lowering for kernel instruction {instr.op!r}")
-            result = lowering(self, instr)
-            if instr.result is not None:
-                self.held[instr.result] = result
+            for copy in copies:
+                enter(self, copy)
+                result = lowering(self, instr)
+                if instr.result is not None:
+                    self.held[instr.result] = result
         return self.frame.finish()
 
 
@@ -371,5 +380,8 @@ class CoopvecTarget:
         packed = packed if packed is not None else pack_plan(weight_plan(program, weights))
         emitter = CoopvecEmitter(program, packed, workgroup_size, weights, io_dtype=io_dtype, options=options)
         spirv = emitter.compile()
-        return Binary("coopvec", spirv, "main", emitter.frame.workgroup_size, emitter.bindings, emitter.push_constants,
+        invocations = emitter.frame.workgroup_size
+        # samples a work-group, what dispatches are sized by (`sample_copies.py`)
+        samples = (invocations[0] * options.samples_per_invocation,) + invocations[1:]
+        return Binary("coopvec", spirv, "main", samples, emitter.bindings, emitter.push_constants,
                       packed, FEATURES, frozenset())
