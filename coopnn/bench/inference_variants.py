@@ -75,8 +75,11 @@ def open_model(name: str, backend: str = "coopvec") -> coopnn.Model:
     if name == "hashgrid_image":
         from coopnn.examples.image_models import TCNN_IMAGE_CONFIG
 
-        model, _ = coopnn.from_tcnn_config(TCNN_IMAGE_CONFIG, 2, 3, backend=backend, weights="fp16")
-        return model
+        # the model alone: `from_tcnn_config`'s trainer would need coopvec to train the grid
+        network = TCNN_IMAGE_CONFIG["network"]
+        return coopnn.mlp(2, [network["n_neurons"]] * network["n_hidden_layers"], 3,
+                          encoding=TCNN_IMAGE_CONFIG["encoding"], backend=backend, weights="fp16",
+                          initialisation="xavier")
     root = Path(__file__).resolve().parents[2]
     return coopnn.load(root / "models" / f"{name}.onnx", backend=backend, weights="fp16")
 
