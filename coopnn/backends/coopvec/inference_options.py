@@ -7,7 +7,8 @@ touches a cache line per invocation. With `stage_rows` the work-group's rows who
 words go through workgroup memory instead (`staged_rows.py`): consecutive invocations copy consecutive 16-byte words
 of the work-group's block of rows, and each invocation then reads (or writes) its own row there. `pad_rows` spaces
 the staged rows 16 bytes further apart than their width, so that the invocations of a subgroup reading their rows at
-once hit different banks. `vector_table_reads` reads the 2 or 4 features of a grid vertex in one load
+once hit different banks. `stage_elements` stages the other rows (3 values: 6 or 12 bytes) element by element
+(`staged_elements.py`). `vector_table_reads` reads the 2 or 4 features of a grid vertex in one load
 (`table_runs.py`). `samples_per_invocation` lowers the kernel for 2 or 4 consecutive samples an invocation
 (`sample_copies.py`). The default (all off) is byte-for-byte the kernel the backend shipped before the options
 existed; `bench/inference_variants.py` measures each option against it.
@@ -24,6 +25,7 @@ from coopnn.errors import CompileError
 class InferenceOptions:
     stage_rows: bool = False  # whole-word rows copied through workgroup memory by consecutive invocations
     pad_rows: bool = False  # staged rows one 16-byte word further apart than their width (needs stage_rows)
+    stage_elements: bool = False  # rows not of whole words copied through workgroup memory element by element
     vector_table_reads: bool = False  # an encoding's runs of 2 or 4 table elements (grid features) in one load
     samples_per_invocation: int = 1  # consecutive samples an invocation lowers instruction by instruction in turn
 

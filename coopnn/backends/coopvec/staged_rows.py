@@ -5,8 +5,8 @@ A work-group's `group` samples are consecutive, so their rows are one block of `
 storage buffer. Invocation `local` copies words `local`, `local + group`, ... (`words` of them, consecutive
 invocations on consecutive words, so that one copy instruction of a subgroup reads or writes contiguous memory),
 each as a cooperative vector of one word, skipping words past the batch. A barrier separates the copy from the rows'
-use. Only rows that are a whole number of words are staged (`stageable`): OpCooperativeVectorLoadNV/StoreNV take
-16-byte aligned offsets, and a word then never straddles two rows. Every invocation of the work-group must reach the
+use. Only rows that are a whole number of words are staged so (`stageable`): OpCooperativeVectorLoadNV/StoreNV take
+16-byte aligned offsets, and a word then never straddles two rows; `staged_elements.py` stages the others. Every invocation of the work-group must reach the
 barriers, so a kernel with a stage has no early return (`ShaderFrame(bounds_check=False)`): invocations past the
 batch compute on whatever the stage holds and store nothing.
 """
@@ -69,24 +69,25 @@ class RowStage:
                 fn.emit("OpCooperativeVectorStoreNV", sink, sink_offset, value)
 
     def load(self):
-        """This invocation's row, as a cooperative vector of `features` components, after the block is copied in."""
+        """This invocation's row (a `Held` vector of `features` components), after the block is copied in."""
         self._copy(into_stage=True)
         self.e.fn.barrier()
-        return self.e.fn.emit("OpCooperativeVectorLoadNV", self.e.forms.vector_type(self.dtype, self.features),
-                              self.array, self.own_row())
+        vector = self.e.fn.emit("OpCooperativeVectorLoadNV", self.e.forms.vector_type(self.dtype, self.features),
+                                self.array, self.own_row())
+        return self.e.forms.from_vector(self.dtype, self.features, vector)
 
-    def store(self, vector) -> None:
-        """Write this invocation's row (`vector`), then copy the block out."""
-        self.e.fn.emit("OpCooperativeVectorStoreNV", self.array, self.own_row(), vector)
+    def store(self, held) -> None:
+        """Write this invocation's row (`held`), then copy the block out."""
+        self.e.fn.emit("OpCooperativeVectorStoreNV", self.array, self.own_row(), self.e.forms.vector(held, self.dtype))
         self.e.fn.barrier()
         self._copy(into_stage=False)
 
 
 def staged_bindings(bindings, options) -> set[int]:
-    """The input and output bindings `options` stage (rows of whole words), by index."""
-    if not options.stage_rows:
-        return set()
-    return {b.index for b in bindings if b.role in ("input", "output") and stageable(b.features, b.itemsize)}
+    """The input and output bindings `options` stage, by index: rows of whole words with `stage_rows`, the others
+    with `stage_elements` (`staged_elements.py`)."""
+    return {b.index for b in bindings if b.role in ("input", "output")
+            and (options.stage_rows if stageable(b.features, b.itemsize) else options.stage_elements)}
 
 
 def check_workgroup_memory(stages, name: str) -> None:

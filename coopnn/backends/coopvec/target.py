@@ -43,7 +43,8 @@ from coopnn.backends.coopvec.values import Forms, Held
 from coopnn.backends.coopvec.inference_options import DEFAULT_OPTIONS, InferenceOptions
 from coopnn.backends.coopvec.sample_copies import enter, sample_copies
 from coopnn.backends.coopvec.table_runs import TableRuns
-from coopnn.backends.coopvec.staged_rows import RowStage, check_workgroup_memory, staged_bindings
+from coopnn.backends.coopvec.staged_elements import stage_for
+from coopnn.backends.coopvec.staged_rows import check_workgroup_memory, staged_bindings
 
 # SPIR-V ComponentType (`MatrixInterpretation`) of each weight format's elements, by its VkComponentTypeKHR name
 INTERPRETATIONS = {"FLOAT16": "Float16NV", "FLOAT8_E4M3": "FloatE4M3NV", "FLOAT8_E5M2": "FloatE5M2NV",
@@ -127,7 +128,7 @@ class CoopvecEmitter:
         self.unrounded: dict[str, Held] = {}
         self.inside = None  # whether this invocation's sample is in the batch, where it may not be (an id)
 
-    def row_stages(self, staged: set[int], pad: bool) -> dict[int, RowStage]:
+    def row_stages(self, staged: set[int], pad: bool) -> dict:
         """The stage of each binding in `staged`; with any, invocations past the batch read the last row directly
         and store nothing (`staged_rows.py`: there is no early return)."""
         if not staged:
@@ -137,7 +138,7 @@ class CoopvecEmitter:
         count = self.frame.push_value("count")
         self.inside = fn.emit("OpULessThan", self.boolean, self.frame.sample, count)
         self.frame.data_row = self.glsl(u32, "UMin", self.frame.sample, fn.emit("OpISub", u32, count, self.uint(1)))
-        stages = {i: RowStage(self, i, self.binding_at[i].features, self.binding_at[i].dtype, pad) for i in sorted(staged)}
+        stages = {i: stage_for(self, self.binding_at[i], pad) for i in sorted(staged)}
         check_workgroup_memory(stages.values(), self.program.name)
         return stages
 
@@ -189,7 +190,7 @@ class CoopvecEmitter:
         binding, features = self.binding_of[param.graph_name], param.shape[0]
         dtype, itemsize = self.binding_at[binding].dtype, self.binding_at[binding].itemsize
         if binding in self.stages:
-            loaded = self.vector_result(instr, dtype, self.stages[binding].load())
+            loaded = self.stages[binding].load()
         elif features * itemsize % IO_VECTOR_ALIGNMENT == 0:
             offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.data_row, self.uint(features * itemsize))
             vector = self.fn.emit("OpCooperativeVectorLoadNV", self.forms.vector_type(dtype, features),
@@ -227,7 +228,7 @@ class CoopvecEmitter:
         # float16 results, widened exactly to the float32 the host reads (as `run_fp16_emulation` rounds outputs)
         rounded = held if self.integer else self.float16(held)
         if binding in self.stages:
-            self.stages[binding].store(self.forms.vector(rounded, dtype))
+            self.stages[binding].store(rounded)
         elif self.inside is not None:
             with self.fn.if_(self.inside):
                 self.store_row(binding, features, dtype, itemsize, rounded)

@@ -22,6 +22,8 @@ from tests.conftest import ROOT
 
 STAGED = InferenceOptions(stage_rows=True)
 PADDED = InferenceOptions(stage_rows=True, pad_rows=True)
+ELEMENTS = InferenceOptions(stage_elements=True)
+EVERY_ROW = InferenceOptions(stage_rows=True, stage_elements=True)
 MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
 MIXED = "mlp_16_32_3"  # 16 inputs (whole words, staged) and 3 outputs (stored directly)
 
@@ -40,13 +42,14 @@ def _stage_bytes(name: str, io_dtype: str, options: InferenceOptions) -> int:
     """Workgroup memory a sample's staged rows take: inputs and outputs of whole 16-byte words, padded or not."""
     graph = _graph(name)
     rows = [v.feature_size * (2 if io_dtype == "f16" else 4) for v in graph.inputs + graph.outputs]
-    return sum(row + 16 * options.pad_rows for row in rows if row % 16 == 0)
+    return sum(row + 16 * options.pad_rows if row % 16 == 0 else row for row in rows
+               if (options.stage_rows if row % 16 == 0 else options.stage_elements))
 
 
 @pytest.mark.parametrize("io_dtype", ["f32", "f16"])
 @pytest.mark.parametrize("size", [32, 64, 128, 256])
-@pytest.mark.parametrize("options", [STAGED, PADDED], ids=["staged", "padded"])
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("options", [STAGED, PADDED, ELEMENTS, EVERY_ROW], ids=["staged", "padded", "elements", "every"])
+@pytest.mark.parametrize("name", MODELS + (MIXED,))
 def test_staged_kernels_pass_spirv_val(name, options, size, io_dtype, tmp_path):
     program = lower(_graph(name))
     if size * _stage_bytes(name, io_dtype, options) > WORKGROUP_MEMORY_LIMIT:
@@ -93,6 +96,16 @@ def test_a_staged_input_beside_an_output_stored_directly_passes_spirv_val(io_dty
     spirv_val(target("coopvec").compile(program, FP16, 64, io_dtype=io_dtype, options=PADDED).spirv, tmp_path)
 
 
+@pytest.mark.parametrize("io_dtype", ["f32", "f16"])
+def test_rows_of_three_values_are_staged_element_by_element(io_dtype):
+    """mlp_3_64x2_3 with stage_elements: its 3 input and 3 output values a sample copied through workgroup memory, a
+    barrier each way, nothing returned early."""
+    program = lower(_graph("mlp_3_64x2_3"))
+    text = disassemble(target("coopvec").compile(program, FP16, 64, io_dtype=io_dtype, options=ELEMENTS).spirv)
+    assert text.count("OpControlBarrier") == 2 and text.count("OpReturn") == 1
+    assert "Workgroup" in text and "LocalInvocationIndex" in text
+
+
 def test_too_much_workgroup_memory_is_refused_naming_the_option():
     program = lower(_graph("mlp_64_128x4_16"))
     with pytest.raises(CompileError, match="stage_rows off"):
@@ -101,7 +114,7 @@ def test_too_much_workgroup_memory_is_refused_naming_the_option():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("size", [64, 128])
-@pytest.mark.parametrize("options", [STAGED, PADDED], ids=["staged", "padded"])
+@pytest.mark.parametrize("options", [STAGED, PADDED, ELEMENTS, EVERY_ROW], ids=["staged", "padded", "elements", "every"])
 @pytest.mark.parametrize("name", MODELS + (MIXED,))
 def test_staged_kernels_give_the_fp16_reference(coopvec_device, name, options, size):
     """From numpy (the host path's chunks), from float32 and from float16 device arrays, a batch ending inside a

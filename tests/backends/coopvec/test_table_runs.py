@@ -4,6 +4,8 @@ vectors every encoding test model against the float16 reference."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -40,12 +42,16 @@ def test_a_vertex_of_two_features_is_one_load():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("options", [RUNS, replace(RUNS, stage_elements=True), replace(RUNS, samples_per_invocation=2)],
+                         ids=["runs", "runs-staged-elements", "runs-pairs"])
 @pytest.mark.parametrize("config, n_in", EVERY, ids=EVERY_IDS)
-def test_every_encoding_test_model_gives_the_fp16_reference(coopvec_device, config, n_in):
+def test_every_encoding_test_model_gives_the_fp16_reference(coopvec_device, config, n_in, options):
+    """Also with the encoded inputs staged element by element and with two samples an invocation, the variants the
+    benchmark times on tcnn's image configuration."""
     model, _ = kernel_model(config, n_in, "coopvec")
     with model:
         graph = model.graph
-    executable = executable_with(graph, 64, RUNS)
+    executable = executable_with(graph, 64, options)
     try:
         x = inputs(config, n_in)
         got = executable.run({graph.inputs[0].name: x})[graph.outputs[0].name]
