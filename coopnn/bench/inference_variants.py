@@ -197,14 +197,29 @@ def measure_case(model, model_name: str, log2_batch: int, io_dtype: str, variant
     return rows
 
 
+def driver_statistics(model_name: str, compiled: dict) -> list[dict]:
+    """What the driver reports (registers, spills, workgroup memory) of each kernel in `compiled` that was built;
+    one row with the reason where the driver reports nothing."""
+    from coopnn.runtime.kernel_statistics import kernel_statistics
+
+    binaries = {f"{model_name} {name} ({io})": made[0] for (name, io), made in compiled.items()
+                if not isinstance(made, Exception)}
+    try:
+        return [{"kernel": k.kernel, "workgroup_size": k.workgroup_size, "values": k.values()}
+                for k in kernel_statistics(binaries)]
+    except Exception as e:  # noqa: BLE001 - statistics are a diagnostic: the timings stand without them
+        return [{"kernel": model_name, "error": f"{type(e).__name__}: {e}"}]
+
+
 def measure(models, log2_batches, variants: dict, rounds: int = ROUNDS, io_dtypes=tuple(IO_DTYPES),
-            backend: str = "coopvec", chained_samples: int = CHAINED_SAMPLES) -> dict:
+            backend: str = "coopvec", chained_samples: int = CHAINED_SAMPLES, statistics: bool = False) -> dict:
     """Every case of `models` (names) x `log2_batches` x `io_dtypes`; a model that cannot be opened is a row with
     its error. `backend`: what runs the shipped kernel (another Vulkan backend checks this bench without
-    cooperative vectors; the other variants then fail); `chained_samples` as `CHAINED_SAMPLES`."""
+    cooperative vectors; the other variants then fail); `chained_samples` as `CHAINED_SAMPLES`; `statistics`: the
+    driver's statistics of every kernel built (`driver_statistics`)."""
     environment = describe_environment()
     bounds = peaks_for(device_name(environment))
-    rows = []
+    rows, kernels = [], []
     for name in models:
         try:
             model = open_model(name, backend)
@@ -219,7 +234,10 @@ def measure(models, log2_batches, variants: dict, rounds: int = ROUNDS, io_dtype
                                             chained_samples):
                         rows.append(row)
                         print(json.dumps(row), flush=True)
-    return {"environment": environment, "variants": {k: v.describe() for k, v in variants.items()}, "rows": rows}
+        if statistics:
+            kernels += driver_statistics(name, compiled)
+    return {"environment": environment, "variants": {k: v.describe() for k, v in variants.items()}, "rows": rows,
+            "statistics": kernels}
 
 
 def markdown(document: dict) -> str:
@@ -240,7 +258,22 @@ def markdown(document: dict) -> str:
             continue
         lines.append(f"{head} {fmt(r['chained'])} | {fmt(r['chained_min'])} | {fmt(r['single'])} | "
                      f"{fmt(r['run_ms'])} | {fmt(r['roofline']['ratio_to_bound'])} | {r['repeat']} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + statistics_lines(document.get("statistics", []))) + "\n"
+
+
+def statistics_lines(kernels: list[dict]) -> list[str]:
+    """The driver's statistics, a row per kernel and a column per statistic (as the driver names them)."""
+    if not kernels:
+        return []
+    columns = list(dict.fromkeys(name for k in kernels for name in k.get("values", {})))
+    lines = ["", "## What the driver made of each kernel", "", "| kernel | " + " | ".join(columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for k in kernels:
+        if "error" in k:
+            lines.append(f"| {k['kernel']} | {k['error'][:200]} |" + " |" * (len(columns) - 1))
+            continue
+        lines.append(f"| {k['kernel']} | " + " | ".join(str(k["values"].get(c, "")) for c in columns) + " |")
+    return lines
 
 
 def write(document: dict, out: Path) -> Path:
