@@ -115,6 +115,7 @@ class CoopvecEmitter:
         self.frame.draw_rows()
         self.binding_of = {b.name: b.index for b in self.bindings[1:]}
         self.binding_at = {b.index: b for b in self.bindings}
+        self.inside = None  # whether this invocation's sample is in the batch, where it may not be (an id)
         self.stages = self.row_stages(staged, options.pad_rows)
         if options.vector_table_reads and (self.training or self.integer):
             raise CompileError(f"the coopvec target reads table runs as vectors in inference kernels with float "
@@ -126,7 +127,6 @@ class CoopvecEmitter:
         # to float16 by the product that takes them
         self.encoded = {i.args[0] for i in program.body if i.op == "encode"}
         self.unrounded: dict[str, Held] = {}
-        self.inside = None  # whether this invocation's sample is in the batch, where it may not be (an id)
 
     def row_stages(self, staged: set[int], pad: bool) -> dict:
         """The stage of each binding in `staged`; with any, invocations past the batch read the last row directly
