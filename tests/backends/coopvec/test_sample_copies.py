@@ -44,6 +44,15 @@ def test_several_samples_an_invocation_pass_spirv_val(name, count, io_dtype, tmp
     spirv_val(binary.spirv, tmp_path)
 
 
+@pytest.mark.parametrize("count", [2, 4])
+def test_only_the_first_sample_returns_early_and_the_others_store_inside_the_batch(count):
+    """One early return (the first sample past the batch), and a guarded store for each other sample."""
+    text = disassemble(target("coopvec").compile(lower(_graph("mlp_3_64x2_3")), FP16, 64,
+                                                 options=InferenceOptions(samples_per_invocation=count)).spirv)
+    assert text.count("OpReturn") == 2 and text.count("OpSelectionMerge") == count
+    assert text.count("OpULessThan") == count - 1
+
+
 def test_other_counts_and_staged_rows_are_refused():
     with pytest.raises(CompileError, match="1, 2 or 4"):
         InferenceOptions(samples_per_invocation=3)
