@@ -57,6 +57,7 @@ STAGED = InferenceOptions(stage_rows=True)
 PADDED = replace(STAGED, pad_rows=True)
 RUNS = InferenceOptions(vector_table_reads=True)  # only the grid reads tables: elsewhere the default kernel
 ELEMENTS = InferenceOptions(stage_elements=True)  # rows of 3 values (and the grid's 2 inputs) staged
+STREAMING = InferenceOptions(streaming_rows=True)
 PAIRS, QUADS = InferenceOptions(samples_per_invocation=2), InferenceOptions(samples_per_invocation=4)
 VARIANTS = {
     "shipped": Variant(shipped=True),
@@ -68,6 +69,8 @@ VARIANTS = {
     "table_runs": Variant(options=RUNS), "table_runs_wg128": Variant(128, RUNS),
     "elements": Variant(options=ELEMENTS), "elements_wg32": Variant(32, ELEMENTS),
     "elements_table_runs": Variant(options=replace(ELEMENTS, vector_table_reads=True)),
+    "streaming": Variant(options=STREAMING), "streaming_wg32": Variant(32, STREAMING),
+    "streaming_pairs": Variant(options=replace(PAIRS, streaming_rows=True)),
     "pairs": Variant(options=PAIRS), "pairs_wg32": Variant(32, PAIRS), "quads": Variant(options=QUADS),
     "pairs_table_runs": Variant(options=replace(PAIRS, vector_table_reads=True)),
 }

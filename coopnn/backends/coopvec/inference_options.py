@@ -8,7 +8,8 @@ words go through workgroup memory instead (`staged_rows.py`): consecutive invoca
 of the work-group's block of rows, and each invocation then reads (or writes) its own row there. `pad_rows` spaces
 the staged rows 16 bytes further apart than their width, so that the invocations of a subgroup reading their rows at
 once hit different banks. `stage_elements` stages the other rows (3 values: 6 or 12 bytes) element by element
-(`staged_elements.py`). `vector_table_reads` reads the 2 or 4 features of a grid vertex in one load
+(`staged_elements.py`). `streaming_rows` marks the direct row loads and stores Nontemporal, so that rows
+streaming through the caches may leave the weights there. `vector_table_reads` reads the 2 or 4 features of a grid vertex in one load
 (`table_runs.py`). `samples_per_invocation` lowers the kernel for 2 or 4 consecutive samples an invocation
 (`sample_copies.py`). The default (all off) is byte-for-byte the kernel the backend shipped before the options
 existed; `bench/inference_variants.py` measures each option against it.
@@ -27,6 +28,7 @@ class InferenceOptions:
     pad_rows: bool = False  # staged rows one 16-byte word further apart than their width (needs stage_rows)
     stage_elements: bool = False  # rows not of whole words copied through workgroup memory element by element
     vector_table_reads: bool = False  # an encoding's runs of 2 or 4 table elements (grid features) in one load
+    streaming_rows: bool = False  # direct row loads and stores marked Nontemporal (read or written once)
     samples_per_invocation: int = 1  # consecutive samples an invocation lowers instruction by instruction in turn
 
     def __post_init__(self):

@@ -116,6 +116,8 @@ class CoopvecEmitter:
         self.binding_of = {b.name: b.index for b in self.bindings[1:]}
         self.binding_at = {b.index: b for b in self.bindings}
         self.inside = None  # whether this invocation's sample is in the batch, where it may not be (an id)
+        # the memory operands of direct row loads and stores: none, or a hint that rows are read and written once
+        self.row_access = ("Nontemporal",) if options.streaming_rows else ()
         self.stages = self.row_stages(staged, options.pad_rows)
         if options.vector_table_reads and (self.training or self.integer):
             raise CompileError(f"the coopvec target reads table runs as vectors in inference kernels with float "
@@ -194,13 +196,13 @@ class CoopvecEmitter:
         elif features * itemsize % IO_VECTOR_ALIGNMENT == 0:
             offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.data_row, self.uint(features * itemsize))
             vector = self.fn.emit("OpCooperativeVectorLoadNV", self.forms.vector_type(dtype, features),
-                                  self.array_pointer(binding, dtype), offset)
+                                  self.array_pointer(binding, dtype), offset, *self.row_access)
             loaded = self.vector_result(instr, dtype, vector)
         else:
             first = self.fn.emit("OpIMul", self.frame.u32, self.frame.data_row, self.uint(features))
             scalar = self.forms.scalar_types[dtype]
             loaded = self.forms.from_scalars(dtype, [self.fn.emit("OpLoad", scalar, self.frame.element_pointer(
-                binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), scalar))
+                binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), scalar), *self.row_access)
                 for i in range(features)])
         if self.training or self.integer:
             return loaded
@@ -240,13 +242,13 @@ class CoopvecEmitter:
         if features * itemsize % IO_VECTOR_ALIGNMENT == 0:
             offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * itemsize))
             self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding, dtype), offset,
-                         self.forms.vector(rounded, dtype))
+                         self.forms.vector(rounded, dtype), *self.row_access)
             return
         first = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features))
         scalar_type = self.forms.scalar_types[dtype]
         for i, scalar in enumerate(self.forms.components(rounded, dtype)):
             index = self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i))
-            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, scalar_type), scalar)
+            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, scalar_type), scalar, *self.row_access)
 
     def store_training(self, instr: Instr, held: Held, param) -> None:
         """The sample's loss (float32), or a tape region (float16; `coopnn.shaders.training.layout`): a layer input
