@@ -31,6 +31,7 @@ CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_TIMELINE_SEMAPHORE_FD = 9
 CUDA_EXTERNAL_MEMORY_DEDICATED = 0x1
 CU_MEMORYTYPE_DEVICE = 0x02
 CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+CU_STREAM_WAIT_VALUE_GEQ = 0x0
 
 CUresult = ctypes.c_int
 CUdevice = ctypes.c_int
@@ -151,6 +152,7 @@ SIGNATURES = {
     "cuDestroyExternalSemaphore": ("cuDestroyExternalSemaphore", [Handle]),
     "cuMemcpyDtoDAsync": ("cuMemcpyDtoDAsync_v2", [CUdeviceptr, CUdeviceptr, ctypes.c_size_t, Handle]),
     "cuMemcpy2DAsync": ("cuMemcpy2DAsync_v2", [P(CUDA_MEMCPY2D), Handle]),
+    "cuStreamWaitValue32": ("cuStreamWaitValue32_v2", [Handle, CUdeviceptr, ctypes.c_uint32, ctypes.c_uint]),
 }
 
 
@@ -287,6 +289,11 @@ class CudaDriver:
         """Hold back later work on `stream` until the timeline reaches `value`."""
         semaphore.wait_params[0].params.fence.value = value
         self._call("cuWaitExternalSemaphoresAsync", semaphore.handles, semaphore.wait_params, 1, stream)
+
+    def wait_value(self, pointer: int, value: int, stream: int) -> None:
+        """Hold back later work on `stream` until the 32-bit word at `pointer` is at least `value` (the stream polls
+        memory: `bench/torch_handoff.py` times it against the semaphore wait)."""
+        self._call("cuStreamWaitValue32", stream, pointer, value, CU_STREAM_WAIT_VALUE_GEQ)
 
     # copies
 

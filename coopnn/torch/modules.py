@@ -78,7 +78,7 @@ class Module(torch.nn.Module):
             model.close()
             raise
         self.params = torch.nn.Parameter(self._runner.master.tensor)
-        self._backward = BackwardRunner(model, self._runner.master.layout, self._runner.member)
+        self._backward = BackwardRunner(model, self._runner.master.layout, self._runner.member, self._runner.master)
 
     def _attach(self, model: Model) -> ForwardRunner:
         if len(model.inputs) != 1 or len(model.outputs) != 1:

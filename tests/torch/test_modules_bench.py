@@ -16,6 +16,7 @@ def test_tcnn_figures_come_from_the_anchors_file():
     assert set(anchors[("mlp_32_64x4_16", 1 << 18)]) == {"infer fused", "infer JIT", "train fused", "train JIT"}
     assert set(anchors[("mlp_64_128x4_16", 1 << 16)]) == {"train fused", "train JIT"}
     assert {model for model, _ in anchors} == set(bench.MODELS)
+    assert anchors[("image_hashgrid", 1 << 16)] == {"train fused": 0.216, "train JIT": 0.135}
 
 
 def test_the_report_has_a_row_per_model_and_batch():
@@ -25,4 +26,10 @@ def test_the_report_has_a_row_per_model_and_batch():
            "after_update_ms": 0.12, "amp_forward_ms": 0.05, "step_ms": 0.4, "amp_step_ms": 0.3, "host_refreshes": 1,
            "tcnn": {"infer fused": 0.0137, "infer JIT": 0.013}}
     text = bench.markdown({"environment": environment, "calls": 5, "rows": [row]})
-    assert "| mlp_32_64x4_16 | 2^14 | 0.100 | 0.200 | 0.120 | 0.050 | 0.400 | 0.300 | 0.014 / 0.013 |  |" in text
+    assert ("| mlp_32_64x4_16 | 2^14 | 0.100 | 0.200 | 0.120 | 0.050 | 0.400 |  |  | 0.300 | 0.750 | 0.014 / 0.013 |  |"
+            in text)
+    refused = {**row, "model": "image_hashgrid", "tcnn": {}, "step_refused": "no gradient in the tables"}
+    del refused["step_ms"]
+    text = bench.markdown({"environment": environment, "calls": 5, "rows": [row, refused]})
+    assert "| image_hashgrid | 2^14 | 0.100 | 0.200 | 0.120 | 0.050 |  |  |  | 0.300 |  |  |  |" in text
+    assert text.endswith("image_hashgrid: the step is refused: no gradient in the tables\n")

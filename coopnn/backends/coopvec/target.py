@@ -40,6 +40,11 @@ from coopnn.shaders.targets.encodings.writer import EncodingWriter
 from coopnn.backends.coopvec.integer_product import integer_gemv
 from coopnn.backends.quantized_layers import nan_inherited
 from coopnn.backends.coopvec.values import Forms, Held
+from coopnn.backends.coopvec.inference_options import DEFAULT_OPTIONS, InferenceOptions
+from coopnn.backends.coopvec.sample_copies import enter, sample_copies
+from coopnn.backends.coopvec.table_runs import TableRuns
+from coopnn.backends.coopvec.staged_elements import stage_for
+from coopnn.backends.coopvec.staged_rows import check_workgroup_memory, staged_bindings
 
 # SPIR-V ComponentType (`MatrixInterpretation`) of each weight format's elements, by its VkComponentTypeKHR name
 INTERPRETATIONS = {"FLOAT16": "Float16NV", "FLOAT8_E4M3": "FloatE4M3NV", "FLOAT8_E5M2": "FloatE5M2NV",
@@ -56,7 +61,8 @@ lowers = registrar(LOWERINGS)  # @lowers(kernel instruction, ...)
 
 class CoopvecEmitter:
     def __init__(self, program: KernelProgram, packed: WeightImage, workgroup_size: int, weights: WeightFormat = FP16,
-                 *, bounds_check: bool = True, io_dtype: str = "f32", table_atomics=None):
+                 *, bounds_check: bool = True, io_dtype: str = "f32", options: InferenceOptions = DEFAULT_OPTIONS,
+                 table_atomics=None):
         self.program = program
         # how a trained grid's gradient is added (`coopnn.backends.coopvec.table_atomics`), and what that needs
         self.table_atomics, self.features = table_atomics, set(FEATURES)
@@ -81,8 +87,16 @@ class CoopvecEmitter:
         self.push_constants = push_constants_of(program)
         # Weight gradients accumulate into the weight buffer (`accumulate.py`), declared writable here then.
         accumulates = bool(program.params_of("gradient"))
+        staged = staged_bindings(self.bindings, options)
+        self.options = options
+        several = options.samples_per_invocation > 1
+        if (staged or several) and self.training:
+            raise CompileError(f"the coopvec target stages rows and takes several samples an invocation in inference "
+                               f"kernels only, not in a training kernel ({options.describe()})")
+        if staged and several:
+            raise CompileError(f"the coopvec target stages rows of one sample an invocation, not {options.describe()}")
         self.frame = ShaderFrame(() if accumulates else self.bindings[:1], 16, workgroup_size, self.push_constants,
-                                 bounds_check=bounds_check)
+                                 bounds_check=bounds_check and not staged and not several)
         self.m, self.fn = self.frame.module, self.frame.main
         self.forms = Forms(self.m, self.fn)
         self.f16, self.f32, self.boolean = (self.forms.scalar_types[t] for t in ("f16", "f32", "bool"))
@@ -106,12 +120,34 @@ class CoopvecEmitter:
         self.frame.draw_rows()
         self.binding_of = {b.name: b.index for b in self.bindings[1:]}
         self.binding_at = {b.index: b for b in self.bindings}
+        self.inside = None  # whether this invocation's sample is in the batch, where it may not be (an id)
+        # the memory operands of direct row loads and stores: none, or a hint that rows are read and written once
+        self.row_access = ("Nontemporal",) if options.streaming_rows else ()
+        self.stages = self.row_stages(staged, options.pad_rows)
+        if options.vector_table_reads and (self.training or self.integer):
+            raise CompileError(f"the coopvec target reads table runs as vectors in inference kernels with float "
+                               f"weights only, not in a {'training' if self.training else weights.name} kernel")
+        self.table_runs = TableRuns(self) if options.vector_table_reads else None
         self.held: dict[str, Held] = {}
         self.array_pointers: dict[int, object] = {}
         # inputs an encoding reads, kept as loaded (float32): encodings compute in float32, their results are rounded
         # to float16 by the product that takes them
         self.encoded = {i.args[0] for i in program.body if i.op == "encode"}
         self.unrounded: dict[str, Held] = {}
+
+    def row_stages(self, staged: set[int], pad: bool) -> dict:
+        """The stage of each binding in `staged`; with any, invocations past the batch read the last row directly
+        and store nothing (`staged_rows.py`: there is no early return)."""
+        if not staged:
+            return {}
+        fn, u32 = self.fn, self.frame.u32
+        self.local_index = fn.emit("OpLoad", u32, self.m.builtin_input("LocalInvocationIndex", u32))
+        count = self.frame.push_value("count")
+        self.inside = fn.emit("OpULessThan", self.boolean, self.frame.sample, count)
+        self.frame.data_row = self.glsl(u32, "UMin", self.frame.sample, fn.emit("OpISub", u32, count, self.uint(1)))
+        stages = {i: stage_for(self, self.binding_at[i], pad) for i in sorted(staged)}
+        check_workgroup_memory(stages.values(), self.program.name)
+        return stages
 
     # ----- helpers --------------------------------------------------------------------------------------------------
 
@@ -169,16 +205,18 @@ class CoopvecEmitter:
             return self.forms.known(self.program.constants[param.name])
         binding, features = self.binding_of[param.graph_name], param.shape[0]
         dtype, itemsize = self.binding_at[binding].dtype, self.binding_at[binding].itemsize
-        if features * itemsize % IO_VECTOR_ALIGNMENT == 0:
+        if binding in self.stages:
+            loaded = self.stages[binding].load()
+        elif features * itemsize % IO_VECTOR_ALIGNMENT == 0:
             offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.data_row, self.uint(features * itemsize))
             vector = self.fn.emit("OpCooperativeVectorLoadNV", self.forms.vector_type(dtype, features),
-                                  self.array_pointer(binding, dtype), offset)
+                                  self.array_pointer(binding, dtype), offset, *self.row_access)
             loaded = self.vector_result(instr, dtype, vector)
         else:
             first = self.fn.emit("OpIMul", self.frame.u32, self.frame.data_row, self.uint(features))
             scalar = self.forms.scalar_types[dtype]
             loaded = self.forms.from_scalars(dtype, [self.fn.emit("OpLoad", scalar, self.frame.element_pointer(
-                binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), scalar))
+                binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), scalar), *self.row_access)
                 for i in range(features)])
         if self.training or self.integer:
             return loaded
@@ -205,16 +243,26 @@ class CoopvecEmitter:
         dtype, itemsize = self.binding_at[binding].dtype, self.binding_at[binding].itemsize
         # float16 results, widened exactly to the float32 the host reads (as `run_fp16_emulation` rounds outputs)
         rounded = held if self.integer else self.float16(held)
+        if binding in self.stages:
+            self.stages[binding].store(rounded)
+        elif self.inside is not None:
+            with self.fn.if_(self.inside):
+                self.store_row(binding, features, dtype, itemsize, rounded)
+        else:
+            self.store_row(binding, features, dtype, itemsize, rounded)
+
+    def store_row(self, binding: int, features: int, dtype: str, itemsize: int, rounded: Held) -> None:
+        """This invocation's output row, straight into the storage buffer."""
         if features * itemsize % IO_VECTOR_ALIGNMENT == 0:
             offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * itemsize))
             self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding, dtype), offset,
-                         self.forms.vector(rounded, dtype))
+                         self.forms.vector(rounded, dtype), *self.row_access)
             return
         first = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features))
         scalar_type = self.forms.scalar_types[dtype]
         for i, scalar in enumerate(self.forms.components(rounded, dtype)):
             index = self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i))
-            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, scalar_type), scalar)
+            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, scalar_type), scalar, *self.row_access)
 
     def store_training(self, instr: Instr, held: Held, param) -> None:
         """The sample's loss (float32), or a tape region (float16; `coopnn.shaders.training.layout`): a layer input
@@ -306,8 +354,11 @@ class CoopvecEmitter:
             raise CompileError(f"the coopvec target reads the parameters of {instr.attrs['encoding'].describe()} "
                                f"with float16 or 8-bit float weights, not {self.weights.name}")
         read = (lambda element: self.vector_element(params[0], element)) if params else None
+        runs = None
+        if params and self.table_runs is not None:
+            runs = lambda first, count: self.table_runs.read(params[0], first, count)  # noqa: E731
         xs = self.forms.components(self.unrounded.get(x, self.held[x]), "f32")
-        ys = emit_encoding(EncodingWriter(self.m, self.fn, read), instr.attrs["encoding"], xs)
+        ys = emit_encoding(EncodingWriter(self.m, self.fn, read, runs), instr.attrs["encoding"], xs)
         return self.forms.from_scalars("f32", ys)
 
     def vector_element(self, param: str, element):
@@ -321,13 +372,16 @@ class CoopvecEmitter:
         return self.fn.emit("OpCooperativeVectorLoadNV", vector_type, self.array_pointer(0), self.uint(offset))
 
     def compile(self) -> bytes:
+        copies = sample_copies(self, self.options.samples_per_invocation)
         for instr in self.program.body:
             lowering = LOWERINGS.get(instr.op)
             if lowering is None:
                 raise CompileError(f"the coopvec target has no lowering for kernel instruction {instr.op!r}")
-            result = lowering(self, instr)
-            if instr.result is not None:
-                self.held[instr.result] = result
+            for copy in copies:
+                enter(self, copy)
+                result = lowering(self, instr)
+                if instr.result is not None:
+                    self.held[instr.result] = result
         return self.frame.finish()
 
 
@@ -335,14 +389,18 @@ class CoopvecTarget:
     name = "coopvec"
 
     def compile(self, program: KernelProgram, weights: WeightFormat, workgroup_size: int = 64, *,
-                packed: WeightImage | None = None, io_dtype: str = "f32", table_atomics=None) -> Binary:
+                packed: WeightImage | None = None, io_dtype: str = "f32",
+                options: InferenceOptions = DEFAULT_OPTIONS, table_atomics=None) -> Binary:
         """SPIR-V for `program`; matrices and biases at the offsets of `packed` (a manifest made from
         `weight_plan(program, weights)`), or packed row-major here when it is None; inputs and outputs of `io_dtype`
-        ("f32", or "f16" for inference with float weights); a trained grid's gradient added with `table_atomics`
-        (a `coopnn.backends.coopvec.table_atomics.TableAtomics`)."""
+        ("f32", or "f16" for inference with float weights), moved as `options` say (`inference_options.py`); a
+        trained grid's gradient added with `table_atomics` (a `coopnn.backends.coopvec.table_atomics.TableAtomics`)."""
         packed = packed if packed is not None else pack_plan(weight_plan(program, weights))
-        emitter = CoopvecEmitter(program, packed, workgroup_size, weights, io_dtype=io_dtype,
+        emitter = CoopvecEmitter(program, packed, workgroup_size, weights, io_dtype=io_dtype, options=options,
                                  table_atomics=table_atomics)
         spirv = emitter.compile()
-        return Binary("coopvec", spirv, "main", emitter.frame.workgroup_size, emitter.bindings, emitter.push_constants,
+        invocations = emitter.frame.workgroup_size
+        # samples a work-group, what dispatches are sized by (`sample_copies.py`)
+        samples = (invocations[0] * options.samples_per_invocation,) + invocations[1:]
+        return Binary("coopvec", spirv, "main", samples, emitter.bindings, emitter.push_constants,
                       packed, frozenset(emitter.features), frozenset())

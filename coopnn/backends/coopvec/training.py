@@ -28,6 +28,7 @@ from coopnn.backends.coopvec.target import FEATURES
 from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES
 from coopnn.shaders.training.shader import BASE_FEATURES
 from coopnn.runtime.executable import load_kernel
+from coopnn.shaders.training.tuning import Tuning, tuning_for
 from coopnn.train.gpu.session import KernelTrainingSession
 
 GROWTH_INTERVAL = 1000
@@ -54,7 +55,8 @@ class CoopvecTrainingSession(KernelTrainingSession):
     skip_nonfinite = True
     growth_interval = GROWTH_INTERVAL
 
-    def __init__(self, *args, gradients: str = "auto", step: str = "auto", table_atomics: str = "auto", **kwargs):
+    def __init__(self, *args, gradients: str = "auto", step: str = "auto", table_atomics: str = "auto",
+                 tuning: Tuning | None = None, **kwargs):
         """`gradients`: how weight gradients are reduced, "coopmat" (cooperative-matrix products of the tape),
         "coopvec" (cooperative-vector products, per row and chunk), "outer_product" (per-sample outer products
         accumulated by the coopvec step kernel), "outer_product_reduced" (workgroup sums accumulated by it), "fused"
@@ -64,7 +66,9 @@ class CoopvecTrainingSession(KernelTrainingSession):
         "coopvec" (one invocation per sample, cooperative vectors) or "auto" (the per-sample one for a model with a
         trained grid, which only it trains).
         `table_atomics`: how the per-sample kernel adds a trained grid's gradient, "float32" (float32 atomics),
-        "float16_pairs" (float16 pairs, VK_NV_shader_atomic_float16_vector) or "auto" (`AUTO_TABLE_ATOMICS`)."""
+        "float16_pairs" (float16 pairs, VK_NV_shader_atomic_float16_vector) or "auto" (`AUTO_TABLE_ATOMICS`).
+        `tuning`: the knobs of the tiled step and cooperative-matrix gradient kernels, by default the model's
+        (`tuning_for`)."""
         if gradients not in GRADIENT_METHODS:
             raise ValueError(f"gradients must be one of {', '.join(map(repr, GRADIENT_METHODS))}, not {gradients!r}")
         if step not in STEP_METHODS:
@@ -74,7 +78,13 @@ class CoopvecTrainingSession(KernelTrainingSession):
         self.table_atomics = table_atomics_methods()[AUTO_TABLE_ATOMICS if table_atomics == "auto" else table_atomics]
         self.gradient_method = gradient_methods()[AUTO_GRADIENTS if gradients == "auto" else gradients]
         self.requested_step = self.gradient_method.step_for(step)
+        self.requested_tuning = tuning
         super().__init__(*args, **kwargs)
+
+    def choose_tuning(self) -> Tuning:
+        if self.requested_tuning is not None:
+            return self.requested_tuning
+        return tuning_for((layer.rows, layer.cols) for layer in self.plan.layers)
 
     def choose_step(self):
         if self.requested_step != "auto":

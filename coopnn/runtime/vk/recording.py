@@ -92,8 +92,9 @@ class Recording:
     def in_flight(self, lane: int = 0) -> bool:
         return self._lanes[lane] is not None and self._lanes[lane].in_flight
 
-    def submit(self, repeat: int = 1, lane: int = 0) -> None:
-        """Submit the sequence `repeat` times on lane `lane` (waiting first for that lane's previous submission)."""
+    def submit(self, repeat: int = 1, lane: int = 0, wait: tuple[object, int] | None = None, signal=None) -> None:
+        """Submit the sequence `repeat` times on lane `lane` (waiting first for that lane's previous submission);
+        `wait` and `signal` are timeline semaphores shared with another API, as `Lane.submit` takes them."""
         if repeat < 1:
             raise ValueError(f"a submission runs the sequence at least once, not {repeat} times")
         chosen = self._lane(lane)
@@ -101,7 +102,7 @@ class Recording:
         chosen.use(repeat, lambda cmd: record_commands(cmd, chosen, self._body(repeat), self._staged, self._fetched))
         for buffer, _ in self._staged:
             buffer.take_pending_upload()  # the recording copies the ranges the host writes
-        chosen.submit()
+        chosen.submit(wait=wait, signal=signal)
         self._submitted.add(lane)
 
     def finish(self, lane: int = 0) -> float | None:

@@ -35,7 +35,7 @@ def _features(w, grid: Grid, level: Level, vertex: list) -> list:
     """The F features of a vertex: elements (offset + index) F + f of the parameter vector."""
     features = grid.n_features_per_level
     first = w.mul(w.add(_vertex_index(w, level, vertex), w.uint(level.offset)), w.uint(features))
-    return [w.read(w.add(first, w.uint(f)) if f else first) for f in range(features)]
+    return w.read_run(first, features)
 
 
 def _fractions(w, grid: Grid, fractions: list) -> list:

@@ -3,7 +3,8 @@
 Float32 arithmetic and GLSL.std.450 go through `ScalarWriter` (the targets' shared scalar forms); the grids'
 integer arithmetic is tiny-cuda-nn's uint32 arithmetic (wrapping products, xor, modulo). A target hands in
 `read(element)`, the float32 value of element `element` (a u32 id) of the encoding's parameter vector, wherever
-its weight buffer keeps it; `offset_by` gives a nested encoding its own part of that vector.
+its weight buffer keeps it, and may hand in `read_run(first, count)`, `count` consecutive elements from `first` (a
+multiple of `count`) in one access; `offset_by` gives a nested encoding its own part of that vector.
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ from coopnn.shaders.spirv import Function, Id, Module
 from coopnn.shaders.targets.scalar_writer import ScalarWriter
 
 Reader = Callable[[Id], Id]
+RunReader = Callable[[Id, int], list]
 INT32_LIMIT = 2.0 ** 31
 
 
 class EncodingWriter:
-    def __init__(self, module: Module, fn: Function, read: Reader | None = None):
+    def __init__(self, module: Module, fn: Function, read: Reader | None = None, read_run: RunReader | None = None):
         self.m, self.fn = module, fn
         self.scalars = ScalarWriter(module, fn)
         self.f32, self.boolean = self.scalars.f32, self.scalars.boolean
         self.u32, self.i32 = module.type_int(32, False), module.type_int(32, True)
         self._read = read
+        self._read_run = read_run
 
     # ----- parameters -----------------------------------------------------------------------------------------------
 
@@ -33,11 +36,22 @@ class EncodingWriter:
             raise ValueError("this encoding has no parameter vector to read")
         return self._read(element)
 
+    def read_run(self, first: Id, count: int) -> list:
+        """Elements `first` .. `first + count - 1` of the parameter vector, as float32; `first` is a multiple of
+        `count`. Element by element unless the target reads such runs in one access."""
+        if self._read_run is not None:
+            return self._read_run(first, count)
+        return [self.read(self.add(first, self.uint(f)) if f else first) for f in range(count)]
+
     def offset_by(self, elements: int) -> "EncodingWriter":
-        """A writer in the same function whose parameter vector starts `elements` into this one's."""
+        """A writer in the same function whose parameter vector starts `elements` into this one's (runs read in one
+        access only where `elements` keeps them aligned: a multiple of 4)."""
         if elements == 0 or self._read is None:
-            return EncodingWriter(self.m, self.fn, self._read)
-        return EncodingWriter(self.m, self.fn, lambda element: self.read(self.add(element, self.uint(elements))))
+            return EncodingWriter(self.m, self.fn, self._read, self._read_run)
+        runs = self._read_run
+        return EncodingWriter(self.m, self.fn, lambda element: self.read(self.add(element, self.uint(elements))),
+                              None if runs is None or elements % 4 else
+                              lambda first, count: runs(self.add(first, self.uint(elements)), count))
 
     # ----- float32 --------------------------------------------------------------------------------------------------
 
