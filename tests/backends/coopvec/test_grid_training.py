@@ -16,6 +16,7 @@ from coopnn.backends.coopvec.training import TABLE_ATOMICS, CoopvecTrainingSessi
 from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.targets.encodings.grid import SCATTER_FEATURES
+from coopnn.shaders.training.tuning import DEFAULT
 from coopnn.train.gpu.plan import plan_training
 from coopnn.train.losses import get_loss
 from coopnn.train.optim import Adam
@@ -116,10 +117,11 @@ def test_float16_pairs_add_into_a_table_sized_buffer_widened_into_the_gradient(r
 
 def test_auto_takes_the_per_sample_step_for_a_grid_even_where_it_would_take_the_tiled_one():
     graph = mlp_graph(2, [64, 64], 3, encoding=GRIDS[0][0])
-    session = SimpleNamespace(plan=plan_training(graph), loss_function=get_loss("l2"), requested_step="auto")
+    session = SimpleNamespace(plan=plan_training(graph), loss_function=get_loss("l2"), requested_step="auto",
+                              tuning=DEFAULT)
     assert CoopvecTrainingSession.choose_step(session).name == "coopvec"
     plain = SimpleNamespace(plan=plan_training(mlp_graph(2, [64, 64], 3)), loss_function=get_loss("l2"),
-                            requested_step="auto")
+                            requested_step="auto", tuning=DEFAULT)
     assert CoopvecTrainingSession.choose_step(plain).name == "tiled"
 
 
