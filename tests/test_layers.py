@@ -21,6 +21,12 @@ SOURCE = Path(__file__).resolve().parents[1] / PACKAGE
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("base", ("coopnn.errors", "coopnn.dtypes", "coopnn.registry", "coopnn.tables", "coopnn.progress",
               "coopnn.disk_cache")),
+    # The tensor language itself (reading, checking, printing, interpreting, model functions), which the graph,
+    # kernel and training layers use; its compiler, kernels and model uses sit in "api".
+    ("language", tuple(f"coopnn.tl.{name}" for name in (
+        "ast", "types", "errors", "arguments", "scanner", "parser", "parse_base", "parse_control", "parse_coopmatrix",
+        "parse_memory", "parse_ops", "parse_types", "checker", "check_base", "check_collectives", "check_control",
+        "check_coopmatrix", "check_memory", "check_scalar", "printer", "interp", "launch", "functions"))),
     ("graph", ("coopnn.graph",)),
     ("layouts", ("coopnn.layouts",)),
     ("shaders", ("coopnn.shaders",)),
@@ -28,7 +34,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("interop", ("coopnn.interop",)),
     ("train", ("coopnn.train",)),
     ("backends", ("coopnn.backends",)),
-    ("api", ("coopnn.model", "coopnn.compiler", "coopnn.trainer", "coopnn.tl", "coopnn.export")),
+    ("api", ("coopnn.model", "coopnn.compiler", "coopnn.trainer", "coopnn.tl", "coopnn.tl.functions.uses",
+             "coopnn.export")),
     ("top", ("coopnn.nets", "coopnn.torch", "coopnn.distributed", "coopnn.examples", "coopnn.bench", "coopnn.cli", "coopnn.cli_arrays",
              "coopnn.cli_stream", "coopnn.cli_format", "coopnn.cli_export", "coopnn.cli_tl", "coopnn.__main__",
              "coopnn")),

@@ -84,9 +84,9 @@ def _selu(x, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
 
 def _tl_function(x, text=None, function=None, derivative=None):
     """The tensor-language function `function` of `text` on every element, run by the tl interpreter (the oracle)."""
-    from coopnn.tl.functions import evaluate, uses  # coopnn.tl reads the graph IR: imported when a function runs
+    from coopnn.tl.functions import evaluate, named
 
-    return evaluate.evaluate(uses.activation_function(text, function), x)[0]
+    return evaluate.evaluate(named.activation_function(text, function), x)[0]
 
 
 ACTIVATIONS: dict[Op, ActivationDef] = {}

@@ -14,7 +14,7 @@ docs/tensor-language.md says what is supported and how the reference's slips are
 
 from coopnn.tl.checker import check, checked
 from coopnn.tl.errors import Diagnostic, TensorLanguageError
-from coopnn.tl.functions import activation, encoding, loss
+from coopnn.tl.functions.uses import activation, encoding, loss
 from coopnn.tl.interp import interpret
 from coopnn.tl.kernel import Kernel, compile
 from coopnn.tl.parser import parse

@@ -133,15 +133,15 @@ class TensorLanguageLoss(Loss):
     name = "tl"
 
     def __post_init__(self) -> None:
-        from coopnn.tl.functions import uses  # which makes these losses
+        from coopnn.tl.functions import named
 
-        uses.loss_function(self.text, self.function)
+        named.loss_function(self.text, self.function)
 
     def terms(self, prediction, target):
-        from coopnn.tl.functions import evaluate, uses
+        from coopnn.tl.functions import evaluate, named
 
-        forward = uses.loss_function(self.text, self.function)
-        slope = uses.derivative_function(self.text, self.function, self.derivative, 2, 0, "loss")
+        forward = named.loss_function(self.text, self.function)
+        slope = named.derivative_function(self.text, self.function, self.derivative, 2, 0, "loss")
         values = evaluate.evaluate(forward, prediction, target)[0]
         return values.astype(prediction.dtype), evaluate.evaluate(slope, prediction, target)[0].astype(prediction.dtype)
 

@@ -18,9 +18,10 @@ from coopnn.graph.encodings.config import ConfigReader
 
 
 def _functions():
-    from coopnn.tl.functions import evaluate, function, uses  # coopnn.tl reads the graph IR: imported when used
+    # Imported when used: importing any of coopnn.tl runs its package, whose kernels reach up to the runtime.
+    from coopnn.tl.functions import evaluate, function, named
 
-    return evaluate, function, uses
+    return evaluate, function, named
 
 
 @dataclass(frozen=True)
@@ -59,10 +60,10 @@ class TensorLanguage(Encoding):
         x = as_rows(x, self.n_input_dims)
         dx = np.zeros(x.shape, np.float32)
         if input_gradient:
-            evaluate, _, uses = _functions()
+            evaluate, _, named = _functions()
             dy = np.asarray(dy, np.float64).reshape(len(x), self.n_output_dims)
             for i in range(self.n_input_dims):
-                derived = uses.derivative_function(self.function, self.name, None, self.n_input_dims, i, "encoding")
+                derived = named.derivative_function(self.function, self.name, None, self.n_input_dims, i, "encoding")
                 slopes = np.stack(evaluate.evaluate(derived, *x.T), axis=1)
                 dx[:, i] = (dy * slopes).sum(axis=1)
         return np.zeros(0, np.float32), dx

@@ -168,7 +168,7 @@ def clip(k, x, min, max):
 
 @expansion(Op.TL_FUNCTION)
 def tl_function(k, x, text, function, derivative):
-    from coopnn.tl.functions.uses import activation_function  # coopnn.tl reads the kernel level: imported when used
+    from coopnn.tl.functions.named import activation_function
 
     return k.function(activation_function(text, function), x)[0]
 

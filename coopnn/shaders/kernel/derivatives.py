@@ -181,7 +181,7 @@ def erf(k, x, y):
 
 @_rule(Op.TL_FUNCTION)
 def tl_function(k, x, y, text, function, derivative):
-    from coopnn.tl.functions.uses import derivative_function  # coopnn.tl reads the kernel level: imported when used
+    from coopnn.tl.functions.named import derivative_function
 
     return k.function(derivative_function(text, function, derivative, 1), x)[0]
 

@@ -7,9 +7,6 @@ whose body is fused into the model's kernels (coopnn's extension: a `func` with 
 
 `function.py` reads and checks the text and keeps what may be fused; `evaluate.py` runs it on numpy arrays with the
 interpreter (the oracle); `lower.py` writes it with a kernel writer (kernel instructions, or SPIR-V scalars);
-`differentiate.py` derives its derivative function; `uses.py` makes the activation, encoding and loss of a text.
+`differentiate.py` derives its derivative function; `named.py` finds the function (and derivative) each use takes;
+`uses.py` makes the activation, encoding and loss of a text (`coopnn.tl` exports them).
 """
-
-from coopnn.tl.functions.uses import activation, encoding, loss
-
-__all__ = ["activation", "encoding", "loss"]

@@ -72,10 +72,10 @@ def bce_with_logits(k, prediction, target):
 
 @_loss_kernel("tl")
 def tensor_language(k, prediction, target, text, function, derivative):
-    from coopnn.tl.functions import uses  # coopnn.tl reads the kernel level: imported when used
+    from coopnn.tl.functions import named
 
-    forward = uses.loss_function(text, function)
-    slope = uses.derivative_function(text, function, derivative, 2, 0, "loss")
+    forward = named.loss_function(text, function)
+    slope = named.derivative_function(text, function, derivative, 2, 0, "loss")
     return k.function(forward, prediction, target)[0], k.function(slope, prediction, target)[0]
 
 

@@ -9,7 +9,7 @@ import pytest
 import coopnn
 from coopnn import tl
 from coopnn.errors import CompileError, CoopnnError, InputError
-from coopnn.tl.functions.uses import derivative_function
+from coopnn.tl.functions.named import derivative_function
 from tests.tl.functions.examples import FEATURES, SOFTPLUS, WAVE
 
 RELU = """func @relu(%x: f32) -> f32 {
