@@ -16,7 +16,7 @@ from coopnn.graph.passes import optimize
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.spirv import disassemble
-from tests.backends.coopvec.option_kernels import executable_with
+from tests.backends.coopvec.option_kernels import assert_gives_the_fp16_reference, executable_with
 from tests.backends.portable.test_target import spirv_val
 from tests.conftest import ROOT
 
@@ -67,19 +67,6 @@ def test_other_counts_and_staged_rows_are_refused():
 def test_several_samples_an_invocation_give_the_fp16_reference(coopvec_device, name, count):
     """From numpy (the host path's chunks), float32 and float16 device arrays; 70001 samples: the last invocation
     has one."""
-    from coopnn.interop.device_arrays import run_on_device
-    from coopnn.layouts.formats.emulation import run_fp16_emulation
-
     graph = _graph(name)
-    executable = executable_with(graph, 64, InferenceOptions(samples_per_invocation=count))
-    try:
-        name_in, name_out = graph.inputs[0].name, graph.outputs[0].name
-        x = np.random.default_rng(7).uniform(-1, 1, (70001, graph.inputs[0].feature_size)).astype(np.float16)
-        want = run_fp16_emulation(graph, {name_in: x.astype(np.float32)})[name_out]
-        got = {"numpy": executable.run({name_in: x.astype(np.float32)})[name_out],
-               "f32": run_on_device(executable, {name_in: coopnn.to_device(x)})[name_out].numpy(),
-               "f16": run_on_device(executable, {name_in: coopnn.to_device(x, dtype="float16")})[name_out].numpy()}
-        for path, y in got.items():
-            np.testing.assert_allclose(y.astype(np.float32), want, rtol=1e-3, atol=2.5e-3, err_msg=path)
-    finally:
-        executable.close()
+    options = InferenceOptions(samples_per_invocation=count)
+    assert_gives_the_fp16_reference(executable_with(graph, 64, options), graph, 7)

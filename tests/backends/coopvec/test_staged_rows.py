@@ -16,7 +16,7 @@ from coopnn.graph.passes import optimize
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.spirv import disassemble
-from tests.backends.coopvec.option_kernels import executable_with
+from tests.backends.coopvec.option_kernels import assert_gives_the_fp16_reference, executable_with
 from tests.backends.portable.test_target import spirv_val
 from tests.conftest import ROOT
 
@@ -121,21 +121,5 @@ def test_too_much_workgroup_memory_is_refused_naming_the_option():
 def test_staged_kernels_give_the_fp16_reference(coopvec_device, name, options, size):
     """From numpy (the host path's chunks), from float32 and from float16 device arrays, a batch ending inside a
     work-group, against the oracle of float16-rounded weights and inputs."""
-    import coopnn
-    from coopnn.layouts.formats.emulation import run_fp16_emulation
-
     graph = _graph(name)
-    executable = executable_with(graph, size, options)
-    try:
-        name_in, name_out = graph.inputs[0].name, graph.outputs[0].name
-        x = np.random.default_rng(3).uniform(-1, 1, (70001, graph.inputs[0].feature_size)).astype(np.float16)
-        want = run_fp16_emulation(graph, {name_in: x.astype(np.float32)})[name_out]
-        from coopnn.interop.device_arrays import run_on_device
-
-        got = {"numpy": executable.run({name_in: x.astype(np.float32)})[name_out],
-               "f32": run_on_device(executable, {name_in: coopnn.to_device(x)})[name_out].numpy(),
-               "f16": run_on_device(executable, {name_in: coopnn.to_device(x, dtype="float16")})[name_out].numpy()}
-        for path, y in got.items():
-            np.testing.assert_allclose(y.astype(np.float32), want, rtol=1e-3, atol=2.5e-3, err_msg=path)
-    finally:
-        executable.close()
+    assert_gives_the_fp16_reference(executable_with(graph, size, options), graph, 3)
