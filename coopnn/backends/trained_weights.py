@@ -2,10 +2,10 @@
 weights to the model on the GPU (`Backend.take_trained`) instead of through the host.
 
 Both must live in one shared Vulkan context (`coopnn.runtime.vk.shared`), and the model's kernel must hold every
-trainable parameter in an entry of its own, unchanged (the kernel level shares parameters of identical contents,
-so a freshly initialised model whose biases are all zero holds them once; it is prepared anew on the first step
-and takes later ones in place). The session may hold a parameter padded (the tiled step kernel's layout: widths in
-whole 16s): the model's entry is then its leading rows and columns.
+trainable parameter, the layers' and a trained grid's table, in an entry of its own, unchanged (the kernel level
+shares parameters of identical contents, so a freshly initialised model whose biases are all zero holds them once;
+it is prepared anew on the first step and takes later ones in place). The session may hold a parameter padded (the
+tiled step kernel's layout: widths in whole 16s): the model's entry is then its leading rows and columns.
 """
 
 from __future__ import annotations
@@ -26,6 +26,9 @@ def trained_entries(executable, session, session_entries: Mapping[str, Entry]) -
     for layer in session.plan.layers:
         by_constant[layer.weight_constant] = session_entries[layer.weight]
         by_constant[layer.bias_constant] = session_entries[layer.bias]
+    # a trained grid's table moves with the layers: a model left running its old table drifts from what was trained
+    for table in session.plan.tables:
+        by_constant[table.constant] = session_entries[table.name]
     pairs, found = {}, set()
     for name, entry in executable.binary.weight_image.entries.items():
         held = executable.sources.get(name, ())

@@ -10,6 +10,8 @@ import importlib.util
 import os
 import platform
 import re
+import subprocess
+from pathlib import Path
 
 import numpy as np
 
@@ -60,6 +62,22 @@ def _onnxruntime() -> dict | None:
     return {"version": onnxruntime.__version__, "providers": onnxruntime.get_available_providers()}
 
 
+COMMIT_ENV = "COOPNN_COMMIT"  # names the commit measured where the checkout has no git history (a copied tree)
+
+
+def source_commit() -> str:
+    """The short hash of the checkout's HEAD, else COOPNN_COMMIT, else "unknown"."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        done = None
+    if done is not None and done.returncode == 0 and done.stdout.strip():
+        return done.stdout.strip()
+    return os.environ.get(COMMIT_ENV, "unknown")
+
+
 def describe_environment() -> dict:
     import coopnn
 
@@ -71,6 +89,7 @@ def describe_environment() -> dict:
         "python": platform.python_version(),
         "numpy": np.__version__,
         "coopnn": coopnn.__version__,
+        "commit": source_commit(),
         "vulkan": _vulkan(),
         "torch": _torch(),
         "onnxruntime": _onnxruntime(),

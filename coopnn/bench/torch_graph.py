@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from coopnn.bench.torch_encodings import encode
 from coopnn.graph.activations import ACTIVATIONS
 from coopnn.graph.ir import Activation, Graph, Op
-from coopnn.graph.ops import forward_defaults
+from coopnn.graph.ops import evaluate, forward_defaults
 
 Tensor = torch.Tensor
 
@@ -67,6 +67,12 @@ def _reduce(fn):
     return lambda x, axes, keepdims=True: fn(x, dim=tuple(axes), keepdim=bool(keepdims))
 
 
+def _tensor_language(x, text, function, derivative):
+    """The tl interpreter's values (PyTorch has no tensor-language operator): a reference, not a differentiable op."""
+    y = evaluate(Op.TL_FUNCTION, [x.detach().cpu().float().numpy()], {"text": text, "function": function})
+    return torch.from_numpy(y).to(device=x.device, dtype=x.dtype)
+
+
 # The activations (`coopnn.graph.activations`), called with every attribute: the defaults are the activation table's.
 _ACTIVATIONS: dict[Op, Callable[..., Tensor]] = {
     Op.RELU: torch.relu,
@@ -96,6 +102,7 @@ _ACTIVATIONS: dict[Op, Callable[..., Tensor]] = {
     Op.FLOOR: torch.floor,
     Op.CEIL: torch.ceil,
     Op.SIGN: torch.sign,
+    Op.TL_FUNCTION: _tensor_language,
 }
 assert set(_ACTIVATIONS) == set(ACTIVATIONS), f"activations without a rule: {set(ACTIVATIONS) - set(_ACTIVATIONS)}"
 

@@ -29,16 +29,18 @@ def _network(torch, encoding, device):
     return grid, layers
 
 
-def train(steps: list[int], batch: int, device: str, seed: int = 0,
-          image: str | None = None) -> list[tuple[int, float, float]]:
-    """(step, PSNR, mean ms a step so far) at each of `steps`, learning `image` (default: the megapixel one) whole."""
+def train(steps: list[int], batch: int, device: str, seed: int = 0, image: str | None = None,
+          seconds: float | None = None, size: int | None = None) -> list[tuple[int, float, float]]:
+    """(step, PSNR, mean ms a step so far) at each of `steps`, learning `image` (default: the megapixel one) whole, or
+    box-filtered to `size` as `fit_image` does; with `seconds`, it stops at a step of `steps` after which the next, at
+    the pace so far, would end later."""
     import torch
 
     from coopnn.bench.torch_encodings import encode
 
     torch.manual_seed(seed)
     pixels = read_image(megapixel_image_path() if image is None else image)
-    target = square(pixels, min(pixels.shape[:2]))
+    target = square(pixels, min(pixels.shape[:2]) if size is None else size)
     coordinates = torch.from_numpy(pixel_centres(target.shape[0])).to(device)
     colours = torch.from_numpy(target.reshape(-1, 3)).to(device)
     encoding = from_config(TCNN_IMAGE_CONFIG["encoding"], 2)
@@ -53,7 +55,7 @@ def train(steps: list[int], batch: int, device: str, seed: int = 0,
     parameters = [grid] + [layer.weight for layer in layers]
     optimizer = torch.optim.Adam(parameters, lr=1e-2, betas=(0.9, 0.99), eps=1e-15)
     generator = torch.Generator(device=device).manual_seed(seed)
-    results, elapsed = [], 0.0
+    results, elapsed, begun = [], 0.0, time.perf_counter()
     for step in range(1, max(steps) + 1):
         index = torch.randint(0, len(coordinates), (batch,), device=device, generator=generator)
         started = time.perf_counter()
@@ -69,6 +71,10 @@ def train(steps: list[int], batch: int, device: str, seed: int = 0,
             with torch.no_grad():
                 image = torch.cat([model(part) for part in coordinates.split(1 << 18)]).cpu().numpy()
             results.append((step, psnr(image, target.reshape(-1, 3)), 1000 * elapsed / step))
+            later = [s for s in steps if s > step]
+            if seconds is not None and later and time.perf_counter() - begun + elapsed / step * (later[0] - step) \
+                    > seconds:
+                break
     return results
 
 

@@ -37,6 +37,7 @@ class ActivationDef:
     op: Op
     forward: Callable[..., Array]  # the float32 numpy reference; its keyword defaults are the attribute defaults
     onnx: Onnx | None  # None: no ONNX operator has this meaning and these attributes (the exporter composes one)
+    required: tuple[str, ...] = ()  # attributes it cannot run without (so a name alone does not make it)
 
 
 def f32(x: Array) -> Array:
@@ -83,11 +84,18 @@ def _selu(x, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
     return f32(np.float32(gamma) * np.where(x > 0, x, np.float32(alpha) * np.expm1(x)))
 
 
+def _tl_function(x, text=None, function=None, derivative=None):
+    """The tensor-language function `function` of `text` on every element, run by the tl interpreter (the oracle)."""
+    from coopnn.tl.functions import evaluate, uses  # coopnn.tl reads the graph IR: imported when a function runs
+
+    return evaluate.evaluate(uses.activation_function(text, function), x)[0]
+
+
 ACTIVATIONS: dict[Op, ActivationDef] = {}
 
 
-def _activation(op: Op, forward: Callable[..., Array], onnx: Onnx | None) -> None:
-    ACTIVATIONS[op] = ActivationDef(op, forward, onnx)
+def _activation(op: Op, forward: Callable[..., Array], onnx: Onnx | None, required: tuple[str, ...] = ()) -> None:
+    ACTIVATIONS[op] = ActivationDef(op, forward, onnx, required)
 
 
 _activation(Op.RELU, lambda x: f32(np.maximum(x, np.float32(0))), Onnx("Relu", (6, 13, 14)))
@@ -125,3 +133,5 @@ _activation(Op.ERF, _erf, Onnx("Erf", (9, 13)))
 _activation(Op.FLOOR, lambda x: f32(np.floor(x)), Onnx("Floor", (6, 13)))
 _activation(Op.CEIL, lambda x: f32(np.ceil(x)), Onnx("Ceil", (6, 13)))
 _activation(Op.SIGN, lambda x: f32(np.sign(x)), Onnx("Sign", (9, 13)))
+# ONNX has no operator running tensor-language text: the exporter refuses it, naming the node
+_activation(Op.TL_FUNCTION, _tl_function, None, ("text",))

@@ -56,6 +56,7 @@ class Op(str, enum.Enum):
     FLOOR = "floor"
     CEIL = "ceil"
     SIGN = "sign"
+    TL_FUNCTION = "tl_function"  # attrs: text, function, derivative (a tensor-language function: coopnn.tl.activation)
     IDENTITY = "identity"
     NOT = "not"
 

@@ -28,7 +28,7 @@ def layer_table(graph: Graph) -> list[LayerRow]:
         params = sum(graph.constants[n].size for n in node.inputs if graph.is_constant(n))
         act = node.activation
         act_text = "" if act is None else act.op.value + (
-            "(" + ", ".join(f"{k}={v}" for k, v in act.attrs.items()) + ")" if act.attrs else ""
+            "(" + ", ".join(f"{k}={_attribute(v)}" for k, v in act.attrs.items()) + ")" if act.attrs else ""
         )
         rows.append(LayerRow(
             node.name,
@@ -51,3 +51,10 @@ def flop_count(graph: Graph) -> int:
         else:
             total += out.feature_size
     return total
+
+
+def _attribute(value) -> str:
+    """An attribute as a table cell: text of several lines (a tensor-language function's) as its line count."""
+    if isinstance(value, str) and "\n" in value.strip():
+        return f"<{len(value.strip().splitlines())} lines>"
+    return str(value)

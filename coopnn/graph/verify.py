@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from coopnn.graph import ops
+from coopnn.graph.activations import ACTIVATIONS
 from coopnn.graph.encodings.base import Encoding
 from coopnn.graph.ir import Graph, Node, Op
 
@@ -63,6 +64,9 @@ def verify(graph: Graph) -> Graph:
             act = node.activation
             if act is not None and not ops.opdef(act.op).fusable_activation:
                 fail(f"node {node.name!r} fuses {act.op.value}, which is not an activation")
+            missing = [] if act is None else [a for a in ACTIVATIONS[act.op].required if act.attrs.get(a) is None]
+            if missing:
+                fail(f"node {node.name!r} fuses {act.op.value} without its {', '.join(missing)}")
         if node.op is Op.ENCODING:
             _check_encoding(graph, node, fail)
         defined.add(out)

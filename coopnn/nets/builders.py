@@ -12,13 +12,15 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from coopnn.errors import InputError
-from coopnn.graph import ops
+from coopnn.graph import activations, ops
 from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.ir import Activation, Graph, Op
 from coopnn.model import Model, prepare
 from coopnn.nets.encodings import encode
 
-ACTIVATIONS = tuple(sorted(op.value for op, d in ops.REGISTRY.items() if d.fusable_activation))
+# the activations a name makes (a tensor-language function is made from its text: coopnn.tl.activation)
+ACTIVATIONS = tuple(sorted(op.value for op, d in ops.REGISTRY.items()
+                           if d.fusable_activation and not activations.ACTIVATIONS[op].required))
 MAX_PARAMETERS = 1 << 28  # what `mlp_graph` makes at most: 1 GiB of float32 (drawn in float64 first)
 
 

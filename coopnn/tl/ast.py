@@ -434,6 +434,9 @@ class Function:
     attributes: DictAttr
     body: Region
     span: Span | None = _span()
+    # coopnn's extension: the types a function computes (`-> (f32)`), yielded by its body's last instruction; such a
+    # function is used inside models (coopnn.tl.functions), never launched
+    results: tuple[Type, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from coopnn.tl import check_collectives, check_control, check_coopmatrix, check_
 from coopnn.tl.check_base import COLLECTIVE_ONLY, RULES, SPMD_ONLY, Context, Unknown
 from coopnn.tl.check_memory import check_layout
 from coopnn.tl.errors import Diagnostic, TensorLanguageError
-from coopnn.tl.types import CoopMatrixType, GroupType, MemrefType, VoidType
+from coopnn.tl.types import CoopMatrixType, GroupType, MemrefType, ScalarType, VoidType
 
 
 
@@ -55,7 +55,8 @@ def check_region(ctx: Context, region: ast.Region, spmd: bool, defines=(), yield
         ctx.define(value, value_type)
     for index, inst in enumerate(region.instructions):
         if isinstance(inst, ast.Yield) and (yields is None or index != len(region.instructions) - 1):
-            ctx.error(inst, "yield must be the last instruction of a for, if or cooperative_matrix_apply region")
+            ctx.error(inst, "yield must be the last instruction of a for, if or cooperative_matrix_apply region, or of "
+                            "a function with results")
         _instruction(ctx, inst)
     if yields is not None:
         _yields(ctx, region, yields)
@@ -107,7 +108,10 @@ def check_function(function: ast.Function) -> list[Diagnostic]:
     for argument in function.arguments:
         _argument(ctx, argument)
         ctx.define(argument.value, argument.type)
-    check_region(ctx, function.body, spmd=False)
+    for result in function.results:
+        if not isinstance(result, ScalarType):
+            ctx.error(function, f"Functions return scalars, not {result}")
+    check_region(ctx, function.body, spmd=False, yields=function.results or None)
     return ctx.diagnostics
 
 

@@ -50,6 +50,9 @@ def launch_for(function: ast.Function, subgroup_size: int | None = None, num_gro
                matrix_shapes: tuple[MatrixShape, ...] = ()) -> Launch:
     """The launch of `function`: its subgroup_size attribute, else `subgroup_size`, else 16; its work_group_size,
     else (64, 1) (or one subgroup where 64 is not a multiple of it)."""
+    if function.results:
+        raise InputError(f"@{function.name} returns values: it is a function for use inside models "
+                         f"(coopnn.tl.activation, coopnn.tl.encoding, coopnn.tl.loss), not a kernel to launch")
     wanted = function.attributes.get("subgroup_size")
     size = wanted or subgroup_size or DEFAULT_SUBGROUP_SIZE
     if wanted and subgroup_size and wanted != subgroup_size:

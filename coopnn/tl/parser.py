@@ -29,13 +29,21 @@ def _function(s: Scanner, fresh: FreshNames) -> Function:
     name = s.global_name()
     s.expect("(")
     arguments = s.items_until(")", lambda: _argument(s), "between arguments")
+    results = _results(s) if s.eat("->") else ()
     attributes = DictAttr()
     if s.eat_word("attributes"):
         attributes = dictionary(s)
     elif s.peek("{") and _looks_like_dictionary(s):
         raise s.error("function attributes follow the keyword 'attributes': func @f(...) attributes {...} {...}")
     body = region(s, fresh)
-    return Function(name, tuple(arguments), attributes, body, s.span(start))
+    return Function(name, tuple(arguments), attributes, body, s.span(start), results)
+
+
+def _results(s: Scanner) -> tuple:
+    """coopnn's extension: `-> (type, ...)` as `if` writes it, or one type without the parentheses."""
+    if not s.eat("("):
+        return (any_type(s),)
+    return tuple(s.items_until(")", lambda: any_type(s), "between result types"))
 
 
 def _looks_like_dictionary(s: Scanner) -> bool:

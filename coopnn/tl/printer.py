@@ -188,8 +188,9 @@ def _argument(argument: ast.Argument) -> str:
 
 def function_text(function: ast.Function) -> str:
     arguments = ", ".join(_argument(a) for a in function.arguments)
+    results = f" -> {_types(function.results)}" if function.results else ""
     attributes = f" attributes {dictionary_text(function.attributes)}" if function.attributes.items else ""
-    return f"func @{function.name}({arguments}){attributes} {_region(function.body, 0)}\n"
+    return f"func @{function.name}({arguments}){results}{attributes} {_region(function.body, 0)}\n"
 
 
 def print_program(program: ast.Program) -> str:

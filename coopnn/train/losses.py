@@ -121,8 +121,33 @@ class UpstreamGradient(Loss):
         return prediction * target, target.astype(prediction.dtype, copy=True)
 
 
+@dataclass(frozen=True)
+class TensorLanguageLoss(Loss):
+    """A per-element term written in the tensor language (`coopnn.tl.loss`): the function `function` of `text` of
+    (prediction, target), run by the tl interpreter here and fused into GPU step kernels; its derivative in the
+    prediction is the text's function `derivative` where named, else derived from the body."""
+
+    text: str = ""
+    function: str | None = None
+    derivative: str | None = None
+    name = "tl"
+
+    def __post_init__(self) -> None:
+        from coopnn.tl.functions import uses  # which makes these losses
+
+        uses.loss_function(self.text, self.function)
+
+    def terms(self, prediction, target):
+        from coopnn.tl.functions import evaluate, uses
+
+        forward = uses.loss_function(self.text, self.function)
+        slope = uses.derivative_function(self.text, self.function, self.derivative, 2, 0, "loss")
+        values = evaluate.evaluate(forward, prediction, target)[0]
+        return values.astype(prediction.dtype), evaluate.evaluate(slope, prediction, target)[0].astype(prediction.dtype)
+
+
 LOSSES: Mapping[str, Callable[..., Loss]] = {cls.name: cls for cls in (L2, L1, RelativeL2, Huber, BCEWithLogits,
-                                                                       UpstreamGradient)}
+                                                                       UpstreamGradient, TensorLanguageLoss)}
 
 
 def get_loss(loss: str | Loss, **options) -> Loss:

@@ -17,8 +17,10 @@ def _entry(name, shape, offset=0):
     return Entry(name, offset, 2 * math.prod(shape), shape, layout, "fp16")
 
 
-def _pair(model_shapes, session_shapes):
-    names = ("w", "b")
+def _pair(model_shapes, session_shapes, table=False):
+    """trained_entries of a one-layer model and session; with `table`, the session trains a grid's table too (the
+    model's kernel holding it where model_shapes has a third shape)."""
+    names = ("w", "b", "t")
     executable = SimpleNamespace(
         context=SimpleNamespace(shared_context=CONTEXT),
         binary=SimpleNamespace(weight_image=SimpleNamespace(
@@ -26,9 +28,11 @@ def _pair(model_shapes, session_shapes):
         sources={f"k_{n}": (f"graph_{n}",) for n in names})
     layer = SimpleNamespace(weight="layers.0.weight", bias="layers.0.bias", weight_constant="graph_w",
                             bias_constant="graph_b")
-    session = SimpleNamespace(context=SimpleNamespace(shared_context=CONTEXT), plan=SimpleNamespace(layers=[layer]))
-    session_entries = {"layers.0.weight": _entry("layers.0.weight", session_shapes[0]),
-                       "layers.0.bias": _entry("layers.0.bias", session_shapes[1])}
+    tables = [SimpleNamespace(name="encoding.params", constant="graph_t")] if table else []
+    session = SimpleNamespace(context=SimpleNamespace(shared_context=CONTEXT),
+                              plan=SimpleNamespace(layers=[layer], tables=tables))
+    session_entries = {name: _entry(name, shape) for name, shape in
+                       zip(("layers.0.weight", "layers.0.bias", "encoding.params"), session_shapes)}
     return trained_entries(executable, session, session_entries)
 
 
@@ -45,3 +49,13 @@ def test_a_session_padded_to_whole_matrices_fills_the_leading_rows_and_columns()
 def test_a_session_entry_smaller_than_the_models_is_refused():
     assert _pair([(64, 16), (64,)], [(64, 8), (64,)]) is None
     assert _pair([(64, 8), (64,)], [(64, 8), (48,)]) is None
+
+
+def test_a_trained_grids_table_pairs_up_with_the_layers():
+    pairs = _pair([(64, 8), (64,), (512,)], [(64, 8), (64,), (512,)], table=True)
+    assert {name: s.name for name, (s, _) in pairs.items()} == {
+        "k_w": "layers.0.weight", "k_b": "layers.0.bias", "k_t": "encoding.params"}
+
+
+def test_a_model_not_holding_the_trained_table_takes_the_host_path():
+    assert _pair([(64, 8), (64,)], [(64, 8), (64,), (512,)], table=True) is None

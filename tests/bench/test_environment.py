@@ -33,3 +33,16 @@ def test_describe_environment_here():
     assert env["cpu_count"] >= 1 and env["coopnn"] and env["numpy"]
     assert env["vulkan"]["available"] in (True, False)
     assert device_name(env)
+
+
+def test_the_commit_comes_from_git_else_from_the_environment(monkeypatch):
+    from coopnn.bench import environment
+
+    def no_git(*args, **kwargs):
+        raise OSError("no git")
+
+    monkeypatch.setattr(environment.subprocess, "run", no_git)
+    monkeypatch.setenv(environment.COMMIT_ENV, "abc1234")
+    assert environment.source_commit() == "abc1234"
+    monkeypatch.delenv(environment.COMMIT_ENV)
+    assert environment.source_commit() == "unknown"

@@ -114,3 +114,24 @@ def test_the_pytorch_reference_learns(tmp_path):
     rows = train([1, 30], 256, "cpu", image=str(image))
     assert [step for step, _, _ in rows] == [1, 30]
     assert rows[1][1] > rows[0][1] + 3 and rows[1][2] > 0
+    assert [step for step, _, _ in train([1, 30], 256, "cpu", image=str(image), seconds=0)] == [1]
+
+
+SMALL_GRID = ('{"otype": "HashGrid", "n_levels": 8, "n_features_per_level": 2, "log2_hashmap_size": 10, '
+              '"base_resolution": 4, "per_level_scale": 1.5}')
+
+
+@pytest.mark.vulkan
+def test_a_hash_grid_on_the_portable_backend_keeps_improving_as_numpy_does(tmp_path, validated_device):
+    """Every evaluation runs the weights of its own step on the device, tables included: PSNR rises at each one and
+    follows the numpy oracle's (same batches; float32 atomics add the table's gradient in another order)."""
+    config = tmp_path / "grid.json"
+    config.write_text(SMALL_GRID)
+    image = tmp_path / "small.png"
+    write_png(image, example.square(read_image(example.default_image_path()), 32))
+    curves = {backend: example.fit_image(image, steps=60, batch_size=512, eval_every=15, backend=backend,
+                                         output_dir=tmp_path / backend, progress=False, encoding=str(config)).psnr
+              for backend in ("numpy", "portable")}
+    psnr = [value for _, value in curves["portable"]]
+    assert all(later > earlier for earlier, later in zip(psnr, psnr[1:])), psnr
+    np.testing.assert_allclose(psnr, [value for _, value in curves["numpy"]], atol=0.05)

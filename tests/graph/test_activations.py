@@ -18,6 +18,7 @@ from coopnn.graph.onnx import registry
 from coopnn.graph.onnx.export import OPSET, export_onnx
 from coopnn.shaders.kernel.activations import EXPANSIONS
 from coopnn.shaders.kernel.derivatives import DERIVATIVES
+from tests.tl.functions.examples import made_activation
 
 STEP_FUNCTIONS = {Op.FLOOR, Op.CEIL, Op.SIGN}
 WITH_ONNX = sorted((op for op, a in ACTIVATIONS.items() if a.onnx is not None), key=lambda op: op.value)
@@ -64,4 +65,5 @@ def test_references_take_only_keyword_attributes_with_defaults():
     for op, activation in ACTIVATIONS.items():
         x, *attributes = inspect.signature(activation.forward).parameters.values()
         assert all(p.default is not inspect.Parameter.empty for p in attributes), op
-        assert activation.forward(np.ones(2, np.float32)).dtype == np.float32, op
+        attrs = {name: made_activation(op).attrs[name] for name in activation.required}
+        assert activation.forward(np.ones(2, np.float32), **attrs).dtype == np.float32, op

@@ -21,7 +21,8 @@ from coopnn.tl import check, parse, print_program
 from coopnn.tl.kernel_text import kernel_program, kernel_text
 from coopnn.train.gpu.plan import plan_training
 from coopnn.train.gpu.step_program import step_program
-from coopnn.train.losses import LOSSES, get_loss
+from coopnn.train.losses import LOSSES
+from tests.tl.functions.examples import made_loss
 
 MODELS = sorted((Path(__file__).resolve().parents[2] / "models").glob("*.onnx"))
 TARGETS = ("portable", "coopvec", "coopmat", "coopmat2")
@@ -74,7 +75,7 @@ def test_training_step_kernels_round_trip_and_compile_to_the_same_spirv(loss, de
     graph = mlp_graph(3, [16, 12], 4, activation="gelu", output_activation="sigmoid", encoding="frequency", octaves=2)
     plan = plan_training(graph)
     layout = ParameterLayout.of([(p.weight, p.bias, p.rows, p.cols) for p in plan.layers])
-    program = step_program(plan, get_loss(loss), TapeLayout(layout.layers, deltas))
+    program = step_program(plan, made_loss(loss), TapeLayout(layout.layers, deltas))
     text = kernel_text(program)
     assert check(parse(text)) == [] and print_program(parse(text)) == text
     again = kernel_program(text, program.constants, program.sources)

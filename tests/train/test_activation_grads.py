@@ -28,7 +28,9 @@ _POSITIVE_DOMAIN = {Op.LOG, Op.SQRT}
 
 
 def test_every_differentiable_unary_operator_is_checked():
-    assert {op for op, _ in CASES} == set(DIFFERENTIABLE_UNARY)
+    # a tensor-language function computes in its text's f32, which float64 central differences do not resolve:
+    # tests/tl/functions/test_differentiate.py checks its derivatives against hand-written numpy ones
+    assert {op for op, _ in CASES} | {Op.TL_FUNCTION} == set(DIFFERENTIABLE_UNARY)
 
 
 def test_floor_ceil_and_sign_have_no_rule():

@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coopnn.shaders.training.tiles.addressing import SHARED
+from coopnn.shaders.training.tiles.passes import row_groups
 from coopnn.backends.coopvec.tiled_step import FEATURES as STEP_FEATURES, OUTPUT_DERIVATIVES, TiledStepEmitter
 from coopnn.train.gpu.tiling import (MATRIX, SHARED_MEMORY, SUBGROUP_SIZE, Tiling, activation_stride,
                                      padded, untrainable_reason)
@@ -122,12 +123,6 @@ def groups_for(count: int, samples: int) -> int:
     return max(1, min(count // samples, MAX_GROUPS))
 
 
-def row_groups(row_tiles: int, columns: int, subgroups: int) -> int:
-    """Into how many groups a layer's row tiles split, so that its `columns` column tiles by the groups give
-    `subgroups` units: the most that divide the row tiles and do not exceed that."""
-    return max(g for g in range(1, row_tiles + 1) if row_tiles % g == 0 and g * columns <= max(subgroups, columns))
-
-
 def fused_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
                       shared_memory: int = SHARED_MEMORY, max_subgroup_size: int = SUBGROUP_SIZE,
                       min_subgroup_size: int = SUBGROUP_SIZE) -> Binary:
@@ -152,8 +147,7 @@ class FusedStepEmitter(TiledStepEmitter):
     def __init__(self, program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
                  fused: FusedTiling, min_subgroup_size: int, max_subgroup_size: int):
         super().__init__(program, plan, loss, parameters, TapeLayout((), "samples"),
-                         Tiling(fused.samples, False, fused.invocations), min_subgroup_size)
-        self.least_subgroups = fused.invocations // max_subgroup_size
+                         Tiling(fused.samples, False, fused.invocations), min_subgroup_size, max_subgroup_size)
         self.parameter_count = parameters.size
         count = len(self.layers)
         self.deltas = (count, count + 1)

@@ -51,6 +51,7 @@ from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import HALVES_PER_WORD, word_type, word_view
 from coopnn.train.gpu.loss_kernels import loss_terms
 from coopnn.train.gpu.plan import TrainingPlan
+from coopnn.shaders.training.tuning import DEFAULT, Tuning
 from coopnn.train.gpu.step_program import LOSS_SCALE, TAPE, TARGET_PARAM
 from coopnn.train.losses import Loss
 
@@ -64,10 +65,10 @@ STORAGE_BARRIER = ("WorkgroupMemory", "UniformMemory")
 
 def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
                       tape: TapeLayout, shared_memory: int = SHARED_MEMORY, max_subgroup_size: int = SUBGROUP_SIZE,
-                      min_subgroup_size: int = SUBGROUP_SIZE) -> Binary:
+                      min_subgroup_size: int = SUBGROUP_SIZE, tuning: Tuning = DEFAULT) -> Binary:
     """The step kernel for a device with `shared_memory` bytes of workgroup memory and subgroups of
-    `min_subgroup_size` to `max_subgroup_size` invocations."""
-    reason = unsupported_reason(plan, loss, shared_memory, max_subgroup_size)
+    `min_subgroup_size` to `max_subgroup_size` invocations, its tiling as `tuning` sets it."""
+    reason = unsupported_reason(plan, loss, shared_memory, max_subgroup_size, tuning)
     if reason is not None:
         raise CompileError(f"the tiled training step cannot train {plan.graph.name!r}: {reason}")
     uneven = [n for layer in parameters.layers for n in (layer.rows, layer.cols) if n % MATRIX]
@@ -75,7 +76,8 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
         raise ValueError(f"the tiled step takes layouts padded to whole {MATRIX}s (`padded`), not a width of "
                          f"{uneven[0]}")
     emitter = TiledStepEmitter(program, plan, loss, parameters, tape,
-                               tiling_for(plan, shared_memory, max_subgroup_size), min_subgroup_size)
+                               tiling_for(plan, shared_memory, max_subgroup_size, tuning), min_subgroup_size,
+                               max_subgroup_size)
     spirv = emitter.compile()
     step = emitter.step
     return Binary("coopvec", spirv, "main", step.frame.workgroup_size, step.bindings, step.push_constants, None,
@@ -84,8 +86,9 @@ def tiled_step_shader(program: KernelProgram, plan: TrainingPlan, loss: Loss, pa
 
 class TiledStepEmitter(LayerPasses):
     def __init__(self, program: KernelProgram, plan: TrainingPlan, loss: Loss, parameters: ParameterLayout,
-                 tape: TapeLayout, tiling: Tiling, min_subgroup_size: int):
+                 tape: TapeLayout, tiling: Tiling, min_subgroup_size: int, max_subgroup_size: int = SUBGROUP_SIZE):
         self.program, self.plan, self.loss, self.tape, self.tiling = program, plan, loss, tape, tiling
+        self.least_subgroups = tiling.invocations // max_subgroup_size  # the work-group has at least these
         self.layers = parameters.layers
         self.tile, self.row_tiles = tiling.samples, tiling.samples // MATRIX
         self.step = CoopvecEmitter(program, None, self.tile, bounds_check=False)
@@ -171,7 +174,7 @@ class TiledStepEmitter(LayerPasses):
         last, buffers = len(self.layers) - 1, len(self.activations)
         for index in range(len(self.layers)):
             self.forward(index, index % buffers, (index + 1) % buffers)
-            fn.barrier(memory=STORAGE_BARRIER if index == last else ("WorkgroupMemory",))
+            fn.barrier(memory=STORAGE_BARRIER if index == last and self.backward_reads_tape() else ("WorkgroupMemory",))
             if index < last:
                 self.copy_to_tape((index + 1) % buffers, self.tape.input_start(index + 1), self.layers[index].rows)
             elif self.tape.deltas == "samples":
@@ -235,6 +238,14 @@ class TiledStepEmitter(LayerPasses):
 
         self.layer_pass(layer.rows, layer.cols, source, b_tile_of, lambda column: self.bias_tile(index, column),
                         lambda acc, row, column: epilogue(index, acc, row, column, target))
+
+    def backward_reads_tape(self) -> bool:
+        """Whether the backward pass reads what the forward pass stored on the tape (a derivative, or ReLU's output
+        where no sign bits are kept): always, unless the tiling is `lean_barrier`."""
+        if not self.tiling.lean_barrier:
+            return True
+        return any(act is not None and not self.keeps_signs(act)
+                   for act in (layer.activation for layer in self.plan.layers[:-1]))
 
     def keeps_signs(self, act) -> bool:
         """Whether the kernel keeps the sign bits of a layer with activation `act` (`SignBits`), in place of reading

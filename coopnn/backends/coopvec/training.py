@@ -23,6 +23,7 @@ from coopnn.backends.coopvec.step_kernels import selectable, step_kernels
 from coopnn.backends.coopvec.target import FEATURES
 from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES
 from coopnn.shaders.training.shader import BASE_FEATURES
+from coopnn.shaders.training.tuning import Tuning, tuning_for
 from coopnn.train.gpu.session import KernelTrainingSession
 
 GROWTH_INTERVAL = 1000
@@ -47,21 +48,29 @@ class CoopvecTrainingSession(KernelTrainingSession):
     skip_nonfinite = True
     growth_interval = GROWTH_INTERVAL
 
-    def __init__(self, *args, gradients: str = "auto", step: str = "auto", **kwargs):
+    def __init__(self, *args, gradients: str = "auto", step: str = "auto", tuning: Tuning | None = None, **kwargs):
         """`gradients`: how weight gradients are reduced, "coopmat" (cooperative-matrix products of the tape),
         "coopvec" (cooperative-vector products, per row and chunk), "outer_product" (per-sample outer products
         accumulated by the coopvec step kernel), "outer_product_reduced" (workgroup sums accumulated by it), "fused"
         (formed by the tiled step kernel from the tiles it holds, `tiled_fused`: no tape) or "auto"
         (`AUTO_GRADIENTS`).
         `step`: the forward/backward kernel, "tiled" (`tiled_step`: cooperative matrices over tiles of samples),
-        "coopvec" (one invocation per sample, cooperative vectors) or "auto"."""
+        "coopvec" (one invocation per sample, cooperative vectors) or "auto".
+        `tuning`: the knobs of the tiled step and cooperative-matrix gradient kernels, by default the model's
+        (`tuning_for`)."""
         if gradients not in GRADIENT_METHODS:
             raise ValueError(f"gradients must be one of {', '.join(map(repr, GRADIENT_METHODS))}, not {gradients!r}")
         if step not in STEP_METHODS:
             raise ValueError(f"step must be {_alternatives(STEP_METHODS)}, not {step!r}")
         self.gradient_method = gradient_methods()[AUTO_GRADIENTS if gradients == "auto" else gradients]
         self.requested_step = self.gradient_method.step_for(step)
+        self.requested_tuning = tuning
         super().__init__(*args, **kwargs)
+
+    def choose_tuning(self) -> Tuning:
+        if self.requested_tuning is not None:
+            return self.requested_tuning
+        return tuning_for((layer.rows, layer.cols) for layer in self.plan.layers)
 
     def choose_step(self):
         if self.plan.tables:

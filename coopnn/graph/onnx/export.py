@@ -102,8 +102,14 @@ def _cast(w: _Writer, attrs, x, output, name):
     return w.add("Cast", [x], output, name, to=_ELEMENT_TYPES[attrs["to"]])
 
 
+def _tensor_language(w: _Writer, attrs, x, output, name):
+    raise CompileError(f"node {name!r}: a tensor-language function (coopnn.tl.activation) has no ONNX form; ONNX "
+                       f"has no operator that runs tensor-language text, and coopnn does not write it as ONNX "
+                       f"operators")
+
+
 _UNARY_SPECIAL: Mapping[Op, Callable[..., str]] = {Op.SILU: _silu, Op.SOFTPLUS: _softplus, Op.CLIP: _clip,
-                                                   Op.CAST: _cast}
+                                                   Op.CAST: _cast, Op.TL_FUNCTION: _tensor_language}
 
 
 def _linear(w: _Writer, node: Node) -> None:

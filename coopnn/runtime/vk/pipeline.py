@@ -142,12 +142,15 @@ class ComputeKernel:
                 dataSize=len(data), pData=vk.ffi.from_buffer(data)) if entries else None
             stage = vk.VkPipelineShaderStageCreateInfo(stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module,
                                                        pName=entry_point, pSpecializationInfo=specialization_info)
+            create_info = vk.VkComputePipelineCreateInfo(flags=self.flags, stage=stage, layout=self.layout)
+            if self.flags & vk.VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR:
+                # Statistics describe a compilation: NVIDIA's driver answers a pipeline seeded from a cache blob
+                # with subgroup size 0, so these pipelines are always compiled afresh.
+                return vk.vkCreateComputePipelines(device, None, 1, [create_info], None)[0]
             key = PipelineKey(bytes(spirv), entry_point,
                               b"".join(struct.pack("<III", *entry) for entry in entries) + data,
                               self.binding_count, self.push_constant_size)
-            return self.context.pipeline_cache.create_pipeline(
-                self.context.tracker, device, key,
-                vk.VkComputePipelineCreateInfo(flags=self.flags, stage=stage, layout=self.layout))
+            return self.context.pipeline_cache.create_pipeline(self.context.tracker, device, key, create_info)
         finally:
             # The pipeline keeps what it needs; the module can go as soon as it is built.
             self.context.tracker.release(token)

@@ -167,6 +167,13 @@ def clip(k, x, min, max):
     return x
 
 
+@expansion(Op.TL_FUNCTION)
+def tl_function(k, x, text, function, derivative):
+    from coopnn.tl.functions.uses import activation_function  # coopnn.tl reads the kernel level: imported when used
+
+    return k.function(activation_function(text, function), x)[0]
+
+
 @expansion(Op.RECIPROCAL)
 def reciprocal(k, x):
     return k.scalar("div", x, 1.0, left=True)

@@ -122,5 +122,11 @@ class KernelBuilder:
         """The graph activation `op` (with `attrs`) applied to x, written as kernel instructions."""
         return activations.apply(self, op, x, attrs)
 
+    def function(self, function, *arguments: str) -> tuple:
+        """A tensor-language model function on the values `arguments`, its body fused as kernel instructions."""
+        from coopnn.tl.functions.lower import apply  # coopnn.tl reads the kernel level: imported when used
+
+        return apply(self, function, arguments)
+
     def build(self) -> KernelProgram:
         return KernelProgram(self.name, tuple(self.params), tuple(self.body), dict(self.constants), dict(self.sources))

@@ -178,6 +178,13 @@ def erf(k, x, y):
     return k.scalar("mul", k.unary("exp", k.unary("neg", k.binary("mul", x, x))), 2 / math.sqrt(math.pi))
 
 
+@_rule(Op.TL_FUNCTION)
+def tl_function(k, x, y, text, function, derivative):
+    from coopnn.tl.functions.uses import derivative_function  # coopnn.tl reads the kernel level: imported when used
+
+    return k.function(derivative_function(text, function, derivative, 1), x)[0]
+
+
 @_rule(Op.IDENTITY)
 def identity(k, x, y):
     return _splat(k, x, 1.0)

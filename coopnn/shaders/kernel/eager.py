@@ -54,3 +54,9 @@ class NumpyKernel:
 
     def activation(self, op: Op, x: np.ndarray, attrs: Mapping[str, Any]) -> np.ndarray:
         return ops.evaluate(op, [x], attrs)
+
+    def function(self, function, *arguments: np.ndarray) -> tuple:
+        """A tensor-language model function run by the tl interpreter, the oracle, in float32 as it computes."""
+        from coopnn.tl.functions.evaluate import evaluate  # coopnn.tl reads the kernel level: imported when used
+
+        return tuple(r.astype(self.dtype) for r in evaluate(function, *arguments))

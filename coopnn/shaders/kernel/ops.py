@@ -46,6 +46,10 @@ class KernelWriter(Protocol):
     def activation(self, op: Op, x: Any, attrs: Mapping[str, Any]) -> Any:
         """The graph activation `op` applied to x (its kernel expansion, or its numpy reference)."""
 
+    def function(self, function: Any, *arguments: Any) -> tuple:
+        """The results of a tensor-language model function (`coopnn.tl.functions`) applied component-wise to the
+        arguments: its body written with these helpers, or the tl interpreter on arrays."""
+
 
 @dataclass(frozen=True)
 class Batch:

@@ -93,3 +93,8 @@ class ScalarWriter:
 
     def activation(self, op: Op, x, attrs: Mapping[str, Any]):
         return activations.apply(self, op, x, attrs)
+
+    def function(self, function, *arguments) -> tuple:
+        from coopnn.tl.functions.lower import apply  # coopnn.tl reads the kernel level: imported when used
+
+        return apply(self, function, arguments)

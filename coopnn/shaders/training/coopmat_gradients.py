@@ -22,8 +22,11 @@ The tape then needs its regions to start on 8-half boundaries (widths and capaci
 them).
 
 A subgroup's 16-sample steps wait on their loads from device memory, so the kernel needs many subgroups at once:
-`chunking` halves the chunk (from `MAX_CHUNK_TILES` tiles down to `MIN_CHUNK_TILES`) until a batch's chunks
-give at least `TARGET_SUBGROUPS` subgroups; `most_chunks` bounds the partial gradients a capacity needs.
+`coopmat_blocks.chunking` halves the chunk (from `MAX_CHUNK_TILES` tiles down to `MIN_CHUNK_TILES`) until a batch's
+chunks give at least `TARGET_SUBGROUPS` subgroups; `most_chunks` bounds the partial gradients a capacity needs. With
+`Tuning.gradient_subgroups` of more than one, a work-group of that many subgroups shares one block of one chunk, its
+subgroups taking the chunk's 16-sample tiles in turn (each staging into its own part of the arrays, behind subgroup
+barriers), and writes the sum of their accumulators: more subgroups load at once for the same partial gradients.
 
 Every partial gradient it writes that is not finite sets the training state's status word (binding 2), so the
 optimizer, which adds the partials itself, knows before it starts whether the step is skipped. Each invocation adds
@@ -48,22 +51,9 @@ from coopnn.shaders.training.gradients import FEATURES as STATUS_FEATURES, flag_
 from coopnn.shaders.training.indices import Indices
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.shader import HALVES_PER_WORD, storage_buffer, training_kernel, word_type, word_view
+from coopnn.shaders.training.tuning import DEFAULT, Tuning
+from coopnn.shaders.training.coopmat_blocks import MAX_COLUMN_TILES, SUBGROUP, TILE, LayerBlocks, tuned_blocks
 
-TILE = 16
-# 128 tiles a chunk, the fastest chunk (bench/results/nvidia-h100-80gb-hbm3-2026-11-25-coopmat-gradient-sweep.md).
-# Blocks of 2 x 4 tiles, or 4 x 4 in layers of 128 rows or more, the fastest blocks on 64-row and on 128-row layers
-# (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-coopmat-gradient-blocks.md).
-MAX_CHUNK_TILES = 128
-MIN_CHUNK_TILES = 16
-# Chunks are halved while a batch's chunks give fewer subgroups than this: subgroups waiting on their loads need
-# others to hide them, and halving from more made steps slower
-# (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-coopmat-gradient-chunks.md).
-TARGET_SUBGROUPS = 768
-SUBGROUP = 32
-MAX_COLUMN_TILES = 4
-ROW_TILES = 2
-WIDE_ROW_TILES = 4
-WIDE_LAYER_ROWS = 128
 TAPE, PARTIALS, STATUS = range(3)
 # Blocks of at least this many row tiles stage their tape tiles through workgroup memory: faster for the 4 x 4 blocks
 # of 128-row layers, slower for smaller blocks (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-tiled-step-ablation.md).
@@ -73,69 +63,9 @@ FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitA
                      | STATUS_FEATURES)
 
 
-@dataclass(frozen=True)
-class LayerBlocks:
-    """How a layer's gradient is cut into subgroup blocks: `row_tiles` x `column_tiles` tiles each,
-    `row_blocks` x `column_blocks` of them, numbered row block fastest from task `first`."""
-
-    index: int
-    first: int
-    row_tiles: int
-    column_tiles: int
-    row_blocks: int
-    column_blocks: int
-
-    @property
-    def count(self) -> int:
-        return self.row_blocks * self.column_blocks
-
-
-def row_tiles_of(layer_rows: int) -> int:
-    """Row tiles of a block of a layer of `layer_rows` rows (before `layer_blocks` caps them at the layer's)."""
-    return WIDE_ROW_TILES if layer_rows >= WIDE_LAYER_ROWS else ROW_TILES
-
-
-def layer_blocks(parameters: ParameterLayout, row_tiles: int | None = None,
-                 column_tiles: int = MAX_COLUMN_TILES) -> list[LayerBlocks]:
-    """Every layer's blocks, in dispatch order, each at most `row_tiles` (by default `row_tiles_of` the layer) x
-    `column_tiles` tiles (fewer where the layer has fewer)."""
-    out, first = [], 0
-    for index, layer in enumerate(parameters.layers):
-        rows, cols = -(-layer.rows // TILE), -(-layer.cols // TILE)
-        r = min(row_tiles_of(layer.rows) if row_tiles is None else row_tiles, rows)
-        c = min(column_tiles, cols)
-        out.append(LayerBlocks(index, first, r, c, -(-rows // r), -(-cols // c)))
-        first += out[-1].count
-    return out
-
-
-def task_count(parameters: ParameterLayout) -> int:
-    """Subgroups (work-groups) of one chunk."""
-    return sum(blocks.count for blocks in layer_blocks(parameters))
-
-
-def chunking(parameters: ParameterLayout, count: int) -> tuple[int, int]:
-    """(tiles of 16 samples a chunk, chunks) of a batch of `count` samples: the most tiles (up to `MAX_CHUNK_TILES`)
-    whose chunks give `TARGET_SUBGROUPS` subgroups, or `MIN_CHUNK_TILES`."""
-    tasks, tiles = task_count(parameters), MAX_CHUNK_TILES
-    while tiles > MIN_CHUNK_TILES and -(-count // (tiles * TILE)) * tasks < TARGET_SUBGROUPS:
-        tiles //= 2
-    return tiles, -(-count // (tiles * TILE))
-
-
-def most_chunks(parameters: ParameterLayout, capacity: int) -> int:
-    """At least the chunks (`chunking`) of any batch up to `capacity` samples: a chunk has `MAX_CHUNK_TILES` tiles,
-    or is halved only while the chunks give fewer than `TARGET_SUBGROUPS` subgroups, so less than twice that many
-    once halved."""
-    halved = 2 * -(-TARGET_SUBGROUPS // task_count(parameters)) + 1
-    return min(-(-capacity // (MIN_CHUNK_TILES * TILE)), max(-(-capacity // (MAX_CHUNK_TILES * TILE)), halved))
-
-
-def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, row_tiles: int | None = None,
-                            column_tiles: int = MAX_COLUMN_TILES) -> Binary:
-    """The kernel for `parameters` and `tape`, blocks of at most `row_tiles` x `column_tiles` tiles
-    (`layer_blocks`)."""
-    kernel = GradientKernel(parameters, tape, layer_blocks(parameters, row_tiles, column_tiles))
+def coopmat_gradient_shader(parameters: ParameterLayout, tape: TapeLayout, tuning: Tuning = DEFAULT) -> Binary:
+    """The kernel for `parameters` and `tape`, its blocks, staging and subgroups as `tuning` sets them."""
+    kernel = GradientKernel(parameters, tape, tuned_blocks(parameters, tuning), tuning)
     for blocks in kernel.blocks:
         kernel.layer(blocks)
     return kernel.finish()
@@ -155,12 +85,9 @@ class Block:
     with_bias: object
     products: list
     sums: list
+    staged: bool  # its tape tiles go through workgroup memory
     delta_base: object = None
     inputs: object = None
-
-    @property
-    def staged(self) -> bool:
-        return self.blocks.row_tiles >= STAGED_FROM_ROW_TILES
 
     @property
     def input_row(self) -> int:
@@ -176,11 +103,13 @@ class Block:
 class GradientKernel:
     """The module of `coopmat_gradient_shader` as it is built: its buffers, types and the values every block reads."""
 
-    def __init__(self, parameters: ParameterLayout, tape: TapeLayout, blocks: list[LayerBlocks]):
+    def __init__(self, parameters: ParameterLayout, tape: TapeLayout, blocks: list[LayerBlocks],
+                 tuning: Tuning = DEFAULT):
         self.parameters, self.tape, self.blocks = parameters, tape, blocks
+        self.subgroups, self.staged_always = tuning.gradient_subgroups, tuning.staged
         self.push = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"),
                                         ("parameters", "u32"), ("chunk_tiles", "u32"))
-        self.frame = frame = ShaderFrame((), 32, SUBGROUP, push_constants=self.push)
+        self.frame = frame = ShaderFrame((), 32, SUBGROUP * self.subgroups, push_constants=self.push)
         self.m, self.fn, self.u32, self.f32 = frame.module, frame.main, frame.u32, frame.f32
         self.ix = Indices(frame)
         self.ops = self.ix.ops
@@ -189,9 +118,9 @@ class GradientKernel:
         storage_buffer(frame, TAPE, self.f16, writable=False, name="tape")
         storage_buffer(frame, PARTIALS, f32, writable=True, name="partials")
         storage_buffer(frame, STATUS, self.u32, writable=True, name="state")
-        self.tile_memory = m.global_variable("Workgroup", m.type_array(f32, m.constant(self.u32, TILE * TILE)),
-                                             name="tile")
-        if any(b.row_tiles >= STAGED_FROM_ROW_TILES for b in blocks):
+        self.tile_memory = m.global_variable("Workgroup", m.type_array(f32, m.constant(
+            self.u32, TILE * TILE * self.subgroups)), name="tile")
+        if any(self.is_staged(b) for b in blocks):
             self._staging()
         self.a_type, self.b_type, self.c_type = (self.matrix(self.f16, "MatrixAKHR"),
                                                  self.matrix(self.f16, "MatrixBKHR"),
@@ -202,21 +131,33 @@ class GradientKernel:
         self.zero = m.constant_composite(self.c_type, [m.constant(f32, 0.0)])
         self._invocation()
 
+    def is_staged(self, blocks: LayerBlocks) -> bool:
+        """Whether a layer's blocks stage their tape tiles: as the tuning says, else from `STAGED_FROM_ROW_TILES`."""
+        return blocks.row_tiles >= STAGED_FROM_ROW_TILES if self.staged_always is None else self.staged_always
+
     def _staging(self) -> None:
-        """The two workgroup arrays staged blocks copy a tile's inputs and deltas into."""
+        """The two workgroup arrays staged blocks copy a tile's inputs and deltas into (a part a subgroup)."""
         m, frame = self.m, self.frame
         self.word = word_type(frame)
         self.tape_words = word_view(frame, TAPE, writable=False)
-        stage_row = MAX_COLUMN_TILES * TILE + STAGE_PAD  # halves a staged sample takes, at most
-        stage_type = m.type_array(self.word, m.constant(self.u32, TILE * stage_row // HALVES_PER_WORD))
+        widest = max(max(b.column_tiles, b.row_tiles) for b in self.blocks)
+        stage_row = max(MAX_COLUMN_TILES, widest) * TILE + STAGE_PAD  # halves a staged sample takes, at most
+        self.stage_words = TILE * stage_row // HALVES_PER_WORD  # elements of one subgroup's part
+        stage_type = m.type_array(self.word, m.constant(self.u32, self.stage_words * self.subgroups))
         self.stages = [m.global_variable("Workgroup", stage_type, name=name)
                        for name in ("staged_inputs", "staged_deltas")]
 
     def _invocation(self) -> None:
         """The invocation's task (block), lane, chunk and the chunk's first sample."""
         frame, ix, fn = self.frame, self.ix, self.fn
-        self.task = ix.div(frame.sample, frame.uint(SUBGROUP))
-        self.lane = ix.mod(frame.sample, frame.uint(SUBGROUP))
+        group = SUBGROUP * self.subgroups
+        self.task = ix.div(frame.sample, frame.uint(group))
+        if self.subgroups == 1:
+            self.lane, self.part = ix.mod(frame.sample, frame.uint(SUBGROUP)), frame.zero
+        else:
+            self.lane, self.part = (self.ops.load(self.u32, self.m.builtin_input(name, self.u32))
+                                    for name in ("SubgroupLocalInvocationId", "SubgroupId"))
+            self.local = ix.mod(frame.sample, frame.uint(group))  # the invocation's index in its work-group
         chunk = self.ops.extract(self.u32, frame.invocation_id, 1, name="chunk")
         self.capacity, self.batch = frame.push_value("capacity"), frame.push_value("batch")
         self.chunk_base = ix.mul(chunk, frame.push_value("parameters"))
@@ -244,7 +185,7 @@ class GradientKernel:
             self._delta_addressing(block)
             block.inputs = ix.add(ix.mul(frame.uint(self.tape.input_start(blocks.index)),
                                            self.capacity), block.k0)
-            with fn.for_range(frame.zero, self.chunk_tiles) as t:
+            with fn.for_range(self.part, self.chunk_tiles, self._parts()) as t:
                 b0 = ix.add(self.first_sample, ix.mul(t, frame.uint(TILE)))
                 with fn.if_(ix.less(b0, self.batch)):
                     self._samples(block, b0)
@@ -253,6 +194,7 @@ class GradientKernel:
     def _block(self, blocks: LayerBlocks, layer) -> Block:
         """The task's block of `layer`: its first row and column, its tiles inside the layer, zeroed accumulators."""
         frame, fn, ix = self.frame, self.fn, self.ix
+        staged = self.is_staged(blocks)
         block = ix.sub(self.task, frame.uint(blocks.first))
         m0 = ix.mul(ix.mod(block, frame.uint(blocks.row_blocks)), frame.uint(blocks.row_tiles * TILE))
         k0 = ix.mul(ix.div(block, frame.uint(blocks.row_blocks)),
@@ -265,7 +207,7 @@ class GradientKernel:
         products = [[fn.variable(self.c_type, initializer=self.zero) for _ in range(blocks.column_tiles)]
                     for _ in range(blocks.row_tiles)]
         sums = [fn.variable(self.c_type, initializer=self.zero) for _ in range(blocks.row_tiles)]
-        return Block(blocks, layer, m0, k0, row_inside, col_inside, with_bias, products, sums)
+        return Block(blocks, layer, m0, k0, row_inside, col_inside, with_bias, products, sums, staged)
 
     def _inside(self, first, tile: int, limit: int, whole: bool):
         """Whether the block's tile `tile` (from `first`) starts inside `limit`; None where every block's does."""
@@ -303,7 +245,7 @@ class GradientKernel:
             self._stage(self.stages[0], block_inputs, block.layer.cols, block.input_row)
             if staged_deltas:
                 self._stage(self.stages[1], self._delta_tile(block, b0, 0), block.layer.rows, block.delta_row)
-            fn.barrier()
+            self._stage_barrier()
         b_tiles = [self._input_tile(block, block_inputs, c) for c in range(len(block.col_inside))]
         for r, row_valid in enumerate(block.row_inside):
             with self._guarded(row_valid):
@@ -314,7 +256,16 @@ class GradientKernel:
                 with fn.if_(block.with_bias):
                     self._multiply_add(a, self.ones, block.sums[r])
         if block.staged:
-            fn.barrier()
+            self._stage_barrier()
+
+    def _parts(self):
+        """The step between a subgroup's 16-sample tiles: the work-group's subgroups take them in turn (None: 1)."""
+        return None if self.subgroups == 1 else self.frame.uint(self.subgroups)
+
+    def _stage_barrier(self) -> None:
+        """Between a subgroup's staging and its loads: its own part of the staging arrays, so of its scope where the
+        work-group has several subgroups."""
+        self.fn.barrier("Workgroup" if self.subgroups == 1 else "Subgroup")
 
     def _guarded(self, condition):
         """A selection on `condition` (uniform in the subgroup), or no guard where it is None."""
@@ -339,13 +290,19 @@ class GradientKernel:
                         piece)
             value = self.ops.load(word, self.ops.access_chain(m.type_pointer("StorageBuffer", word),
                                                               self.tape_words, self.frame.zero, source))
-            self.ops.store(self.ops.access_chain(m.type_pointer("Workgroup", word), target, ix.add(
-                ix.mul(sample, uint(row_words)), piece)), value, "NonPrivatePointer")
+            self.ops.store(self.ops.access_chain(m.type_pointer("Workgroup", word), target, self._in_part(ix.add(
+                ix.mul(sample, uint(row_words)), piece))), value, "NonPrivatePointer")
 
     def _staged_tile(self, target, tile_index: int):
         """A pointer to the corner of the 16-wide tile `tile_index` of staging array `target`."""
         return self.ops.access_chain(self.m.type_pointer("Workgroup", self.word), target,
-                                     self.frame.uint(tile_index * TILE // HALVES_PER_WORD))
+                                     self._in_part(self.frame.uint(tile_index * TILE // HALVES_PER_WORD)))
+
+    def _in_part(self, element):
+        """A staging element counted in the subgroup's part (the element itself with one subgroup)."""
+        if self.subgroups == 1:
+            return element
+        return self.ix.add(element, self.ix.mul(self.part, self.frame.uint(self.stage_words)))
 
     def _input_tile(self, block: Block, block_inputs, c: int):
         """The B tile of the block's column tile `c` over the 16 samples whose inputs start at `block_inputs`."""
@@ -386,6 +343,9 @@ class GradientKernel:
         """Tile -> workgroup memory -> partials[target(row, col)] for the tile's elements with row < rows and
         col < cols (row0, col0: the tile's first row and column)."""
         fn, m, ix, frame, f32 = self.fn, self.m, self.ix, self.frame, self.f32
+        if self.subgroups > 1:
+            self._write_sum(accumulator, row0, col0, rows, cols, target)
+            return
         pointer = self.ops.access_chain(m.type_pointer("Workgroup", f32), self.tile_memory, frame.zero)
         self.ops.matrix_store(pointer, accumulator, self.row_major, frame.uint(TILE))
         fn.barrier()
@@ -397,7 +357,34 @@ class GradientKernel:
             with fn.if_(inside):
                 value = self.ops.load(f32, self.ops.access_chain(m.type_pointer("Workgroup", f32),
                                                                  self.tile_memory, element))
-                self.ops.store(frame.element_pointer(PARTIALS, ix.add(self.chunk_base, target(row, col)),
-                                                     f32), value)
-                self.ops.store(self.written, self.ops.float_add(f32, self.ops.load(f32, self.written), value))
+                self._write_partial(target(row, col), value)
         fn.barrier()
+
+    def _write_partial(self, index, value) -> None:
+        """partials[chunk base + index] = value, added to the sum the invocation checks at the end."""
+        frame, ops, f32 = self.frame, self.ops, self.f32
+        ops.store(frame.element_pointer(PARTIALS, self.ix.add(self.chunk_base, index), f32), value)
+        ops.store(self.written, ops.float_add(f32, ops.load(f32, self.written), value))
+
+    def _write_sum(self, accumulator, row0, col0, rows: int, cols: int, target) -> None:
+        """`_write_out` of a work-group of several subgroups: each stores its tile in its part of workgroup memory,
+        and every invocation of the group writes the sum over the parts of a whole number of the tile's elements."""
+        fn, m, ix, frame, f32, ops = self.fn, self.m, self.ix, self.frame, self.f32, self.ops
+        tile_pointer = m.type_pointer("Workgroup", f32)
+        own = ops.access_chain(tile_pointer, self.tile_memory, ix.mul(self.part, frame.uint(TILE * TILE)))
+        ops.matrix_store(own, accumulator, self.row_major, frame.uint(TILE), "NonPrivatePointer")
+        fn.barrier()
+        group = SUBGROUP * self.subgroups
+        for step in range(TILE * TILE // group):
+            element = ix.add(self.local, frame.uint(step * group))
+            row = ix.add(row0, ix.div(element, frame.uint(TILE)))
+            col = ix.add(col0, ix.mod(element, frame.uint(TILE)))
+            with fn.if_(ix.both(ix.less(row, frame.uint(rows)), ix.less(col, frame.uint(cols)))):
+                value = m.constant(f32, 0.0)
+                for part in range(self.subgroups):
+                    value = ops.float_add(f32, value, ops.load(f32, ops.access_chain(
+                        tile_pointer, self.tile_memory, ix.add(element, frame.uint(part * TILE * TILE))),
+                        "NonPrivatePointer"))
+                self._write_partial(target(row, col), value)
+        fn.barrier()
+

@@ -70,6 +70,15 @@ def bce_with_logits(k, prediction, target):
     return value, k.binary("sub", logistic(k, prediction), target)
 
 
+@_loss_kernel("tl")
+def tensor_language(k, prediction, target, text, function, derivative):
+    from coopnn.tl.functions import uses  # coopnn.tl reads the kernel level: imported when used
+
+    forward = uses.loss_function(text, function)
+    slope = uses.derivative_function(text, function, derivative, 2, 0, "loss")
+    return k.function(forward, prediction, target)[0], k.function(slope, prediction, target)[0]
+
+
 @_loss_kernel("upstream_gradient")
 def upstream_gradient(k, prediction, target):
     return k.binary("mul", prediction, target), target

@@ -27,6 +27,7 @@ from coopnn.shaders.training.gradients import partial_sum_invocations
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.training.optimizer import optimizer_groups, optimizer_shader
 from coopnn.shaders.training.step_state import LOSS_TILE, REDUCE_WIDTH, loss_tile_shader
+from coopnn.shaders.training.tuning import DEFAULT, Tuning
 from coopnn.interop.tensors import rows_of
 from coopnn.train.gpu.batch_inputs import BatchInputs
 from coopnn.train.gpu.families import GradientMethod, StepKernel
@@ -61,6 +62,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
         self.plan: TrainingPlan = plan_training(graph)
         self.loss_function, self.optimizer = loss, optimizer
+        self.tuning = self.choose_tuning()
         self.step_method = self.choose_step()
         self.layout = ParameterLayout.of(self.layer_shapes(), [(t.name, t.size) for t in self.plan.tables])
         method = self.gradient_method
@@ -109,6 +111,10 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
                 "optimizer": self.optimizer_kernel_shader, "loss tile": self.loss_tile_shader}
 
     # ----- what targets define, and what the session asks its members ----------------------------------------------
+
+    def choose_tuning(self) -> Tuning:
+        """The knobs of the session's kernels (`coopnn.shaders.training.tuning`) for the model."""
+        return DEFAULT
 
     def choose_step(self) -> StepKernel:
         """The step kernel for the model (`self.plan`), before the device is known."""

@@ -1,6 +1,7 @@
 """What shape the tiled training-step kernel (`coopnn.backends.coopvec.tiled_step`) takes for a model on a device:
 widths padded to whole matrices, invocations per work-group, how a work-group holds its tile of samples (`Tiling`),
-the workgroup memory that takes, and why a model cannot be trained this way."""
+the workgroup memory that takes, and why a model cannot be trained this way; a `Tuning` may set the tiling's
+knobs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from coopnn.shaders.kernel.derivatives import DERIVATIVES
 from coopnn.shaders.training.tiles.addressing import MATRIX
 from coopnn.train.gpu.loss_kernels import LOSS_KERNELS
 from coopnn.train.gpu.plan import TrainingPlan
+from coopnn.shaders.training.tuning import DEFAULT, Tuning
 from coopnn.train.losses import Loss
 
 # Samples per work-group: TILE on models no wider than NARROW_LAYERS, WIDE_TILE on wider ones, in one activation buffer
@@ -57,6 +59,8 @@ class Tiling:
     samples: int
     in_place: bool
     invocations: int
+    split_rows: bool = False  # in place: `LayerPasses.row_groups` subgroups share a column tile's row tiles
+    lean_barrier: bool = False  # the forward pass's last barrier orders storage only where the backward reads it
 
 
 def workgroup_memory(plan: TrainingPlan, tiling: Tiling) -> int:
@@ -68,16 +72,32 @@ def workgroup_memory(plan: TrainingPlan, tiling: Tiling) -> int:
 
 
 def tiling_for(plan: TrainingPlan, shared_memory: int = SHARED_MEMORY,
-               max_subgroup_size: int = SUBGROUP_SIZE) -> Tiling:
+               max_subgroup_size: int = SUBGROUP_SIZE, tuning: Tuning = DEFAULT) -> Tiling:
     """TILE samples (WIDE_TILE for models wider than NARROW_LAYERS) in place where every layer's column tiles have a
     subgroup each (on subgroups of up to `max_subgroup_size`) and it fits `shared_memory`; else TILE in two
-    buffers."""
-    invocations = invocations_for(plan)
-    in_place = Tiling(TILE if widest(plan) <= NARROW_LAYERS else WIDE_TILE, True, invocations)
-    if (widest(plan) <= invocations // max_subgroup_size * MATRIX
-            and workgroup_memory(plan, in_place) <= shared_memory):
+    buffers. The knobs `tuning` sets (samples, invocations, in place) replace those choices."""
+    invocations = tuning.step_invocations or invocations_for(plan)
+    in_place = Tiling(tuning.step_samples or (TILE if widest(plan) <= NARROW_LAYERS else WIDE_TILE), True,
+                      invocations, bool(tuning.step_row_groups), bool(tuning.lean_barrier))
+    fits = (widest(plan) <= invocations // max_subgroup_size * MATRIX
+            and workgroup_memory(plan, in_place) <= shared_memory)
+    if tuning.in_place or (tuning.in_place is None and fits):
         return in_place
-    return Tiling(TILE, False, invocations)
+    return Tiling(tuning.step_samples or TILE, False, invocations, bool(tuning.step_row_groups),
+                  bool(tuning.lean_barrier))
+
+
+def tiling_problem(plan: TrainingPlan, tiling: Tiling, max_subgroup_size: int) -> str | None:
+    """Why the kernel cannot take `tiling` (as a `Tuning` may ask for it), or None."""
+    if tiling.samples % MATRIX or tiling.invocations % tiling.samples or tiling.invocations % max_subgroup_size:
+        return (f"a tile of {tiling.samples} samples on {tiling.invocations} invocations is not whole {MATRIX}s of "
+                f"samples with whole tiles and subgroups of invocations")
+    if tiling.split_rows and not tiling.in_place:
+        return "only a tiling in place splits a layer's row tiles among subgroups"
+    if tiling.in_place and widest(plan) > tiling.invocations // max_subgroup_size * MATRIX:
+        return (f"in place, its widest layer ({widest(plan)}) needs a subgroup a column tile, more than "
+                f"{tiling.invocations} invocations have")
+    return None
 
 
 def untrainable_reason(plan: TrainingPlan, loss: Loss) -> str | None:
@@ -91,13 +111,16 @@ def untrainable_reason(plan: TrainingPlan, loss: Loss) -> str | None:
 
 
 def unsupported_reason(plan: TrainingPlan, loss: Loss, shared_memory: int,
-                       max_subgroup_size: int = SUBGROUP_SIZE) -> str | None:
-    """Why the tiled kernel cannot train this model on a device with `shared_memory` bytes of workgroup memory and
-    subgroups of up to `max_subgroup_size`, or None."""
+                       max_subgroup_size: int = SUBGROUP_SIZE, tuning: Tuning = DEFAULT) -> str | None:
+    """Why the tiled kernel cannot train this model (tuned by `tuning`) on a device with `shared_memory` bytes of
+    workgroup memory and subgroups of up to `max_subgroup_size`, or None."""
     reason = untrainable_reason(plan, loss)
     if reason is not None:
         return reason
-    tiling = tiling_for(plan, shared_memory, max_subgroup_size)
+    tiling = tiling_for(plan, shared_memory, max_subgroup_size, tuning)
+    reason = tiling_problem(plan, tiling, max_subgroup_size)
+    if reason is not None:
+        return reason
     needed = workgroup_memory(plan, tiling)
     if needed > shared_memory:
         return (f"a tile of {tiling.samples} samples of its layers needs {needed} bytes of workgroup memory, the "

@@ -11,9 +11,11 @@ import pytest
 
 import coopnn
 from coopnn.backends.coopvec.tiled_fused import (MAX_GROUPS, FusedTiling, fused_step_shader, fused_tiling,
-                                                 groups_for, row_groups, unsupported_reason)
+                                                 groups_for, unsupported_reason)
+from coopnn.shaders.training.tiles.passes import row_groups
 from coopnn.train.gpu.tiling import padded
 from coopnn.errors import CompileError
+from coopnn.graph.ir import Op
 from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.train.gpu.loss_kernels import LOSS_KERNELS
@@ -21,6 +23,7 @@ from coopnn.train.gpu.plan import plan_training
 from coopnn.train.gpu.step_program import step_program
 from coopnn.train.losses import get_loss
 from coopnn.train.optim import Adam
+from tests.tl.functions.examples import made_activation, made_loss
 from tests.backends.coopvec.oracle import assert_matches_on_random_data, rounded
 from tests.backends.coopvec.test_tiled_step import EVERY_LOSS, REAL_DOMAIN, TRAINABLE
 from tests.backends.portable.test_target import spirv_val
@@ -33,13 +36,13 @@ def _layout(plan, pad=padded):
 
 def _compile(graph, loss="l2", shared_memory=49152):
     plan = plan_training(graph)
-    return fused_step_shader(step_program(plan, get_loss(loss), TapeLayout(())), plan, get_loss(loss), _layout(plan),
+    return fused_step_shader(step_program(plan, made_loss(loss), TapeLayout(())), plan, made_loss(loss), _layout(plan),
                              shared_memory)
 
 
 @pytest.mark.parametrize("activation", TRAINABLE)
 def test_every_trainable_activation_passes_spirv_val(activation, tmp_path):
-    spirv_val(_compile(mlp_graph(3, [24, 40], 5, activation=activation)).spirv, tmp_path)
+    spirv_val(_compile(mlp_graph(3, [24, 40], 5, activation=made_activation(Op(activation)))).spirv, tmp_path)
 
 
 @pytest.mark.parametrize("loss", sorted(LOSS_KERNELS))
@@ -95,7 +98,7 @@ def test_a_step_runs_one_workgroup_a_tile_up_to_the_most_partials():
 def _session(graph, loss):
     from coopnn.backends.coopvec.training import CoopvecTrainingSession
 
-    return CoopvecTrainingSession(graph, get_loss(loss), Adam(lr=1e-3), None, gradients="fused")
+    return CoopvecTrainingSession(graph, made_loss(loss), Adam(lr=1e-3), None, gradients="fused")
 
 
 def _compare(graph, loss, inputs, outputs, samples, steps=20):
@@ -118,7 +121,8 @@ def test_fused_step_matches_the_numpy_step(coopvec_device, inputs, hidden, outpu
 @pytest.mark.gpu
 @pytest.mark.parametrize("activation", REAL_DOMAIN)
 def test_fused_gradients_of_every_activation(coopvec_device, activation):
-    _compare(rounded(mlp_graph(3, [24, 40], 5, activation=activation)), "l2", 3, 5, 500, steps=0)
+    graph = mlp_graph(3, [24, 40], 5, activation=made_activation(Op(activation)))
+    _compare(rounded(graph), "l2", 3, 5, 500, steps=0)
 
 
 @pytest.mark.gpu

@@ -17,6 +17,7 @@ from coopnn.backends.coopvec.tiled_step import tiled_step_shader
 from coopnn.train.gpu.tiling import Tiling, padded, tiling_for, unsupported_reason
 from coopnn.errors import CompileError
 from coopnn.graph.activations import ACTIVATIONS
+from coopnn.graph.ir import Op
 from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.kernel.derivatives import DERIVATIVES
 from coopnn.shaders.training.layout import DELTA_LAYOUTS, ParameterLayout, TapeLayout
@@ -25,6 +26,7 @@ from coopnn.train.gpu.plan import plan_training
 from coopnn.train.gpu.step_program import step_program
 from coopnn.train.losses import get_loss
 from coopnn.train.optim import Adam
+from tests.tl.functions.examples import made_activation, made_loss
 from tests.backends.coopvec.oracle import assert_matches_on_random_data, rounded
 from tests.backends.portable.test_target import spirv_val
 
@@ -37,13 +39,13 @@ def _compile(graph, loss="l2", shared_memory=49152, deltas="samples", min_subgro
     plan = plan_training(graph)
     layout = ParameterLayout.of([(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in plan.layers])
     tape = TapeLayout(layout.layers, deltas)
-    return tiled_step_shader(step_program(plan, get_loss(loss), tape), plan, get_loss(loss), layout, tape,
+    return tiled_step_shader(step_program(plan, made_loss(loss), tape), plan, made_loss(loss), layout, tape,
                              shared_memory, min_subgroup_size=min_subgroup_size)
 
 
 @pytest.mark.parametrize("activation", TRAINABLE)
 def test_every_trainable_activation_passes_spirv_val(activation, tmp_path):
-    binary = _compile(mlp_graph(3, [24, 40], 5, activation=activation))
+    binary = _compile(mlp_graph(3, [24, 40], 5, activation=made_activation(Op(activation))))
     spirv_val(binary.spirv, tmp_path)
 
 
@@ -133,7 +135,7 @@ EVERY_LOSS = [(3, [64, 64], 4, "relu", "l2", 1000), (5, [32, 24], 3, "tanh", "hu
 def _session(graph, loss, step="tiled"):
     from coopnn.backends.coopvec.training import CoopvecTrainingSession
 
-    return CoopvecTrainingSession(graph, get_loss(loss), Adam(lr=1e-3), None, step=step)
+    return CoopvecTrainingSession(graph, made_loss(loss), Adam(lr=1e-3), None, step=step)
 
 
 def _compare(graph, loss, inputs, outputs, samples, steps=20):
@@ -156,7 +158,7 @@ def test_tiled_step_matches_the_numpy_step(coopvec_device, inputs, hidden, outpu
 @pytest.mark.gpu
 @pytest.mark.parametrize("activation", REAL_DOMAIN)
 def test_tiled_gradients_of_every_activation(coopvec_device, activation):
-    _compare(rounded(mlp_graph(3, [24, 40], 5, activation=activation)), "l2", 3, 5, 500, steps=0)
+    _compare(rounded(mlp_graph(3, [24, 40], 5, activation=made_activation(Op(activation)))), "l2", 3, 5, 500, steps=0)
 
 
 @pytest.mark.gpu

@@ -12,6 +12,7 @@ from coopnn.backends.coopvec.gradient_methods.coopmat import SAMPLE_MAJOR_DELTAS
 from coopnn.backends.coopvec.step_kernels import selectable, step_kernels
 from coopnn.backends.coopvec.step_kernels.tiled import AUTO_TILED_FROM_LAYERS
 from coopnn.backends.coopvec.training import GRADIENT_METHODS, STEP_METHODS, CoopvecTrainingSession
+from coopnn.shaders.training.tuning import DEFAULT, Tuning
 from coopnn.nets.builders import mlp_graph
 from coopnn.train.gpu.families import GradientMethod, StepKernel
 from coopnn.train.gpu.plan import plan_training
@@ -29,13 +30,22 @@ from coopnn.train.optim import Adam
 ])
 def test_deltas_are_sample_major_for_cooperative_matrix_gradients_of_deep_models_or_the_tiled_step(
         gradients, layers, step, deltas):
-    session = SimpleNamespace(step_method=step_kernels()[step], plan=SimpleNamespace(layers=[None] * layers))
+    session = SimpleNamespace(step_method=step_kernels()[step], plan=SimpleNamespace(layers=[None] * layers),
+                              tuning=DEFAULT)
     assert gradient_methods()[gradients].delta_layout(session) == deltas
+
+
+@pytest.mark.parametrize("deltas", ["features", "samples"])
+def test_a_tuning_sets_the_delta_layout_of_cooperative_matrix_gradients(deltas):
+    session = SimpleNamespace(step_method=step_kernels()["tiled"], plan=SimpleNamespace(layers=[None] * 5),
+                              tuning=Tuning(deltas=deltas))
+    assert gradient_methods()["coopmat"].delta_layout(session) == deltas
 
 
 def _auto_step(hidden, width=64, loss="l2"):
     graph = mlp_graph(3, [width] * hidden, 3, activation="relu")
-    session = SimpleNamespace(plan=plan_training(graph), loss_function=get_loss(loss), requested_step="auto")
+    session = SimpleNamespace(plan=plan_training(graph), loss_function=get_loss(loss), requested_step="auto",
+                              tuning=DEFAULT)
     return CoopvecTrainingSession.choose_step(session).name
 
 

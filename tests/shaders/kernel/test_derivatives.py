@@ -14,7 +14,9 @@ from coopnn.shaders.kernel.builder import KernelBuilder
 from coopnn.shaders.kernel.derivatives import DERIVATIVES, derivative
 from coopnn.shaders.kernel.interpret import run_program
 from coopnn.shaders.kernel.program import VecType
+from coopnn import tl
 from coopnn.train import activation_grads
+from tests.tl.functions.examples import WAVE, made_activation
 
 # 0 and the kinks (hard_swish at +-3, hard_sigmoid's corners at +-2.5, the clip bounds below), tiny and large
 # magnitudes on both sides, where overflow-free forms and branch choices show
@@ -31,7 +33,14 @@ CASES = [
     (Op.CLIP, {}), (Op.CLIP, {"min": -0.5, "max": 1.5}), (Op.CLIP, {"max": 0.5}), (Op.CLIP, {"min": -1.0}),
     (Op.EXP, {}), (Op.LOG, {}), (Op.SIN, {}), (Op.COS, {}), (Op.NEG, {}), (Op.ABS, {}), (Op.SQRT, {}),
     (Op.RECIPROCAL, {}), (Op.ERF, {}), (Op.IDENTITY, {}),
+    # tensor-language functions: one with its derivative given as a function, one differentiated
+    (Op.TL_FUNCTION, dict(made_activation(Op.TL_FUNCTION).attrs)), (Op.TL_FUNCTION, dict(tl.activation(WAVE).attrs)),
 ]
+
+
+def _case_id(op: Op, attrs: dict) -> str:
+    shown = {k: v for k, v in attrs.items() if k != "text"}  # a function's text is too long for a test id
+    return f"{op.value}{shown or ''}"
 
 
 def _kernel_derivative(op: Op, attrs: dict, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -65,7 +74,7 @@ def test_training_through_a_step_function_is_a_compile_error(op):
         derivative(k, op, x, x, {})
 
 
-@pytest.mark.parametrize("op, attrs", CASES, ids=[f"{op.value}{attrs or ''}" for op, attrs in CASES])
+@pytest.mark.parametrize("op, attrs", CASES, ids=[_case_id(op, attrs) for op, attrs in CASES])
 def test_kernel_derivative_matches_the_numpy_rule(op, attrs):
     x = np.stack([GRID, GRID[::-1]], axis=1)
     y = ops.evaluate(op, [x], attrs)

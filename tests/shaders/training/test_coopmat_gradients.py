@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coopnn.shaders.training import coopmat_gradients
+from coopnn.shaders.training import coopmat_blocks, coopmat_gradients
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from tests.devices import Kernel
 
@@ -32,8 +32,8 @@ def random_tape(tape: TapeLayout) -> np.ndarray:
 def run_products(make_context, tape: TapeLayout, values: np.ndarray) -> tuple[np.ndarray, int]:
     """The sum of the chunks' partial gradients, and the status word."""
     shader = coopmat_gradients.coopmat_gradient_shader(LAYOUT, tape)
-    tasks = coopmat_gradients.task_count(LAYOUT)
-    chunk_tiles, chunks = coopmat_gradients.chunking(LAYOUT, BATCH)
+    tasks = coopmat_blocks.task_count(LAYOUT)
+    chunk_tiles, chunks = coopmat_blocks.chunking(LAYOUT, BATCH)
     kernel = Kernel(make_context(features=shader.features), shader,
                     [values, np.zeros(chunks * LAYOUT.size, np.float32), np.zeros(1, np.uint32)])
     push = shader.pack_push(count=tasks * coopmat_gradients.SUBGROUP, batch=BATCH, capacity=CAPACITY,

@@ -135,7 +135,8 @@ PADDED_LAYOUTS = {
 
 @pytest.mark.parametrize("name", sorted(PADDED_LAYOUTS))
 def test_coopmat_gradient_shaders_are_valid(name, tmp_path):
-    from coopnn.shaders.training.coopmat_gradients import TILE, coopmat_gradient_shader, layer_blocks, task_count
+    from coopnn.shaders.training.coopmat_blocks import TILE, layer_blocks, task_count
+    from coopnn.shaders.training.coopmat_gradients import coopmat_gradient_shader
 
     layout = PADDED_LAYOUTS[name]
     for deltas in DELTA_LAYOUTS:
@@ -164,7 +165,7 @@ def test_coopmat_gradient_blocks_of_four_row_tiles_stage_the_tape_in_workgroup_m
 
 
 def test_coopmat_gradient_blocks_take_four_row_tiles_in_layers_of_128_rows_or_more():
-    from coopnn.shaders.training.coopmat_gradients import layer_blocks
+    from coopnn.shaders.training.coopmat_blocks import layer_blocks
 
     layout = ParameterLayout.of([("w0", "b0", 128, 64), ("w1", "b1", 144, 128), ("w2", "b2", 64, 128),
                                  ("w3", "b3", 16, 64)])
@@ -175,7 +176,7 @@ def test_coopmat_gradient_blocks_take_four_row_tiles_in_layers_of_128_rows_or_mo
 
 @pytest.mark.parametrize("name", sorted(PADDED_LAYOUTS))
 def test_coopmat_gradient_chunks_fill_the_device_and_fit_their_partials(name):
-    from coopnn.shaders.training import coopmat_gradients as cg
+    from coopnn.shaders.training import coopmat_blocks as cg
 
     layout = PADDED_LAYOUTS[name]
     tasks = cg.task_count(layout)

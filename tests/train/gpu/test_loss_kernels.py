@@ -13,6 +13,7 @@ from coopnn.shaders.kernel.interpret import run_program
 from coopnn.shaders.kernel.program import VecType
 from coopnn.train.gpu.loss_kernels import LOSS_KERNELS, loss_terms
 from coopnn.train.losses import LOSSES, Loss, get_loss
+from tests.tl.functions.examples import LOG_COSH, SOFTPLUS_LOSS
 
 # predictions: 0, tiny and large magnitudes of both signs and the huber kinks (|p - t| = delta for t = 0)
 _MAGNITUDES = [1e-7, 1e-3, 0.25, 0.5, 1.0, 3.0, 20.0, 80.0]
@@ -23,8 +24,14 @@ FEATURES = 2  # two components per sample, so a constant of the wrong size canno
 
 CASES = [
     ("l2", {}), ("l1", {}), ("relative_l2", {}), ("relative_l2", {"epsilon": 1e-4}), ("huber", {}),
-    ("huber", {"delta": 0.5}), ("bce_with_logits", {}), ("upstream_gradient", {}),
+    ("huber", {"delta": 0.5}), ("bce_with_logits", {}), ("upstream_gradient", {}), ("tl", {"text": LOG_COSH}),
+    ("tl", {"text": SOFTPLUS_LOSS, "derivative": "logistic_difference"}),
 ]
+
+
+def _case_id(name: str, options: dict) -> str:
+    shown = {k: v for k, v in options.items() if k != "text"}  # a function's text is too long for a test id
+    return f"{name}{shown or ''}"
 
 
 def _kernel_terms(loss: Loss, prediction: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -45,7 +52,7 @@ def test_every_loss_has_a_kernel_and_is_checked():
     assert {name for name, _ in CASES} == set(LOSSES)
 
 
-@pytest.mark.parametrize("name, options", CASES, ids=[f"{name}{options or ''}" for name, options in CASES])
+@pytest.mark.parametrize("name, options", CASES, ids=[_case_id(name, options) for name, options in CASES])
 def test_loss_kernel_matches_the_loss_terms(name, options):
     loss = get_loss(name, **options)
     targets = PROBABILITIES if name == "bce_with_logits" else TARGETS

@@ -20,7 +20,8 @@ from coopnn.nets.builders import mlp_graph
 from coopnn.train.gpu.plan import plan_training
 from coopnn.backends.portable.training import flat_manifest
 from coopnn.train.gpu.step_program import step_program
-from coopnn.train.losses import LOSSES, get_loss
+from coopnn.train.losses import LOSSES
+from tests.tl.functions.examples import made_loss
 from tests.conftest import ROOT
 from tests.backends.portable.test_target import spirv_val
 
@@ -29,7 +30,7 @@ def _program(graph, loss="l2", pad=False, deltas="features"):
     plan = plan_training(graph)
     size = padded if pad else (lambda n: n)
     layout = ParameterLayout.of([(p.weight, p.bias, size(p.rows), size(p.cols)) for p in plan.layers])
-    return plan, layout, step_program(plan, get_loss(loss), TapeLayout(layout.layers, deltas))
+    return plan, layout, step_program(plan, made_loss(loss), TapeLayout(layout.layers, deltas))
 
 
 def test_plan_of_an_mlp_with_encoding():

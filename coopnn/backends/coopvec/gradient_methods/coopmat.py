@@ -3,7 +3,7 @@ products of the tape per chunk of samples, whose partial gradients the optimizer
 
 from __future__ import annotations
 
-from coopnn.shaders.training import coopmat_gradients
+from coopnn.shaders.training import coopmat_blocks, coopmat_gradients
 from coopnn.shaders.training.gradients import partial_sum_shader
 from coopnn.train.gpu.families import GradientMethod
 
@@ -20,27 +20,35 @@ class CooperativeMatrixProducts(GradientMethod):
     device_features = coopmat_gradients.FEATURES
 
     def delta_layout(self, session) -> str:
+        if session.tuning.deltas is not None:
+            return session.tuning.deltas
         if (session.step_method.samples_major_deltas
                 or len(session.plan.layers) >= SAMPLE_MAJOR_DELTAS_FROM_LAYERS):
             return "samples"
         return "features"
 
     def shaders(self, session):
-        return [coopmat_gradients.coopmat_gradient_shader(session.layout, session.tape), partial_sum_shader()]
+        return [coopmat_gradients.coopmat_gradient_shader(session.layout, session.tape, session.tuning), partial_sum_shader()]
 
     def partial_chunks(self, session, capacity: int) -> int:
-        return coopmat_gradients.most_chunks(session.layout, capacity)
+        return coopmat_blocks.most_chunks(session.layout, capacity, session.tuning)
 
     def products(self, session, batch: int, count: int) -> tuple[list, int]:
-        from coopnn.runtime.vk.commands import Dispatch
+        return product_dispatches(session, session.gradient_shaders[0], session.gradient_kernels[0], session.tuning,
+                                  count, session.partials)
 
-        products, product_kernel = session.gradient_shaders[0], session.gradient_kernels[0]
-        tasks = coopmat_gradients.task_count(session.layout)
-        chunk_tiles, chunks = coopmat_gradients.chunking(session.layout, count)
-        push = products.pack_push(count=tasks * coopmat_gradients.SUBGROUP, chunk_tiles=chunk_tiles, batch=count,
-                                  capacity=session.capacity, parameters=session.layout.size)
-        return [Dispatch(product_kernel, (session.tape_buffer, session.partials, session.state), push,
-                         (tasks, chunks, 1))], chunks
+
+def product_dispatches(session, products, kernel, tuning, count: int, partials) -> tuple[list, int]:
+    """The dispatch of the products kernel (`products`, loaded as `kernel`, compiled with `tuning`) over the
+    session's tape into `partials`, and its chunks."""
+    from coopnn.runtime.vk.commands import Dispatch
+
+    tasks = coopmat_blocks.task_count(session.layout, tuning)
+    chunk_tiles, chunks = coopmat_blocks.chunking(session.layout, count, tuning)
+    push = products.pack_push(count=tasks * coopmat_blocks.SUBGROUP * tuning.gradient_subgroups,
+                              chunk_tiles=chunk_tiles, batch=count, capacity=session.capacity,
+                              parameters=session.layout.size)
+    return [Dispatch(kernel, (session.tape_buffer, partials, session.state), push, (tasks, chunks, 1))], chunks
 
 
 METHOD = CooperativeMatrixProducts()

@@ -35,17 +35,17 @@ class TiledStep(StepKernel):
         """From `AUTO_TILED_FROM_LAYERS` layers, where the model fits the workgroup memory every device of this target
         has (`tiling.SHARED_MEMORY`; the device's own is checked as it compiles)."""
         return (len(session.plan.layers) >= AUTO_TILED_FROM_LAYERS and not tiling.unsupported_reason(
-            session.plan, session.loss_function, tiling.SHARED_MEMORY))
+            session.plan, session.loss_function, tiling.SHARED_MEMORY, tuning=session.tuning))
 
     def unsupported_reason(self, session) -> str | None:
         shared_memory = session.context.info.limits.max_compute_shared_memory_size
         return tiling.unsupported_reason(session.plan, session.loss_function, shared_memory,
-                                               device_subgroups(session)[0])
+                                         device_subgroups(session)[0], session.tuning)
 
     def compile(self, session):
         return tiled_step.tiled_step_shader(session.program, session.plan, session.loss_function, session.layout,
                                             session.tape, session.context.info.limits.max_compute_shared_memory_size,
-                                            *device_subgroups(session))
+                                            *device_subgroups(session), session.tuning)
 
     def granularity(self, samples: int, binary) -> int:
         return math.lcm(samples, binary.workgroup_size[0])  # whole workgroups, no tail

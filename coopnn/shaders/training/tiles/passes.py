@@ -1,7 +1,8 @@
 """How the tiled training-step kernel (`coopnn.backends.coopvec.tiled_step`) runs one layer's products over its tile
 of samples: a layer's 16-wide column tiles shared out over the subgroups, each loading its B tiles once and running all
 the tile's row tiles on them with independent accumulators; in place, every subgroup's products read before the
-barrier that precedes the epilogues' writes."""
+barrier that precedes the epilogues' writes, and with `Tiling.split_rows` the subgroups a layer's column tiles leave
+idle take a share of each column tile's row tiles instead (fewer accumulators each, all subgroups busy)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,15 @@ from typing import Iterator
 from coopnn.shaders.training.tiles.addressing import MATRIX, SHARED, TileAddressing
 
 
+def row_groups(row_tiles: int, columns: int, subgroups: int) -> int:
+    """Into how many groups a layer's row tiles split, so that its `columns` column tiles by the groups give
+    `subgroups` units: the most that divide the row tiles and do not exceed that."""
+    return max(g for g in range(1, row_tiles + 1) if row_tiles % g == 0 and g * columns <= max(subgroups, columns))
+
+
 class LayerPasses(TileAddressing):
     """The layer passes of `TiledStepEmitter`, which sets, besides what `TileAddressing` reads, `tiling`, `row_tiles`,
-    the matrix types `a_type` and `accumulator`, `bool`, and, as the kernel starts, `subgroup` and `subgroups`
+    `least_subgroups` (the work-group's subgroups on the largest subgroup size), the matrix types `a_type` and `accumulator`, `bool`, and, as the kernel starts, `subgroup` and `subgroups`
     (SubgroupId, NumSubgroups)."""
 
     @contextmanager
@@ -34,6 +41,10 @@ class LayerPasses(TileAddressing):
                 for r, acc in enumerate(results):
                     epilogue(acc, r * MATRIX, column)
             return
+        groups = self.row_groups(width // MATRIX)
+        if groups > 1:
+            self.split_pass(width, depth, source, b_tile_of, initial_of, epilogue, groups)
+            return
         fn = self.fn
         active = self.ix.less(self.subgroup, self.frame.uint(width // MATRIX))
         column = self.ix.mul(self.subgroup, MATRIX)
@@ -45,6 +56,34 @@ class LayerPasses(TileAddressing):
         with fn.if_(active):
             for r, variable in enumerate(held):
                 epilogue(self.ops.load(self.accumulator, variable), r * MATRIX, column)
+
+    def row_groups(self, columns: int) -> int:
+        """Subgroups sharing each of a layer's `columns` column tiles in place: 1, or with `Tiling.split_rows` as many
+        as the work-group's subgroups allow that divide the row tiles evenly."""
+        return row_groups(self.row_tiles, columns, self.least_subgroups) if self.tiling.split_rows else 1
+
+    def split_pass(self, width: int, depth: int, source: int, b_tile_of, initial_of, epilogue, groups: int) -> None:
+        """`layer_pass` in place with `groups` subgroups a column tile: subgroup s takes column tile s mod columns
+        and the (s div columns)-th run of row tiles, the same in every pass of the same width (so a layer's sign bits
+        stay with the subgroup that kept them). Each group's code is its own branch, so that its rows are known
+        while it is built; the accumulators are shared between the branches."""
+        fn, ix, uint = self.fn, self.ix, self.frame.uint
+        columns, per = width // MATRIX, self.row_tiles // groups
+        group = ix.div(self.subgroup, uint(columns))
+        active = ix.less(self.subgroup, uint(columns * groups))
+        column = ix.mul(ix.mod(self.subgroup, uint(columns)), MATRIX)
+        held = [fn.variable(self.accumulator, name="product") for _ in range(per)]
+        runs = [[(g * per + j) * MATRIX for j in range(per)] for g in range(groups)]
+        for g, rows in enumerate(runs):
+            with fn.if_(ix.both(active, ix.equal(group, uint(g)))):
+                products = self.products(source, depth, b_tile_of(column), initial_of(column), rows)
+                for variable, acc in zip(held, products):
+                    self.ops.store(variable, acc)
+        fn.barrier()
+        for g, rows in enumerate(runs):
+            with fn.if_(ix.both(active, ix.equal(group, uint(g)))):
+                for row, variable in zip(rows, held):
+                    epilogue(self.ops.load(self.accumulator, variable), row, column)
 
     def products(self, source: int, depth: int, b_tile, initial, rows=None) -> list:
         """The accumulators of the tile's row tiles (or those starting at `rows`, ints or u32 ids): `initial` plus
