@@ -8,12 +8,12 @@ large |x| finite (sigmoid and softplus through exp(-|x|), tanh through a clamp: 
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Callable
 
 from coopnn.errors import CompileError
 from coopnn.export.scalar import literal
+from coopnn.graph.activations import GELU_TANH_COEFFICIENT, SQRT_2_OVER_PI
 from coopnn.graph.ir import Op
 from coopnn.graph.ops import forward_defaults
 
@@ -78,7 +78,7 @@ BODIES: dict[Op, Body] = {
 def _gelu(approximate: str) -> str:
     if approximate != "tanh":
         raise KeyError(approximate)
-    inner = f"({literal(math.sqrt(2.0 / math.pi))} * (x + 0.044715 * x * x * x))"
+    inner = f"({literal(SQRT_2_OVER_PI)} * (x + {literal(GELU_TANH_COEFFICIENT)} * x * x * x))"
     return f"(0.5 * x * (1.0 + {_in(_TANH, inner)}))"
 
 

@@ -45,7 +45,9 @@ def f32(x: Array) -> Array:
     return np.asarray(x, dtype=np.float32)
 
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+# the tanh form of GELU: 0.5 x (1 + tanh(SQRT_2_OVER_PI (x + GELU_TANH_COEFFICIENT x^3)))
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+GELU_TANH_COEFFICIENT = 0.044715
 
 
 def _erf(x: Array) -> Array:
@@ -55,7 +57,7 @@ def _erf(x: Array) -> Array:
 
 def _gelu(x, approximate="none"):
     if approximate == "tanh":
-        return f32(0.5 * x * (1.0 + np.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x**3))))
+        return f32(0.5 * x * (1.0 + np.tanh(SQRT_2_OVER_PI * (x + GELU_TANH_COEFFICIENT * x**3))))
     return f32(0.5 * x * (1.0 + _erf(x / np.float32(math.sqrt(2.0)))))
 
 

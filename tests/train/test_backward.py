@@ -12,7 +12,7 @@ from coopnn.graph.ir import Activation, Op
 from coopnn.train.backward import GradientProgram, RULES
 from coopnn.graph.builder import GraphBuilder
 from coopnn.nets.builders import mlp_graph
-from tests.conftest import ZOO, zoo_ids
+from tests.conftest import ROOT, ZOO, zoo_ids
 from tests.train.conftest import check_gradients
 
 rng = np.random.default_rng(7)
@@ -136,6 +136,17 @@ def test_gradients_through_each_loss(float64_ops, loss):
 def test_zoo_model_gradients_match_central_differences(float64_ops, path):
     with coopnn.load(path, backend="numpy") as model:
         check_gradients(model.graph, batch=4, entries=3)
+
+
+def test_every_layer_of_the_gelu_silu_network_has_gradients_matching_central_differences(float64_ops):
+    # its GELUs (exact and tanh) and SiLU are written out in arithmetic; the loaded graph holds them as activations
+    with coopnn.load(ROOT / "models" / "gelu_silu_mlp.onnx", backend="numpy") as model:
+        graph = model.graph
+    assert [node.activation.op if node.activation else None for node in graph.nodes] == [Op.GELU, Op.GELU, Op.SILU,
+                                                                                          None]
+    assert sorted(GradientProgram(graph).parameters) == sorted(
+        f"{node.name}.{role}" for node in graph.nodes for role in ("weight", "bias"))
+    check_gradients(graph, batch=6, entries=10)
 
 
 def test_shared_output_and_hidden_value_accumulates():

@@ -56,6 +56,7 @@ from coopnn.shaders.targets.tile_input import emit_input_stage
 from coopnn.shaders.targets.tile_plan import Stage, TilePlan, plan_tiles
 from coopnn.backends.coopmat.packing import pack_tiles
 from coopnn.backends.coopmat.text import kernel_text
+from coopnn.shaders.spirv.ops import Ops
 
 NAME = "coopmat"
 FEATURES = frozenset({"cooperativeMatrix", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
@@ -120,32 +121,32 @@ class CoopmatEmitter:
         # two variables, not one array: the loads of a layer's buffer and the stores into the other never alias
         buffer = m.type_array(self.f16, m.constant(self.u32, tile * self.stride))
         self.activations = tuple(m.global_variable("Workgroup", buffer, name=f"activations_{i}") for i in range(2))
-        self.local = fn.emit("OpLoad", self.u32, m.builtin_input("LocalInvocationIndex", self.u32))
+        self.local = fn.ops.load(self.u32, m.builtin_input("LocalInvocationIndex", self.u32))
         uvec3 = m.type_vector(self.u32, 3)
-        group = fn.emit("OpLoad", uvec3, m.builtin_input("WorkgroupId", uvec3))
-        self.first = self.op("OpIMul", fn.emit("OpCompositeExtract", self.u32, group, 0), tile)
-        self.subgroup = fn.emit("OpLoad", self.u32, m.builtin_input("SubgroupId", self.u32))
-        self.subgroups = fn.emit("OpLoad", self.u32, m.builtin_input("NumSubgroups", self.u32))
+        group = fn.ops.load(uvec3, m.builtin_input("WorkgroupId", uvec3))
+        self.first = self.op(Ops.int_mul, fn.ops.extract(self.u32, group, 0), tile)
+        self.subgroup = fn.ops.load(self.u32, m.builtin_input("SubgroupId", self.u32))
+        self.subgroups = fn.ops.load(self.u32, m.builtin_input("NumSubgroups", self.u32))
         self.count = frame.push_value("count")
         self.writer = ScalarWriter(m, fn)
         self.row_major = m.enum_constant("CooperativeMatrixLayout", "RowMajorKHR")
         self.column_major = m.enum_constant("CooperativeMatrixLayout", "ColumnMajorKHR")
 
-    def op(self, opname: str, *operands: Id | int) -> Id:
+    def op(self, instruction, *operands: Id | int) -> Id:
         """A u32 instruction; ints become constants."""
-        return self.fn.emit(opname, self.u32, *(self.frame.uint(o) if isinstance(o, int) else o for o in operands))
+        return instruction(self.fn.ops, self.u32, *(self.frame.uint(o) if isinstance(o, int) else o for o in operands))
 
     def matrix(self, component: Id, rows: int, cols: int, use: str) -> Id:
         return self.m.type_cooperative_matrix_khr(component, "Subgroup", rows, cols, use)
 
     def shared(self, buffer: int, index: Id | int) -> Id:
         index = self.frame.uint(index) if isinstance(index, int) else index
-        return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.f16), self.activations[buffer],
-                            index)
+        return self.fn.ops.access_chain(self.m.type_pointer("Workgroup", self.f16), self.activations[buffer],
+                                        index)
 
     def weight(self, param: str, element: Id | int) -> Id:
         first = self.packed.entry(param).offset // 2
-        return self.frame.element_pointer(0, self.op("OpIAdd", element, first), self.f16)
+        return self.frame.element_pointer(0, self.op(Ops.int_add, element, first), self.f16)
 
     @contextmanager
     def elements(self, columns: int) -> Iterator[tuple[Id, Id, Id]]:
@@ -156,7 +157,7 @@ class CoopmatEmitter:
         frame = self.frame
         with self.fn.for_range(self.local, frame.uint(self.tile * columns), frame.uint(self.invocations),
                                control="Unroll") as element:
-            yield element, self.op("OpUDiv", element, columns), self.op("OpUMod", element, columns)
+            yield element, self.op(Ops.uint_div, element, columns), self.op(Ops.uint_mod, element, columns)
 
     def input_stage(self) -> None:
         """Buffer 0 from a per-sample input stage (an encoding, say): invocation s < tile runs it for sample s of the
@@ -165,24 +166,24 @@ class CoopmatEmitter:
         fn, frame = self.fn, self.frame
         features, width = self.plan.input.shape[0], self.plan.stages[0].width
         binding = self.binding_of[self.plan.input.graph_name]
-        with fn.if_(fn.emit("OpULessThan", frame.bool, self.local, frame.uint(self.tile))):
-            inside = fn.emit("OpULessThan", frame.bool, self.op("OpIAdd", self.first, self.local), self.count)
-            row = self.fn.ext_inst(self.u32, "UMin", self.op("OpIAdd", self.first, self.local),
-                                   self.op("OpISub", self.count, 1))
-            base = self.op("OpIMul", row, features)
-            xs = [fn.emit("OpLoad", frame.f32, frame.element_pointer(binding, self.op("OpIAdd", base, j)))
+        with fn.if_(fn.ops.uint_less(frame.bool, self.local, frame.uint(self.tile))):
+            inside = fn.ops.uint_less(frame.bool, self.op(Ops.int_add, self.first, self.local), self.count)
+            row = self.fn.ext_inst(self.u32, "UMin", self.op(Ops.int_add, self.first, self.local),
+                                   self.op(Ops.int_sub, self.count, 1))
+            base = self.op(Ops.int_mul, row, features)
+            xs = [fn.ops.load(frame.f32, frame.element_pointer(binding, self.op(Ops.int_add, base, j)))
                   for j in range(features)]
             ys = emit_input_stage(self.m, fn, self.plan, xs, self.vector_element)
             zero = self.writer.constant(0.0)
-            start = self.op("OpIMul", self.local, self.stride)
+            start = self.op(Ops.int_mul, self.local, self.stride)
             for column in range(align_up(width, self.shape.granularity)):
-                y = fn.emit("OpSelect", frame.f32, inside, ys[column], zero) if column < width else zero
-                fn.emit("OpStore", self.shared(0, self.op("OpIAdd", start, column)),
-                        fn.emit("OpFConvert", self.f16, y), SHARED)
+                y = fn.ops.select(frame.f32, inside, ys[column], zero) if column < width else zero
+                fn.ops.store(self.shared(0, self.op(Ops.int_add, start, column)),
+                             fn.ops.float_convert(self.f16, y), SHARED)
 
     def vector_element(self, param: str, element: Id) -> Id:
         """Element `element` (a u32 id) of the float16 vector entry `param` of the weight buffer, as float32."""
-        return self.fn.emit("OpFConvert", self.frame.f32, self.fn.emit("OpLoad", self.f16, self.weight(param, element)))
+        return self.fn.ops.float_convert(self.frame.f32, self.fn.ops.load(self.f16, self.weight(param, element)))
 
     def inputs(self) -> None:
         """Buffer 0: the tile's input block with stage 0 applied (0 past the batch), then zeros to the padding."""
@@ -192,23 +193,24 @@ class CoopmatEmitter:
         fn, frame = self.fn, self.frame
         features = self.plan.input.shape[0]
         binding = self.binding_of[self.plan.input.graph_name]
-        block = self.op("OpIMul", self.first, features)
+        block = self.op(Ops.int_mul, self.first, features)
         # the batch's last element stands in past it, so the read stays in the buffer; its value is then dropped
-        last = self.op("OpISub", self.op("OpIMul", self.count, features), 1)
+        last = self.op(Ops.int_sub, self.op(Ops.int_mul, self.count, features), 1)
         zero = self.writer.constant(0.0)
         with self.elements(features) as (element, sample, column):
-            inside = fn.emit("OpULessThan", frame.bool, self.op("OpIAdd", self.first, sample), self.count)
-            read = self.fn.ext_inst(self.u32, "UMin", self.op("OpIAdd", block, element), last)
-            x = fn.emit("OpLoad", frame.f32, frame.element_pointer(binding, read))
+            inside = fn.ops.uint_less(frame.bool, self.op(Ops.int_add, self.first, sample), self.count)
+            read = self.fn.ext_inst(self.u32, "UMin", self.op(Ops.int_add, block, element), last)
+            x = fn.ops.load(frame.f32, frame.element_pointer(binding, read))
             y = emit_stage(self.writer, self.plan, self.plan.stages[0], x)
-            kept = fn.emit("OpSelect", frame.f32, inside, y, zero)
-            fn.emit("OpStore", self.shared(0, self.op("OpIAdd", self.op("OpIMul", sample, self.stride), column)),
-                    fn.emit("OpFConvert", self.f16, kept), SHARED)
+            kept = fn.ops.select(frame.f32, inside, y, zero)
+            fn.ops.store(self.shared(0, self.op(Ops.int_add, self.op(Ops.int_mul, sample, self.stride), column)),
+                         fn.ops.float_convert(self.f16, kept), SHARED)
         padding = align_up(features, self.shape.granularity) - features
         if padding:
             with self.elements(padding) as (_, sample, column):
-                at = self.op("OpIAdd", self.op("OpIMul", sample, self.stride), self.op("OpIAdd", column, features))
-                fn.emit("OpStore", self.shared(0, at), self.m.constant(self.f16, 0.0), SHARED)
+                at = self.op(Ops.int_add, self.op(Ops.int_mul, sample, self.stride),
+                             self.op(Ops.int_add, column, features))
+                fn.ops.store(self.shared(0, at), self.m.constant(self.f16, 0.0), SHARED)
 
     def layer(self, stage: Stage, source: int, target: int) -> None:
         """Buffer `target` = `stage` of the activations in buffer `source`, column tile by column tile over the
@@ -221,31 +223,31 @@ class CoopmatEmitter:
         halves = self.matrix(self.f16, shape.m, shape.n, "MatrixAccumulatorKHR")
         stride = self.frame.uint(self.stride)
         with fn.for_range(self.subgroup, self.frame.uint(width // shape.n), self.subgroups) as c:
-            column = self.op("OpIMul", c, shape.n)
+            column = self.op(Ops.int_mul, c, shape.n)
             if stage.bias is not None:
-                bias = fn.emit("OpCooperativeMatrixLoadKHR", halves, self.weight(stage.bias, column), self.row_major,
-                               self.frame.uint(width))
-                start = fn.emit("OpFConvert", accumulator, bias)
+                bias = fn.ops.matrix_load(halves, self.weight(stage.bias, column), self.row_major,
+                                          self.frame.uint(width))
+                start = fn.ops.float_convert(accumulator, bias)
             else:
                 start = self.m.constant_null(accumulator)
-            weights = self.op("OpIMul", c, shape.n * columns)
-            b = [fn.emit("OpCooperativeMatrixLoadKHR", b_type,
-                         self.weight(stage.matrix, self.op("OpIAdd", weights, k0)), self.column_major,
-                         self.frame.uint(columns)) for k0 in range(0, columns, shape.k)]
+            weights = self.op(Ops.int_mul, c, shape.n * columns)
+            b = [fn.ops.matrix_load(b_type,
+                                    self.weight(stage.matrix, self.op(Ops.int_add, weights, k0)), self.column_major,
+                                    self.frame.uint(columns)) for k0 in range(0, columns, shape.k)]
             rows = [r * shape.m * self.stride for r in range(self.tile // shape.m)]
             # K outermost, rows inside: the row tiles' chains interleave; each still adds its K steps in order
             accumulators = [start] * len(rows)
             for step, k0 in enumerate(range(0, columns, shape.k)):
                 for r, row in enumerate(rows):
-                    a = fn.emit("OpCooperativeMatrixLoadKHR", a_type, self.shared(source, row + k0), self.row_major,
-                                stride, SHARED)
-                    accumulators[r] = fn.emit("OpCooperativeMatrixMulAddKHR", accumulator, a, b[step],
-                                              accumulators[r])
+                    a = fn.ops.matrix_load(a_type, self.shared(source, row + k0), self.row_major,
+                                           stride, SHARED)
+                    accumulators[r] = fn.ops.matrix_mul_add(accumulator, a, b[step],
+                                                            accumulators[r])
             for row, acc in zip(rows, accumulators):
                 if stage.epilogue:
                     acc = self.epilogue(stage, acc, accumulator)
-                fn.emit("OpCooperativeMatrixStoreKHR", self.shared(target, self.op("OpIAdd", column, row)),
-                        fn.emit("OpFConvert", halves, acc), self.row_major, stride, SHARED)
+                fn.ops.matrix_store(self.shared(target, self.op(Ops.int_add, column, row)),
+                                    fn.ops.float_convert(halves, acc), self.row_major, stride, SHARED)
         self.fn.barrier()
 
     def epilogue(self, stage: Stage, acc: Id, accumulator: Id) -> Id:
@@ -254,7 +256,7 @@ class CoopmatEmitter:
         held = HeldMatrix(fn, accumulator, f32, acc)
         with components(fn, accumulator) as i:
             pointer = held.pointer(i)
-            fn.emit("OpStore", pointer, emit_stage(self.writer, self.plan, stage, fn.emit("OpLoad", f32, pointer)))
+            fn.ops.store(pointer, emit_stage(self.writer, self.plan, stage, fn.ops.load(f32, pointer)))
         return held.value()
 
     def outputs(self, source: int) -> None:
@@ -262,13 +264,13 @@ class CoopmatEmitter:
         fn, frame = self.fn, self.frame
         features = self.plan.output.shape[0]
         binding = self.binding_of[self.plan.output.graph_name]
-        block = self.op("OpIMul", self.first, features)
+        block = self.op(Ops.int_mul, self.first, features)
         with self.elements(features) as (element, sample, column):
-            with fn.if_(fn.emit("OpULessThan", frame.bool, self.op("OpIAdd", self.first, sample), self.count)):
-                at = self.op("OpIAdd", self.op("OpIMul", sample, self.stride), column)
-                value = fn.emit("OpLoad", self.f16, self.shared(source, at), SHARED)
-                fn.emit("OpStore", frame.element_pointer(binding, self.op("OpIAdd", block, element)),
-                        fn.emit("OpFConvert", frame.f32, value))
+            with fn.if_(fn.ops.uint_less(frame.bool, self.op(Ops.int_add, self.first, sample), self.count)):
+                at = self.op(Ops.int_add, self.op(Ops.int_mul, sample, self.stride), column)
+                value = fn.ops.load(self.f16, self.shared(source, at), SHARED)
+                fn.ops.store(frame.element_pointer(binding, self.op(Ops.int_add, block, element)),
+                             fn.ops.float_convert(frame.f32, value))
 
     def compile(self) -> bytes:
         self.inputs()

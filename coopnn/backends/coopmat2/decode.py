@@ -88,47 +88,46 @@ class BlockMatrices:
     def pointer(self, name: str) -> Id:
         """A StorageBuffer pointer to the first block of matrix `name`."""
         fn, m = self.frame.main, self.m
-        return fn.emit("OpAccessChain", m.type_pointer("StorageBuffer", self.block), self.variable,
-                       self.frame.uint(self.member[name]), self.frame.zero)
+        return fn.ops.access_chain(m.type_pointer("StorageBuffer", self.block), self.variable,
+                                   self.frame.uint(self.member[name]), self.frame.zero)
 
     def _emit(self, fn: Function, count: int) -> None:
         """The body of a decode function returning `count` weights from coordInBlock[1] on."""
         m, fmt, u = self.m, self.fmt, self.frame.uint
         block, _, coord_in_block = fn.params
-        j = fn.emit("OpCompositeExtract", self.u32, coord_in_block, 1, name="j")
+        j = fn.ops.extract(self.u32, coord_in_block, 1, name="j")
         run_bytes = code_bytes(fmt)
-        first_byte = fn.emit("OpUMod", self.u32, j, u(run_bytes))
-        shift = fn.emit("OpIMul", self.u32, fn.emit("OpUDiv", self.u32, j, u(run_bytes)), u(fmt.bits))
-        scale_pointer = fn.emit("OpAccessChain", m.type_pointer("PhysicalStorageBuffer", self.f16), block, u(0))
-        scale = fn.emit("OpFConvert", self.f32, fn.emit("OpLoad", self.f16, scale_pointer, "Aligned", SCALE_BYTES),
-                        name="d")
+        first_byte = fn.ops.uint_mod(self.u32, j, u(run_bytes))
+        shift = fn.ops.int_mul(self.u32, fn.ops.uint_div(self.u32, j, u(run_bytes)), u(fmt.bits))
+        scale_pointer = fn.ops.access_chain(m.type_pointer("PhysicalStorageBuffer", self.f16), block, u(0))
+        scale = fn.ops.float_convert(self.f32, fn.ops.load(self.f16, scale_pointer, "Aligned", SCALE_BYTES),
+                                     name="d")
         word_pointer = m.type_pointer("PhysicalStorageBuffer", self.u16)
         values = []
         for k in range(count):
-            byte = fn.emit("OpIAdd", self.u32, first_byte, u(k)) if k else first_byte
-            at = fn.emit("OpAccessChain", word_pointer, block, u(1), fn.emit("OpShiftRightLogical", self.u32, byte,
-                                                                               u(1)))
-            word = fn.emit("OpUConvert", self.u32, fn.emit("OpLoad", self.u16, at, "Aligned", WORD_BYTES))
+            byte = fn.ops.int_add(self.u32, first_byte, u(k)) if k else first_byte
+            at = fn.ops.access_chain(word_pointer, block, u(1), fn.ops.shift_right(self.u32, byte, u(1)))
+            word = fn.ops.uint_convert(self.u32, fn.ops.load(self.u16, at, "Aligned", WORD_BYTES))
             # the byte's half of the word (little-endian), then this run's bits of the byte
-            low = fn.emit("OpIMul", self.u32, fn.emit("OpBitwiseAnd", self.u32, byte, u(1)), u(8))
-            values.append(self._code(fn, word, fn.emit("OpIAdd", self.u32, low, shift)))
+            low = fn.ops.int_mul(self.u32, fn.ops.bitwise_and(self.u32, byte, u(1)), u(8))
+            values.append(self._code(fn, word, fn.ops.int_add(self.u32, low, shift)))
         if count == 1:
-            weight = fn.emit("OpFMul", self.f32, scale, values[0])
-            fn.return_(fn.emit("OpFConvert", self.f16, weight))
+            weight = fn.ops.float_mul(self.f32, scale, values[0])
+            fn.return_(fn.ops.float_convert(self.f16, weight))
             return
-        codes = fn.emit("OpCompositeConstruct", m.type_vector(self.f32, count), *values)
-        weights = fn.emit("OpVectorTimesScalar", m.type_vector(self.f32, count), codes, scale)
-        fn.return_(fn.emit("OpFConvert", m.type_vector(self.f16, count), weights))
+        codes = fn.ops.construct(m.type_vector(self.f32, count), *values)
+        weights = fn.ops.vector_times_scalar(m.type_vector(self.f32, count), codes, scale)
+        fn.return_(fn.ops.float_convert(m.type_vector(self.f16, count), weights))
 
     def _code(self, fn: Function, word: Id, position: Id) -> Id:
         """(q - zero) as float32 for the `bits` of `word` from `position`."""
         blocks, bits = self.fmt.blocks, self.frame.uint(self.fmt.bits)
         if blocks.signed:
             s32 = self.m.type_int(32, True)
-            code = fn.emit("OpBitFieldSExtract", s32, fn.emit("OpBitcast", s32, word), position, bits)
-            value = fn.emit("OpConvertSToF", self.f32, code)
+            code = fn.ops.bitfield_int_extract(s32, fn.ops.bitcast(s32, word), position, bits)
+            value = fn.ops.int_to_float(self.f32, code)
         else:
-            value = fn.emit("OpConvertUToF", self.f32, fn.emit("OpBitFieldUExtract", self.u32, word, position, bits))
+            value = fn.ops.uint_to_float(self.f32, fn.ops.bitfield_uint_extract(self.u32, word, position, bits))
         if blocks.zero:
-            value = fn.emit("OpFSub", self.f32, value, self.m.constant(self.f32, float(blocks.zero)))
+            value = fn.ops.float_sub(self.f32, value, self.m.constant(self.f32, float(blocks.zero)))
         return value

@@ -99,9 +99,9 @@ class Coopmat2Emitter:
             self.blocks = decode.BlockMatrices(self.frame, weights, matrices, vector)
         m, fn = self.m, self.fn = self.frame.module, self.frame.main
         u32 = self.frame.u32
-        group = fn.emit("OpLoad", m.type_vector(u32, 3), m.builtin_input("WorkgroupId", m.type_vector(u32, 3)))
-        first = fn.emit("OpIMul", u32, fn.emit("OpCompositeExtract", u32, group, 0), self.frame.uint(kernel.tile),
-                        name="first_sample")
+        group = fn.ops.load(m.type_vector(u32, 3), m.builtin_input("WorkgroupId", m.type_vector(u32, 3)))
+        first = fn.ops.int_mul(u32, fn.ops.extract(u32, group, 0), self.frame.uint(kernel.tile),
+                               name="first_sample")
         self.operands = {"n": self.frame.push_value("count"), "i": first}
         self.values: dict[str, Id] = {}
         self.staged = None
@@ -116,34 +116,34 @@ class Coopmat2Emitter:
         m, fn, frame = self.m, self.fn, self.frame
         u32, f16, tile, width = frame.u32, m.type_float(16), self.kernel.tile, self.plan.stages[0].width
         staged = m.global_variable("Workgroup", m.type_array(f16, frame.uint(tile * width)), name=STAGED)
-        local = fn.emit("OpLoad", u32, m.builtin_input("LocalInvocationIndex", u32))
-        sample = fn.emit("OpIAdd", u32, first, local)
+        local = fn.ops.load(u32, m.builtin_input("LocalInvocationIndex", u32))
+        sample = fn.ops.int_add(u32, first, local)
         count = self.operands["n"]
-        inside = fn.emit("OpULessThan", frame.bool, sample, count)
-        row = fn.ext_inst(u32, "UMin", sample, fn.emit("OpISub", u32, count, frame.uint(1)))
+        inside = fn.ops.uint_less(frame.bool, sample, count)
+        row = fn.ext_inst(u32, "UMin", sample, fn.ops.int_sub(u32, count, frame.uint(1)))
         features = self.plan.input.shape[0]
-        base = fn.emit("OpIMul", u32, row, frame.uint(features))
+        base = fn.ops.int_mul(u32, row, frame.uint(features))
         binding = self.binding_of[self.plan.input.graph_name]
-        xs = [fn.emit("OpLoad", frame.f32, frame.element_pointer(binding, fn.emit("OpIAdd", u32, base, frame.uint(j))))
+        xs = [fn.ops.load(frame.f32, frame.element_pointer(binding, fn.ops.int_add(u32, base, frame.uint(j))))
               for j in range(features)]
         ys = emit_input_stage(m, fn, self.plan, xs, self.vector_element)
-        start = fn.emit("OpIMul", u32, local, frame.uint(width))
+        start = fn.ops.int_mul(u32, local, frame.uint(width))
         zero = m.constant(frame.f32, 0.0)
         for column, y in enumerate(ys):
-            pointer = fn.emit("OpAccessChain", m.type_pointer("Workgroup", f16), staged,
-                              fn.emit("OpIAdd", u32, start, frame.uint(column)))
-            fn.emit("OpStore", pointer, fn.emit("OpFConvert", f16, fn.emit("OpSelect", frame.f32, inside, y, zero)),
-                    SHARED)
+            pointer = fn.ops.access_chain(m.type_pointer("Workgroup", f16), staged,
+                                          fn.ops.int_add(u32, start, frame.uint(column)))
+            fn.ops.store(pointer, fn.ops.float_convert(f16, fn.ops.select(frame.f32, inside, y, zero)),
+                         SHARED)
         fn.barrier()
         return staged
 
     def vector_element(self, param: str, element: Id) -> Id:
         """Element `element` (a u32 id) of the vector entry `param` of the weight buffer, as float32."""
         offset = self.frame.uint(self.packed.entry(param).offset // self.vector_bytes)
-        index = self.fn.emit("OpIAdd", self.frame.u32, element, offset)
-        value = self.fn.emit("OpLoad", self.frame.weight_scalar,
-                             self.frame.element_pointer(0, index, self.frame.weight_scalar))
-        return value if self.vector_bytes == 4 else self.fn.emit("OpFConvert", self.frame.f32, value)
+        index = self.fn.ops.int_add(self.frame.u32, element, offset)
+        value = self.fn.ops.load(self.frame.weight_scalar,
+                                 self.frame.element_pointer(0, index, self.frame.weight_scalar))
+        return value if self.vector_bytes == 4 else self.fn.ops.float_convert(self.frame.f32, value)
 
     def matrix_type(self, t: MatrixType) -> Id:
         component = self.m.type_float(16 if t.component == "f16" else 32)
@@ -152,8 +152,8 @@ class Coopmat2Emitter:
     def pointer(self, param: str) -> Id:
         """The first element of a kernel parameter: an input or output buffer, or a weight entry (float16)."""
         if param == STAGED:
-            return self.fn.emit("OpAccessChain", self.m.type_pointer("Workgroup", self.m.type_float(16)), self.staged,
-                                self.frame.zero)
+            return self.fn.ops.access_chain(self.m.type_pointer("Workgroup", self.m.type_float(16)), self.staged,
+                                            self.frame.zero)
         p = self.plan.program.param(param)
         if p.role in ("input", "output"):
             return self.frame.element_pointer(self.binding_of[p.graph_name], self.frame.zero)
@@ -192,8 +192,8 @@ class Coopmat2Emitter:
     def mul_add(self, step: MulAdd) -> Id:
         result_type = self.matrix_type(step.type)
         c = self.values[step.c] if step.c is not None else self.m.constant_null(result_type)
-        return self.fn.emit("OpCooperativeMatrixMulAddKHR", result_type, self.values[step.a], self.values[step.b], c,
-                            name=_debug_name(step.result))
+        return self.fn.ops.matrix_mul_add(result_type, self.values[step.a], self.values[step.b], c,
+                                          name=_debug_name(step.result))
 
     def apply(self, step: Apply) -> Id:
         """The stage as the function of an OpCooperativeMatrixPerElementOpNV: (row, column, element) -> element."""
@@ -203,11 +203,11 @@ class Coopmat2Emitter:
         writer = ScalarWriter(self.m, element)
         y = emit_stage(writer, self.plan, self.plan.stages[step.stage], x)
         if step.mask is not None:
-            inside = element.emit("OpULessThan", self.frame.bool, column, self.frame.uint(step.mask))
-            y = element.emit("OpSelect", f32, inside, y, writer.constant(0.0))
+            inside = element.ops.uint_less(self.frame.bool, column, self.frame.uint(step.mask))
+            y = element.ops.select(f32, inside, y, writer.constant(0.0))
         element.return_(round_fp16(writer, y) if step.round_result else y)
-        return self.fn.emit("OpCooperativeMatrixPerElementOpNV", self.matrix_type(step.type), self.values[step.source],
-                            element.id, name=_debug_name(step.result))
+        return self.fn.ops.matrix_per_element(self.matrix_type(step.type), self.values[step.source],
+                                              element.id, name=_debug_name(step.result))
 
     def store(self, step: Store) -> None:
         store_tensor(self.fn, self.pointer(step.param), self.values[step.source], self.layout(step.layout))

@@ -26,7 +26,7 @@ _EXACT_MINMAX = {"max": "FMax", "min": "FMin"}
 def arithmetic(e: CoopvecEmitter, instr: Instr) -> Held:
     a, b = (e.forms.vector(h, "f32") for h in e.operands(instr))
     vector_type = e.forms.vector_type("f32", instr.type.size)
-    return e.vector_result(instr, "f32", e.fn.emit(ARITHMETIC[instr.op], vector_type, a, b))
+    return e.vector_result(instr, "f32", ARITHMETIC[instr.op](e.fn.ops, vector_type, a, b))
 
 
 @lowers(*_VECTOR_GLSL)
@@ -59,7 +59,7 @@ def minmax(e: CoopvecEmitter, instr: Instr) -> Held:
 def neg(e: CoopvecEmitter, instr: Instr) -> Held:
     x = e.held[instr.args[0]]
     vector_type = e.forms.vector_type(x.dtype, x.size)
-    return e.vector_result(instr, x.dtype, e.fn.emit("OpFNegate", vector_type, e.forms.vector(x, x.dtype)))
+    return e.vector_result(instr, x.dtype, e.fn.ops.float_negate(vector_type, e.forms.vector(x, x.dtype)))
 
 
 @lowers("positive")
@@ -70,7 +70,7 @@ def positive(e: CoopvecEmitter, instr: Instr) -> Held:
     vector_type = e.forms.vector_type(x.dtype, x.size)
     zeros, ones = (e.forms.vector(e.forms.known(np.full(x.size, v)), x.dtype) for v in (0.0, 1.0))
     step = e.glsl(vector_type, "Step", e.forms.vector(x, x.dtype), zeros)
-    return e.vector_result(instr, x.dtype, e.fn.emit("OpFSub", vector_type, ones, step))
+    return e.vector_result(instr, x.dtype, e.fn.ops.float_sub(vector_type, ones, step))
 
 
 @lowers("abs")
@@ -80,7 +80,7 @@ def absolute(e: CoopvecEmitter, instr: Instr) -> Held:
     vector_type = e.forms.vector_type(x.dtype, x.size)
     v = e.forms.vector(x, x.dtype)
     return e.vector_result(instr, x.dtype,
-                           e.glsl(vector_type, "FMax", v, e.fn.emit("OpFNegate", vector_type, v)))
+                           e.glsl(vector_type, "FMax", v, e.fn.ops.float_negate(vector_type, v)))
 
 
 @lowers(*_SCALAR_GLSL)
@@ -103,16 +103,16 @@ def _scalar_pow(e: CoopvecEmitter, a, b):
 def compare(e: CoopvecEmitter, instr: Instr) -> Held:
     held = e.operands(instr)
     return e.per_component(e.exact_dtype(held), "bool", held,
-                           lambda a, b: e.fn.emit(COMPARISONS[instr.op], e.boolean, a, b))
+                           lambda a, b: COMPARISONS[instr.op](e.fn.ops, e.boolean, a, b))
 
 
 @lowers("not", *LOGICAL)
 def logical(e: CoopvecEmitter, instr: Instr) -> Held:
     if instr.op == "not":
         return e.per_component("bool", "bool", e.operands(instr),
-                               lambda x: e.fn.emit("OpLogicalNot", e.boolean, x))
+                               lambda x: e.fn.ops.logical_not(e.boolean, x))
     return e.per_component("bool", "bool", e.operands(instr),
-                           lambda a, b: e.fn.emit(LOGICAL[instr.op], e.boolean, a, b))
+                           lambda a, b: LOGICAL[instr.op](e.fn.ops, e.boolean, a, b))
 
 
 @lowers("select")
@@ -121,7 +121,7 @@ def select(e: CoopvecEmitter, instr: Instr) -> Held:
     dtype = "bool" if instr.type.dtype == "bool" else e.exact_dtype([a, b])
     conditions = e.forms.components(cond, "bool")
     choices = zip(conditions, e.forms.components(a, dtype), e.forms.components(b, dtype))
-    return e.forms.from_scalars(dtype, [e.fn.emit("OpSelect", e.forms.scalar_types[dtype], c, x, y)
+    return e.forms.from_scalars(dtype, [e.fn.ops.select(e.forms.scalar_types[dtype], c, x, y)
                                         for c, x, y in choices])
 
 
@@ -142,9 +142,9 @@ def cast(e: CoopvecEmitter, instr: Instr) -> Held:
         zero = e.forms.constant("f32", 0.0)
         # numpy's bool(x): NaN is true, hence unordered
         return e.per_component("f32", "bool", [x],
-                               lambda v: e.fn.emit("OpFUnordNotEqual", e.boolean, v, zero))
+                               lambda v: e.fn.ops.float_not_equal(e.boolean, v, zero))
     one, zero = e.forms.constant("f16", 1.0), e.forms.constant("f16", 0.0)
-    return e.per_component("bool", "f16", [x], lambda c: e.fn.emit("OpSelect", e.f16, c, one, zero))
+    return e.per_component("bool", "f16", [x], lambda c: e.fn.ops.select(e.f16, c, one, zero))
 
 
 @lowers("reduce_sum", "reduce_max")
@@ -158,7 +158,7 @@ def reduce(e: CoopvecEmitter, instr: Instr) -> Held:
     for g in range(instr.type.size):
         total = scalars[g * group]
         for s in scalars[g * group + 1:(g + 1) * group]:
-            total = (e.fn.emit("OpFAdd", e.f32, total, s) if is_sum
+            total = (e.fn.ops.float_add(e.f32, total, s) if is_sum
                      else e.glsl(e.forms.scalar_types[dtype], "FMax", total, s))
         totals.append(total)
     return e.forms.from_scalars(dtype, totals)

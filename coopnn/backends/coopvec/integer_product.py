@@ -31,6 +31,7 @@ from coopnn.backends.coopvec.layouts import LAYOUT_ENUMERANTS
 from coopnn.backends.coopvec.values import Held
 from coopnn.backends.quantized_layers import layer_entry, product_layer
 from coopnn.shaders.kernel.program import Instr
+from coopnn.shaders.spirv.ops import Ops
 
 
 def integer_gemv(emitter, instr: Instr) -> Held:
@@ -43,10 +44,10 @@ def integer_gemv(emitter, instr: Instr) -> Held:
     x = emitter.held[instr.args[1]]
     components = forms.components(x, "f32")
     padding = [forms.constant("f32", 0.0)] * (columns - x.size)
-    vector = fn.emit("OpCompositeConstruct", inputs, *components, *padding) if padding else forms.vector(x, "f32")
+    vector = fn.ops.construct(inputs, *components, *padding) if padding else forms.vector(x, "f32")
     multiplier = np.float32(1) / np.float32(entry.input_scale)
     largest = float(emitter.weights.input_quantization.largest)
-    scaled = fn.emit("OpVectorTimesScalar", inputs, vector, forms.constant("f32", multiplier))
+    scaled = fn.ops.vector_times_scalar(inputs, vector, forms.constant("f32", multiplier))
     quantized = emitter.glsl(inputs, "NClamp", scaled, m.constant(inputs, [forms.constant("f32", -largest)] * columns),
                              m.constant(inputs, [forms.constant("f32", largest)] * columns))
 
@@ -63,22 +64,22 @@ def integer_gemv(emitter, instr: Instr) -> Held:
                  m.constant(boolean, False)]
     # the stride (ignored by the optimal layouts) comes before the operand that makes the result signed
     operands.append(emitter.uint(entry.stride))
-    opname = "OpCooperativeVectorMatrixMulAddNV" if entry.bias_offset is not None else "OpCooperativeVectorMatrixMulNV"
-    sums = fn.emit(opname, m.type_cooperative_vector_nv(m.type_int(32, True), rows), *operands,
+    product = Ops.vector_matrix_mul_add if entry.bias_offset is not None else Ops.vector_matrix_mul
+    sums = product(fn.ops, m.type_cooperative_vector_nv(m.type_int(32, True), rows), *operands,
                    "MatrixResultSignedComponentsKHR")
     # the load reads bytes at an offset whatever the array's element type (float16 here), as the product does
-    dequantization = fn.emit("OpCooperativeVectorLoadNV", results, weights, emitter.uint(entry.scale_offset))
-    y = fn.emit("OpFMul", results, fn.emit("OpConvertSToF", results, sums), dequantization)
+    dequantization = fn.ops.vector_load(results, weights, emitter.uint(entry.scale_offset))
+    y = fn.ops.float_mul(results, fn.ops.int_to_float(results, sums), dequantization)
     inherited = emitter.nan_inherited.get(instr.result)
     if inherited is not None:
         factor = emitter.nan_factors[inherited]
     else:
-        any_nan = fn.emit("OpIsNan", boolean, components[0])
+        any_nan = fn.ops.is_nan(boolean, components[0])
         for component in components[1:]:
-            any_nan = fn.emit("OpLogicalOr", boolean, any_nan, fn.emit("OpIsNan", boolean, component))
-        factor = fn.emit("OpSelect", f32, any_nan, forms.constant("f32", float("nan")), forms.constant("f32", 1.0))
+            any_nan = fn.ops.logical_or(boolean, any_nan, fn.ops.is_nan(boolean, component))
+        factor = fn.ops.select(f32, any_nan, forms.constant("f32", float("nan")), forms.constant("f32", 1.0))
     emitter.nan_factors[instr.result] = factor
-    y = fn.emit("OpVectorTimesScalar", results, y, factor)
+    y = fn.ops.vector_times_scalar(results, y, factor)
     if rows == instr.type.size:
         return emitter.vector_result(instr, "f32", y)
-    return forms.from_scalars("f32", [fn.emit("OpCompositeExtract", f32, y, i) for i in range(instr.type.size)])
+    return forms.from_scalars("f32", [fn.ops.extract(f32, y, i) for i in range(instr.type.size)])

@@ -31,15 +31,15 @@ def sample_copies(e, count: int) -> list[SampleCopy]:
     if count == 1:
         return [SampleCopy(frame.sample, frame.data_row, e.inside, e.held, e.unrounded)]
     u32, n = frame.u32, frame.push_value("count")
-    first = fn.emit("OpIMul", u32, frame.sample, e.uint(count))
-    with fn.if_(fn.emit("OpUGreaterThanEqual", e.boolean, first, n)):
+    first = fn.ops.int_mul(u32, frame.sample, e.uint(count))
+    with fn.if_(fn.ops.uint_at_least(e.boolean, first, n)):
         fn.return_()
-    last = fn.emit("OpISub", u32, n, e.uint(1))
+    last = fn.ops.int_sub(u32, n, e.uint(1))
     copies = [SampleCopy(first, first, None)]
     for offset in range(1, count):
-        sample = fn.emit("OpIAdd", u32, first, e.uint(offset))
+        sample = fn.ops.int_add(u32, first, e.uint(offset))
         copies.append(SampleCopy(sample, e.glsl(u32, "UMin", sample, last),
-                                 fn.emit("OpULessThan", e.boolean, sample, n)))
+                                 fn.ops.uint_less(e.boolean, sample, n)))
     return copies
 
 

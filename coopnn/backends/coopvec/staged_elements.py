@@ -24,37 +24,37 @@ class ElementStage:
                                          name=f"staged_{binding}")
 
     def _staged(self, index):
-        return self.e.fn.emit("OpAccessChain", self.e.m.type_pointer("Workgroup", self.scalar), self.array, index)
+        return self.e.fn.ops.access_chain(self.e.m.type_pointer("Workgroup", self.scalar), self.array, index)
 
     def _copy(self, into_stage: bool) -> None:
         """Copy the work-group's block between the storage buffer and the stage, an element per invocation a turn."""
         e, fn, u32 = self.e, self.e.fn, self.e.frame.u32
-        first = fn.emit("OpIMul", u32, fn.emit("OpISub", u32, e.frame.sample, e.local_index), e.uint(self.features))
-        limit = fn.emit("OpIMul", u32, e.frame.push_value("count"), e.uint(self.features))
+        first = fn.ops.int_mul(u32, fn.ops.int_sub(u32, e.frame.sample, e.local_index), e.uint(self.features))
+        limit = fn.ops.int_mul(u32, e.frame.push_value("count"), e.uint(self.features))
         for turn in range(self.features):
-            element = fn.emit("OpIAdd", u32, e.local_index, e.uint(turn * self.group))
-            outside = fn.emit("OpIAdd", u32, first, element)
-            with fn.if_(fn.emit("OpULessThan", e.boolean, outside, limit)):
+            element = fn.ops.int_add(u32, e.local_index, e.uint(turn * self.group))
+            outside = fn.ops.int_add(u32, first, element)
+            with fn.if_(fn.ops.uint_less(e.boolean, outside, limit)):
                 storage = e.frame.element_pointer(self.binding, outside, self.scalar)
                 source, sink = (storage, self._staged(element)) if into_stage else (self._staged(element), storage)
-                fn.emit("OpStore", sink, fn.emit("OpLoad", self.scalar, source))
+                fn.ops.store(sink, fn.ops.load(self.scalar, source))
 
     def _own(self, component: int):
         e = self.e
-        start = e.fn.emit("OpIMul", e.frame.u32, e.local_index, e.uint(self.features))
-        return self._staged(e.fn.emit("OpIAdd", e.frame.u32, start, e.uint(component)))
+        start = e.fn.ops.int_mul(e.frame.u32, e.local_index, e.uint(self.features))
+        return self._staged(e.fn.ops.int_add(e.frame.u32, start, e.uint(component)))
 
     def load(self):
         """This invocation's row (a `Held` of `features` scalars), after the block is copied in."""
         self._copy(into_stage=True)
         self.e.fn.barrier()
-        return self.e.forms.from_scalars(self.dtype, [self.e.fn.emit("OpLoad", self.scalar, self._own(i))
+        return self.e.forms.from_scalars(self.dtype, [self.e.fn.ops.load(self.scalar, self._own(i))
                                                       for i in range(self.features)])
 
     def store(self, held) -> None:
         """Write this invocation's row (`held`), then copy the block out."""
         for i, scalar in enumerate(self.e.forms.components(held, self.dtype)):
-            self.e.fn.emit("OpStore", self._own(i), scalar)
+            self.e.fn.ops.store(self._own(i), scalar)
         self.e.fn.barrier()
         self._copy(into_stage=False)
 

@@ -45,40 +45,40 @@ class RowStage:
 
     def own_row(self):
         """The byte offset of this invocation's row in the stage."""
-        return self.e.fn.emit("OpIMul", self.e.frame.u32, self.e.local_index, self.e.uint(self.row_stride))
+        return self.e.fn.ops.int_mul(self.e.frame.u32, self.e.local_index, self.e.uint(self.row_stride))
 
     def _copy(self, into_stage: bool) -> None:
         """Copy the work-group's block between the storage buffer and the stage, one word per invocation a turn."""
         e, fn, u32 = self.e, self.e.fn, self.e.frame.u32
         words = self.words
-        first = fn.emit("OpIMul", u32, fn.emit("OpISub", u32, e.frame.sample, e.local_index), e.uint(words))
-        limit = fn.emit("OpIMul", u32, e.frame.push_value("count"), e.uint(words))
+        first = fn.ops.int_mul(u32, fn.ops.int_sub(u32, e.frame.sample, e.local_index), e.uint(words))
+        limit = fn.ops.int_mul(u32, e.frame.push_value("count"), e.uint(words))
         storage = e.array_pointer(self.binding, self.dtype)
         for turn in range(words):
-            word = fn.emit("OpIAdd", u32, e.local_index, e.uint(turn * self.group))
-            global_word = fn.emit("OpIAdd", u32, first, word)
-            staged = fn.emit("OpIAdd", u32,
-                             fn.emit("OpIMul", u32, fn.emit("OpUDiv", u32, word, e.uint(words)),
+            word = fn.ops.int_add(u32, e.local_index, e.uint(turn * self.group))
+            global_word = fn.ops.int_add(u32, first, word)
+            staged = fn.ops.int_add(u32,
+                             fn.ops.int_mul(u32, fn.ops.uint_div(u32, word, e.uint(words)),
                                      e.uint(self.row_stride)),
-                             fn.emit("OpIMul", u32, fn.emit("OpUMod", u32, word, e.uint(words)), e.uint(WORD_BYTES)))
-            outside = fn.emit("OpIMul", u32, global_word, e.uint(WORD_BYTES))
-            with fn.if_(fn.emit("OpULessThan", e.boolean, global_word, limit)):
+                             fn.ops.int_mul(u32, fn.ops.uint_mod(u32, word, e.uint(words)), e.uint(WORD_BYTES)))
+            outside = fn.ops.int_mul(u32, global_word, e.uint(WORD_BYTES))
+            with fn.if_(fn.ops.uint_less(e.boolean, global_word, limit)):
                 source, source_offset, sink, sink_offset = ((storage, outside, self.array, staged) if into_stage else
                                                             (self.array, staged, storage, outside))
-                value = fn.emit("OpCooperativeVectorLoadNV", self.word_type, source, source_offset)
-                fn.emit("OpCooperativeVectorStoreNV", sink, sink_offset, value)
+                value = fn.ops.vector_load(self.word_type, source, source_offset)
+                fn.ops.vector_store(sink, sink_offset, value)
 
     def load(self):
         """This invocation's row (a `Held` vector of `features` components), after the block is copied in."""
         self._copy(into_stage=True)
         self.e.fn.barrier()
-        vector = self.e.fn.emit("OpCooperativeVectorLoadNV", self.e.forms.vector_type(self.dtype, self.features),
+        vector = self.e.fn.ops.vector_load(self.e.forms.vector_type(self.dtype, self.features),
                                 self.array, self.own_row())
         return self.e.forms.from_vector(self.dtype, self.features, vector)
 
     def store(self, held) -> None:
         """Write this invocation's row (`held`), then copy the block out."""
-        self.e.fn.emit("OpCooperativeVectorStoreNV", self.array, self.own_row(), self.e.forms.vector(held, self.dtype))
+        self.e.fn.ops.vector_store(self.array, self.own_row(), self.e.forms.vector(held, self.dtype))
         self.e.fn.barrier()
         self._copy(into_stage=False)
 

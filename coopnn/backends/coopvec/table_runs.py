@@ -36,12 +36,12 @@ class TableRuns:
         e = self.e
         offset = e.packed.entry(param).offset // 2  # in elements
         if count not in VECTOR_RUNS or offset % count:
-            return [e.vector_element(param, e.fn.emit("OpIAdd", e.frame.u32, first, e.uint(f)) if f else first)
+            return [e.vector_element(param, e.fn.ops.int_add(e.frame.u32, first, e.uint(f)) if f else first)
                     for f in range(count)]
         fn, u32 = e.fn, e.frame.u32
         vector, variable = self.view(count)
-        index = fn.emit("OpIAdd", u32, fn.emit("OpShiftRightLogical", u32, first, e.uint(count.bit_length() - 1)),
+        index = fn.ops.int_add(u32, fn.ops.shift_right(u32, first, e.uint(count.bit_length() - 1)),
                         e.uint(offset // count))
-        pointer = fn.emit("OpAccessChain", e.m.type_pointer("StorageBuffer", vector), variable, e.frame.zero, index)
-        wide = fn.emit("OpFConvert", e.m.type_vector(e.f32, count), fn.emit("OpLoad", vector, pointer))
-        return [fn.emit("OpCompositeExtract", e.f32, wide, f) for f in range(count)]
+        pointer = fn.ops.access_chain(e.m.type_pointer("StorageBuffer", vector), variable, e.frame.zero, index)
+        wide = fn.ops.float_convert(e.m.type_vector(e.f32, count), fn.ops.load(vector, pointer))
+        return [fn.ops.extract(e.f32, wide, f) for f in range(count)]

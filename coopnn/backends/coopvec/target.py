@@ -45,6 +45,7 @@ from coopnn.backends.coopvec.sample_copies import enter, sample_copies
 from coopnn.backends.coopvec.table_runs import TableRuns
 from coopnn.backends.coopvec.staged_elements import stage_for
 from coopnn.backends.coopvec.staged_rows import check_workgroup_memory, staged_bindings
+from coopnn.shaders.spirv.ops import Ops
 
 # SPIR-V ComponentType (`MatrixInterpretation`) of each weight format's elements, by its VkComponentTypeKHR name
 INTERPRETATIONS = {"FLOAT16": "Float16NV", "FLOAT8_E4M3": "FloatE4M3NV", "FLOAT8_E5M2": "FloatE5M2NV",
@@ -141,10 +142,10 @@ class CoopvecEmitter:
         if not staged:
             return {}
         fn, u32 = self.fn, self.frame.u32
-        self.local_index = fn.emit("OpLoad", u32, self.m.builtin_input("LocalInvocationIndex", u32))
+        self.local_index = fn.ops.load(u32, self.m.builtin_input("LocalInvocationIndex", u32))
         count = self.frame.push_value("count")
-        self.inside = fn.emit("OpULessThan", self.boolean, self.frame.sample, count)
-        self.frame.data_row = self.glsl(u32, "UMin", self.frame.sample, fn.emit("OpISub", u32, count, self.uint(1)))
+        self.inside = fn.ops.uint_less(self.boolean, self.frame.sample, count)
+        self.frame.data_row = self.glsl(u32, "UMin", self.frame.sample, fn.ops.int_sub(u32, count, self.uint(1)))
         stages = {i: stage_for(self, self.binding_at[i], pad) for i in sorted(staged)}
         check_workgroup_memory(stages.values(), self.program.name)
         return stages
@@ -168,8 +169,8 @@ class CoopvecEmitter:
         body is one block after the bounds check, so one access chain serves every later use)."""
         if binding not in self.array_pointers:
             array = self.halves if dtype == "f16" else self.m.type_runtime_array(self.f32, stride=4)
-            self.array_pointers[binding] = self.fn.emit(
-                "OpAccessChain", self.m.type_pointer("StorageBuffer", array), self.frame.buffers[binding],
+            self.array_pointers[binding] = self.fn.ops.access_chain(
+                self.m.type_pointer("StorageBuffer", array), self.frame.buffers[binding],
                 self.frame.zero)
         return self.array_pointers[binding]
 
@@ -208,15 +209,15 @@ class CoopvecEmitter:
         if binding in self.stages:
             loaded = self.stages[binding].load()
         elif features * itemsize % IO_VECTOR_ALIGNMENT == 0:
-            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.data_row, self.uint(features * itemsize))
-            vector = self.fn.emit("OpCooperativeVectorLoadNV", self.forms.vector_type(dtype, features),
-                                  self.array_pointer(binding, dtype), offset, *self.row_access)
+            offset = self.fn.ops.int_mul(self.frame.u32, self.frame.data_row, self.uint(features * itemsize))
+            vector = self.fn.ops.vector_load(self.forms.vector_type(dtype, features),
+                                             self.array_pointer(binding, dtype), offset, *self.row_access)
             loaded = self.vector_result(instr, dtype, vector)
         else:
-            first = self.fn.emit("OpIMul", self.frame.u32, self.frame.data_row, self.uint(features))
+            first = self.fn.ops.int_mul(self.frame.u32, self.frame.data_row, self.uint(features))
             scalar = self.forms.scalar_types[dtype]
-            loaded = self.forms.from_scalars(dtype, [self.fn.emit("OpLoad", scalar, self.frame.element_pointer(
-                binding, self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i)), scalar), *self.row_access)
+            loaded = self.forms.from_scalars(dtype, [self.fn.ops.load(scalar, self.frame.element_pointer(
+                binding, self.fn.ops.int_add(self.frame.u32, first, self.uint(i)), scalar), *self.row_access)
                 for i in range(features)])
         if self.training or self.integer:
             return loaded
@@ -254,15 +255,15 @@ class CoopvecEmitter:
     def store_row(self, binding: int, features: int, dtype: str, itemsize: int, rounded: Held) -> None:
         """This invocation's output row, straight into the storage buffer."""
         if features * itemsize % IO_VECTOR_ALIGNMENT == 0:
-            offset = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features * itemsize))
-            self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding, dtype), offset,
-                         self.forms.vector(rounded, dtype), *self.row_access)
+            offset = self.fn.ops.int_mul(self.frame.u32, self.frame.sample, self.uint(features * itemsize))
+            self.fn.ops.vector_store(self.array_pointer(binding, dtype), offset,
+                                     self.forms.vector(rounded, dtype), *self.row_access)
             return
-        first = self.fn.emit("OpIMul", self.frame.u32, self.frame.sample, self.uint(features))
+        first = self.fn.ops.int_mul(self.frame.u32, self.frame.sample, self.uint(features))
         scalar_type = self.forms.scalar_types[dtype]
         for i, scalar in enumerate(self.forms.components(rounded, dtype)):
-            index = self.fn.emit("OpIAdd", self.frame.u32, first, self.uint(i))
-            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, scalar_type), scalar, *self.row_access)
+            index = self.fn.ops.int_add(self.frame.u32, first, self.uint(i))
+            self.fn.ops.store(self.frame.element_pointer(binding, index, scalar_type), scalar, *self.row_access)
 
     def store_training(self, instr: Instr, held: Held, param) -> None:
         """The sample's loss (float32), or a tape region (float16; `coopnn.shaders.training.layout`): a layer input
@@ -271,7 +272,7 @@ class CoopvecEmitter:
         binding, u32 = self.binding_of[param.name], self.frame.u32
         if param.role == "loss":
             pointer = self.frame.element_pointer(binding, self.frame.sample, self.f32)
-            self.fn.emit("OpStore", pointer, self.forms.components(held, "f32")[0])
+            self.fn.ops.store(pointer, self.forms.components(held, "f32")[0])
             return
         attrs = instr.attrs
         capacity = self.frame.push_value("capacity")
@@ -279,20 +280,20 @@ class CoopvecEmitter:
             # Counted in 16-byte groups and multiplied last, so the compiler can prove the alignment vector stores
             # need (the capacity and the padded widths are whole groups).
             group = COMPONENT_ALIGNMENT
-            region_groups = self.fn.emit("OpIMul", u32, self.fn.emit("OpShiftRightLogical", u32, capacity,
-                                                                     self.uint(group.bit_length() - 1)),
-                                         self.uint(attrs["start"]))
-            groups = self.fn.emit("OpIAdd", u32, region_groups, self.fn.emit("OpIMul", u32, self.frame.sample,
-                                                                             self.uint(attrs["width"] // group)))
-            offset = self.fn.emit("OpIMul", u32, groups, self.uint(group * IO_BYTES_PER_COMPONENT))
-            self.fn.emit("OpCooperativeVectorStoreNV", self.array_pointer(binding), offset,
-                         self.forms.padded_vector(held, attrs["width"]))
+            region_groups = self.fn.ops.int_mul(u32, self.fn.ops.shift_right(u32, capacity,
+                                                                             self.uint(group.bit_length() - 1)),
+                                                self.uint(attrs["start"]))
+            groups = self.fn.ops.int_add(u32, region_groups, self.fn.ops.int_mul(u32, self.frame.sample,
+                                                                                 self.uint(attrs["width"] // group)))
+            offset = self.fn.ops.int_mul(u32, groups, self.uint(group * IO_BYTES_PER_COMPONENT))
+            self.fn.ops.vector_store(self.array_pointer(binding), offset,
+                                     self.forms.padded_vector(held, attrs["width"]))
             return
-        region = self.fn.emit("OpIMul", u32, capacity, self.uint(attrs["start"]))
-        first = self.fn.emit("OpIAdd", u32, region, self.frame.sample)
+        region = self.fn.ops.int_mul(u32, capacity, self.uint(attrs["start"]))
+        first = self.fn.ops.int_add(u32, region, self.frame.sample)
         for i, scalar in enumerate(self.forms.components(held, "f16")):
-            index = self.fn.emit("OpIAdd", u32, first, self.fn.emit("OpIMul", u32, capacity, self.uint(i)))
-            self.fn.emit("OpStore", self.frame.element_pointer(binding, index, self.f16), scalar)
+            index = self.fn.ops.int_add(u32, first, self.fn.ops.int_mul(u32, capacity, self.uint(i)))
+            self.fn.ops.store(self.frame.element_pointer(binding, index, self.f16), scalar)
 
     @lowers("uniform")
     def uniform(self, instr: Instr) -> Held:
@@ -300,9 +301,9 @@ class CoopvecEmitter:
 
     @lowers("sample_mask")
     def sample_mask(self, instr: Instr) -> Held:
-        inside = self.fn.emit("OpULessThan", self.boolean, self.frame.sample, self.frame.push_value("batch"))
-        mask = self.fn.emit("OpSelect", self.f32, inside, self.forms.constant("f32", 1.0),
-                            self.forms.constant("f32", 0.0))
+        inside = self.fn.ops.uint_less(self.boolean, self.frame.sample, self.frame.push_value("batch"))
+        mask = self.fn.ops.select(self.f32, inside, self.forms.constant("f32", 1.0),
+                                  self.forms.constant("f32", 0.0))
         return self.forms.from_scalars("f32", [mask] * instr.type.size)
 
     @lowers("gemv")
@@ -333,16 +334,16 @@ class CoopvecEmitter:
                      m.constant(self.boolean, transpose)]
         if matrix.stride:
             operands.append(self.uint(matrix.stride))
-        opname = "OpCooperativeVectorMatrixMulAddNV" if fused_bias else "OpCooperativeVectorMatrixMulNV"
+        product = Ops.vector_matrix_mul_add if fused_bias else Ops.vector_matrix_mul
         vector = self.forms.vector_type("f16", rows)
-        y = self.fn.emit(opname, vector, *operands)
+        y = product(self.fn.ops, vector, *operands)
         if scaled:
-            y = self.fn.emit("OpFMul", vector, y, self.weight_vector(vector, matrix.scale_offset))
+            y = self.fn.ops.float_mul(vector, y, self.weight_vector(vector, matrix.scale_offset))
             if bias is not None:
-                y = self.fn.emit("OpFAdd", vector, y, self.weight_vector(vector, bias.offset))
+                y = self.fn.ops.float_add(vector, y, self.weight_vector(vector, bias.offset))
         if rows == instr.type.size:
             return self.vector_result(instr, "f16", y)
-        return self.forms.from_scalars("f16", [self.fn.emit("OpCompositeExtract", self.f16, y, i)
+        return self.forms.from_scalars("f16", [self.fn.ops.extract(self.f16, y, i)
                                                for i in range(instr.type.size)])
 
     @lowers("encode")
@@ -363,13 +364,13 @@ class CoopvecEmitter:
 
     def vector_element(self, param: str, element):
         """Element `element` (a u32 id) of the float16 vector entry `param` of the weight buffer, as float32."""
-        index = self.fn.emit("OpIAdd", self.frame.u32, element, self.uint(self.packed.entry(param).offset // 2))
-        half = self.fn.emit("OpLoad", self.f16, self.frame.element_pointer(0, index, self.f16))
-        return self.fn.emit("OpFConvert", self.f32, half)
+        index = self.fn.ops.int_add(self.frame.u32, element, self.uint(self.packed.entry(param).offset // 2))
+        half = self.fn.ops.load(self.f16, self.frame.element_pointer(0, index, self.f16))
+        return self.fn.ops.float_convert(self.f32, half)
 
     def weight_vector(self, vector_type, offset: int):
         """The float16 vector at byte `offset` of the weight buffer (a bias or row scales)."""
-        return self.fn.emit("OpCooperativeVectorLoadNV", vector_type, self.array_pointer(0), self.uint(offset))
+        return self.fn.ops.vector_load(vector_type, self.array_pointer(0), self.uint(offset))
 
     def compile(self) -> bytes:
         copies = sample_copies(self, self.options.samples_per_invocation)

@@ -80,11 +80,11 @@ class Forms:
         if held.constant is not None:
             made = self.m.constant(vector_type, [self.constant(dtype, v) for v in held.constant])
         elif held.vectors:
-            made = self.fn.emit("OpFConvert", vector_type, next(iter(held.vectors.values())))
+            made = self.fn.ops.float_convert(vector_type, next(iter(held.vectors.values())))
         elif dtype in held.scalars:
-            made = self.fn.emit("OpCompositeConstruct", vector_type, *held.scalars[dtype])
+            made = self.fn.ops.construct(vector_type, *held.scalars[dtype])
         else:
-            made = self.fn.emit("OpFConvert", vector_type, self.vector(held, held.dtype))
+            made = self.fn.ops.float_convert(vector_type, self.vector(held, held.dtype))
         held.vectors[dtype] = made
         return made
 
@@ -97,9 +97,9 @@ class Forms:
             made = [self.constant(dtype, v) for v in held.constant]
         elif held.vectors:
             vector = self.vector(held, dtype)
-            made = [self.fn.emit("OpCompositeExtract", scalar, vector, i) for i in range(held.size)]
+            made = [self.fn.ops.extract(scalar, vector, i) for i in range(held.size)]
         else:
-            made = [self.fn.emit("OpFConvert", scalar, s) for s in self.components(held, held.dtype)]
+            made = [self.fn.ops.float_convert(scalar, s) for s in self.components(held, held.dtype)]
         held.scalars[dtype] = made
         return made
 
@@ -108,5 +108,5 @@ class Forms:
         if size == held.size:
             return self.vector(held, "f16")
         zero = self.constant("f16", 0.0)
-        return self.fn.emit("OpCompositeConstruct", self.vector_type("f16", size),
-                            *self.components(held, "f16"), *[zero] * (size - held.size))
+        return self.fn.ops.construct(self.vector_type("f16", size),
+                                     *self.components(held, "f16"), *[zero] * (size - held.size))

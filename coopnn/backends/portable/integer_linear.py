@@ -39,25 +39,24 @@ def integer_gemv(emitter, instr: Instr) -> None:
     has_nan = fn.variable(bool_, name="nan")
     element = m.type_pointer("Function", s32)
     largest = int(emitter.weights.input_quantization.largest)
-    fn.emit("OpStore", has_nan, m.constant(bool_, False))
+    fn.ops.store(has_nan, m.constant(bool_, False))
     with fn.for_range(frame.zero, frame.uint(cols)) as c:
         value = emitter.component(x, c)
-        fn.emit("OpStore", fn.emit("OpAccessChain", element, quantized, c), words.quantize(value, multiplier, largest))
-        fn.emit("OpStore", has_nan, fn.emit("OpLogicalOr", bool_, fn.emit("OpLoad", bool_, has_nan),
-                                             fn.emit("OpIsNan", bool_, value)))
-    any_nan = fn.emit("OpLoad", bool_, has_nan)
+        fn.ops.store(fn.ops.access_chain(element, quantized, c), words.quantize(value, multiplier, largest))
+        fn.ops.store(has_nan, fn.ops.logical_or(bool_, fn.ops.load(bool_, has_nan), fn.ops.is_nan(bool_, value)))
+    any_nan = fn.ops.load(bool_, has_nan)
     accumulator = fn.variable(s32, name="iacc")
     emitter.new_array(instr.result)
     with fn.for_range(frame.zero, frame.uint(rows)) as r:
-        fn.emit("OpStore", accumulator, m.constant(s32, 0))
-        row = fn.emit("OpIMul", u32, r, frame.uint(cols))
+        fn.ops.store(accumulator, m.constant(s32, 0))
+        row = fn.ops.int_mul(u32, r, frame.uint(cols))
         with fn.for_range(frame.zero, frame.uint(cols)) as c:
-            weight = words.int8(entry.offset, fn.emit("OpIAdd", u32, row, c))
-            product = fn.emit("OpIMul", s32, weight,
-                              fn.emit("OpLoad", s32, fn.emit("OpAccessChain", element, quantized, c)))
-            fn.emit("OpStore", accumulator, fn.emit("OpIAdd", s32, fn.emit("OpLoad", s32, accumulator), product))
-        total = fn.emit("OpLoad", s32, accumulator)
+            weight = words.int8(entry.offset, fn.ops.int_add(u32, row, c))
+            product = fn.ops.int_mul(s32, weight,
+                                     fn.ops.load(s32, fn.ops.access_chain(element, quantized, c)))
+            fn.ops.store(accumulator, fn.ops.int_add(s32, fn.ops.load(s32, accumulator), product))
+        total = fn.ops.load(s32, accumulator)
         if entry.bias_offset is not None:
-            total = fn.emit("OpIAdd", s32, total, words.int32(entry.bias_offset, r))
-        y = fn.emit("OpFMul", f32, fn.emit("OpConvertSToF", f32, total), words.float32(entry.scale_offset, r))
-        emitter.store_component(instr.result, r, fn.emit("OpSelect", f32, any_nan, words.nan(), y))
+            total = fn.ops.int_add(s32, total, words.int32(entry.bias_offset, r))
+        y = fn.ops.float_mul(f32, fn.ops.int_to_float(f32, total), words.float32(entry.scale_offset, r))
+        emitter.store_component(instr.result, r, fn.ops.select(f32, any_nan, words.nan(), y))

@@ -97,13 +97,13 @@ class PortableEmitter:
         if value in self.splats:
             return self.splats[value]
         t = self.scalar_type(value)
-        pointer = self.fn.emit("OpAccessChain", self.m.type_pointer("Function", t), self.arrays[value], index)
-        return self.fn.emit("OpLoad", t, pointer)
+        pointer = self.fn.ops.access_chain(self.m.type_pointer("Function", t), self.arrays[value], index)
+        return self.fn.ops.load(t, pointer)
 
     def store_component(self, value: str, index, x) -> None:
-        pointer = self.fn.emit("OpAccessChain", self.m.type_pointer("Function", self.scalar_type(value)),
-                               self.arrays[value], index)
-        self.fn.emit("OpStore", pointer, x)
+        pointer = self.fn.ops.access_chain(self.m.type_pointer("Function", self.scalar_type(value)),
+                                           self.arrays[value], index)
+        self.fn.ops.store(pointer, x)
 
     def f32(self, x: float):
         return self.m.constant(self.frame.f32, float(x))
@@ -116,10 +116,10 @@ class PortableEmitter:
             if storage == np.float32:  # the constant vectors of int8
                 return IntegerWords(self.frame).float32(entry.offset, index)
             return self.narrow.read(entry.offset, storage, index)
-        base = self.fn.emit("OpIAdd", self.frame.u32, self.frame.uint(entry.offset // self.itemsize), index)
-        raw = self.fn.emit("OpLoad", self.frame.weight_scalar,
-                           self.frame.element_pointer(0, base, self.frame.weight_scalar))
-        return raw if self.itemsize == 4 else self.fn.emit("OpFConvert", self.frame.f32, raw)
+        base = self.fn.ops.int_add(self.frame.u32, self.frame.uint(entry.offset // self.itemsize), index)
+        raw = self.fn.ops.load(self.frame.weight_scalar,
+                               self.frame.element_pointer(0, base, self.frame.weight_scalar))
+        return raw if self.itemsize == 4 else self.fn.ops.float_convert(self.frame.f32, raw)
 
     def fp16(self, x):
         """`x` rounded to float16 where the format's arithmetic is float16, else `x`."""
@@ -134,20 +134,20 @@ class PortableEmitter:
     # ----- scalar helpers -------------------------------------------------------------------------------------------
 
     def select(self, cond, a, b, t=None):
-        return self.fn.emit("OpSelect", t or self.frame.f32, cond, a, b)
+        return self.fn.ops.select(t or self.frame.f32, cond, a, b)
 
     def max(self, a, b, b_is_number: bool):
         """numpy's maximum: NaN if either operand is NaN."""
-        larger = self.select(self.fn.emit("OpFOrdLessThan", self.frame.bool, a, b), b, a)
+        larger = self.select(self.fn.ops.float_less(self.frame.bool, a, b), b, a)
         if b_is_number:
             return larger
-        return self.select(self.fn.emit("OpIsNan", self.frame.bool, b), b, larger)
+        return self.select(self.fn.ops.is_nan(self.frame.bool, b), b, larger)
 
     def min(self, a, b, b_is_number: bool):
-        smaller = self.select(self.fn.emit("OpFOrdGreaterThan", self.frame.bool, a, b), b, a)
+        smaller = self.select(self.fn.ops.float_greater(self.frame.bool, a, b), b, a)
         if b_is_number:
             return smaller
-        return self.select(self.fn.emit("OpIsNan", self.frame.bool, b), b, smaller)
+        return self.select(self.fn.ops.is_nan(self.frame.bool, b), b, smaller)
 
     def glsl(self, name: str, *args):
         return self.fn.ext_inst(self.frame.f32, name, *args)
@@ -184,20 +184,20 @@ class PortableEmitter:
 
     @lowers("sample_mask")
     def sample_mask(self, instr: Instr) -> None:
-        inside = self.fn.emit("OpULessThan", self.frame.bool, self.frame.sample, self.frame.push_value("batch"))
+        inside = self.fn.ops.uint_less(self.frame.bool, self.frame.sample, self.frame.push_value("batch"))
         self.elementwise(instr, lambda i: self.select(inside, self.f32(1.0), self.f32(0.0)))
 
     @componentwise(*ARITHMETIC)
     def arithmetic(self, instr: Instr, xs: list):
-        return self.fn.emit(ARITHMETIC[instr.op], self.frame.f32, *xs)
+        return ARITHMETIC[instr.op](self.fn.ops, self.frame.f32, *xs)
 
     @componentwise(*LOGICAL)
     def logical(self, instr: Instr, xs: list):
-        return self.fn.emit(LOGICAL[instr.op], self.frame.bool, *xs)
+        return LOGICAL[instr.op](self.fn.ops, self.frame.bool, *xs)
 
     @componentwise(*COMPARISONS)
     def comparison(self, instr: Instr, xs: list):
-        return self.fn.emit(COMPARISONS[instr.op], self.frame.bool, *xs)
+        return COMPARISONS[instr.op](self.fn.ops, self.frame.bool, *xs)
 
     @componentwise(*GLSL_UNARY)
     def glsl_unary(self, instr: Instr, xs: list):
@@ -217,16 +217,16 @@ class PortableEmitter:
 
     @componentwise("positive")
     def positive(self, instr: Instr, xs: list):
-        above = self.fn.emit("OpFOrdGreaterThan", self.frame.bool, xs[0], self.f32(0.0))
+        above = self.fn.ops.float_greater(self.frame.bool, xs[0], self.f32(0.0))
         return self.select(above, self.f32(1.0), self.f32(0.0))
 
     @componentwise("neg")
     def negate(self, instr: Instr, xs: list):
-        return self.fn.emit("OpFNegate", self.frame.f32, xs[0])
+        return self.fn.ops.float_negate(self.frame.f32, xs[0])
 
     @componentwise("not")
     def logical_not(self, instr: Instr, xs: list):
-        return self.fn.emit("OpLogicalNot", self.frame.bool, xs[0])
+        return self.fn.ops.logical_not(self.frame.bool, xs[0])
 
     @componentwise("tanh")
     def tanh(self, instr: Instr, xs: list):
@@ -241,12 +241,12 @@ class PortableEmitter:
     @componentwise("cast")
     def cast(self, instr: Instr, xs: list):
         if instr.type.dtype == "bool":
-            return self.fn.emit("OpFUnordNotEqual", self.frame.bool, xs[0], self.f32(0.0))
+            return self.fn.ops.float_not_equal(self.frame.bool, xs[0], self.f32(0.0))
         return self.select(xs[0], self.f32(1.0), self.f32(0.0))
 
     def row_base(self, row, features: int):
         """The first element of row `row` (a u32 id) of an array of `features` values a row."""
-        return self.fn.emit("OpIMul", self.frame.u32, row, self.frame.uint(features))
+        return self.fn.ops.int_mul(self.frame.u32, row, self.frame.uint(features))
 
     @lowers("load")
     def load(self, instr: Instr) -> None:
@@ -256,8 +256,8 @@ class PortableEmitter:
             base = self.row_base(self.frame.data_row, param.shape[0])
 
             def read(i):
-                index = self.fn.emit("OpIAdd", self.frame.u32, base, i)
-                return self.fp16(self.fn.emit("OpLoad", self.frame.f32, self.frame.element_pointer(binding, index)))
+                index = self.fn.ops.int_add(self.frame.u32, base, i)
+                return self.fp16(self.fn.ops.load(self.frame.f32, self.frame.element_pointer(binding, index)))
 
             self.elementwise(instr, read)
         else:
@@ -273,23 +273,23 @@ class PortableEmitter:
             return
         base = self.row_base(self.frame.sample, param.shape[0])
         with self.fn.for_range(self.frame.zero, self.frame.uint(param.shape[0])) as i:
-            index = self.fn.emit("OpIAdd", self.frame.u32, base, i)
-            self.fn.emit("OpStore", self.frame.element_pointer(binding, index), self.fp16(self.component(value, i)))
+            index = self.fn.ops.int_add(self.frame.u32, base, i)
+            self.fn.ops.store(self.frame.element_pointer(binding, index), self.fp16(self.component(value, i)))
 
     def store_tape(self, instr: Instr, binding: int) -> None:
         """Into the tape region of `instr.attrs` (`coopnn.shaders.training.layout`): sample-major or feature-major."""
         u32, value = self.frame.u32, instr.args[0]
         capacity = self.frame.push_value("capacity")
-        region = self.fn.emit("OpIMul", u32, capacity, self.frame.uint(instr.attrs["start"]))
+        region = self.fn.ops.int_mul(u32, capacity, self.frame.uint(instr.attrs["start"]))
         samples = instr.attrs["layout"] == "samples"
         if samples:
-            base = self.fn.emit("OpIAdd", u32, region, self.row_base(self.frame.sample, instr.attrs["width"]))
+            base = self.fn.ops.int_add(u32, region, self.row_base(self.frame.sample, instr.attrs["width"]))
         else:
-            base = self.fn.emit("OpIAdd", u32, region, self.frame.sample)
+            base = self.fn.ops.int_add(u32, region, self.frame.sample)
         with self.fn.for_range(self.frame.zero, self.frame.uint(self.types[value].size)) as i:
-            step = i if samples else self.fn.emit("OpIMul", u32, i, capacity)
-            index = self.fn.emit("OpIAdd", u32, base, step)
-            self.fn.emit("OpStore", self.frame.element_pointer(binding, index), self.component(value, i))
+            step = i if samples else self.fn.ops.int_mul(u32, i, capacity)
+            index = self.fn.ops.int_add(u32, base, step)
+            self.fn.ops.store(self.frame.element_pointer(binding, index), self.component(value, i))
 
     @lowers("gemv")
     def gemv(self, instr: Instr) -> None:
@@ -316,15 +316,15 @@ class PortableEmitter:
         u32, f32 = self.frame.u32, self.frame.f32
         with self.fn.for_range(self.frame.zero, self.frame.uint(rows)) as r:
             start = self.weight(instr.args[2], r) if len(instr.args) > 2 else self.f32(0.0)
-            self.fn.emit("OpStore", accumulator, start)
-            row = self.fn.emit("OpIMul", u32, r, self.frame.uint(row_step))
+            self.fn.ops.store(accumulator, start)
+            row = self.fn.ops.int_mul(u32, r, self.frame.uint(row_step))
             with self.fn.for_range(self.frame.zero, self.frame.uint(cols)) as c:
-                column = c if col_step == 1 else self.fn.emit("OpIMul", u32, c, self.frame.uint(col_step))
-                w = blocks.weight(r, c) if blocks else self.weight(matrix, self.fn.emit("OpIAdd", u32, row, column))
-                product = self.fn.emit("OpFMul", f32, w, self.component(x, c))
-                total = self.fn.emit("OpFAdd", f32, self.fn.emit("OpLoad", f32, accumulator), product)
-                self.fn.emit("OpStore", accumulator, total)
-            self.store_component(instr.result, r, self.fn.emit("OpLoad", f32, accumulator))
+                column = c if col_step == 1 else self.fn.ops.int_mul(u32, c, self.frame.uint(col_step))
+                w = blocks.weight(r, c) if blocks else self.weight(matrix, self.fn.ops.int_add(u32, row, column))
+                product = self.fn.ops.float_mul(f32, w, self.component(x, c))
+                total = self.fn.ops.float_add(f32, self.fn.ops.load(f32, accumulator), product)
+                self.fn.ops.store(accumulator, total)
+            self.store_component(instr.result, r, self.fn.ops.load(f32, accumulator))
 
     def scaled_gemv(self, instr: Instr) -> None:
         """A Linear in a scaled format's float16 arithmetic (`coopnn.layouts.formats.emulation`, steps 1 to 3):
@@ -343,18 +343,18 @@ class PortableEmitter:
         accumulator = self.fn.variable(f32, name="acc")
         self.new_array(instr.result)
         with self.fn.for_range(self.frame.zero, self.frame.uint(rows)) as r:
-            self.fn.emit("OpStore", accumulator, self.f32(0.0))
-            row = self.fn.emit("OpIMul", u32, r, self.frame.uint(cols))
+            self.fn.ops.store(accumulator, self.f32(0.0))
+            row = self.fn.ops.int_mul(u32, r, self.frame.uint(cols))
             with self.fn.for_range(self.frame.zero, self.frame.uint(cols)) as c:
                 # each product is exact in float32, so a fused multiply-add sums the same
-                product = self.fn.emit("OpFMul", f32, self.weight(matrix, self.fn.emit("OpIAdd", u32, row, c)),
-                                       self.component(rounded, c))
-                self.fn.emit("OpStore", accumulator,
-                             self.fn.emit("OpFAdd", f32, self.fn.emit("OpLoad", f32, accumulator), product))
+                product = self.fn.ops.float_mul(f32, self.weight(matrix, self.fn.ops.int_add(u32, row, c)),
+                                                self.component(rounded, c))
+                self.fn.ops.store(accumulator,
+                                  self.fn.ops.float_add(f32, self.fn.ops.load(f32, accumulator), product))
             scale = self.narrow.read(entry.scale_offset, self.weights.row_scales.storage, r)
-            y = self.fp16(self.fn.emit("OpFMul", f32, self.fp16(self.fn.emit("OpLoad", f32, accumulator)), scale))
+            y = self.fp16(self.fn.ops.float_mul(f32, self.fp16(self.fn.ops.load(f32, accumulator)), scale))
             if len(instr.args) > 2:
-                y = self.fp16(self.fn.emit("OpFAdd", f32, y, self.weight(instr.args[2], r)))
+                y = self.fp16(self.fn.ops.float_add(f32, y, self.weight(instr.args[2], r)))
             self.store_component(instr.result, r, y)
 
     @lowers("encode")
@@ -396,14 +396,14 @@ class PortableEmitter:
         u32, f32 = self.frame.u32, self.frame.f32
         is_sum = instr.op == "reduce_sum"
         with self.fn.for_range(self.frame.zero, self.frame.uint(instr.type.size)) as g:
-            self.fn.emit("OpStore", accumulator, self.f32(0.0 if is_sum else float("-inf")))
-            first = self.fn.emit("OpIMul", u32, g, self.frame.uint(group))
+            self.fn.ops.store(accumulator, self.f32(0.0 if is_sum else float("-inf")))
+            first = self.fn.ops.int_mul(u32, g, self.frame.uint(group))
             with self.fn.for_range(self.frame.zero, self.frame.uint(group)) as j:
-                x = self.component(source, self.fn.emit("OpIAdd", u32, first, j))
-                acc = self.fn.emit("OpLoad", f32, accumulator)
-                total = self.fn.emit("OpFAdd", f32, acc, x) if is_sum else self.max(acc, x, False)
-                self.fn.emit("OpStore", accumulator, total)
-            self.store_component(instr.result, g, self.fn.emit("OpLoad", f32, accumulator))
+                x = self.component(source, self.fn.ops.int_add(u32, first, j))
+                acc = self.fn.ops.load(f32, accumulator)
+                total = self.fn.ops.float_add(f32, acc, x) if is_sum else self.max(acc, x, False)
+                self.fn.ops.store(accumulator, total)
+            self.store_component(instr.result, g, self.fn.ops.load(f32, accumulator))
 
     def compile(self) -> Binary:
         for instr in self.program.body:

@@ -12,6 +12,7 @@ from coopnn.graph.passes.fold_constants import fold_constants
 from coopnn.graph.passes.fuse_activation import fuse_activation
 from coopnn.graph.passes.fuse_linear import fuse_linear
 from coopnn.graph.passes.infer_shapes import infer_shapes
+from coopnn.graph.passes.recognize_activations import recognize_activations
 
 Pass = Callable[[Graph], Graph]
 
@@ -20,6 +21,7 @@ PASSES: Mapping[str, Pass] = MappingProxyType(
         "dead_code": remove_dead_code,
         "fold_constants": fold_constants,
         "fuse_linear": fuse_linear,
+        "recognize_activations": recognize_activations,
         "fuse_activation": fuse_activation,
         "infer_shapes": infer_shapes,
     }
@@ -27,11 +29,13 @@ PASSES: Mapping[str, Pass] = MappingProxyType(
 
 # Pass-throughs go first so Identities between a MatMul, its Add and its activation do not block fusion; constants
 # are folded before fuse_linear so transposed or reshaped weights count as constant weights; the LINEAR bias Add is
-# folded before the activation is fused, since a LINEAR carrying an activation takes no more bias.
+# folded before the activation is fused, since a LINEAR carrying an activation takes no more bias; activations written
+# out in arithmetic are recognized before it, so they fuse like the others.
 DEFAULT_PIPELINE: tuple[str, ...] = (
     "dead_code",
     "fold_constants",
     "fuse_linear",
+    "recognize_activations",
     "fuse_activation",
     "dead_code",
     "infer_shapes",

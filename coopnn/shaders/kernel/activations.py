@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+from coopnn.graph.activations import GELU_TANH_COEFFICIENT, SQRT_2_OVER_PI
 from coopnn.graph.ir import Op
 from coopnn.graph.ops import forward_defaults
 from coopnn.registry import registrar
@@ -140,7 +141,7 @@ def erf(k, x):
 def gelu(k, x, approximate):
     if approximate == "tanh":
         cube = k.binary("mul", k.binary("mul", x, x), x)
-        inner = k.scalar("mul", k.binary("add", x, k.scalar("mul", cube, 0.044715)), math.sqrt(2.0 / math.pi))
+        inner = k.scalar("mul", k.binary("add", x, k.scalar("mul", cube, GELU_TANH_COEFFICIENT)), SQRT_2_OVER_PI)
         gate = k.scalar("add", k.unary("tanh", inner), 1.0)
     else:
         gate = k.scalar("add", erf(k, k.scalar("mul", x, 1.0 / math.sqrt(2.0))), 1.0)

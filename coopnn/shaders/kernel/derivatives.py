@@ -16,13 +16,12 @@ import math
 from typing import Any, Callable, Mapping
 
 from coopnn.errors import CompileError
+from coopnn.graph.activations import GELU_TANH_COEFFICIENT, SQRT_2_OVER_PI
 from coopnn.graph.ir import Op
 from coopnn.graph.ops import forward_defaults
 from coopnn.registry import registrar
 from coopnn.shaders.kernel.activations import DIRECT
 from coopnn.shaders.kernel.ops import KERNEL_OPS, KernelWriter
-
-_GELU_TANH_COEFFICIENT = 0.044715  # of tanh(sqrt(2 / pi) (x + c x^3)), the tanh form of GELU
 
 Rule = Callable[..., str]  # (k, x, y, **attributes) -> dy/dx
 # every differentiable activation: the direct ones (filled in below, from the instruction table) and the rules here
@@ -131,14 +130,14 @@ def softsign(k, x, y):
 @_rule(Op.GELU)
 def gelu(k, x, y, approximate):
     if approximate == "tanh":
-        scale = math.sqrt(2 / math.pi)
+        scale = SQRT_2_OVER_PI
         cube = k.binary("mul", k.binary("mul", x, x), x)
-        t = k.unary("tanh", k.scalar("mul", k.binary("add", x, k.scalar("mul", cube, _GELU_TANH_COEFFICIENT)), scale))
+        t = k.unary("tanh", k.scalar("mul", k.binary("add", x, k.scalar("mul", cube, GELU_TANH_COEFFICIENT)), scale))
         gate = k.scalar("mul", k.scalar("add", t, 1.0), 0.5)
         # 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2 / pi) (1 + 3 c x^2), multiplied left to right as the numpy rule is
         one_minus_t2 = k.scalar("sub", k.binary("mul", t, t), 1.0, left=True)
         curve = k.scalar("mul", k.binary("mul", k.scalar("mul", x, 0.5), one_minus_t2), scale)
-        inner = k.scalar("add", k.binary("mul", k.scalar("mul", x, 3 * _GELU_TANH_COEFFICIENT), x), 1.0)
+        inner = k.scalar("add", k.binary("mul", k.scalar("mul", x, 3 * GELU_TANH_COEFFICIENT), x), 1.0)
         return k.binary("add", gate, k.binary("mul", curve, inner))
     erf = k.activation(Op.ERF, k.scalar("div", x, math.sqrt(2)), {})
     cdf = k.scalar("mul", k.scalar("add", erf, 1.0), 0.5)

@@ -1,8 +1,9 @@
 """Functions and basic blocks: instructions are emitted at a cursor (the current block), checked by the grammar.
 
-A function starts with its entry block current. `emit` appends to the current block; a terminator (OpBranch,
-OpReturn, ...) closes it, and `start_block` moves on to a new one. Function-local variables are gathered at the top of
-the entry block, where SPIR-V wants them. Structured control flow helpers live in control_flow.py.
+A function starts with its entry block current. `emit` appends to the current block (kernels emit through `fn.ops`,
+the named instructions of ops.py); a terminator (OpBranch, OpReturn, ...) closes it, and `start_block` moves on to a
+new one. Function-local variables are gathered at the top of the entry block, where SPIR-V wants them. Structured
+control flow helpers live in control_flow.py.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Sequence
 from coopnn.shaders.spirv.control_flow import Loop, Selection, for_range
 from coopnn.shaders.spirv.errors import SpirvBuildError
 from coopnn.shaders.spirv.instruction import Id, Instruction
+from coopnn.shaders.spirv.ops import Ops
 
 # Block termination instructions (SPIR-V spec 2.2.4).
 TERMINATORS = frozenset({
@@ -66,6 +68,7 @@ class Function:
         self.variables: list[Instruction] = []
         self.blocks: list[Block] = []
         self.current: Block | None = None
+        self.ops = Ops(self)  # the named instructions, emitted at this function's current block
         if name:
             module.name(self.id, name)
         self.start_block(self.new_block())

@@ -185,12 +185,12 @@ class ShaderFrame:
         invocation = m.builtin_input("GlobalInvocationId", m.type_vector(self.u32, 3))
         self.main = fn = m.function(m.type_void(), name="main")
         self.zero = m.constant(self.u32, 0)
-        self.invocation_id = gid = fn.emit("OpLoad", m.type_vector(self.u32, 3), invocation)
-        self.sample = fn.emit("OpCompositeExtract", self.u32, gid, 0, name="sample")
+        self.invocation_id = gid = fn.ops.load(m.type_vector(self.u32, 3), invocation)
+        self.sample = fn.ops.extract(self.u32, gid, 0, name="sample")
         self.push_values: dict[str, object] = {}
         count = self.push_value("count")
         if bounds_check:
-            with fn.if_(fn.emit("OpUGreaterThanEqual", self.bool, self.sample, count)):
+            with fn.if_(fn.ops.uint_at_least(self.bool, self.sample, count)):
                 fn.return_()
         self.data_row = self.sample  # the row of the inputs (and targets) `sample` reads (`draw_rows`)
         self.workgroup_size = (workgroup_size, 1, 1)
@@ -213,9 +213,9 @@ class ShaderFrame:
         if name not in self.push_values:
             index = [p.name for p in self.push_constants].index(name)
             scalar = self.u32 if self.push_constants[index].type == "u32" else self.f32
-            pointer = self.main.emit("OpAccessChain", self.module.type_pointer("PushConstant", scalar), self.push,
-                                     self.uint(index))
-            self.push_values[name] = self.main.emit("OpLoad", scalar, pointer)
+            pointer = self.main.ops.access_chain(self.module.type_pointer("PushConstant", scalar), self.push,
+                                                 self.uint(index))
+            self.push_values[name] = self.main.ops.load(scalar, pointer)
         return self.push_values[name]
 
     def uniform_value(self, name: str):
@@ -227,15 +227,15 @@ class ShaderFrame:
             if self.state_binding is None or name not in TRAINING_STATE_FIELDS:
                 raise ValueError(f"no push constant or training state word named {name!r}")
             pointer = self.element_pointer(self.state_binding, self.uint(TRAINING_STATE_FIELDS.index(name)))
-            self.push_values[name] = self.main.emit("OpLoad", self.f32, pointer)
+            self.push_values[name] = self.main.ops.load(self.f32, pointer)
         return self.push_values[name]
 
     def element_pointer(self, binding: int, index, scalar=None):
         """A pointer to element `index` (a u32 id) of the runtime array in `binding`."""
         m = self.module
         pointee = scalar if scalar is not None else self.f32
-        return self.main.emit("OpAccessChain", m.type_pointer("StorageBuffer", pointee), self.buffers[binding],
-                              self.zero, index)
+        return self.main.ops.access_chain(m.type_pointer("StorageBuffer", pointee), self.buffers[binding],
+                                          self.zero, index)
 
     def uint(self, value: int):
         return self.module.constant(self.u32, value)

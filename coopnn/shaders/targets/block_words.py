@@ -13,6 +13,7 @@ from coopnn.layouts.formats.format import WeightFormat
 from coopnn.layouts.pack import Entry
 from coopnn.shaders.targets.integer_words import IntegerWords
 from coopnn.shaders.targets.narrow_floats import NarrowFloats
+from coopnn.shaders.spirv.ops import Ops
 
 SCALE = np.dtype(np.float16)  # a block's first bytes: its scale
 
@@ -28,24 +29,25 @@ class BlockWords:
         self.narrow, self.words = NarrowFloats(frame), IntegerWords(frame)
         self.code_bytes = fmt.blocks.size * fmt.bits // 8  # one run of codes, each in its own bits of these bytes
 
-    def op(self, opname: str, *operands):
-        return self.fn.emit(opname, self.frame.u32, *operands)
+    def op(self, instruction, *operands):
+        return instruction(self.fn.ops, self.frame.u32, *operands)
 
     def weight(self, row, column):
         """The float32 weight at (`row`, `column`) (u32 ids)."""
         blocks, u = self.fmt.blocks, self.frame.uint
         block_bytes = self.fmt.storage.itemsize
-        block = self.op("OpUDiv", column, u(blocks.size))
-        j = self.op("OpUMod", column, u(blocks.size))
+        block = self.op(Ops.uint_div, column, u(blocks.size))
+        j = self.op(Ops.uint_mod, column, u(blocks.size))
         # the block's first byte, relative to the entry: even, as the row stride and the block size are
-        start = self.op("OpIAdd", self.op("OpIMul", row, u(self.entry.stride)),
-                        self.op("OpIMul", block, u(block_bytes)))
-        scale = self.narrow.read(self.entry.offset, SCALE, self.op("OpShiftRightLogical", start, u(1)))
-        byte = self.op("OpIAdd", start, self.op("OpIAdd", u(SCALE.itemsize), self.op("OpUMod", j, u(self.code_bytes))))
+        start = self.op(Ops.int_add, self.op(Ops.int_mul, row, u(self.entry.stride)),
+                        self.op(Ops.int_mul, block, u(block_bytes)))
+        scale = self.narrow.read(self.entry.offset, SCALE, self.op(Ops.shift_right, start, u(1)))
+        byte = self.op(Ops.int_add, start,
+                       self.op(Ops.int_add, u(SCALE.itemsize), self.op(Ops.uint_mod, j, u(self.code_bytes))))
         first = None
         if self.code_bytes < blocks.size:  # several runs of codes share the bytes: this code's run gives its bits
-            first = self.op("OpIMul", self.op("OpUDiv", j, u(self.code_bytes)), u(self.fmt.bits))
+            first = self.op(Ops.int_mul, self.op(Ops.uint_div, j, u(self.code_bytes)), u(self.fmt.bits))
         code = self.words.bits(self.entry.offset, byte, self.fmt.bits, blocks.signed, first)
         if blocks.zero:
-            code = self.fn.emit("OpISub", self.words.s32, code, self.frame.module.constant(self.words.s32, blocks.zero))
-        return self.fn.emit("OpFMul", self.frame.f32, scale, self.fn.emit("OpConvertSToF", self.frame.f32, code))
+            code = self.fn.ops.int_sub(self.words.s32, code, self.frame.module.constant(self.words.s32, blocks.zero))
+        return self.fn.ops.float_mul(self.frame.f32, scale, self.fn.ops.int_to_float(self.frame.f32, code))

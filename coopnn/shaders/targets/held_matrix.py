@@ -17,25 +17,25 @@ class HeldMatrix:
         self.fn, self.matrix_type, self.component_type = fn, matrix_type, component_type
         self.variable = fn.variable(matrix_type, name=name)
         if value is not None:
-            fn.emit("OpStore", self.variable, value)
+            fn.ops.store(self.variable, value)
 
     def pointer(self, index: Id) -> Id:
         """A pointer to component `index`, for OpLoad and OpStore."""
-        return self.fn.emit("OpAccessChain", self.fn.module.type_pointer("Function", self.component_type),
-                            self.variable, index)
+        return self.fn.ops.access_chain(self.fn.module.type_pointer("Function", self.component_type),
+                                        self.variable, index)
 
     def load(self, index: Id) -> Id:
-        return self.fn.emit("OpLoad", self.component_type, self.pointer(index))
+        return self.fn.ops.load(self.component_type, self.pointer(index))
 
     def value(self) -> Id:
         """The whole matrix, as its components are now."""
-        return self.fn.emit("OpLoad", self.matrix_type, self.variable)
+        return self.fn.ops.load(self.matrix_type, self.variable)
 
 
 @contextmanager
 def components(fn, matrix_type: Id) -> Iterator[Id]:
     """A loop over the components an invocation holds of a matrix of `matrix_type`; yields the component's index."""
     u32 = fn.module.type_int(32, False)
-    length = fn.emit("OpCooperativeMatrixLengthKHR", u32, matrix_type)
+    length = fn.ops.matrix_length(u32, matrix_type)
     with fn.for_range(fn.module.constant(u32, 0), length) as index:
         yield index

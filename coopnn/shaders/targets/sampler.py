@@ -16,6 +16,7 @@ are masked out, and a row of the batch keeps them as finite as the batch is.
 from __future__ import annotations
 
 import numpy as np
+from coopnn.shaders.spirv.ops import Ops
 
 _MULTIPLIER, _INCREMENT, _OUTPUT_MULTIPLIER = 747796405, 2891336453, 277803737
 _MASK = 0xFFFFFFFF
@@ -44,25 +45,25 @@ def drawn_row(frame, sample, drawn_word: int):
     `whole` the state is not read: a kernel on a batch the host wrote starts its input loads without waiting on it."""
     fn, u32, uint = frame.main, frame.u32, frame.uint
 
-    def op(name, *operands):
-        return fn.emit(name, u32, *operands)
+    def op(instruction, *operands):
+        return instruction(fn.ops, u32, *operands)
 
     def pcg(x):
-        state = op("OpIAdd", op("OpIMul", x, uint(_MULTIPLIER)), uint(_INCREMENT))
-        shift = op("OpIAdd", op("OpShiftRightLogical", state, uint(28)), uint(4))
-        word = op("OpIMul", op("OpBitwiseXor", op("OpShiftRightLogical", state, shift), state),
+        state = op(Ops.int_add, op(Ops.int_mul, x, uint(_MULTIPLIER)), uint(_INCREMENT))
+        shift = op(Ops.int_add, op(Ops.shift_right, state, uint(28)), uint(4))
+        word = op(Ops.int_mul, op(Ops.bitwise_xor, op(Ops.shift_right, state, shift), state),
                   uint(_OUTPUT_MULTIPLIER))
-        return op("OpBitwiseXor", op("OpShiftRightLogical", word, uint(22)), word)
+        return op(Ops.bitwise_xor, op(Ops.shift_right, word, uint(22)), word)
 
-    inside = fn.emit("OpULessThan", frame.bool, sample, frame.push_value("batch"))
-    sample = fn.emit("OpSelect", u32, inside, sample, frame.zero)
+    inside = fn.ops.uint_less(frame.bool, sample, frame.push_value("batch"))
+    sample = fn.ops.select(u32, inside, sample, frame.zero)
     row = fn.variable(u32, name="data_row")
-    fn.emit("OpStore", row, sample)
+    fn.ops.store(row, sample)
     rows, seed = frame.push_value("rows"), frame.push_value("seed")
-    with fn.if_(fn.emit("OpIEqual", frame.bool, frame.push_value("whole"), frame.zero)):
-        step = fn.emit("OpBitcast", u32, fn.emit("OpLoad", frame.f32, frame.element_pointer(
+    with fn.if_(fn.ops.int_equal(frame.bool, frame.push_value("whole"), frame.zero)):
+        step = fn.ops.bitcast(u32, fn.ops.load(frame.f32, frame.element_pointer(
             frame.state_binding, uint(drawn_word))))
-        key = pcg(op("OpIAdd", pcg(seed), step))
-        wide = fn.emit("OpUMulExtended", frame.module.type_struct([u32, u32]), pcg(op("OpIAdd", key, sample)), rows)
-        fn.emit("OpStore", row, fn.emit("OpCompositeExtract", u32, wide, 1))
-    return fn.emit("OpLoad", u32, row)
+        key = pcg(op(Ops.int_add, pcg(seed), step))
+        wide = fn.ops.uint_mul_extended(frame.module.type_struct([u32, u32]), pcg(op(Ops.int_add, key, sample)), rows)
+        fn.ops.store(row, fn.ops.extract(u32, wide, 1))
+    return fn.ops.load(u32, row)

@@ -4,11 +4,12 @@ instructions that are one, the tanh clamp, and scalar sequences several targets 
 from __future__ import annotations
 
 from typing import Callable
+from coopnn.shaders.spirv.ops import Ops
 
-ARITHMETIC = {"add": "OpFAdd", "sub": "OpFSub", "mul": "OpFMul", "div": "OpFDiv"}
-LOGICAL = {"and": "OpLogicalAnd", "or": "OpLogicalOr", "xor": "OpLogicalNotEqual"}
-COMPARISONS = {"cmp.lt": "OpFOrdLessThan", "cmp.le": "OpFOrdLessThanEqual", "cmp.gt": "OpFOrdGreaterThan",
-               "cmp.ge": "OpFOrdGreaterThanEqual", "cmp.eq": "OpFOrdEqual"}
+ARITHMETIC = {"add": Ops.float_add, "sub": Ops.float_sub, "mul": Ops.float_mul, "div": Ops.float_div}
+LOGICAL = {"and": Ops.logical_and, "or": Ops.logical_or, "xor": Ops.logical_not_equal}
+COMPARISONS = {"cmp.lt": Ops.float_less, "cmp.le": Ops.float_at_most, "cmp.gt": Ops.float_greater,
+               "cmp.ge": Ops.float_at_least, "cmp.eq": Ops.float_equal}
 GLSL_UNARY = {"abs": "FAbs", "exp": "Exp", "log": "Log", "sin": "Sin", "cos": "Cos", "sqrt": "Sqrt", "floor": "Floor",
               "ceil": "Ceil", "sign": "FSign"}
 # tanh(±10) is ±1 in float32; clamping first keeps implementations that compute tanh through exp from inf/inf.
@@ -20,10 +21,10 @@ def numpy_pow(fn, f32, boolean, glsl: Callable, constant: Callable[[float], obje
     otherwise (GLSL's Pow is undefined for them). `glsl(name, *args)` emits a float32 GLSL.std.450 instruction and
     `constant(x)` gives a float32 constant."""
     magnitude = glsl("Pow", glsl("FAbs", a), b)
-    negative = fn.emit("OpFOrdLessThan", boolean, a, constant(0.0))
-    integral = fn.emit("OpFOrdEqual", boolean, glsl("Floor", b), b)
-    half = fn.emit("OpFMul", f32, b, constant(0.5))
-    odd = fn.emit("OpFOrdNotEqual", boolean, glsl("Floor", half), half)
-    signed = fn.emit("OpSelect", f32, odd, fn.emit("OpFNegate", f32, magnitude), magnitude)
-    on_negative = fn.emit("OpSelect", f32, integral, signed, constant(float("nan")))
-    return fn.emit("OpSelect", f32, negative, on_negative, magnitude)
+    negative = fn.ops.float_less(boolean, a, constant(0.0))
+    integral = fn.ops.float_equal(boolean, glsl("Floor", b), b)
+    half = fn.ops.float_mul(f32, b, constant(0.5))
+    odd = fn.ops.float_ordered_not_equal(boolean, glsl("Floor", half), half)
+    signed = fn.ops.select(f32, odd, fn.ops.float_negate(f32, magnitude), magnitude)
+    on_negative = fn.ops.select(f32, integral, signed, constant(float("nan")))
+    return fn.ops.select(f32, negative, on_negative, magnitude)

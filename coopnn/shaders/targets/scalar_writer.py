@@ -51,11 +51,11 @@ class ScalarWriter:
 
     def unary(self, op: str, x):
         if op == "neg":
-            return self.fn.emit("OpFNegate", self.f32, x)
+            return self.fn.ops.float_negate(self.f32, x)
         if op == "not":
-            return self._bool(self.fn.emit("OpLogicalNot", self.boolean, x))
+            return self._bool(self.fn.ops.logical_not(self.boolean, x))
         if op == "positive":
-            return self.select(self.fn.emit("OpFOrdGreaterThan", self.boolean, x, self.constant(0.0)),
+            return self.select(self.fn.ops.float_greater(self.boolean, x, self.constant(0.0)),
                                self.constant(1.0), self.constant(0.0))
         if op == "tanh":
             # clamped first, as every target does (TANH_LIMIT)
@@ -64,11 +64,11 @@ class ScalarWriter:
 
     def binary(self, op: str, a, b):
         if op in ARITHMETIC:
-            return self.fn.emit(ARITHMETIC[op], self.f32, a, b)
+            return ARITHMETIC[op](self.fn.ops, self.f32, a, b)
         if op in _MINMAX:
             return self.glsl(_MINMAX[op], a, b)
         if op in LOGICAL:
-            return self._bool(self.fn.emit(LOGICAL[op], self.boolean, a, b))
+            return self._bool(LOGICAL[op](self.fn.ops, self.boolean, a, b))
         if op == "pow":
             return numpy_pow(self.fn, self.f32, self.boolean, self.glsl, self.constant, a, b)
         raise ValueError(f"no scalar form of kernel instruction {op!r}")
@@ -78,18 +78,18 @@ class ScalarWriter:
         return self.binary(op, c, x) if left else self.binary(op, x, c)
 
     def compare(self, op: str, a, b):
-        return self._bool(self.fn.emit(COMPARISONS[op], self.boolean, a, b))
+        return self._bool(COMPARISONS[op](self.fn.ops, self.boolean, a, b))
 
     def select(self, cond, a, b):
         result_type = self.boolean if a in self.bools else self.f32
-        made = self.fn.emit("OpSelect", result_type, cond, a, b)
+        made = self.fn.ops.select(result_type, cond, a, b)
         return self._bool(made) if result_type == self.boolean else made
 
     def cast(self, x, dtype: str):
         """The kernel's `cast`: float32 to bool is true for non-zero and NaN (numpy's bool(x)); bool to 1.0 or 0.0."""
         if dtype == "bool":
-            return self._bool(self.fn.emit("OpFUnordNotEqual", self.boolean, x, self.constant(0.0)))
-        return self.fn.emit("OpSelect", self.f32, x, self.constant(1.0), self.constant(0.0))
+            return self._bool(self.fn.ops.float_not_equal(self.boolean, x, self.constant(0.0)))
+        return self.fn.ops.select(self.f32, x, self.constant(1.0), self.constant(0.0))
 
     def activation(self, op: Op, x, attrs: Mapping[str, Any]):
         return activations.apply(self, op, x, attrs)

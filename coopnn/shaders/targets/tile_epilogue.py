@@ -13,8 +13,8 @@ from coopnn.shaders.targets.tile_plan import Stage, TilePlan
 
 def round_fp16(writer: ScalarWriter, x: Id) -> Id:
     """float32 `x` rounded to float16 (nearest even) and widened back."""
-    half = writer.fn.emit("OpFConvert", writer.m.type_float(16), x)
-    return writer.fn.emit("OpFConvert", writer.f32, half)
+    half = writer.fn.ops.float_convert(writer.m.type_float(16), x)
+    return writer.fn.ops.float_convert(writer.f32, half)
 
 
 def scalar_instruction(writer: ScalarWriter, instr: Instr, args: list[Id]) -> Id:

@@ -102,7 +102,7 @@ class _Step:
             storage_buffer(frame, self.block_index_binding, frame.u32, writable=False, name="block_index")
             storage_buffer(frame, self.blocked_binding, self.working, writable=True, name="blocked")
         u32, fn = frame.u32, self.fn
-        self.local = fn.emit("OpUMod", u32, frame.sample, frame.uint(REDUCE_WIDTH))
+        self.local = fn.ops.uint_mod(u32, frame.sample, frame.uint(REDUCE_WIDTH))
         count = frame.push_value("count")
         if adds_partials:
             self.i, self.updates, total = add_partials(frame, GRADIENT)
@@ -111,88 +111,89 @@ class _Step:
             self.gradient = lambda: total
         else:
             self.i = frame.sample
-            self.updates = fn.emit("OpULessThan", frame.bool, self.i, count)
+            self.updates = fn.ops.uint_less(frame.bool, self.i, count)
             self.gradient = lambda: load(frame, GRADIENT, self.i)
         if skip_nonfinite:
             status = load(frame, STATE, frame.uint(STATUS), u32, ORDERED)
-            self.updates = fn.emit("OpLogicalAnd", frame.bool, self.updates,
-                                   fn.emit("OpIEqual", frame.bool, status, frame.zero))
+            self.updates = fn.ops.logical_and(frame.bool, self.updates,
+                                              fn.ops.int_equal(frame.bool, status, frame.zero))
         # Loaded here, where they dominate every later use.
         steps = load(frame, STATE, frame.uint(STEPS), u32, ORDERED)
-        row = fn.emit("OpIMul", u32, fn.emit("OpUMod", u32, steps, frame.uint(SCHEDULE_ROWS)),
-                      frame.uint(SCHEDULE_WORDS))
-        self.scheduled = {name: load(frame, self.schedule_binding, fn.emit("OpIAdd", u32, row, frame.uint(i)))
+        row = fn.ops.int_mul(u32, fn.ops.uint_mod(u32, steps, frame.uint(SCHEDULE_ROWS)),
+                             frame.uint(SCHEDULE_WORDS))
+        self.scheduled = {name: load(frame, self.schedule_binding, fn.ops.int_add(u32, row, frame.uint(i)))
                           for i, name in enumerate(SCHEDULE[kind])}
-        loss_scale = fn.emit("OpBitcast", self.f32,
-                             load(frame, STATE, frame.uint(LOSS_SCALE), u32, ORDERED))
-        self.gradient_scale = self.op("OpFDiv", self.push("gradient_scale"), loss_scale)
+        loss_scale = fn.ops.bitcast(self.f32,
+                                    load(frame, STATE, frame.uint(LOSS_SCALE), u32, ORDERED))
+        self.gradient_scale = self.op(Ops.float_div, self.push("gradient_scale"), loss_scale)
 
     def push(self, name: str):
         return self.frame.push_value(name)
 
-    def op(self, opname: str, *operands):
-        result = self.fn.emit(opname, self.f32, *operands)
+    def op(self, instruction, *operands):
+        result = instruction(self.fn.ops, self.f32, *operands)
         # A fused multiply-add would round once where numpy rounds twice.
         self.m.decorate(result, "NoContraction")
         return result
 
     def flag(self, name: str):
         """Whether the u32 push constant `name` is nonzero."""
-        return self.fn.emit("OpINotEqual", self.frame.bool, self.push(name), self.frame.zero)
+        return self.fn.ops.int_not_equal(self.frame.bool, self.push(name), self.frame.zero)
 
     def nonzero(self, name: str):
-        return self.fn.emit("OpFUnordNotEqual", self.frame.bool, self.push(name), self.m.constant(self.f32, 0.0))
+        return self.fn.ops.float_not_equal(self.frame.bool, self.push(name), self.m.constant(self.f32, 0.0))
 
     def decayed_gradient(self, master):
         """The scaled gradient plus weight_decay * master, the decay term only when weight_decay is set (as numpy:
         adding 0 * master would turn an infinite master into NaN)."""
-        gradient = self.op("OpFMul", self.gradient(), self.gradient_scale)
-        decayed = self.op("OpFAdd", gradient, self.op("OpFMul", self.push("weight_decay"), master))
+        gradient = self.op(Ops.float_mul, self.gradient(), self.gradient_scale)
+        decayed = self.op(Ops.float_add, gradient, self.op(Ops.float_mul, self.push("weight_decay"), master))
         decays = self.nonzero("weight_decay")
         if self.decay_limit:
             ops = Ops(self.fn)
             decays = ops.logical_and(self.frame.bool, decays,
                                      ops.uint_less(self.frame.bool, self.i, self.push("decay_count")))
-        return self.fn.emit("OpSelect", self.f32, decays, decayed, gradient)
+        return self.fn.ops.select(self.f32, decays, decayed, gradient)
 
     def adam(self, master, gradient):
         m_slot, v_slot = FIRST_SLOT, FIRST_SLOT + 1
         m = load(self.frame, m_slot, self.i)
-        m = self.op("OpFAdd", m, self.op("OpFMul", self.push("one_minus_beta1"), self.op("OpFSub", gradient, m)))
-        v = self.op("OpFMul", load(self.frame, v_slot, self.i), self.push("beta2"))
-        v = self.op("OpFAdd", v, self.op("OpFMul", self.op("OpFMul", self.push("one_minus_beta2"), gradient),
-                                         gradient))
+        m = self.op(Ops.float_add, m,
+                    self.op(Ops.float_mul, self.push("one_minus_beta1"), self.op(Ops.float_sub, gradient, m)))
+        v = self.op(Ops.float_mul, load(self.frame, v_slot, self.i), self.push("beta2"))
+        v = self.op(Ops.float_add, v,
+                    self.op(Ops.float_mul, self.op(Ops.float_mul, self.push("one_minus_beta2"), gradient), gradient))
         store(self.frame, m_slot, self.i, m)
         store(self.frame, v_slot, self.i, v)
         root = self.fn.ext_inst(self.f32, "Sqrt", v)
-        denominator = self.op("OpFAdd", self.op("OpFDiv", root, self.scheduled["bias_correction2_sqrt"]),
+        denominator = self.op(Ops.float_add, self.op(Ops.float_div, root, self.scheduled["bias_correction2_sqrt"]),
                               self.push("eps"))
         step_size = self.scheduled["step_size"]
-        return self.op("OpFSub", master, self.op("OpFDiv", self.op("OpFMul", step_size, m), denominator))
+        return self.op(Ops.float_sub, master, self.op(Ops.float_div, self.op(Ops.float_mul, step_size, m), denominator))
 
     def sgd(self, master, gradient):
         # Pushed values are loaded where they dominate every later use, before the momentum branch.
         momentum, nesterov = self.push("momentum"), self.flag("nesterov")
-        seed = self.fn.emit("OpFUnordNotEqual", self.frame.bool, self.scheduled["first"],
-                            self.m.constant(self.f32, 0.0))
+        seed = self.fn.ops.float_not_equal(self.frame.bool, self.scheduled["first"],
+                                           self.m.constant(self.f32, 0.0))
         one_minus_dampening = self.push("one_minus_dampening")
         direction = self.fn.variable(self.f32, name="direction")
-        self.fn.emit("OpStore", direction, gradient)
+        self.fn.ops.store(direction, gradient)
         # Without momentum numpy keeps no buffer, so the slot is left untouched.
         with self.fn.if_(self.nonzero("momentum")):
-            kept = self.op("OpFAdd", self.op("OpFMul", load(self.frame, FIRST_SLOT, self.i), momentum),
-                           self.op("OpFMul", one_minus_dampening, gradient))
-            buffer = self.fn.emit("OpSelect", self.f32, seed, gradient, kept)
+            kept = self.op(Ops.float_add, self.op(Ops.float_mul, load(self.frame, FIRST_SLOT, self.i), momentum),
+                           self.op(Ops.float_mul, one_minus_dampening, gradient))
+            buffer = self.fn.ops.select(self.f32, seed, gradient, kept)
             store(self.frame, FIRST_SLOT, self.i, buffer)
-            ahead = self.op("OpFAdd", gradient, self.op("OpFMul", momentum, buffer))
-            self.fn.emit("OpStore", direction, self.fn.emit("OpSelect", self.f32, nesterov, ahead, buffer))
-        step = self.op("OpFMul", self.push("lr"), self.fn.emit("OpLoad", self.f32, direction))
-        return self.op("OpFSub", master, step)
+            ahead = self.op(Ops.float_add, gradient, self.op(Ops.float_mul, momentum, buffer))
+            self.fn.ops.store(direction, self.fn.ops.select(self.f32, nesterov, ahead, buffer))
+        step = self.op(Ops.float_mul, self.push("lr"), self.fn.ops.load(self.f32, direction))
+        return self.op(Ops.float_sub, master, step)
 
     def working_copy(self, master) -> None:
         rounded = master
         if self.narrow:
-            rounded = self.fn.emit("OpFConvert", self.working, master)
+            rounded = self.fn.ops.float_convert(self.working, master)
             # Without the decoration the rounding of a narrowing conversion is the implementation's choice.
             self.m.decorate(rounded, "FPRoundingMode", "RTE")
         store(self.frame, WORKING, self.i, rounded, self.working)

@@ -62,11 +62,11 @@ def load(frame: ShaderFrame, binding: int, index, scalar=None, memory: tuple[str
     """Element `index` of binding `binding` (float32 unless `scalar` says otherwise); `memory`: memory operands
     ("NonPrivatePointer" where another work-group's access is ordered against it by an atomic)."""
     scalar = scalar if scalar is not None else frame.f32
-    return frame.main.emit("OpLoad", scalar, frame.element_pointer(binding, index, scalar), *memory)
+    return frame.main.ops.load(scalar, frame.element_pointer(binding, index, scalar), *memory)
 
 
 def store(frame: ShaderFrame, binding: int, index, value, scalar=None, memory: tuple[str, ...] = ()) -> None:
-    frame.main.emit("OpStore", frame.element_pointer(binding, index, scalar), value, *memory)
+    frame.main.ops.store(frame.element_pointer(binding, index, scalar), value, *memory)
 
 
 def finish(name: str, frame: ShaderFrame, binding_count: int, features: frozenset[str]) -> Binary:

@@ -50,20 +50,20 @@ def workgroup_adder(frame: ShaderFrame, local):
     partials = m.global_variable("Workgroup", m.type_array(f32, frame.uint(REDUCE_WIDTH)), name="partials")
 
     def partial(index):
-        return fn.emit("OpAccessChain", m.type_pointer("Workgroup", f32), partials, index)
+        return fn.ops.access_chain(m.type_pointer("Workgroup", f32), partials, index)
 
     def workgroup_total(value):
-        fn.emit("OpStore", partial(local), value)
+        fn.ops.store(partial(local), value)
         fn.barrier()
         half = REDUCE_WIDTH // 2
         while half:
-            with fn.if_(fn.emit("OpULessThan", frame.bool, local, frame.uint(half))):
-                other = fn.emit("OpLoad", f32, partial(fn.emit("OpIAdd", frame.u32, local, frame.uint(half))))
-                mine = fn.emit("OpLoad", f32, partial(local))
-                fn.emit("OpStore", partial(local), fn.emit("OpFAdd", f32, mine, other))
+            with fn.if_(fn.ops.uint_less(frame.bool, local, frame.uint(half))):
+                other = fn.ops.load(f32, partial(fn.ops.int_add(frame.u32, local, frame.uint(half))))
+                mine = fn.ops.load(f32, partial(local))
+                fn.ops.store(partial(local), fn.ops.float_add(f32, mine, other))
             fn.barrier()
             half //= 2
-        return fn.emit("OpLoad", f32, partial(frame.zero))
+        return fn.ops.load(f32, partial(frame.zero))
 
     return workgroup_total
 
@@ -74,22 +74,22 @@ def loss_tile_shader() -> Binary:
                         bounds_check=False)
     fn, u32, f32 = frame.main, frame.u32, frame.f32
     storage_buffer(frame, LOSSES, f32, writable=False, name="losses")
-    lane = fn.emit("OpUMod", u32, frame.sample, frame.uint(REDUCE_WIDTH))
+    lane = fn.ops.uint_mod(u32, frame.sample, frame.uint(REDUCE_WIDTH))
     workgroup_total = workgroup_adder(frame, lane)
     storage_buffer(frame, SUMS, f32, writable=True, name="sums")
-    tile = fn.emit("OpUDiv", u32, frame.sample, frame.uint(REDUCE_WIDTH))
+    tile = fn.ops.uint_div(u32, frame.sample, frame.uint(REDUCE_WIDTH))
     batch = frame.push_value("batch")
-    last = fn.emit("OpISub", u32, batch, frame.uint(1))
-    first = fn.emit("OpIAdd", u32, fn.emit("OpIMul", u32, tile, frame.uint(LOSS_TILE)), lane)
+    last = fn.ops.int_sub(u32, batch, frame.uint(1))
+    first = fn.ops.int_add(u32, fn.ops.int_mul(u32, tile, frame.uint(LOSS_TILE)), lane)
     total = frame.module.constant(f32, 0.0)
     for j in range(LOSS_TILE // REDUCE_WIDTH):
         # every load reads inside the batch (clamped) so none waits on a branch; the ones past it add zero
-        index = fn.emit("OpIAdd", u32, first, frame.uint(j * REDUCE_WIDTH))
-        inside = fn.emit("OpULessThan", frame.bool, index, batch)
-        value = load(frame, LOSSES, fn.emit("OpSelect", u32, inside, index, last))
-        total = fn.emit("OpFAdd", f32, total, fn.emit("OpSelect", f32, inside, value, frame.module.constant(f32, 0.0)))
+        index = fn.ops.int_add(u32, first, frame.uint(j * REDUCE_WIDTH))
+        inside = fn.ops.uint_less(frame.bool, index, batch)
+        value = load(frame, LOSSES, fn.ops.select(u32, inside, index, last))
+        total = fn.ops.float_add(f32, total, fn.ops.select(f32, inside, value, frame.module.constant(f32, 0.0)))
     tile_sum = workgroup_total(total)
-    with fn.if_(fn.emit("OpIEqual", frame.bool, lane, frame.zero)):
+    with fn.if_(fn.ops.int_equal(frame.bool, lane, frame.zero)):
         store(frame, SUMS, tile, tile_sum)
     return finish("loss_tiles", frame, 2, frozenset())
 
@@ -102,26 +102,26 @@ def end_step_in_last_group(frame: ShaderFrame, local, bindings: tuple[int, int, 
     before this point must be NonPrivatePointer, so that it is ordered before the last workgroup's writes."""
     m, fn, u32, f32 = frame.module, frame.main, frame.u32, frame.f32
     sums, state, history = bindings
-    groups = fn.emit("OpCompositeExtract", u32, fn.emit("OpLoad", m.type_vector(u32, 3), m.builtin_input(
+    groups = fn.ops.extract(u32, fn.ops.load(m.type_vector(u32, 3), m.builtin_input(
         "NumWorkgroups", m.type_vector(u32, 3))), 0)
     last = m.global_variable("Workgroup", u32, name="last_group")
     fn.barrier(memory=("WorkgroupMemory", "UniformMemory"))
-    with fn.if_(fn.emit("OpIEqual", frame.bool, local, frame.zero)):
-        before = fn.emit("OpAtomicIAdd", u32, frame.element_pointer(state, frame.uint(FINISHED), u32),
-                         m.enum_constant("Scope", "Device"),
-                         m.enum_constant("MemorySemantics", "AcquireRelease", "UniformMemory", "MakeAvailable",
-                                         "MakeVisible"), frame.uint(1))
-        fn.emit("OpStore", last, fn.emit("OpSelect", u32, fn.emit(
-            "OpIEqual", frame.bool, before, fn.emit("OpISub", u32, groups, frame.uint(1))), frame.uint(1), frame.zero))
+    with fn.if_(fn.ops.int_equal(frame.bool, local, frame.zero)):
+        before = fn.ops.atomic_int_add(u32, frame.element_pointer(state, frame.uint(FINISHED), u32),
+                                       m.enum_constant("Scope", "Device"),
+                                       m.enum_constant("MemorySemantics", "AcquireRelease", "UniformMemory",
+                                                       "MakeAvailable", "MakeVisible"), frame.uint(1))
+        fn.ops.store(last, fn.ops.select(u32, fn.ops.int_equal(
+            frame.bool, before, fn.ops.int_sub(u32, groups, frame.uint(1))), frame.uint(1), frame.zero))
     fn.barrier()
     # uniform in the workgroup (read after the barrier), so the barriers of the sum below are reached by all of it
-    with fn.if_(fn.emit("OpINotEqual", frame.bool, fn.emit("OpLoad", u32, last), frame.zero)):
+    with fn.if_(fn.ops.int_not_equal(frame.bool, fn.ops.load(u32, last), frame.zero)):
         workgroup_total = workgroup_adder(frame, local)
         total = fn.variable(f32, name="total", initializer=m.constant(f32, 0.0))
         with fn.for_range(local, terms, frame.uint(REDUCE_WIDTH)) as i:
-            fn.emit("OpStore", total, fn.emit("OpFAdd", f32, fn.emit("OpLoad", f32, total), load(frame, sums, i)))
-        loss_sum = workgroup_total(fn.emit("OpLoad", f32, total))
-        with fn.if_(fn.emit("OpIEqual", frame.bool, local, frame.zero)):
+            fn.ops.store(total, fn.ops.float_add(f32, fn.ops.load(f32, total), load(frame, sums, i)))
+        loss_sum = workgroup_total(fn.ops.load(f32, total))
+        with fn.if_(fn.ops.int_equal(frame.bool, local, frame.zero)):
             _finish_step(frame, loss_sum, (state, history), skip_nonfinite, growth_interval)
 
 
@@ -138,32 +138,32 @@ def _finish_step(frame: ShaderFrame, loss_sum, bindings: tuple[int, int], skip_n
         store(frame, state, frame.uint(index), value, u32, ORDERED)
 
     drawn = word(DRAWN)
-    row = fn.emit("OpIMul", u32, fn.emit("OpUMod", u32, drawn, frame.uint(HISTORY_ROWS)), frame.uint(HISTORY_WORDS))
+    row = fn.ops.int_mul(u32, fn.ops.uint_mod(u32, drawn, frame.uint(HISTORY_ROWS)), frame.uint(HISTORY_WORDS))
     store(frame, history, row, loss_sum)
-    set_word(DRAWN, fn.emit("OpIAdd", u32, drawn, frame.uint(1)))
-    bad = fn.emit("OpINotEqual", frame.bool, word(STATUS), frame.zero)
+    set_word(DRAWN, fn.ops.int_add(u32, drawn, frame.uint(1)))
+    bad = fn.ops.int_not_equal(frame.bool, word(STATUS), frame.zero)
     set_word(STATUS, frame.zero)
     set_word(FINISHED, frame.zero)
     one, zero = m.constant(f32, 1.0), m.constant(f32, 0.0)
-    store(frame, history, fn.emit("OpIAdd", u32, row, frame.uint(1)), fn.emit("OpSelect", f32, bad, one, zero))
+    store(frame, history, fn.ops.int_add(u32, row, frame.uint(1)), fn.ops.select(f32, bad, one, zero))
 
     def count_step() -> None:
-        set_word(STEPS, fn.emit("OpIAdd", u32, word(STEPS), frame.uint(1)))
+        set_word(STEPS, fn.ops.int_add(u32, word(STEPS), frame.uint(1)))
 
     if not skip_nonfinite:
         count_step()
         return
-    scale = fn.emit("OpBitcast", f32, word(LOSS_SCALE))
+    scale = fn.ops.bitcast(f32, word(LOSS_SCALE))
     selection = fn.if_(bad)
     with selection:
-        halved = fn.ext_inst(f32, "FMax", fn.emit("OpFMul", f32, scale, m.constant(f32, 0.5)),
+        halved = fn.ext_inst(f32, "FMax", fn.ops.float_mul(f32, scale, m.constant(f32, 0.5)),
                              m.constant(f32, MIN_LOSS_SCALE))
-        set_word(LOSS_SCALE, fn.emit("OpBitcast", u32, halved))
+        set_word(LOSS_SCALE, fn.ops.bitcast(u32, halved))
         set_word(GOOD_STEPS, frame.zero)
         selection.else_()
         count_step()
-        good = fn.emit("OpIAdd", u32, word(GOOD_STEPS), frame.uint(1))
-        grown = fn.emit("OpUGreaterThanEqual", frame.bool, good, frame.uint(growth_interval))
-        set_word(GOOD_STEPS, fn.emit("OpSelect", u32, grown, frame.zero, good))
-        doubled = fn.emit("OpFMul", f32, scale, m.constant(f32, 2.0))
-        set_word(LOSS_SCALE, fn.emit("OpBitcast", u32, fn.emit("OpSelect", f32, grown, doubled, scale)))
+        good = fn.ops.int_add(u32, word(GOOD_STEPS), frame.uint(1))
+        grown = fn.ops.uint_at_least(frame.bool, good, frame.uint(growth_interval))
+        set_word(GOOD_STEPS, fn.ops.select(u32, grown, frame.zero, good))
+        doubled = fn.ops.float_mul(f32, scale, m.constant(f32, 2.0))
+        set_word(LOSS_SCALE, fn.ops.bitcast(u32, fn.ops.select(f32, grown, doubled, scale)))

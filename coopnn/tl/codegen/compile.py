@@ -75,21 +75,21 @@ def _scalar_argument(e: Emitter, t: ScalarType, slot: int):
     m = e.m
     bits = e.argument_slot(slot)
     pair = m.type_vector(e.u32, 2)
-    low = e.emit("OpCompositeExtract", e.u32, e.emit("OpBitcast", pair, bits), 0)
+    low = e.fn.ops.extract(e.u32, e.fn.ops.bitcast(pair, bits), 0)
     if t.is_bool:
-        return e.emit("OpINotEqual", e.bool, bits, e.index(0))
+        return e.fn.ops.int_not_equal(e.bool, bits, e.index(0))
     if t.is_integer:
-        return bits if t.size == 8 else e.emit("OpSConvert", e.value_type(t), bits)
+        return bits if t.size == 8 else e.fn.ops.int_convert(e.value_type(t), bits)
     if t.name in ("f64", "c32"):
-        return e.emit("OpBitcast", e.value_type(t), bits)
+        return e.fn.ops.bitcast(e.value_type(t), bits)
     if t.name == "c64":
-        parts = [e.emit("OpBitcast", m.type_float(64), e.argument_slot(slot + k)) for k in (0, 1)]
-        return e.emit("OpCompositeConstruct", e.value_type(t), *parts)
+        parts = [e.fn.ops.bitcast(m.type_float(64), e.argument_slot(slot + k)) for k in (0, 1)]
+        return e.fn.ops.construct(e.value_type(t), *parts)
     if t.name == "f32":
-        return e.emit("OpBitcast", e.value_type(t), low)
+        return e.fn.ops.bitcast(e.value_type(t), low)
     if t.name == "f16":
-        return e.emit("OpBitcast", e.value_type(t), e.emit("OpUConvert", m.type_int(16, False), low))
-    return e.emit("OpBitcast", m.type_float(32), e.emit("OpShiftLeftLogical", e.u32, low, e.word(16)))
+        return e.fn.ops.bitcast(e.value_type(t), e.fn.ops.uint_convert(m.type_int(16, False), low))
+    return e.fn.ops.bitcast(m.type_float(32), e.fn.ops.shift_left(e.u32, low, e.word(16)))
 
 
 def _bind(e: Emitter, argument: ast.Argument, slot: Slot):
@@ -98,7 +98,7 @@ def _bind(e: Emitter, argument: ast.Argument, slot: Slot):
         return Typed(_scalar_argument(e, t, slot.slot), t)
     memref = t.memref if isinstance(t, GroupType) else t
     variable = _buffer(e.m, memref.element, slot.binding, argument.value.name)
-    associated = e.emit("OpINotEqual", e.bool, e.argument_slot(slot.slot), e.index(0))
+    associated = e.fn.ops.int_not_equal(e.bool, e.argument_slot(slot.slot), e.index(0))
     if isinstance(t, GroupType):
         return GroupRef(variable, memref.element, memref.order, e.argument_slot(slot.slot + 1),
                         e.argument_slot(slot.slot + 2), associated)

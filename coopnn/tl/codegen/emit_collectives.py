@@ -12,6 +12,7 @@ from coopnn.tl.codegen.emit_memory import atomic_update
 from coopnn.tl.codegen.emit_scalar import binary, convert
 from coopnn.tl.codegen.emitter import Emitter, MemrefValue, Typed, emits
 from coopnn.tl.types import F32, ScalarType
+from coopnn.shaders.spirv.ops import Ops
 
 
 def compute_type(element: ScalarType) -> ScalarType:
@@ -39,11 +40,11 @@ class Reader:
 def _accumulate(e: Emitter, t: ScalarType, count, term):
     """sum over k < count of term(k), in a function variable."""
     total = e.fn.variable(e.value_type(t))
-    e.fn.emit("OpStore", total, _zero(e, t))
+    e.fn.ops.store(total, _zero(e, t))
     with e.fn.for_range(e.index(0), count) as k:
-        updated = binary(e, "add", t, e.emit("OpLoad", e.value_type(t), total), term(k))
-        e.fn.emit("OpStore", total, updated)
-    return e.emit("OpLoad", e.value_type(t), total)
+        updated = binary(e, "add", t, e.fn.ops.load(e.value_type(t), total), term(k))
+        e.fn.ops.store(total, updated)
+    return e.fn.ops.load(e.value_type(t), total)
 
 
 def _products(e: Emitter, i: ast.Collective, t: ScalarType, operands):
@@ -88,14 +89,14 @@ def _update(e: Emitter, i: ast.Collective, out: MemrefValue, flat, t: ScalarType
         return
     old = convert(e, Typed(e.load_element(out, flat), out.element), t)
     kept = binary(e, "mul", t, beta.id, old)
-    total = binary(e, "add", t, scaled, e.emit("OpSelect", e.value_type(t), beta_is_zero, zero, kept))
+    total = binary(e, "add", t, scaled, e.fn.ops.select(e.value_type(t), beta_is_zero, zero, kept))
     e.store_element(out, flat, convert(e, Typed(total, t), out.element))
 
 
 def _equal(e: Emitter, t: ScalarType, a, b):
     if t.is_complex:
-        return e.emit("OpAll", e.bool, e.emit("OpFOrdEqual", e.m.type_vector(e.bool, 2), a, b))
-    return e.emit("OpIEqual" if t.is_integer else "OpFOrdEqual", e.bool, a, b)
+        return e.fn.ops.all_true(e.bool, e.fn.ops.float_equal(e.m.type_vector(e.bool, 2), a, b))
+    return (Ops.int_equal if t.is_integer else Ops.float_equal)(e.fn.ops, e.bool, a, b)
 
 
 def _cumsum(e: Emitter, i: ast.Collective, t, alpha, beta, operands) -> None:
@@ -105,11 +106,11 @@ def _cumsum(e: Emitter, i: ast.Collective, t, alpha, beta, operands) -> None:
     with e.fn.for_range(e.local_index(), e.index_product(others), e.index(e.launch.work_items)) as line:
         fixed = e.index_positions(line, others)
         total = e.fn.variable(e.value_type(t))
-        e.fn.emit("OpStore", total, _zero(e, t))
+        e.fn.ops.store(total, _zero(e, t))
         with e.fn.for_range(e.index(0), out.shape[i.mode]) as j:
             idx = fixed[:i.mode] + [j] + fixed[i.mode:]
-            running = binary(e, "add", t, e.emit("OpLoad", e.value_type(t), total), read(*idx))
-            e.fn.emit("OpStore", total, running)
+            running = binary(e, "add", t, e.fn.ops.load(e.value_type(t), total), read(*idx))
+            e.fn.ops.store(total, running)
             _update(e, i, out, e.flat_index(out, idx), t, alpha.id, beta, running)
 
 

@@ -26,7 +26,7 @@ def _ranges(e: Emitter, i):
     starts = [e.value(v) for v in i.starts]
     stops = [e.value(v) for v in i.stops]
     zero = e.index(0)
-    sizes = [e.fn.ext_inst(e.i64, "SMax", e.emit("OpISub", e.i64, _as_index(e, b), _as_index(e, a)), zero)
+    sizes = [e.fn.ext_inst(e.i64, "SMax", e.fn.ops.int_sub(e.i64, _as_index(e, b), _as_index(e, a)), zero)
              for a, b in zip(starts, stops)]
     return starts, sizes
 
@@ -42,7 +42,7 @@ def _foreach(e: Emitter, i: ast.Foreach):
     with e.fn.for_range(e.local_index(), total, e.index(e.launch.work_items)) as linear:
         defines = {}
         for variable, start, position in zip(i.variables, starts, e.index_positions(linear, sizes)):
-            value = e.emit("OpIAdd", e.i64, _as_index(e, start), position)
+            value = e.fn.ops.int_add(e.i64, _as_index(e, start), position)
             defines[variable.name] = _typed(e, value, start.type)
         e.run_region(i.body, defines)
     e.barrier()
@@ -53,15 +53,15 @@ def _foreach(e: Emitter, i: ast.Foreach):
 def _foreach_tile(e: Emitter, i: ast.ForeachTile):
     starts, sizes = _ranges(e, i)
     shapes = [e.index(t) for t in i.tile_shape]
-    counts = [e.emit("OpSDiv", e.i64, e.emit("OpIAdd", e.i64, size, e.index(t - 1)), shape)
+    counts = [e.fn.ops.int_div(e.i64, e.fn.ops.int_add(e.i64, size, e.index(t - 1)), shape)
               for size, shape, t in zip(sizes, shapes, i.tile_shape)]
     subgroups = e.index(e.launch.work_items // e.launch.subgroup_size)
     with e.fn.for_range(e.widen(e.builtin("SubgroupId")), e.index_product(counts), subgroups) as tile:
         defines = {}
         for k, position in enumerate(e.index_positions(tile, counts)):
             start = e.value(i.starts[k])
-            offset = e.emit("OpIAdd", e.i64, _as_index(e, start), e.emit("OpIMul", e.i64, position, shapes[k]))
-            remaining = e.emit("OpISub", e.i64, _as_index(e, e.value(i.stops[k])), offset)
+            offset = e.fn.ops.int_add(e.i64, _as_index(e, start), e.fn.ops.int_mul(e.i64, position, shapes[k]))
+            remaining = e.fn.ops.int_sub(e.i64, _as_index(e, e.value(i.stops[k])), offset)
             defines[i.variables[k].name] = _typed(e, offset, start.type)
             defines[i.sizes[k].name] = _typed(e, e.fn.ext_inst(e.i64, "SMin", shapes[k], remaining), start.type)
         e.run_region(i.body, defines)
@@ -79,18 +79,18 @@ def _variable(e: Emitter, t):
 def _store(e: Emitter, variable, t, value) -> None:
     if isinstance(t, CoopMatrixType):
         array = e.m.type_array(e.value_type(t.component), work_item_length(e, t))
-        e.fn.emit("OpStore", variable, e.emit("OpCompositeConstruct", array, *value.elements))
+        e.fn.ops.store(variable, e.fn.ops.construct(array, *value.elements))
     else:
-        e.fn.emit("OpStore", variable, value.id)
+        e.fn.ops.store(variable, value.id)
 
 
 def _load(e: Emitter, variable, t):
     if isinstance(t, CoopMatrixType):
         length = work_item_length(e, t)
-        array = e.emit("OpLoad", e.m.type_array(e.value_type(t.component), length), variable)
+        array = e.fn.ops.load(e.m.type_array(e.value_type(t.component), length), variable)
         component = e.value_type(t.component)
-        return CoopValue(t, tuple(e.emit("OpCompositeExtract", component, array, k) for k in range(length)))
-    return Typed(e.emit("OpLoad", e.value_type(t), variable), t)
+        return CoopValue(t, tuple(e.fn.ops.extract(component, array, k) for k in range(length)))
+    return Typed(e.fn.ops.load(e.value_type(t), variable), t)
 
 
 @emits(ast.For)
@@ -100,13 +100,13 @@ def _for(e: Emitter, i: ast.For):
     counter_type = e.value_type(start.type)
     step = e.value(i.step).id if i.step is not None else e.m.constant(counter_type, 1)
     counter = e.fn.variable(counter_type)
-    e.fn.emit("OpStore", counter, start.id)
+    e.fn.ops.store(counter, start.id)
     carried = [_variable(e, t) for t in types]
     for variable, initial, t in zip(carried, i.initial, types):
         _store(e, variable, t, e.value(initial))
     with e.fn.loop() as loop:
-        current = e.emit("OpLoad", counter_type, counter)
-        loop.while_(e.emit("OpSLessThan", e.bool, current, stop.id))
+        current = e.fn.ops.load(counter_type, counter)
+        loop.while_(e.fn.ops.int_less(e.bool, current, stop.id))
         defines = {i.variable.name: Typed(current, start.type)}
         for name, variable, t in zip(i.carried, carried, types):
             defines[name.name] = _load(e, variable, t)
@@ -114,7 +114,7 @@ def _for(e: Emitter, i: ast.For):
         for variable, value, t in zip(carried, yielded, types):
             _store(e, variable, t, value)
         loop.continue_()
-        e.fn.emit("OpStore", counter, e.emit("OpIAdd", counter_type, current, step))
+        e.fn.ops.store(counter, e.fn.ops.int_add(counter_type, current, step))
     return tuple(_load(e, v, t) for v, t in zip(carried, types))[:len(i.results)]
 
 

@@ -11,6 +11,7 @@ from coopnn.tl.codegen.emit_scalar import binary, convert, work_item_length
 from coopnn.tl.codegen.emitter import CoopValue, Emitter, MemrefValue, Typed, emits
 from coopnn.tl.codegen.types import constant
 from coopnn.tl.types import I32, CoopMatrixType, ScalarType
+from coopnn.shaders.spirv.ops import Ops
 
 
 def _per_column(e: Emitter, rows: int) -> int:
@@ -24,7 +25,7 @@ def _local_id(e: Emitter):
 def _position(e: Emitter, t: CoopMatrixType, v: int, local):
     """(row as an i64 id, column as an int) of work-item vector element v."""
     per_column = _per_column(e, t.rows)
-    row = e.emit("OpIAdd", e.i64, local, e.index(e.launch.subgroup_size * (v % per_column)))
+    row = e.fn.ops.int_add(e.i64, local, e.index(e.launch.subgroup_size * (v % per_column)))
     return row, v // per_column
 
 
@@ -35,18 +36,18 @@ def _inside(e: Emitter, t: CoopMatrixType, v: int):
     if t.rows % size == 0:
         return None
     first_row = size * (v % _per_column(e, t.rows))
-    return e.emit("OpULessThan", e.bool, e.builtin("SubgroupLocalInvocationId"), e.word(max(t.rows - first_row, 0)))
+    return e.fn.ops.uint_less(e.bool, e.builtin("SubgroupLocalInvocationId"), e.word(max(t.rows - first_row, 0)))
 
 
 def _and(e: Emitter, conditions):
     result = None
     for condition in conditions:
-        result = condition if result is None else e.emit("OpLogicalAnd", e.bool, result, condition)
+        result = condition if result is None else e.fn.ops.logical_and(e.bool, result, condition)
     return result
 
 
 def _less(e: Emitter, a, b):
-    return e.emit("OpSLessThan", e.bool, a, b)
+    return e.fn.ops.int_less(e.bool, a, b)
 
 
 def _addresses(e: Emitter, i, memref: MemrefValue, t: CoopMatrixType):
@@ -58,10 +59,10 @@ def _addresses(e: Emitter, i, memref: MemrefValue, t: CoopMatrixType):
         row, column = _position(e, t, v, local)
         column_id = e.index(column)
         if i.transpose == "n":
-            first, second = e.emit("OpIAdd", e.i64, x, row), e.emit("OpIAdd", e.i64, y, column_id)
+            first, second = e.fn.ops.int_add(e.i64, x, row), e.fn.ops.int_add(e.i64, y, column_id)
             rows_ok, columns_ok = _less(e, first, memref.shape[0]), _less(e, second, memref.shape[1])
         else:
-            first, second = e.emit("OpIAdd", e.i64, x, column_id), e.emit("OpIAdd", e.i64, y, row)
+            first, second = e.fn.ops.int_add(e.i64, x, column_id), e.fn.ops.int_add(e.i64, y, row)
             rows_ok, columns_ok = _less(e, second, memref.shape[1]), _less(e, first, memref.shape[0])
         inside = _inside(e, t, v)
         conditions = [] if inside is None else [inside]
@@ -77,8 +78,8 @@ def _guarded_load(e: Emitter, i, memref: MemrefValue, flat, condition, component
 
     if condition is None:
         return load(flat)
-    loaded = load(e.emit("OpSelect", e.i64, condition, flat, memref.offset))
-    return e.emit("OpSelect", e.value_type(component), condition, loaded, constant(e.m, component, 0))
+    loaded = load(e.fn.ops.select(e.i64, condition, flat, memref.offset))
+    return e.fn.ops.select(e.value_type(component), condition, loaded, constant(e.m, component, 0))
 
 
 @emits(ast.CoopLoad)
@@ -122,14 +123,14 @@ def _atomic_update(e: Emitter, i: ast.CoopAtomicUpdate):
     fetched = []
     for (flat, condition), value in zip(_addresses(e, i, memref, matrix.type), matrix.elements):
         held = e.fn.variable(e.value_type(component))
-        e.fn.emit("OpStore", held, constant(e.m, component, 0))
+        e.fn.ops.store(held, constant(e.m, component, 0))
 
         def update(flat=flat, value=value, held=held):
             old = atomic_update(e, i.op, memref, flat, Typed(value, component), i.atomic)
-            e.fn.emit("OpStore", held, old.id)
+            e.fn.ops.store(held, old.id)
 
         _guarded(e, condition, update)
-        fetched.append(e.emit("OpLoad", e.value_type(component), held))
+        fetched.append(e.fn.ops.load(e.value_type(component), held))
     return (CoopValue(i.type, tuple(fetched)),)
 
 
@@ -179,8 +180,8 @@ def _mul_add(e: Emitter, i: ast.CoopMulAdd):
     for k in range(b.type.rows):
         for j in range(b.type.columns):
             mine = b.elements[k // size + b_rows * j]
-            broadcast[k, j] = wide(e.emit("OpGroupNonUniformBroadcast", e.value_type(b.type.component), scope,
-                                          mine, e.word(k % size)), b.type.component)
+            broadcast[k, j] = wide(e.fn.ops.group_broadcast(e.value_type(b.type.component), scope,
+                                                            mine, e.word(k % size)), b.type.component)
     elements = []
     for j in range(c.type.columns):
         for r in range(a_rows):
@@ -201,9 +202,9 @@ def _identity(e: Emitter, op: str, t: ScalarType):
     return constant(e.m, t, float("-inf") if op == "max" else float("inf"))
 
 
-GROUP_REDUCE = {("add", False): "OpGroupNonUniformIAdd", ("add", True): "OpGroupNonUniformFAdd",
-                ("max", False): "OpGroupNonUniformSMax", ("max", True): "OpGroupNonUniformFMax",
-                ("min", False): "OpGroupNonUniformSMin", ("min", True): "OpGroupNonUniformFMin"}
+GROUP_REDUCE = {("add", False): Ops.group_int_add, ("add", True): Ops.group_float_add,
+                ("max", False): Ops.group_int_max, ("max", True): Ops.group_float_max,
+                ("min", False): Ops.group_int_min, ("min", True): Ops.group_float_min}
 
 
 @emits(ast.CoopReduce)
@@ -228,10 +229,10 @@ def _reduce(e: Emitter, i: ast.CoopReduce):
             value = matrix.elements[r + per_column * j]
             inside = _inside(e, matrix.type, r + per_column * j)
             if inside is not None:
-                value = e.emit("OpSelect", e.value_type(t), inside, value, identity)
+                value = e.fn.ops.select(e.value_type(t), inside, value, identity)
             total = value if total is None else binary(e, i.op, t, total, value)
-        opname = GROUP_REDUCE[(i.op, not t.is_integer)]
-        columns.append(e.emit(opname, e.value_type(t), scope, "Reduce", total))
+        reduce = GROUP_REDUCE[(i.op, not t.is_integer)]
+        columns.append(reduce(e.fn.ops, e.value_type(t), scope, "Reduce", total))
     return (CoopValue(i.type, tuple(columns)),)
 
 
@@ -242,7 +243,7 @@ def _apply(e: Emitter, i: ast.CoopApply):
     elements = []
     for v, value in enumerate(matrix.elements):
         row, column = _position(e, matrix.type, v, local)
-        defines = {i.row.name: Typed(e.emit("OpSConvert", e.value_type(I32), row), I32),
+        defines = {i.row.name: Typed(e.fn.ops.int_convert(e.value_type(I32), row), I32),
                    i.column.name: Typed(constant(e.m, I32, column), I32),
                    i.element.name: Typed(value, matrix.type.component)}
         (result,) = e.run_region(i.body, defines)

@@ -50,13 +50,13 @@ def _tile(e: Emitter, memref: MemrefValue, transpose: str, row, column, matrix_t
         row, column = column, row
     flat = e.flat_index(memref, [row, column])
     layout = e.m.enum_constant("CooperativeMatrixLayout", "RowMajorKHR" if transpose == "t" else "ColumnMajorKHR")
-    return e.emit("OpCooperativeMatrixLoadKHR", matrix_type, e.element_pointer(memref, flat), layout,
-                  _stride(e, memref))
+    return e.fn.ops.matrix_load(matrix_type, e.element_pointer(memref, flat), layout,
+                                _stride(e, memref))
 
 
 def _stride(e: Emitter, memref: MemrefValue):
     """The column stride, in elements (of the buffer's element type, which has the component's width)."""
-    return e.emit("OpUConvert", e.u32, memref.strides[1])
+    return e.fn.ops.uint_convert(e.u32, memref.strides[1])
 
 
 def emit_gemm_on_matrices(e: Emitter, i: ast.Collective, operands, shape: MatrixShape, alpha: Typed,
@@ -77,28 +77,28 @@ def emit_gemm_on_matrices(e: Emitter, i: ast.Collective, operands, shape: Matrix
     e.features.add("cooperativeMatrix")
     e.extensions.add("VK_KHR_cooperative_matrix")
     with e.fn.for_range(e.widen(e.builtin("SubgroupId")), e.index(tiles_m * tiles_n), e.index(subgroups)) as tile:
-        row = e.emit("OpIMul", e.i64, e.emit("OpSRem", e.i64, tile, e.index(tiles_m)), e.index(shape.m))
-        column = e.emit("OpIMul", e.i64, e.emit("OpSDiv", e.i64, tile, e.index(tiles_m)), e.index(shape.n))
+        row = e.fn.ops.int_mul(e.i64, e.fn.ops.int_rem(e.i64, tile, e.index(tiles_m)), e.index(shape.m))
+        column = e.fn.ops.int_mul(e.i64, e.fn.ops.int_div(e.i64, tile, e.index(tiles_m)), e.index(shape.n))
         total = e.fn.variable(c_type)
-        e.fn.emit("OpStore", total, e.emit("OpCompositeConstruct", c_type, zero))
+        e.fn.ops.store(total, e.fn.ops.construct(c_type, zero))
         with e.fn.for_range(e.index(0), e.index(depth // shape.k)) as step:
-            inner = e.emit("OpIMul", e.i64, step, e.index(shape.k))
+            inner = e.fn.ops.int_mul(e.i64, step, e.index(shape.k))
             a_tile = _tile(e, a, i.transposes[0], row, inner, a_type)
             b_tile = _tile(e, b, i.transposes[1], inner, column, b_type)
-            product = e.emit("OpCooperativeMatrixMulAddKHR", c_type, a_tile, b_tile, e.emit("OpLoad", c_type, total))
-            e.fn.emit("OpStore", total, product)
-        _write(e, c, row, column, c_type, e.emit("OpLoad", c_type, total), alpha, beta, zero)
+            product = e.fn.ops.matrix_mul_add(c_type, a_tile, b_tile, e.fn.ops.load(c_type, total))
+            e.fn.ops.store(total, product)
+        _write(e, c, row, column, c_type, e.fn.ops.load(c_type, total), alpha, beta, zero)
     e.barrier()
 
 
 def _write(e: Emitter, c: MemrefValue, row, column, c_type, total, alpha: Typed, beta: Typed, zero) -> None:
-    scaled = e.emit("OpMatrixTimesScalar", c_type, total, alpha.id)
+    scaled = e.fn.ops.matrix_times_scalar(c_type, total, alpha.id)
     pointer = e.element_pointer(c, e.flat_index(c, [row, column]))
     layout = e.m.enum_constant("CooperativeMatrixLayout", "ColumnMajorKHR")
     stride = _stride(e, c)
-    with e.fn.if_(e.emit("OpFOrdEqual", e.bool, beta.id, zero)) as branch:
-        e.fn.emit("OpCooperativeMatrixStoreKHR", pointer, scaled, layout, stride)
+    with e.fn.if_(e.fn.ops.float_equal(e.bool, beta.id, zero)) as branch:
+        e.fn.ops.matrix_store(pointer, scaled, layout, stride)
         branch.else_()
-        old = e.emit("OpCooperativeMatrixLoadKHR", c_type, pointer, layout, stride)
-        kept = e.emit("OpMatrixTimesScalar", c_type, old, beta.id)
-        e.fn.emit("OpCooperativeMatrixStoreKHR", pointer, e.emit("OpFAdd", c_type, scaled, kept), layout, stride)
+        old = e.fn.ops.matrix_load(c_type, pointer, layout, stride)
+        kept = e.fn.ops.matrix_times_scalar(c_type, old, beta.id)
+        e.fn.ops.matrix_store(pointer, e.fn.ops.float_add(c_type, scaled, kept), layout, stride)

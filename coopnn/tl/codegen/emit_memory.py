@@ -10,6 +10,7 @@ from coopnn.shaders.spirv import Id
 from coopnn.tl.codegen.emitter import Emitter, GroupRef, MemrefValue, Typed, emits
 from coopnn.tl.codegen.types import from_storage, storage_type, to_storage
 from coopnn.tl.types import BOOL, INDEX, ScalarType
+from coopnn.shaders.spirv.ops import Ops
 
 VULKAN_SCOPES = {"cross_device": "Device", "device": "Device", "work_group": "Workgroup", "subgroup": "Subgroup"}
 VULKAN_SEMANTICS = {"relaxed": (), "acquire": ("Acquire",), "release": ("Release",),
@@ -23,8 +24,8 @@ def _indices(e: Emitter, values) -> list:
 def group_member(e: Emitter, group: GroupRef, index) -> MemrefValue:
     """Memref `index` of a group: its offset, sizes and strides from the group's table."""
     width = 1 + 2 * group.order
-    row = e.emit("OpIAdd", e.i64, group.table, e.emit("OpIMul", e.i64, index, e.index(width)))
-    slot = [e.argument_slot(e.emit("OpIAdd", e.i64, row, e.index(k))) for k in range(width)]
+    row = e.fn.ops.int_add(e.i64, group.table, e.fn.ops.int_mul(e.i64, index, e.index(width)))
+    slot = [e.argument_slot(e.fn.ops.int_add(e.i64, row, e.index(k))) for k in range(width)]
     return MemrefValue(group.variable, "StorageBuffer", group.element, slot[0], tuple(slot[1:1 + group.order]),
                        tuple(slot[1 + group.order:]), group.associated)
 
@@ -66,7 +67,7 @@ def _parts(e: Emitter, memref: MemrefValue, flat):
     part = element.component()
     vector_pointer = e.element_pointer(memref, flat)
     pointer = e.m.type_pointer(memref.storage_class, storage_type(e.m, part))
-    return [(e.emit("OpAccessChain", pointer, vector_pointer, e.word(k)), part) for k in (0, 1)]
+    return [(e.fn.ops.access_chain(pointer, vector_pointer, e.word(k)), part) for k in (0, 1)]
 
 
 def _check_atomic_type(e: Emitter, i, element: ScalarType) -> None:
@@ -78,9 +79,9 @@ def atomic_load_element(e: Emitter, memref: MemrefValue, flat, atomic: ast.Atomi
     """The element at `flat`, loaded atomically (a complex one part by part)."""
     _check_atomic_type(e, where, memref.element)
     scope, semantics = _scope_and_semantics(e, atomic, memref)
-    values = [from_storage(e.fn, part, e.emit("OpAtomicLoad", storage_type(e.m, part), pointer, scope, semantics))
+    values = [from_storage(e.fn, part, e.fn.ops.atomic_load(storage_type(e.m, part), pointer, scope, semantics))
               for pointer, part in _parts(e, memref, flat)]
-    return values[0] if len(values) == 1 else e.emit("OpCompositeConstruct", e.value_type(memref.element), *values)
+    return values[0] if len(values) == 1 else e.fn.ops.construct(e.value_type(memref.element), *values)
 
 
 @emits(ast.AtomicLoad)
@@ -94,14 +95,14 @@ def _split(e: Emitter, value: Typed) -> list:
     if not value.type.is_complex:
         return [value.id]
     part = e.value_type(value.type.component())
-    return [e.emit("OpCompositeExtract", part, value.id, k) for k in (0, 1)]
+    return [e.fn.ops.extract(part, value.id, k) for k in (0, 1)]
 
 
 def atomic_store_element(e: Emitter, memref: MemrefValue, flat, value: Typed, atomic: ast.Atomic, where) -> None:
     _check_atomic_type(e, where, memref.element)
     scope, semantics = _scope_and_semantics(e, atomic, memref)
     for (pointer, part), part_value in zip(_parts(e, memref, flat), _split(e, value)):
-        e.fn.emit("OpAtomicStore", pointer, scope, semantics, to_storage(e.fn, part, part_value))
+        e.fn.ops.atomic_store(pointer, scope, semantics, to_storage(e.fn, part, part_value))
 
 
 @emits(ast.AtomicStore)
@@ -112,7 +113,7 @@ def _atomic_store(e: Emitter, i: ast.AtomicStore):
     return ()
 
 
-INTEGER_UPDATES = {"add": "OpAtomicIAdd", "max": "OpAtomicSMax", "min": "OpAtomicSMin"}
+INTEGER_UPDATES = {"add": Ops.atomic_int_add, "max": Ops.atomic_int_max, "min": Ops.atomic_int_min}
 
 
 def atomic_update(e: Emitter, op: str, memref: MemrefValue, flat, value: Typed, atomic: ast.Atomic) -> Typed:
@@ -121,10 +122,10 @@ def atomic_update(e: Emitter, op: str, memref: MemrefValue, flat, value: Typed, 
     fetched = []
     for (pointer, part), operand in zip(_parts(e, memref, flat), _split(e, value)):
         if part.is_integer:
-            fetched.append(e.emit(INTEGER_UPDATES[op], e.value_type(part), pointer, scope, semantics, operand))
+            fetched.append(INTEGER_UPDATES[op](e.fn.ops, e.value_type(part), pointer, scope, semantics, operand))
         else:
             fetched.append(_compare_exchange_loop(e, op, part, pointer, operand, scope, semantics))
-    held = fetched[0] if len(fetched) == 1 else e.emit("OpCompositeConstruct", e.value_type(value.type), *fetched)
+    held = fetched[0] if len(fetched) == 1 else e.fn.ops.construct(e.value_type(value.type), *fetched)
     return Typed(held, value.type)
 
 
@@ -133,15 +134,15 @@ def _compare_exchange_loop(e: Emitter, op: str, part: ScalarType, pointer, opera
     held = e.value_type(part)
     relaxed = e.m.enum_constant("MemorySemantics", "Relaxed")
     expected = e.fn.variable(bits)
-    e.fn.emit("OpStore", expected, e.emit("OpAtomicLoad", bits, pointer, scope, relaxed))
+    e.fn.ops.store(expected, e.fn.ops.atomic_load(bits, pointer, scope, relaxed))
     with e.fn.loop() as loop:
-        old = e.emit("OpLoad", bits, expected)
-        updated = binary(e, op, part, e.emit("OpBitcast", held, old), operand)
-        swapped = e.emit("OpAtomicCompareExchange", bits, pointer, scope, semantics, relaxed,
-                         e.emit("OpBitcast", bits, updated), old)
-        e.fn.emit("OpStore", expected, swapped)
-        loop.while_(e.emit("OpINotEqual", e.bool, swapped, old))
-    return e.emit("OpBitcast", held, e.emit("OpLoad", bits, expected))
+        old = e.fn.ops.load(bits, expected)
+        updated = binary(e, op, part, e.fn.ops.bitcast(held, old), operand)
+        swapped = e.fn.ops.atomic_compare_exchange(bits, pointer, scope, semantics, relaxed,
+                                                   e.fn.ops.bitcast(bits, updated), old)
+        e.fn.ops.store(expected, swapped)
+        loop.while_(e.fn.ops.int_not_equal(e.bool, swapped, old))
+    return e.fn.ops.bitcast(held, e.fn.ops.load(bits, expected))
 
 
 @emits(ast.AtomicUpdate)
@@ -161,7 +162,7 @@ def _subview(e: Emitter, i: ast.Subview):
     tensor = e.value(i.tensor)
     offset, shape, strides = tensor.offset, [], []
     for piece, stride in zip(i.slices, tensor.strides):
-        offset = e.emit("OpIAdd", e.i64, offset, e.emit("OpIMul", e.i64, _offset_or_size(e, piece.offset), stride))
+        offset = e.fn.ops.int_add(e.i64, offset, e.fn.ops.int_mul(e.i64, _offset_or_size(e, piece.offset), stride))
         if piece.size is None or (isinstance(piece.size, int) and piece.size == 0):
             continue
         shape.append(_offset_or_size(e, piece.size))
@@ -177,7 +178,7 @@ def _expand(e: Emitter, i: ast.Expand):
     stride, strides = tensor.strides[i.mode], []
     for size in sizes:
         strides.append(stride)
-        stride = e.emit("OpIMul", e.i64, stride, size)
+        stride = e.fn.ops.int_mul(e.i64, stride, size)
     shape = tensor.shape[:i.mode] + tuple(sizes) + tensor.shape[i.mode + 1:]
     all_strides = tensor.strides[:i.mode] + tuple(strides) + tensor.strides[i.mode + 1:]
     return (MemrefValue(tensor.variable, tensor.storage_class, tensor.element, tensor.offset, shape, all_strides,
@@ -189,7 +190,7 @@ def _fuse(e: Emitter, i: ast.Fuse):
     tensor = e.value(i.tensor)
     fused = tensor.shape[i.first]
     for size in tensor.shape[i.first + 1:i.last + 1]:
-        fused = e.emit("OpIMul", e.i64, fused, size)
+        fused = e.fn.ops.int_mul(e.i64, fused, size)
     shape = tensor.shape[:i.first] + (fused,) + tensor.shape[i.last + 1:]
     strides = tensor.strides[:i.first + 1] + tensor.strides[i.last + 1:]
     return (MemrefValue(tensor.variable, tensor.storage_class, tensor.element, tensor.offset, shape, strides,

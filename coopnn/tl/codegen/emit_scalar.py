@@ -8,6 +8,7 @@ from coopnn.tl import ast
 from coopnn.tl.codegen.emitter import CoopValue, Emitter, Typed, emits
 from coopnn.tl.codegen.types import constant, round_bf16
 from coopnn.tl.types import F32, I32, CoopMatrixType, ScalarType
+from coopnn.shaders.spirv.ops import Ops
 
 
 def kind(t: ScalarType) -> str:
@@ -15,24 +16,24 @@ def kind(t: ScalarType) -> str:
 
 
 BINARY = {  # (op, kind) -> SPIR-V instruction, or ("GLSL", name)
-    ("add", "int"): "OpIAdd", ("add", "float"): "OpFAdd", ("add", "complex"): "OpFAdd",
-    ("sub", "int"): "OpISub", ("sub", "float"): "OpFSub", ("sub", "complex"): "OpFSub",
-    ("mul", "int"): "OpIMul", ("mul", "float"): "OpFMul",
-    ("div", "int"): "OpSDiv", ("div", "float"): "OpFDiv",
-    ("rem", "float"): "OpFRem",
+    ("add", "int"): Ops.int_add, ("add", "float"): Ops.float_add, ("add", "complex"): Ops.float_add,
+    ("sub", "int"): Ops.int_sub, ("sub", "float"): Ops.float_sub, ("sub", "complex"): Ops.float_sub,
+    ("mul", "int"): Ops.int_mul, ("mul", "float"): Ops.float_mul,
+    ("div", "int"): Ops.int_div, ("div", "float"): Ops.float_div,
+    ("rem", "float"): Ops.float_rem,
     ("max", "int"): ("GLSL", "SMax"), ("max", "float"): ("GLSL", "FMax"),
     ("min", "int"): ("GLSL", "SMin"), ("min", "float"): ("GLSL", "FMin"),
-    ("shl", "int"): "OpShiftLeftLogical", ("shr", "int"): "OpShiftRightArithmetic",
-    ("and", "int"): "OpBitwiseAnd", ("or", "int"): "OpBitwiseOr", ("xor", "int"): "OpBitwiseXor",
-    ("and", "bool"): "OpLogicalAnd", ("or", "bool"): "OpLogicalOr", ("xor", "bool"): "OpLogicalNotEqual",
+    ("shl", "int"): Ops.shift_left, ("shr", "int"): Ops.shift_right_arithmetic,
+    ("and", "int"): Ops.bitwise_and, ("or", "int"): Ops.bitwise_or, ("xor", "int"): Ops.bitwise_xor,
+    ("and", "bool"): Ops.logical_and, ("or", "bool"): Ops.logical_or, ("xor", "bool"): Ops.logical_not_equal,
 }
 COMPARE = {
-    ("equal", "int"): "OpIEqual", ("not_equal", "int"): "OpINotEqual",
-    ("greater_than", "int"): "OpSGreaterThan", ("greater_than_equal", "int"): "OpSGreaterThanEqual",
-    ("less_than", "int"): "OpSLessThan", ("less_than_equal", "int"): "OpSLessThanEqual",
-    ("equal", "float"): "OpFOrdEqual", ("not_equal", "float"): "OpFUnordNotEqual",
-    ("greater_than", "float"): "OpFOrdGreaterThan", ("greater_than_equal", "float"): "OpFOrdGreaterThanEqual",
-    ("less_than", "float"): "OpFOrdLessThan", ("less_than_equal", "float"): "OpFOrdLessThanEqual",
+    ("equal", "int"): Ops.int_equal, ("not_equal", "int"): Ops.int_not_equal,
+    ("greater_than", "int"): Ops.int_greater, ("greater_than_equal", "int"): Ops.int_at_least,
+    ("less_than", "int"): Ops.int_less, ("less_than_equal", "int"): Ops.int_at_most,
+    ("equal", "float"): Ops.float_equal, ("not_equal", "float"): Ops.float_not_equal,
+    ("greater_than", "float"): Ops.float_greater, ("greater_than_equal", "float"): Ops.float_at_least,
+    ("less_than", "float"): Ops.float_less, ("less_than_equal", "float"): Ops.float_at_most,
 }
 MATH = {"cos": "Cos", "sin": "Sin", "exp": "Exp", "exp2": "Exp2", "log": "Log", "log2": "Log2"}
 
@@ -43,28 +44,28 @@ def finish(e: Emitter, t: ScalarType, value) -> Typed:
 
 def _complex_parts(e: Emitter, t: ScalarType, value):
     part = e.value_type(t.component())
-    return (e.emit("OpCompositeExtract", part, value, 0), e.emit("OpCompositeExtract", part, value, 1))
+    return (e.fn.ops.extract(part, value, 0), e.fn.ops.extract(part, value, 1))
 
 
 def _complex(e: Emitter, t: ScalarType, real, imaginary):
-    return e.emit("OpCompositeConstruct", e.value_type(t), real, imaginary)
+    return e.fn.ops.construct(e.value_type(t), real, imaginary)
 
 
 def complex_multiply(e: Emitter, t: ScalarType, a, b):
     part = e.value_type(t.component())
     (ar, ai), (br, bi) = _complex_parts(e, t, a), _complex_parts(e, t, b)
-    real = e.emit("OpFSub", part, e.emit("OpFMul", part, ar, br), e.emit("OpFMul", part, ai, bi))
-    imaginary = e.emit("OpFAdd", part, e.emit("OpFMul", part, ar, bi), e.emit("OpFMul", part, ai, br))
+    real = e.fn.ops.float_sub(part, e.fn.ops.float_mul(part, ar, br), e.fn.ops.float_mul(part, ai, bi))
+    imaginary = e.fn.ops.float_add(part, e.fn.ops.float_mul(part, ar, bi), e.fn.ops.float_mul(part, ai, br))
     return _complex(e, t, real, imaginary)
 
 
 def _complex_divide(e: Emitter, t: ScalarType, a, b):
     part = e.value_type(t.component())
     br, bi = _complex_parts(e, t, b)
-    norm = e.emit("OpFAdd", part, e.emit("OpFMul", part, br, br), e.emit("OpFMul", part, bi, bi))
-    conjugate = _complex(e, t, br, e.emit("OpFNegate", part, bi))
+    norm = e.fn.ops.float_add(part, e.fn.ops.float_mul(part, br, br), e.fn.ops.float_mul(part, bi, bi))
+    conjugate = _complex(e, t, br, e.fn.ops.float_negate(part, bi))
     product = complex_multiply(e, t, a, conjugate)
-    return e.emit("OpFDiv", e.value_type(t), product, e.emit("OpCompositeConstruct", e.value_type(t), norm, norm))
+    return e.fn.ops.float_div(e.value_type(t), product, e.fn.ops.construct(e.value_type(t), norm, norm))
 
 
 def binary(e: Emitter, op: str, t: ScalarType, a, b):
@@ -78,14 +79,14 @@ def binary(e: Emitter, op: str, t: ScalarType, a, b):
     instruction = BINARY[(op, kind(t))]
     if isinstance(instruction, tuple):
         return e.fn.ext_inst(e.value_type(t), instruction[1], a, b)
-    return e.emit(instruction, e.value_type(t), a, b)
+    return instruction(e.fn.ops, e.value_type(t), a, b)
 
 
 def _integer_remainder(e: Emitter, t: ScalarType, a, b):
     """a - (a / b) b, the remainder with the dividend's sign: NVIDIA's driver computed OpSRem of negative operands as
     an unsigned remainder (bench/results/nvidia-h200-2026-12-02-tl-remainder.md), so it is built from OpSDiv."""
     kind_type = e.value_type(t)
-    return e.emit("OpISub", kind_type, a, e.emit("OpIMul", kind_type, e.emit("OpSDiv", kind_type, a, b), b))
+    return e.fn.ops.int_sub(kind_type, a, e.fn.ops.int_mul(kind_type, e.fn.ops.int_div(kind_type, a, b), b))
 
 
 def _elementwise(t: CoopMatrixType, apply, *matrices: CoopValue) -> CoopValue:
@@ -110,13 +111,13 @@ def _unary_value(e: Emitter, i: ast.Unary, a: Typed):
         if i.op == "abs":
             return e.fn.ext_inst(part, "Length", a.id)
         return {"re": lambda: real, "im": lambda: imaginary,
-                "neg": lambda: e.emit("OpFNegate", e.value_type(t), a.id),
-                "conj": lambda: _complex(e, t, real, e.emit("OpFNegate", part, imaginary))}[i.op]()
+                "neg": lambda: e.fn.ops.float_negate(e.value_type(t), a.id),
+                "conj": lambda: _complex(e, t, real, e.fn.ops.float_negate(part, imaginary))}[i.op]()
     if i.op == "abs":
         return e.fn.ext_inst(e.value_type(t), "SAbs" if t.is_integer else "FAbs", a.id)
     if i.op == "neg":
-        return e.emit("OpSNegate" if t.is_integer else "OpFNegate", e.value_type(t), a.id)
-    return e.emit("OpLogicalNot" if t.is_bool else "OpNot", e.value_type(t), a.id)
+        return (Ops.int_negate if t.is_integer else Ops.float_negate)(e.fn.ops, e.value_type(t), a.id)
+    return (Ops.logical_not if t.is_bool else Ops.bitwise_not)(e.fn.ops, e.value_type(t), a.id)
 
 
 @emits(ast.Unary)
@@ -134,14 +135,14 @@ def _compare(e: Emitter, i: ast.Compare):
     t = a.type
     if t.is_complex:
         vector = e.m.type_vector(e.bool, 2)
-        same = e.emit("OpFOrdEqual", vector, a.id, b.id)
-        equal = e.emit("OpAll", e.bool, same)
-        return (Typed(equal if i.op == "equal" else e.emit("OpLogicalNot", e.bool, equal), ScalarType("bool")),)
+        same = e.fn.ops.float_equal(vector, a.id, b.id)
+        equal = e.fn.ops.all_true(e.bool, same)
+        return (Typed(equal if i.op == "equal" else e.fn.ops.logical_not(e.bool, equal), ScalarType("bool")),)
     if t.is_bool:
-        opname = "OpLogicalEqual" if i.op == "equal" else "OpLogicalNotEqual"
+        compare = Ops.logical_equal if i.op == "equal" else Ops.logical_not_equal
     else:
-        opname = COMPARE[(i.op, kind(t))]
-    return (Typed(e.emit(opname, e.bool, a.id, b.id), ScalarType("bool")),)
+        compare = COMPARE[(i.op, kind(t))]
+    return (Typed(compare(e.fn.ops, e.bool, a.id, b.id), ScalarType("bool")),)
 
 
 def _exp(e: Emitter, t: ScalarType, value, base_two: bool):
@@ -151,18 +152,18 @@ def _exp(e: Emitter, t: ScalarType, value, base_two: bool):
     real, imaginary = _complex_parts(e, t, value)
     if base_two:
         ln2 = constant(e.m, part_type, 0.6931471805599453)
-        real, imaginary = e.emit("OpFMul", part, real, ln2), e.emit("OpFMul", part, imaginary, ln2)
+        real, imaginary = e.fn.ops.float_mul(part, real, ln2), e.fn.ops.float_mul(part, imaginary, ln2)
     magnitude = math_in_float32(e, part_type, "Exp", real)
     cos, sin = (math_in_float32(e, part_type, name, imaginary) for name in ("Cos", "Sin"))
-    return _complex(e, t, e.emit("OpFMul", part, magnitude, cos), e.emit("OpFMul", part, magnitude, sin))
+    return _complex(e, t, e.fn.ops.float_mul(part, magnitude, cos), e.fn.ops.float_mul(part, magnitude, sin))
 
 
 def math_in_float32(e: Emitter, t: ScalarType, name: str, value):
     if t.name != "f64":
         return e.fn.ext_inst(e.value_type(t), name, value)
     f32 = e.value_type(F32)
-    narrow = e.fn.ext_inst(f32, name, e.emit("OpFConvert", f32, value))
-    return e.emit("OpFConvert", e.value_type(t), narrow)
+    narrow = e.fn.ext_inst(f32, name, e.fn.ops.float_convert(f32, value))
+    return e.fn.ops.float_convert(e.value_type(t), narrow)
 
 
 @emits(ast.Math)
@@ -182,15 +183,15 @@ def convert(e: Emitter, value: Typed, target: ScalarType):
     if target.is_complex:
         part = target.component()
         if source.is_complex:
-            return e.emit("OpFConvert", e.value_type(target), value.id)
+            return e.fn.ops.float_convert(e.value_type(target), value.id)
         real = convert(e, value, part)
         return _complex(e, target, real, constant(e.m, part, 0.0))
-    opname = {("int", "int"): "OpSConvert", ("float", "float"): "OpFConvert", ("int", "float"): "OpConvertSToF",
-              ("float", "int"): "OpConvertFToS"}[(kind(source), kind(target))]
+    conversion = {("int", "int"): Ops.int_convert, ("float", "float"): Ops.float_convert,
+                  ("int", "float"): Ops.int_to_float, ("float", "int"): Ops.float_to_int}[(kind(source), kind(target))]
     held = e.value_type(target)
-    if opname in ("OpSConvert", "OpFConvert") and held == e.value_type(source):
+    if conversion in (Ops.int_convert, Ops.float_convert) and held == e.value_type(source):
         return value.id
-    result = e.emit(opname, held, value.id)
+    result = conversion(e.fn.ops, held, value.id)
     return round_bf16(e.fn, result) if target.name == "bf16" else result
 
 
@@ -232,36 +233,36 @@ def _builtin_word(e: Emitter, i: ast.Builtin):
     if i.name == "subgroup_linear_id":
         return e.builtin("SubgroupId")
     local = e.builtin_component("LocalInvocationId", axis)
-    return e.emit("OpUDiv", e.u32, local, e.word(size)) if axis == 0 else local
+    return e.fn.ops.uint_div(e.u32, local, e.word(size)) if axis == 0 else local
 
 
 @emits(ast.Builtin)
 def _builtin(e: Emitter, i: ast.Builtin):
     word = _builtin_word(e, i)
-    signed = e.emit("OpBitcast", e.m.type_int(32, True), word)
+    signed = e.fn.ops.bitcast(e.m.type_int(32, True), word)
     held = e.value_type(i.type)
-    return (Typed(signed if held == e.m.type_int(32, True) else e.emit("OpSConvert", held, signed), i.type),)
+    return (Typed(signed if held == e.m.type_int(32, True) else e.fn.ops.int_convert(held, signed), i.type),)
 
 
 @emits(ast.SubgroupBroadcast)
 def _broadcast(e: Emitter, i: ast.SubgroupBroadcast):
     value, lane = e.value(i.value), e.value(i.index)
     scope = e.m.enum_constant("Scope", "Subgroup")
-    lane_word = e.emit("OpBitcast", e.u32, convert(e, lane, I32))
-    return (Typed(e.emit("OpGroupNonUniformShuffle", e.value_type(i.type), scope, value.id, lane_word), i.type),)
+    lane_word = e.fn.ops.bitcast(e.u32, convert(e, lane, I32))
+    return (Typed(e.fn.ops.group_shuffle(e.value_type(i.type), scope, value.id, lane_word), i.type),)
 
 
 GROUP_OPERATIONS = {"reduce": "Reduce", "inclusive_scan": "InclusiveScan", "exclusive_scan": "ExclusiveScan"}
-GROUP_ARITHMETIC = {("add", "int"): "OpGroupNonUniformIAdd", ("add", "float"): "OpGroupNonUniformFAdd",
-                    ("add", "complex"): "OpGroupNonUniformFAdd", ("max", "int"): "OpGroupNonUniformSMax",
-                    ("max", "float"): "OpGroupNonUniformFMax", ("min", "int"): "OpGroupNonUniformSMin",
-                    ("min", "float"): "OpGroupNonUniformFMin"}
+GROUP_ARITHMETIC = {("add", "int"): Ops.group_int_add, ("add", "float"): Ops.group_float_add,
+                    ("add", "complex"): Ops.group_float_add, ("max", "int"): Ops.group_int_max,
+                    ("max", "float"): Ops.group_float_max, ("min", "int"): Ops.group_int_min,
+                    ("min", "float"): Ops.group_float_min}
 
 
 @emits(ast.SubgroupOp)
 def _subgroup_operation(e: Emitter, i: ast.SubgroupOp):
     value = e.value(i.operand)
     scope = e.m.enum_constant("Scope", "Subgroup")
-    opname = GROUP_ARITHMETIC[(i.op, kind(i.type))]
-    result = e.emit(opname, e.value_type(i.type), scope, GROUP_OPERATIONS[i.kind], value.id)
+    group = GROUP_ARITHMETIC[(i.op, kind(i.type))]
+    result = group(e.fn.ops, e.value_type(i.type), scope, GROUP_OPERATIONS[i.kind], value.id)
     return (finish(e, i.type, result),)

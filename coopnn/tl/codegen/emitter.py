@@ -91,22 +91,19 @@ class Emitter:
         """The product of index values (an iteration space's size; 1 for none)."""
         total = self.index(1)
         for size in sizes:
-            total = self.emit("OpIMul", self.i64, total, size)
+            total = self.fn.ops.int_mul(self.i64, total, size)
         return total
 
     def index_positions(self, linear: Id, sizes) -> list[Id]:
         """The position in each mode of `sizes` (first mode fastest) of the linear index `linear`."""
         positions = []
         for size in sizes:
-            positions.append(self.emit("OpSRem", self.i64, linear, size))
-            linear = self.emit("OpSDiv", self.i64, linear, size)
+            positions.append(self.fn.ops.int_rem(self.i64, linear, size))
+            linear = self.fn.ops.int_div(self.i64, linear, size)
         return positions
 
     def word(self, value: int) -> Id:
         return self.m.constant(self.u32, value)
-
-    def emit(self, opname: str, *operands) -> Id:
-        return self.fn.emit(opname, *operands)
 
     def value(self, name: ast.Value):
         return self.env[name.name]
@@ -118,14 +115,14 @@ class Emitter:
             self._builtins[name] = self.m.builtin_input(name, kind)
         variable = self._builtins[name]
         kind = self.m.type_vector(self.u32, 3) if vector else self.u32
-        return self.emit("OpLoad", kind, variable)
+        return self.fn.ops.load(kind, variable)
 
     def builtin_component(self, name: str, axis: int) -> Id:
-        return self.emit("OpCompositeExtract", self.u32, self.builtin(name, vector=True), axis)
+        return self.fn.ops.extract(self.u32, self.builtin(name, vector=True), axis)
 
     def widen(self, word: Id) -> Id:
         """A u32 as index (i64)."""
-        return self.emit("OpSConvert", self.i64, self.emit("OpBitcast", self.m.type_int(32, True), word))
+        return self.fn.ops.int_convert(self.i64, self.fn.ops.bitcast(self.m.type_int(32, True), word))
 
     def local_index(self) -> Id:
         return self.widen(self.builtin("LocalInvocationIndex"))
@@ -136,33 +133,33 @@ class Emitter:
         slot = self.index(slot) if isinstance(slot, int) else slot
         words = []
         for half in (0, 1):
-            word_index = self.emit("OpIAdd", self.i64, self.emit("OpIMul", self.i64, slot, self.index(2)),
-                                   self.index(half))
-            pointer = self.emit("OpAccessChain", m.type_pointer("StorageBuffer", self.u32), self.argument_buffer,
-                                self.word(0), word_index)
-            words.append(self.emit("OpLoad", self.u32, pointer))
-        pair = self.emit("OpCompositeConstruct", m.type_vector(self.u32, 2), *words)
-        return self.emit("OpBitcast", self.i64, pair)
+            word_index = self.fn.ops.int_add(self.i64, self.fn.ops.int_mul(self.i64, slot, self.index(2)),
+                                             self.index(half))
+            pointer = self.fn.ops.access_chain(m.type_pointer("StorageBuffer", self.u32), self.argument_buffer,
+                                               self.word(0), word_index)
+            words.append(self.fn.ops.load(self.u32, pointer))
+        pair = self.fn.ops.construct(m.type_vector(self.u32, 2), *words)
+        return self.fn.ops.bitcast(self.i64, pair)
 
     def flat_index(self, memref: MemrefValue, indices: list[Id]) -> Id:
         flat = memref.offset
         for index, stride in zip(indices, memref.strides):
-            flat = self.emit("OpIAdd", self.i64, flat, self.emit("OpIMul", self.i64, index, stride))
+            flat = self.fn.ops.int_add(self.i64, flat, self.fn.ops.int_mul(self.i64, index, stride))
         return flat
 
     def element_pointer(self, memref: MemrefValue, flat: Id) -> Id:
         element = storage_type(self.m, memref.element)
         pointer = self.m.type_pointer(memref.storage_class, element)
         if memref.storage_class == "StorageBuffer":
-            return self.emit("OpAccessChain", pointer, memref.variable, self.word(0), flat)
-        return self.emit("OpAccessChain", pointer, memref.variable, flat)
+            return self.fn.ops.access_chain(pointer, memref.variable, self.word(0), flat)
+        return self.fn.ops.access_chain(pointer, memref.variable, flat)
 
     def load_element(self, memref: MemrefValue, flat: Id) -> Id:
-        stored = self.emit("OpLoad", storage_type(self.m, memref.element), self.element_pointer(memref, flat))
+        stored = self.fn.ops.load(storage_type(self.m, memref.element), self.element_pointer(memref, flat))
         return from_storage(self.fn, memref.element, stored)
 
     def store_element(self, memref: MemrefValue, flat: Id, value: Id) -> None:
-        self.fn.emit("OpStore", self.element_pointer(memref, flat), to_storage(self.fn, memref.element, value))
+        self.fn.ops.store(self.element_pointer(memref, flat), to_storage(self.fn, memref.element, value))
 
     def barrier(self, fence_global: bool = True, fence_local: bool = True) -> None:
         storage = (("UniformMemory",) if fence_global else ()) + (("WorkgroupMemory",) if fence_local else ())

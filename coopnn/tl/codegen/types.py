@@ -57,12 +57,12 @@ def round_bf16(fn, x: Id) -> Id:
     """A float32 rounded to the nearest bfloat16 (ties to even), still held as float32."""
     m = fn.module
     u32 = m.type_int(32, False)
-    bits = fn.emit("OpBitcast", u32, x)
-    odd = fn.emit("OpBitwiseAnd", u32, fn.emit("OpShiftRightLogical", u32, bits, m.constant(u32, 16)),
-                  m.constant(u32, 1))
-    rounded = fn.emit("OpIAdd", u32, fn.emit("OpIAdd", u32, bits, m.constant(u32, BF16_ROUNDING_BIAS)), odd)
-    kept = fn.emit("OpBitwiseAnd", u32, rounded, m.constant(u32, 0xFFFF0000))
-    return fn.emit("OpBitcast", m.type_float(32), kept)
+    bits = fn.ops.bitcast(u32, x)
+    odd = fn.ops.bitwise_and(u32, fn.ops.shift_right(u32, bits, m.constant(u32, 16)),
+                             m.constant(u32, 1))
+    rounded = fn.ops.int_add(u32, fn.ops.int_add(u32, bits, m.constant(u32, BF16_ROUNDING_BIAS)), odd)
+    kept = fn.ops.bitwise_and(u32, rounded, m.constant(u32, 0xFFFF0000))
+    return fn.ops.bitcast(m.type_float(32), kept)
 
 
 def from_storage(fn, t: ScalarType, stored: Id) -> Id:
@@ -70,10 +70,10 @@ def from_storage(fn, t: ScalarType, stored: Id) -> Id:
     if t.is_integer or t.is_bool:
         return stored
     if t.name != "bf16":
-        return fn.emit("OpBitcast", value_type(m, t), stored)
+        return fn.ops.bitcast(value_type(m, t), stored)
     u32 = m.type_int(32, False)
-    wide = fn.emit("OpUConvert", u32, stored)
-    return fn.emit("OpBitcast", m.type_float(32), fn.emit("OpShiftLeftLogical", u32, wide, m.constant(u32, 16)))
+    wide = fn.ops.uint_convert(u32, stored)
+    return fn.ops.bitcast(m.type_float(32), fn.ops.shift_left(u32, wide, m.constant(u32, 16)))
 
 
 def to_storage(fn, t: ScalarType, value: Id) -> Id:
@@ -81,8 +81,7 @@ def to_storage(fn, t: ScalarType, value: Id) -> Id:
     if t.is_integer or t.is_bool:
         return value
     if t.name != "bf16":
-        return fn.emit("OpBitcast", storage_type(m, t), value)
+        return fn.ops.bitcast(storage_type(m, t), value)
     u32 = m.type_int(32, False)
-    bits = fn.emit("OpBitcast", u32, round_bf16(fn, value))
-    return fn.emit("OpUConvert", m.type_int(16, False), fn.emit("OpShiftRightLogical", u32, bits,
-                                                                 m.constant(u32, 16)))
+    bits = fn.ops.bitcast(u32, round_bf16(fn, value))
+    return fn.ops.uint_convert(m.type_int(16, False), fn.ops.shift_right(u32, bits, m.constant(u32, 16)))

@@ -4,8 +4,10 @@ The kernels train multilayer perceptrons: whatever the graph computes from its i
 encoding, for instance) runs first as it does in inference, and then a chain of LINEAR nodes, each with a weight, a
 bias and an optional fused activation, each feeding only the next, the last one being the graph's single output. A
 grid encoding feeding the first layer is trained with it (`PlannedTable`: its tables are parameters like the
-layers'). That is every network `coopnn.mlp` builds and every exported MLP; anything else gets a CompileError naming
-the node, and the numpy training backend (which trains any differentiable graph) is the way to train it.
+layers'). That is every network `coopnn.mlp` builds and every exported MLP (activations the exporter wrote out in
+arithmetic are fused by then: `coopnn.graph.passes.recognize_activations`); anything else, a node of the input stage
+holding parameters included (they would not train), gets a CompileError naming the node, and the numpy training
+backend (which trains any differentiable graph) is the way to train it.
 """
 
 from __future__ import annotations
@@ -97,12 +99,24 @@ def plan_training(graph: Graph) -> TrainingPlan:
         used = trainable.intersection(node.inputs)
         if used:
             raise _refuse(node, f"it reads the trainable constant {sorted(used)[0]!r} outside the layer chain")
+        _check_fixed(node, names, producers.get(value))
     first_input = graph.values[chain[0].inputs[0]]
     if first_input.shape[1:] != (layers[0].cols,):
         raise _refuse(chain[0], f"its input has per-sample shape {list(first_input.shape[1:])}, not one row")
     tables = tuple(_table(graph, node, names, chain[0]) for node in prefix
                    if node.op is Op.ENCODING and len(node.inputs) > 1)
     return TrainingPlan(graph, prefix, layers, chain[0].inputs[0], tables)
+
+
+def _check_fixed(node: Node, names: dict[str, str], stop: Node | None) -> None:
+    """Refuses a node of the input stage that holds parameters other than a grid's tables (`_table` takes those): the
+    kernels would run it with its parameters fixed, silently leaving them untrained."""
+    held = [names[c] for c in node.inputs if c in names]
+    if not held or node.op is Op.ENCODING:
+        return
+    after = f"the Linear layers after node {stop.name!r} ({stop.op.value})" if stop is not None else "the layer chain"
+    raise _refuse(node, f"its parameters ({', '.join(held)}) would not train: the kernels train {after} and run "
+                        f"what comes before as a fixed input stage")
 
 
 def _table(graph: Graph, node: Node, names: dict[str, str], first: Node) -> PlannedTable:

@@ -137,16 +137,24 @@ def test_checkpoint_round_trip_continues_the_same_curve(tmp_path):
         np.testing.assert_allclose(trainer.fit(x, y, steps=5, batch_size=64, progress=False), expected, rtol=1e-6)
 
 
-def test_zoo_mlp_trains_on_the_device_like_numpy():
-    model = coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="numpy")
-    x, y = _data(200, 3, 3, seed=6)
-    oracle = NumpyTrainingSession(model.graph, get_loss("l2"), Adam())
-    device = PortableTrainingSession(model.graph, get_loss("l2"), Adam(), None)
+# gelu_silu_mlp writes its GELUs (exact, tanh) and SiLU out in arithmetic; every one of its layers trains
+@pytest.mark.parametrize("name", ["mlp_3_64x2_3", "gelu_silu_mlp", "gelu_silu_opset20"])
+def test_zoo_mlp_trains_every_layer_on_the_device_like_numpy(name):
+    model = coopnn.load(ROOT / "models" / f"{name}.onnx", backend="numpy")
+    x, y = _data(200, model.inputs[0].shape[1], model.outputs[0].shape[1], seed=6)
+    feeds, targets = {model.inputs[0].name: x}, {model.outputs[0].name: y}
+    oracle = NumpyTrainingSession(model.graph, get_loss("l2"), Adam(lr=1e-2))
+    device = PortableTrainingSession(model.graph, get_loss("l2"), Adam(lr=1e-2), None)
     try:
-        _, expected = oracle.loss_and_gradients({model.inputs[0].name: x}, {model.outputs[0].name: y})
-        gradients = device.gradients({model.inputs[0].name: x}, {model.outputs[0].name: y})
+        _, expected = oracle.loss_and_gradients(feeds, targets)
+        gradients = device.gradients(feeds, targets)
+        assert sorted(gradients) == sorted(expected) == sorted(model.parameters())
         for name, gradient in expected.items():
             np.testing.assert_allclose(gradients[name], gradient, rtol=1e-4, atol=1e-7, err_msg=name)
+        assert device.step(feeds, targets) == pytest.approx(oracle.step(feeds, targets), rel=1e-5)
+        after = device.parameters()
+        for name, value in oracle.parameters().items():
+            np.testing.assert_allclose(after[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
     finally:
         device.close()
 

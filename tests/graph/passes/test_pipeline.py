@@ -55,7 +55,8 @@ class LayerPlan:
 
 def test_every_pipeline_pass_is_registered():
     assert set(DEFAULT_PIPELINE) <= set(PASSES)
-    assert set(PASSES) == {"fold_constants", "fuse_linear", "fuse_activation", "dead_code", "infer_shapes"}
+    assert set(PASSES) == {"fold_constants", "fuse_linear", "recognize_activations", "fuse_activation", "dead_code",
+                           "infer_shapes"}
 
 
 def test_unknown_pass_names_are_compile_errors_listing_the_passes():

@@ -1,9 +1,16 @@
-"""Named instruction helpers: each names one grammar instruction and emits exactly what `Function.emit` would."""
+"""Named instruction helpers: each names one grammar instruction and emits exactly what `Function.emit` would, and
+no module that builds SPIR-V outside the builder types an opcode name itself."""
 
 from __future__ import annotations
 
-from coopnn.shaders.spirv import Module
+import ast
+from pathlib import Path
+
+from coopnn.shaders.spirv import Module, SpirvBuildError
 from coopnn.shaders.spirv.ops import Ops
+
+SOURCE = Path(__file__).resolve().parents[3] / "coopnn"
+BUILDER = SOURCE / "shaders" / "spirv"
 
 
 def helpers() -> dict[str, str]:
@@ -42,3 +49,41 @@ def test_helpers_without_a_result_return_none():
     variable = main.variable(u32)
     assert Ops(main).store(variable, m.constant(u32, 1)) is None
     assert m.type_of(Ops(main).load(u32, variable)) is u32
+
+
+def test_a_function_carries_its_helpers():
+    m = Module()
+    main = m.function(m.type_void(), name="main")
+    assert isinstance(main.ops, Ops) and main.ops.fn is main
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    bodies = [node.body for node in ast.walk(tree)
+              if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))]
+    return {id(body[0].value) for body in bodies
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)}
+
+
+def _is_opname(grammar, value) -> bool:
+    if not (isinstance(value, str) and value.startswith("Op") and value.isidentifier()):
+        return False
+    try:
+        return grammar.instruction(value).opname == value
+    except SpirvBuildError:
+        return False
+
+
+def test_modules_that_build_spir_v_name_instructions_through_ops():
+    grammar = Module().grammar
+    typed = []
+    for path in sorted(SOURCE.rglob("*.py")):
+        if BUILDER in path.parents:
+            continue
+        text = path.read_text()
+        if "coopnn.shaders.spirv" not in text and ".emit(" not in text:
+            continue
+        tree = ast.parse(text)
+        docstrings = _docstrings(tree)
+        typed += [f"{path.relative_to(SOURCE)}:{node.lineno} {node.value}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and _is_opname(grammar, node.value) and id(node) not in docstrings]
+    assert not typed, "opcode names typed in place (use coopnn.shaders.spirv.ops.Ops):\n" + "\n".join(typed)

@@ -61,7 +61,7 @@ class EncodingWriter:
     def add(self, a: Id, b: Id) -> Id:
         """a + b: float32 or u32, by the operands' type."""
         if self.m.type_of(a) == self.u32:
-            return self.fn.emit("OpIAdd", self.u32, a, b)
+            return self.fn.ops.int_add(self.u32, a, b)
         return self.scalars.binary("add", a, b)
 
     def sub(self, a: Id, b: Id) -> Id:
@@ -70,7 +70,7 @@ class EncodingWriter:
     def mul(self, a: Id, b: Id) -> Id:
         """a * b: float32, or u32 wrapping around as tcnn's products do."""
         if self.m.type_of(a) == self.u32:
-            return self.fn.emit("OpIMul", self.u32, a, b)
+            return self.fn.ops.int_mul(self.u32, a, b)
         return self.scalars.binary("mul", a, b)
 
     def scale(self, x: Id, factor: float) -> Id:
@@ -106,22 +106,22 @@ class EncodingWriter:
         return self.m.constant(self.u32, value)
 
     def xor(self, a: Id, b: Id) -> Id:
-        return self.fn.emit("OpBitwiseXor", self.u32, a, b)
+        return self.fn.ops.bitwise_xor(self.u32, a, b)
 
     def modulo(self, a: Id, size: int) -> Id:
-        return self.fn.emit("OpUMod", self.u32, a, self.uint(size))
+        return self.fn.ops.uint_mod(self.u32, a, self.uint(size))
 
     def to_float(self, value: Id) -> Id:
         """A u32 as float32."""
-        return self.fn.emit("OpConvertUToF", self.f32, value)
+        return self.fn.ops.uint_to_float(self.f32, value)
 
     def cell(self, floor: Id) -> Id:
         """A float32 whole number as tcnn's uint32 cell: converted to int32 (clamped to its range first, where tcnn's
         conversion is undefined) and taken as uint32, so a negative cell wraps to 2^32 + cell."""
-        above = self.fn.emit("OpFOrdGreaterThanEqual", self.boolean, floor, self.constant(INT32_LIMIT))
-        signed = self.fn.emit("OpConvertFToS", self.i32, self.glsl("FMax", floor, self.constant(-INT32_LIMIT)))
-        wrapped = self.fn.emit("OpBitcast", self.u32, signed)
-        return self.fn.emit("OpSelect", self.u32, above, self.uint(int(INT32_LIMIT) - 1), wrapped)
+        above = self.fn.ops.float_at_least(self.boolean, floor, self.constant(INT32_LIMIT))
+        signed = self.fn.ops.float_to_int(self.i32, self.glsl("FMax", floor, self.constant(-INT32_LIMIT)))
+        wrapped = self.fn.ops.bitcast(self.u32, signed)
+        return self.fn.ops.select(self.u32, above, self.uint(int(INT32_LIMIT) - 1), wrapped)
 
     # ----- private arrays -------------------------------------------------------------------------------------------
 
@@ -130,10 +130,10 @@ class EncodingWriter:
         return self.fn.variable(self.m.type_array(self.f32, self.uint(size)))
 
     def element(self, array: Id, index: Id) -> Id:
-        return self.fn.emit("OpAccessChain", self.m.type_pointer("Function", self.f32), array, index)
+        return self.fn.ops.access_chain(self.m.type_pointer("Function", self.f32), array, index)
 
     def store(self, pointer: Id, value: Id) -> None:
-        self.fn.emit("OpStore", pointer, value)
+        self.fn.ops.store(pointer, value)
 
     def load(self, pointer: Id) -> Id:
-        return self.fn.emit("OpLoad", self.f32, pointer)
+        return self.fn.ops.load(self.f32, pointer)
