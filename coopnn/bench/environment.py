@@ -62,11 +62,14 @@ def _onnxruntime() -> dict | None:
     return {"version": onnxruntime.__version__, "providers": onnxruntime.get_available_providers()}
 
 
-COMMIT_ENV = "COOPNN_COMMIT"  # names the commit measured where the checkout has no git history (a copied tree)
+# Names the commit measured where the tree was copied: a copy's git history, if it has one, may be older than its files.
+COMMIT_ENV = "COOPNN_COMMIT"
 
 
 def source_commit() -> str:
-    """The short hash of the checkout's HEAD, else COOPNN_COMMIT, else "unknown"."""
+    """COOPNN_COMMIT where set, else the short hash of the checkout's HEAD, else "unknown"."""
+    if os.environ.get(COMMIT_ENV):
+        return os.environ[COMMIT_ENV]
     root = Path(__file__).resolve().parents[2]
     try:
         done = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -75,7 +78,7 @@ def source_commit() -> str:
         done = None
     if done is not None and done.returncode == 0 and done.stdout.strip():
         return done.stdout.strip()
-    return os.environ.get(COMMIT_ENV, "unknown")
+    return "unknown"
 
 
 def describe_environment() -> dict:
