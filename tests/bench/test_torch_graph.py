@@ -8,10 +8,12 @@ import pytest
 
 from coopnn.bench.models import BenchModel
 from coopnn.graph import ops
+from coopnn.graph.activations import ACTIVATIONS
 from coopnn.graph.encodings.registry import from_config
 from coopnn.graph.ir import Activation, Op
 from coopnn.backends.numpy.inference import run_graph
 from tests.conftest import ROOT, ZOO, import_torch
+from tests.tl.functions.examples import SOFTPLUS
 
 torch = import_torch()
 from coopnn.bench.torch_graph import COVERED, TorchGraph  # noqa: E402
@@ -30,9 +32,11 @@ def b(*shape):
 X = f(4, 6)
 POSITIVE = f(4, 6, low=0.1, high=3.0)
 GRID = from_config({"otype": "HashGrid", "n_levels": 2, "log2_hashmap_size": 4}, 2)
-UNARY_DEFAULTS = [op for op, d in ops.REGISTRY.items() if d.kind == "unary" and op not in (Op.NOT, Op.CAST)]
+UNARY_DEFAULTS = [op for op, d in ops.REGISTRY.items()
+                  if d.kind == "unary" and op not in (Op.NOT, Op.CAST) and not (op in ACTIVATIONS and ACTIVATIONS[op].required)]
 # (op, inputs, attrs): every operator at least once, attribute variants where the semantics branch on them
 CASES = [(op, [POSITIVE if op in (Op.LOG, Op.SQRT) else X], {}) for op in UNARY_DEFAULTS] + [
+    (Op.TL_FUNCTION, [X], {"text": SOFTPLUS, "function": None, "derivative": None}),
     (Op.LEAKY_RELU, [X], {"alpha": 0.2}),
     (Op.ELU, [X], {"alpha": 0.7}),
     (Op.SELU, [X], {"alpha": 1.5, "gamma": 1.1}),
