@@ -11,7 +11,9 @@ from __future__ import annotations
 from coopnn.errors import BackendUnavailableError
 from coopnn.train.gpu.families import members
 
-# "auto" takes float32 atomics, the sums portable makes too, until both methods are measured on the H200.
+# "auto" takes float32 atomics, the sums portable makes too: float16 pairs made tcnn's image configuration's step
+# faster (bench/results/nvidia-h200-2026-12-02-98ddb30-training-tcnn-image-b262144.md), but their GPU test against
+# the oracle has not yet been seen to pass.
 AUTO_TABLE_ATOMICS = "float32"
 
 
