@@ -76,7 +76,7 @@ class FakeContext:
         self.info = SimpleNamespace(name=name, limits=limits,
                                     subgroup=SimpleNamespace(size=subgroup, min_size=subgroup, max_size=subgroup),
                                     memory_types=(memory,), features={f: f not in missing for f in FEATURE_OWNER},
-                                    describe=lambda: name)
+                                    extensions=frozenset(), describe=lambda: name)
 
     def create_buffer(self, size, *_, **__):
         return FakeBuffer(size)

@@ -40,7 +40,11 @@ def chosen_device(device: str | int | None):
 
 def load_kernel(context, binary: Binary, name: str = "", capture_statistics: bool = False):
     """The pipeline of `binary` on `context` (a `VulkanContext` or scope of one), called `name` or the binary's;
-    `capture_statistics` as `ComputeKernel` takes it."""
+    `capture_statistics` as `ComputeKernel` takes it. BackendUnavailableError where the device lacks a feature or
+    extension the binary needs (a kernel of another backend than the context was opened for)."""
+    from coopnn.runtime.vk.shared import refuse_lacking
+
+    refuse_lacking(context.info, binary.features, binary.extensions, name or binary.name or f"the {binary.target} kernel")
     return context.create_kernel(binary.spirv, binary.binding_count, binary.push_constant_size, binary.workgroup_size,
                                  entry_point=binary.entry_point, name=name or binary.name,
                                  capture_statistics=capture_statistics)

@@ -78,6 +78,16 @@ class _Shared:
         return features <= device.features and extensions <= device.extensions and device.health.lost is None
 
 
+def refuse_lacking(info, features: Iterable[str], extensions: Iterable[str] = (), what: str = "") -> None:
+    """BackendUnavailableError naming the `features` and `extensions` (needed by `what`, where given) that the device
+    of `info` lacks: a shader module declaring one fails in the driver rather than with a reason."""
+    missing = sorted(f for f in features if not info.features.get(f)) + sorted(set(extensions) - info.extensions)
+    if missing and what:
+        raise BackendUnavailableError(f"{what} needs {', '.join(missing)}, which {info.describe()} lacks")
+    if missing:
+        raise BackendUnavailableError(f"{info.describe()} lacks {', '.join(missing)}")
+
+
 def open_context(device: str | int | None = None, *, features: Iterable[str] = (), extensions: Iterable[str] = (),
                  validation: bool | None = None) -> ContextScope:
     """A scope on the newest shared context of `device` (see `chosen_device`) that has what is asked for.
@@ -88,9 +98,7 @@ def open_context(device: str | int | None = None, *, features: Iterable[str] = (
     features, extensions = frozenset(features), frozenset(extensions)
     validation = validation_requested() if validation is None else validation
     info = chosen_device(device)
-    missing = sorted(f for f in features if not info.features.get(f)) + sorted(extensions - info.extensions)
-    if missing:
-        raise BackendUnavailableError(f"{info.describe()} lacks {', '.join(missing)}")
+    refuse_lacking(info, features, extensions)
     key = (info.index, validation)
     with _lock:
         _wanted_features.update(features)

@@ -75,6 +75,22 @@ def test_a_feature_the_device_lacks_is_a_typed_error_naming_it():
         shared.open_context(features={lacking})
 
 
+def test_a_kernel_needing_a_feature_the_device_lacks_is_refused_before_the_driver_sees_it(axpb_spirv):
+    from coopnn.runtime.executable import load_kernel
+    from coopnn.shaders.training.shader import training_kernel
+
+    with shared.open_context() as scope:
+        lacking = next((f for f in ("cooperativeVector", "cooperativeMatrix", "shaderFloat64")
+                        if not scope.info.features.get(f)), None)
+        if lacking is None:
+            pytest.skip("this device has every feature the test would ask for")
+        before = len(scope.debug_messages)
+        binary = training_kernel("axpb", axpb_spirv, (64, 1, 1), 2, (), frozenset({lacking}))
+        with pytest.raises(BackendUnavailableError, match=f"axpb needs {lacking}, which .* lacks"):
+            load_kernel(scope, binary, "axpb")
+        assert scope.debug_messages[before:] == []
+
+
 def test_closing_a_scope_while_buffers_are_referenced_leaves_them_unusable_not_crashing(axpb_spirv):
     scope = shared.open_context()
     buffer = scope.create_buffer(64)
