@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
 
-from coopnn.bench import training_variants  # noqa: E402
+from coopnn.bench import training_variants, training_variants_report  # noqa: E402
 from coopnn.shaders.training.tuning import DEFAULT  # noqa: E402
 
 
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     document = training_variants.measure(paths, [int(b) for b in args.batches.split(",")], tunings, args.rounds,
                                          log=lambda line: print(line, flush=True), out=out, budget=args.budget)
-    print(training_variants.write(document, out).read_text())
+    print(training_variants_report.write(document, out).read_text())
     return 0
 
 

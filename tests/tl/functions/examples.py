@@ -9,30 +9,28 @@ from coopnn import tl
 from coopnn.graph.ir import Activation, Op
 from coopnn.train.losses import Loss, get_loss
 
-# max(x, 0) + log(1 + exp(-|x|)), and its derivative, the logistic function, as a rule of its own
-SOFTPLUS = """
-func @softplus(%x: f32) -> (f32) {
-    %zero = constant 0.0 : f32
+# max(x, 0) + log(1 + exp(-|x|)), and its derivative, the logistic function 1 / (1 + exp(-x)), as a rule of its own:
+# the bodies take their argument as `{x}`, so that the loss below applies them to a difference
+_SOFTPLUS_BODY = """    %zero = constant 0.0 : f32
     %one = constant 1.0 : f32
-    %positive = max %x, %zero : f32
-    %magnitude = abs %x : f32
+    %positive = max {x}, %zero : f32
+    %magnitude = abs {x} : f32
     %negative = neg %magnitude : f32
     %e = exp %negative : f32
     %sum = add %e, %one : f32
     %tail = log %sum : f32
     %y = add %positive, %tail : f32
     yield (%y)
-}
-
-func @logistic(%x: f32) -> (f32) {
-    %one = constant 1.0 : f32
-    %minus = neg %x : f32
+"""
+_LOGISTIC_BODY = """    %one = constant 1.0 : f32
+    %minus = neg {x} : f32
     %e = exp %minus : f32
     %sum = add %e, %one : f32
     %y = div %one, %sum : f32
     yield (%y)
-}
 """
+SOFTPLUS = (f"func @softplus(%x: f32) -> (f32) {{\n{_SOFTPLUS_BODY.format(x='%x')}}}\n\n"
+            f"func @logistic(%x: f32) -> (f32) {{\n{_LOGISTIC_BODY.format(x='%x')}}}\n")
 
 
 def softplus(x):
@@ -141,28 +139,9 @@ def made_loss(name: str) -> Loss:
     return tl.loss(LOG_COSH) if name == "tl" else get_loss(name)
 
 
-# softplus(p - t) with its derivative in p given as a function of (p, t)
-SOFTPLUS_LOSS = """
-func @softplus_difference(%p: f32, %t: f32) -> (f32) {
-    %d = sub %p, %t : f32
-    %zero = constant 0.0 : f32
-    %one = constant 1.0 : f32
-    %positive = max %d, %zero : f32
-    %magnitude = abs %d : f32
-    %negative = neg %magnitude : f32
-    %e = exp %negative : f32
-    %sum = add %e, %one : f32
-    %tail = log %sum : f32
-    %y = add %positive, %tail : f32
-    yield (%y)
-}
-
-func @logistic_difference(%p: f32, %t: f32) -> (f32) {
-    %d = sub %t, %p : f32
-    %one = constant 1.0 : f32
-    %e = exp %d : f32
-    %sum = add %e, %one : f32
-    %y = div %one, %sum : f32
-    yield (%y)
-}
-"""
+# softplus(p - t) with its derivative in p, logistic(p - t), given as a function of (p, t)
+_DIFFERENCE = "    %d = sub %p, %t : f32\n"
+SOFTPLUS_LOSS = (f"func @softplus_difference(%p: f32, %t: f32) -> (f32) {{\n{_DIFFERENCE}"
+                 f"{_SOFTPLUS_BODY.format(x='%d')}}}\n\n"
+                 f"func @logistic_difference(%p: f32, %t: f32) -> (f32) {{\n{_DIFFERENCE}"
+                 f"{_LOGISTIC_BODY.format(x='%d')}}}\n")
