@@ -1,10 +1,10 @@
 """`coopnn.torch` modules on a cooperative-vector GPU with PyTorch CUDA: forward passes against the float16 emulation
 of the same network (the coopvec oracle, float16 tolerances) and against the network written in PyTorch (float32),
 for every activation; parameters updated in place by torch optimizers and seen by the next call; float16 in and out;
-backward passes (parameters and inputs) against PyTorch's autograd; an empty batch; double backward refused; a short
-run of torch.optim.Adam against coopnn's Trainer; several streams; tensors outliving their module; 10,000 calls with no
-growth in Vulkan objects, fds or this process's device memory. Skips, with the reason, without PyTorch, a CUDA
-device or cooperative vectors."""
+module.half() refused; backward passes (parameters and inputs) against PyTorch's autograd; an empty batch; double
+backward refused; a short run of torch.optim.Adam against coopnn's Trainer; several streams; tensors outliving their
+module; 10,000 calls with no growth in Vulkan objects, fds or this process's device memory. Skips, with the reason,
+without PyTorch, a CUDA device or cooperative vectors."""
 
 from __future__ import annotations
 
@@ -123,6 +123,16 @@ def test_optimizer_updates_are_seen_by_the_next_call(torch, ct):
         module.named_parameter_views()["layers.0.bias"].add_(0.25)
     np.testing.assert_allclose(module(x).detach().cpu().numpy(), _emulated(module, x), **FP16)
     assert module._runner.host_refreshes <= 1
+    module.close()
+
+
+def test_parameters_converted_by_module_half_are_refused(torch, ct):
+    from coopnn.errors import InputError
+
+    module = ct.Network(32, 16, _network(), seed=2, **COOPVEC)
+    module.half()  # params become a float16 copy, which the kernels would never read
+    with pytest.raises(InputError, match="must stay the float32 vector"):
+        module(torch.rand(64, 32, device="cuda"))
     module.close()
 
 
