@@ -7,7 +7,8 @@ The runner keeps one training session of the model's graph (made on the first ba
 on the GPU alone (`gpu_backward.GpuBackward`: the parameters reach the session's weights, and the gradients the
 caller's stream, in shared memory). Elsewhere (host tensors, as the lavapipe tests pass, or a session that shares no
 memory with CUDA) the pass goes through the host (`coopnn.train.gpu.backward_pass.backward`), the parameters loaded
-into the session whenever torch changed them. First-order only (`function.CoopnnForward` refuses double backward).
+into the session whenever torch changed them. An empty batch's gradients are zero, with nothing run. First-order
+only (`function.CoopnnForward` refuses double backward). After `close` a pass raises ModelClosedError.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import torch
 
 from coopnn import backends
-from coopnn.errors import CompileError
+from coopnn.errors import CompileError, ModelClosedError
 from coopnn.interop import tensors
 from coopnn.torch.gpu_backward import GpuBackward
 from coopnn.torch.session_regions import trained_parameters
@@ -41,6 +42,7 @@ class BackwardRunner:
         self.gpu_unavailable: str | None = None  # why not, where it cannot
         self._session = None
         self._version: int | None = None
+        self._closed = False
         self._lock = threading.Lock()
 
     def _session_for(self):
@@ -66,9 +68,14 @@ class BackwardRunner:
         """(the gradient in `params`, laid out as it is; the gradient in `x`, or None without `input_gradient`),
         with the parameters as of `version` (their `_version` at the forward pass)."""
         with self._lock:
+            if self._closed:
+                raise ModelClosedError("this coopnn.torch module is closed; its backward pass cannot run")
             session = self._session_for()
             if input_gradient:
                 refuse_input_gradients(session)
+            if len(x) == 0:  # torch asks for the gradients of an empty batch too: zero, with nothing to run
+                return (torch.zeros(self.layout.size, dtype=torch.float32, device=params.device),
+                        torch.zeros_like(x) if input_gradient else None)
             if self.on_gpu is not None and x.is_cuda and upstream.is_cuda:
                 return self.on_gpu.run(x, upstream, version, input_gradient)
             if version != self._version:
@@ -84,9 +91,12 @@ class BackwardRunner:
         return tensors.to_host("backward input", t).astype(np.float32, copy=False)
 
     def close(self) -> None:
-        if self.on_gpu is not None:
-            self.on_gpu.close()
-            self.on_gpu = None
-        if self._session is not None:
-            self._session.close()
-            self._session = None
+        """Release the session (after a pass in flight on another thread); later passes raise ModelClosedError."""
+        with self._lock:
+            self._closed = True
+            if self.on_gpu is not None:
+                self.on_gpu.close()
+                self.on_gpu = None
+            if self._session is not None:
+                self._session.close()
+                self._session = None

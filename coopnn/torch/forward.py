@@ -49,7 +49,9 @@ class ForwardRunner:
         with self._lock:
             executable = self.model._current_executable()
             prologue = None
-            if version != self._synced_version:
+            # an empty batch dispatches nothing, so the bridge would drop the refresh's prologue
+            stale = version != self._synced_version and x.numel() > 0
+            if stale:
                 prologue = self._prologue(executable)
                 if prologue is None:
                     self._refresh_through_host()
@@ -57,7 +59,8 @@ class ForwardRunner:
                 elif self.member.READS_HALVES:
                     self.master.refresh_mirror()
             outputs = bridge_for(executable).run({self.input_name: x}, prologue)
-            self._synced_version = version
+            if stale:
+                self._synced_version = version
             return outputs[self.output_name]
 
     def _refresh_through_host(self) -> None:

@@ -61,6 +61,17 @@ def _bridge_device(executable: KernelExecutable) -> int:
     return ordinal
 
 
+def _refuse_replaced(params: torch.Tensor, vector: torch.Tensor) -> None:
+    """InputError unless `params` still is `vector`, the float32 vector in shared memory that the kernels read:
+    `module.half()`, `.double()`, `.to(another device)`, `params.data = ...` or `load_state_dict(assign=True)` put a
+    copy in its place, which the kernels would never see."""
+    if params.dtype != torch.float32 or params.device != vector.device or params.data_ptr() != vector.data_ptr():
+        raise InputError(f"a coopnn.torch module's params must stay the float32 vector {vector.device} shares with "
+                         f"its kernels; they were replaced by a {params.dtype} tensor on {params.device} (by "
+                         f"module.half(), .double(), .to(), or assigning params); for float16 outputs give "
+                         f"output_dtype=torch.float16, and change params in place")
+
+
 class Module(torch.nn.Module):
     """A coopnn model as a torch module: `forward(x)` takes a CUDA tensor [batch, n_input_dims] (float32 or
     float16) and returns [batch, n_output_dims] in `output_dtype`; `params` are its parameters."""
@@ -120,6 +131,7 @@ class Module(torch.nn.Module):
         if not isinstance(x, torch.Tensor) or not x.is_cuda:
             raise InputError(f"a coopnn.torch module takes a CUDA tensor [batch, {self.n_input_dims}], not "
                              f"{type(x).__name__}{'' if not isinstance(x, torch.Tensor) else ' on ' + str(x.device)}")
+        _refuse_replaced(self.params, self._runner.master.tensor)
         return CoopnnForward.apply(self._runner, self._backward, self.output_dtype, x, self.params)
 
     def named_parameter_views(self) -> dict[str, torch.Tensor]:

@@ -9,6 +9,7 @@ import pytest
 
 import coopnn
 from coopnn.nets.tcnn_config import ACTIVATIONS
+from coopnn.errors import ModelClosedError
 from tests.conftest import import_torch
 
 torch = import_torch()  # before coopnn.torch, which imports it
@@ -84,3 +85,18 @@ def test_parameters_changed_in_place_reach_the_session(require_vulkan):
         y.backward(dy)
         np.testing.assert_allclose(second.numpy(), params.grad.numpy(), **FP32)
         runner.close()
+
+
+def test_an_empty_batch_gets_zero_gradients_and_a_closed_runner_refuses(require_vulkan):
+    with coopnn.mlp(5, [16], 3, backend="portable", seed=3) as model:
+        layout = FlatLayout.of({name: array.shape for name, array in model.parameters().items()})
+        params = torch.from_numpy(layout.flatten(model.parameters()))
+        runner = BackwardRunner(model, layout, sync.member("portable"))
+        for batch in (0, 8, 0):  # before the session holds a batch, and after
+            grad, grad_x = runner.run(torch.rand(batch, 5), torch.rand(batch, 3), params, params._version, True)
+            assert grad.shape == (layout.size,) and grad_x.shape == (batch, 5)
+            assert batch or not (grad.any() or grad_x.numel())
+        runner.close()
+        with pytest.raises(ModelClosedError, match="closed"):
+            runner.run(torch.rand(8, 5), torch.rand(8, 3), params, params._version, False)
+        assert runner._session is None  # no session made anew for a closed module

@@ -1,7 +1,8 @@
 """`ForwardRunner` on lavapipe without CUDA: the bridge is stood in for by the host path and the shared vector by a
 Vulkan buffer the stand-in fills from a CPU tensor before each run (as shared memory would hold it). Checked: no
 refresh while the parameters are unchanged, the GPU refresh once they changed, the host refresh where the kernel
-shares an entry between parameters (then the GPU one), all against the numpy backend."""
+shares an entry between parameters (then the GPU one), a refresh kept past an empty batch (which dispatches
+nothing), all against the numpy backend."""
 
 from __future__ import annotations
 
@@ -42,6 +43,8 @@ class HostBridge:
         self.executable, self.master, self.log = executable, master, log
 
     def run(self, feeds, prologue=None):
+        if len(feeds["x"]) == 0:  # as the bridge: nothing recorded, the prologue with the rest
+            return {"y": torch.zeros(0, 3)}
         self.master.buffer.upload(self.master.tensor.numpy())
         if prologue is not None:
             self.executable.context.submit(prologue.record)
@@ -84,3 +87,15 @@ def test_refreshes_follow_in_place_changes(runner):
                                    atol=1e-5, err_msg=f"update {step}")
         assert log[-1] is True  # on the GPU, in the run's submission
     assert runner.host_refreshes == 1
+
+
+def test_an_empty_batch_keeps_the_refresh_for_the_next_run(runner):
+    runner, log = runner
+    tensor = runner.master.tensor
+    x = torch.rand(64, 5) * 2 - 1
+    tensor.add_(torch.linspace(-0.1, 0.1, tensor.numel()))
+    runner.run(x, tensor._version)  # the shared entry's update, through the host: GPU refreshes from here on
+    tensor.mul_(0.9)
+    assert runner.run(torch.rand(0, 5), tensor._version).shape == (0, 3)
+    np.testing.assert_allclose(runner.run(x, tensor._version).numpy(), _reference(runner, x), rtol=1e-4, atol=1e-5)
+    assert log[-1] is True

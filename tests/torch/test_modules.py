@@ -1,5 +1,6 @@
 """`coopnn.torch` on any machine: it imports without CUDA, refuses to make a module there with the reason, checks
-configs first (InputError naming the key), and `import coopnn` leaves PyTorch unloaded."""
+configs first (InputError naming the key), refuses parameters put in place of the shared vector, and `import coopnn`
+leaves PyTorch unloaded."""
 
 from __future__ import annotations
 
@@ -69,3 +70,16 @@ def test_configs_are_checked_before_cuda_is_asked_for(no_cuda, make, message):
 
     with pytest.raises(InputError, match=message):
         make(coopnn.torch)
+
+
+@pytest.mark.parametrize("replace", [lambda p: p.data.half(), lambda p: p.data.double(), lambda p: p.data.clone()],
+                         ids=["half", "double", "copy"])
+def test_parameters_replaced_by_a_copy_are_refused(replace):
+    from coopnn.torch.modules import _refuse_replaced
+
+    vector = torch.zeros(64)
+    params = torch.nn.Parameter(vector)
+    _refuse_replaced(params, vector)  # the vector itself
+    params.data = replace(params)  # as module.half() or .to() do
+    with pytest.raises(InputError, match="must stay the float32 vector"):
+        _refuse_replaced(params, vector)

@@ -1,10 +1,10 @@
 """`coopnn.torch` modules on a cooperative-vector GPU with PyTorch CUDA: forward passes against the float16 emulation
 of the same network (the coopvec oracle, float16 tolerances) and against the network written in PyTorch (float32),
 for every activation; parameters updated in place by torch optimizers and seen by the next call; float16 in and out;
-backward passes (parameters and inputs) against PyTorch's autograd; double backward refused; a short run of
-torch.optim.Adam against coopnn's Trainer; several streams; tensors outliving their module; 10,000 calls with no
-growth in Vulkan objects, fds or this process's device memory. Skips, with the reason, without PyTorch, a CUDA
-device or cooperative vectors."""
+module.half() refused; backward passes (parameters and inputs) against PyTorch's autograd; an empty batch; double
+backward refused; a short run of torch.optim.Adam against coopnn's Trainer; several streams; tensors outliving their
+module; 10,000 calls with no growth in Vulkan objects, fds or this process's device memory. Skips, with the reason,
+without PyTorch, a CUDA device or cooperative vectors."""
 
 from __future__ import annotations
 
@@ -123,6 +123,16 @@ def test_optimizer_updates_are_seen_by_the_next_call(torch, ct):
         module.named_parameter_views()["layers.0.bias"].add_(0.25)
     np.testing.assert_allclose(module(x).detach().cpu().numpy(), _emulated(module, x), **FP16)
     assert module._runner.host_refreshes <= 1
+    module.close()
+
+
+def test_parameters_converted_by_module_half_are_refused(torch, ct):
+    from coopnn.errors import InputError
+
+    module = ct.Network(32, 16, _network(), seed=2, **COOPVEC)
+    module.half()  # params become a float16 copy, which the kernels would never read
+    with pytest.raises(InputError, match="must stay the float32 vector"):
+        module(torch.rand(64, 32, device="cuda"))
     module.close()
 
 
@@ -263,6 +273,22 @@ def test_backward_matches_pytorch_for_every_activation(torch, ct, activation):
             compared &= (z.abs() >= bound).all(dim=1)
         assert int(compared.sum()) >= len(x) // 2
     _close_enough(x.grad[compared], x_ref.grad[compared])
+    module.close()
+
+
+def test_an_empty_batch_keeps_a_pending_refresh_and_gets_zero_gradients(torch, ct):
+    module = ct.Network(32, 16, _network(), seed=1, **COOPVEC)
+    x = torch.rand(1024, 32, device="cuda") * 2 - 1
+    with torch.no_grad():
+        module.params.add_(0.01)  # the shared zero biases' update, through the host: refreshes on the GPU from here
+    module(x)
+    with torch.no_grad():
+        module.params.mul_(0.5)
+    empty = torch.zeros(0, 32, device="cuda", requires_grad=True)
+    y = module(empty)
+    y.sum().backward()
+    assert y.shape == (0, 16) and empty.grad.shape == (0, 32) and not module.params.grad.any()
+    np.testing.assert_allclose(module(x).detach().cpu().numpy(), _emulated(module, x), **FP16)
     module.close()
 
 
