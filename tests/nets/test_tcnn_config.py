@@ -47,6 +47,14 @@ def test_tcnns_image_config_builds_its_model_and_trainer():
     ({"encoding": {"otype": "HashGrid", "n_features_per_level": 3}}, "'n_features_per_level' is 3"),
     ({"encoding": {"otype": "Blob"}}, "'otype' is 'Blob'"),
     ({"shampoo": {}}, "key 'shampoo' is not one coopnn reads"),
+    ({"network": {"otype": "CutlassMLP", "n_hidden_layers": 1 << 40}}, "n_hidden_layers. is 1,099,511,627,776"),
+    ({"network": {"otype": "CutlassMLP", "n_neurons": 0, "n_hidden_layers": 1 << 40}}, "'network.n_hidden_layers'"),
+    ({"optimizer": {"otype": "Adam", "learning_rate": "0.01"}}, "'optimizer.learning_rate' must be a finite number"),
+    ({"optimizer": {"otype": "Adam", "beta1": None}}, "'optimizer.beta1' must be a finite number, not None"),
+    ({"optimizer": {"otype": "Adam", "epsilon": [1e-15]}}, "'optimizer.epsilon' must be a finite number"),
+    ({"optimizer": {"otype": "Adam", "learning_rate": float("inf")}}, "'optimizer.learning_rate' must be a finite"),
+    ({"optimizer": {"otype": "SGD", "l2_reg": 10 ** 400}}, "'optimizer.l2_reg' must be a finite number"),
+    ({"optimizer": {"otype": "SGD", "learning_rate": True}}, "'optimizer.learning_rate' must be a finite number"),
 ])
 def test_what_coopnn_cannot_do_names_the_key(change, key):
     with pytest.raises(InputError, match=key):
