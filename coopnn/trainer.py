@@ -52,6 +52,8 @@ class Trainer:
 
     def __init__(self, model: Model, loss: str | Loss = "l2", optimizer: str | Optimizer | None = None, *,
                  backend: str | None = None, seed: int = 0, **options: str):
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed < 1 << 32:
+            raise InputError(f"seed must be a whole number from 0 to 2^32 - 1 (the batch sampler's), not {seed!r}")
         self.model = model
         self.loss = get_loss(loss)
         self.optimizer = get_optimizer(optimizer)

@@ -290,6 +290,15 @@ def test_training_option_values_are_checked_against_the_backend_record():
         check_training_options(Record, {"gradients": "tiles"})
     with pytest.raises(coopnn.InputError, match=r"takes gradients=\['auto', 'coopmat'\], not step='tiled'"):
         check_training_options(Record, {"step": "tiled"})
+    with pytest.raises(coopnn.InputError, match=r"gradients must be one of \['auto', 'coopmat'\], not array"):
+        check_training_options(Record, {"gradients": np.array(["auto", "coopmat"])})
+
+
+@pytest.mark.parametrize("seed", ["a", None, 1.5, -1, 1 << 32, True])
+def test_a_seed_the_sampler_cannot_take_is_refused_by_name(seed):
+    with coopnn.mlp(2, [8], 2, backend="numpy") as model:
+        with pytest.raises(coopnn.InputError, match="seed must be a whole number from 0 to 2"):
+            coopnn.Trainer(model, seed=seed)
 
 
 def test_a_closed_trainer_leaves_the_model_its_trained_weights_and_refuses_to_train():

@@ -126,6 +126,6 @@ def check_training_options(backend: Backend, options: Mapping[str, Any]) -> None
         if name not in accepted:
             takes = ", ".join(f"{k}={list(v)}" for k, v in accepted.items()) or "no options"
             raise InputError(f"training on {backend.name!r} takes {takes}, not {name}={value!r}")
-        if value not in accepted[name]:
+        if not isinstance(value, str) or value not in accepted[name]:
             raise InputError(f"training on {backend.name!r}: {name} must be one of {list(accepted[name])}, not "
                              f"{value!r}")

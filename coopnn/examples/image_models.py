@@ -55,7 +55,7 @@ def tcnn_config(encoding: str) -> dict[str, Any]:
         return TCNN_IMAGE_CONFIG
     try:
         config = json.loads(Path(encoding).read_text())
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:  # RecursionError: JSON nested past the decoder's depth
         raise CoopnnError(f"--encoding {encoding!r} is neither frequency, hashgrid nor a readable JSON file: "
                           f"{e}") from e
     if not isinstance(config, dict):
@@ -75,8 +75,9 @@ def image_model(encoding: str, *, hidden: Sequence[int], octaves: int, lr: float
                                  seed=seed)
         return ImageModel(model, trainer, f"{octaves} octaves, MLP {list(hidden)}", False)
     config = tcnn_config(encoding)
-    if lr is not None:
-        config = {**config, "optimizer": {**config.get("optimizer", {}), "learning_rate": lr}}
+    optimizer = config.get("optimizer", {})
+    if lr is not None and isinstance(optimizer, dict):  # another value is refused by from_tcnn_config, naming it
+        config = {**config, "optimizer": {**optimizer, "learning_rate": lr}}
     model, trainer = coopnn.from_tcnn_config(config, 2, 3, seed=seed, backend=backend, weights=weights)
     enc = next(n.attrs["encoding"] for n in model.graph.nodes if n.op.value == "encoding")
     name = encoding if encoding == "hashgrid" else os.path.basename(encoding)

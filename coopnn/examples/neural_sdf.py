@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 
 import coopnn
+from coopnn import backends
 from coopnn.cli_format import HelpFormatter
-from coopnn.errors import CoopnnError
+from coopnn.errors import CoopnnError, InputError
 from coopnn.examples.fit_image import positive
 from coopnn.examples.images import write_png
 from coopnn.examples.sdf_shapes import scene, training_points
@@ -106,6 +107,31 @@ class NeuralSdfResult:
     seconds: float
 
 
+def chosen_preset(preset: str | None, steps: int | None, batch_size: int | None, side: int | None) -> Preset:
+    """`preset` (by default the one for this machine) with the sizes given replacing its own; InputError naming a
+    preset or size it cannot take."""
+    if preset is not None and preset not in PRESETS:
+        raise InputError(f"preset {preset!r} is not one of {', '.join(sorted(PRESETS))}")
+    sizes = {"steps": steps, "batch": batch_size, "side": side}
+    for key, value in sizes.items():
+        low = 0 if key == "steps" else 1
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+            raise InputError(f"{'batch_size' if key == 'batch' else key} must be a whole number >= {low}, "
+                             f"not {value!r}")
+    return replace(PRESETS[preset or ("gpu" if has_gpu() else "cpu")],
+                   **{k: v for k, v in sizes.items() if v is not None})
+
+
+def output_folder(output_dir: str | os.PathLike) -> Path:
+    """`output_dir`, made where it is missing (before the fit, so that a path it cannot be fails at once)."""
+    out = Path(output_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CoopnnError(f"cannot write the PNGs to {str(out)!r}: {e.strerror or e}") from None
+    return out
+
+
 def neural_sdf(*, preset: str | None = None, steps: int | None = None, batch_size: int | None = None,
                side: int | None = None, backend: str = "auto", train_backend: str = "auto", seed: int = 0,
                output_dir: str | os.PathLike = "neural_sdf", progress: bool = True) -> NeuralSdfResult:
@@ -113,9 +139,12 @@ def neural_sdf(*, preset: str | None = None, steps: int | None = None, batch_siz
     by default the one for this machine) sizes the grid, the data, the fit and the render; `steps`, `batch_size` and
     `side` replace its values."""
     started = time.monotonic()
-    chosen = PRESETS[preset or ("gpu" if has_gpu() else "cpu")]
-    chosen = replace(chosen, **{k: v for k, v in (("steps", steps), ("batch", batch_size), ("side", side))
-                                if v is not None})
+    chosen = chosen_preset(preset, steps, batch_size, side)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 32:
+        raise InputError(f"seed must be a whole number from 0 to 2^32 - 1, not {seed!r}")
+    if backend != "auto":
+        backends.get(backend)  # an unknown one is refused before the fit, not after it
+    out = output_folder(output_dir)
     trained_on, model, trainer = trainer_for(sdf_config(chosen), train_backend, seed)
     points = training_points(chosen.points, seed)
     with trainer:
@@ -129,8 +158,6 @@ def neural_sdf(*, preset: str | None = None, steps: int | None = None, batch_siz
         runner.close()
         model.close()
     reference, expected = render(scene, camera)
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = out / "neural_sdf.png", out / "reference.png", out / "comparison.png"
     write_png(paths[0], image)
     write_png(paths[1], reference)

@@ -63,6 +63,8 @@ def mlp_graph(in_features: int, hidden: Sequence[int] = (64, 64), out_features: 
     hidden_act, output_act = _activation(activation, "activation"), _activation(output_activation, "output_activation")
     if initialisation not in INITIALISATIONS:
         raise InputError(f"unknown initialisation {initialisation!r}; initialisations: {', '.join(INITIALISATIONS)}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be a whole number >= 0, not {seed!r}")
     builder = GraphBuilder(name)
     x = builder.input("x", widths[0])
     rng = np.random.default_rng(seed)

@@ -16,6 +16,7 @@ import numpy as np
 from coopnn.errors import InputError
 from coopnn.graph.builder import GraphBuilder
 from coopnn.graph.encodings.base import Encoding
+from coopnn.graph.encodings.frequency import MAX_FREQUENCIES
 from coopnn.graph.encodings.registry import from_config
 from coopnn.graph.ir import Op
 
@@ -26,8 +27,9 @@ def frequency(builder: GraphBuilder, x: str, octaves: int | None = None) -> tupl
     """NeRF's positional encoding [x, sin(x 2^k pi), cos(x 2^k pi)] for k < octaves, in the form the zoo exports
     (x as [batch, d, 1] times the frequencies, flattened back to [batch, d * octaves])."""
     octaves = DEFAULT_OCTAVES if octaves is None else octaves
-    if not isinstance(octaves, int) or octaves < 1:
-        raise InputError(f"the frequency encoding needs a whole number of octaves >= 1, not {octaves!r}")
+    if isinstance(octaves, bool) or not isinstance(octaves, int) or not 1 <= octaves <= MAX_FREQUENCIES:
+        raise InputError(f"the frequency encoding needs a whole number of octaves from 1 to {MAX_FREQUENCIES} "
+                         f"(past that 2^k pi leaves float32's range), not {octaves!r}")
     width = builder.width(x)
     frequencies = builder.constant("encoding.frequencies", (2.0 ** np.arange(octaves)) * math.pi)
     column = builder.node(Op.RESHAPE, "encoding.unsqueeze", [x], shape=(None, width, 1))

@@ -11,13 +11,14 @@ encoding's parameters.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Mapping
 
 from coopnn.errors import InputError
 from coopnn.graph.encodings.registry import from_config as encoding_from_config
 from coopnn.graph.ir import Activation, Op
 from coopnn.model import Model
-from coopnn.nets.builders import mlp
+from coopnn.nets.builders import MAX_PARAMETERS, mlp
 from coopnn.train.losses import Loss, get_loss
 from coopnn.train.optim import SGD, Adam, Optimizer
 from coopnn.trainer import Trainer
@@ -53,6 +54,13 @@ def _count(section: Mapping[str, Any], key: str, where: str, default: int) -> in
     return value
 
 
+def _number(section: Mapping[str, Any], key: str, where: str) -> float:
+    value = section[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= sys.float_info.max:
+        raise InputError(f"tiny-cuda-nn config: key '{where}.{key}' must be a finite number, not {value!r}")
+    return float(value)
+
+
 def network_layers(network: Mapping[str, Any]) -> tuple[list[int], Activation | None, Activation | None]:
     """Hidden widths and the activations of tcnn's `network` section."""
     otype = _name(network, "network", "MLP")
@@ -70,6 +78,9 @@ def network_layers(network: Mapping[str, Any]) -> tuple[list[int], Activation | 
                          f"{', '.join(map(str, FULLY_FUSED_WIDTHS))} (CutlassMLP takes any width)")
     if fused and layers < 1:
         raise InputError("tiny-cuda-nn config: key 'network.n_hidden_layers' is 0; FullyFusedMLP needs at least 1")
+    if layers * max(width, 1) ** 2 > MAX_PARAMETERS:  # before a list of that many layers is made
+        raise InputError(f"tiny-cuda-nn config: key 'network.n_hidden_layers' is {layers:,}: {layers:,} layers of "
+                         f"{width} neurons are more than the {MAX_PARAMETERS:,} parameters coopnn.mlp makes")
     return [width] * layers, _activation(network, "activation", "ReLU"), _activation(network, "output_activation",
                                                                                      "None")
 
@@ -102,7 +113,7 @@ def tcnn_optimizer(config: Mapping[str, Any], no_decay: tuple[str, ...]) -> Opti
     if unknown:
         raise InputError(f"tiny-cuda-nn config: key 'optimizer.{unknown[0]}' is not supported; coopnn's {otype} "
                          f"reads {', '.join(sorted(keys))}")
-    number = {k: float(section[k]) for k in keys - {"otype"} if k in section}
+    number = {k: _number(section, k, "optimizer") for k in keys - {"otype"} if k in section}
     if otype.lower() == "sgd":
         return SGD(lr=number.get("learning_rate", 1e-3), weight_decay=number.get("l2_reg", 1e-8), no_decay=no_decay)
     return Adam(lr=number.get("learning_rate", 1e-3), betas=(number.get("beta1", 0.9), number.get("beta2", 0.999)),

@@ -21,6 +21,7 @@ from coopnn.graph.encodings.base import Encoding
 from coopnn.graph.encodings.composite import Composite
 from coopnn.graph.ir import Graph, Op
 from coopnn.graph.parameters import parameters
+from coopnn.interop import tensors
 from coopnn.model import Model
 
 ALIGNMENT = 16  # what FullyFusedMLP and CutlassMLP pad their inputs and outputs to
@@ -52,10 +53,25 @@ def _first_layer(matrix: np.ndarray, encoding: Encoding | None, n_in: int) -> tu
     return matrix[:, [c for c, (j, _) in enumerate(columns) if j is not None]], bias
 
 
+def _flat(buffer: Any) -> np.ndarray:
+    """tcnn's buffer as one float64 row: a numpy array or list, or a PyTorch or CuPy tensor (on the GPU and requiring
+    gradients, as the bindings' `params` are) of floating-point values."""
+    try:
+        if tensors.framework_of(buffer) != "other" or tensors.is_cuda_array(buffer):
+            buffer = tensors.to_host("buffer", buffer)
+        array = np.asarray(buffer)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise InputError(f"a tiny-cuda-nn buffer is an array of float16 or float32 values, not {type(buffer).__name__} "
+                         f"({e})") from None
+    if array.dtype.kind != "f":
+        raise InputError(f"a tiny-cuda-nn buffer holds float16 or float32 values, not {array.dtype}")
+    return array.astype(np.float64).ravel()
+
+
 def tcnn_parameter_values(graph: Graph, buffer: Any) -> dict[str, np.ndarray]:
     """coopnn's parameters (by name) from tcnn's buffer for the model `graph` (made by `coopnn.from_tcnn_config` or
     `coopnn.mlp` with that config's encoding)."""
-    flat = np.asarray(buffer, np.float64).ravel()
+    flat = _flat(buffer)
     encoding = next((n.attrs["encoding"] for n in graph.nodes if n.op is Op.ENCODING), None)
     layers = [n.name for n in graph.nodes if n.op is Op.LINEAR]
     shapes = [parameters(graph)[f"{name}.weight"].shape for name in layers]

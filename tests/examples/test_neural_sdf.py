@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from coopnn.errors import CoopnnError
 from coopnn.examples import neural_sdf as example
 from coopnn.examples.images import read_image
 
@@ -32,3 +33,26 @@ def test_the_gpu_preset_trains_on_a_gpu_backend_and_renders_the_shape(tmp_path, 
     result = example.neural_sdf(preset="gpu", steps=500, side=128, output_dir=tmp_path, progress=False)
     assert result.train_backend in example.GPU_TRAINING and result.render_backend != "numpy"
     assert result.silhouette_iou > 0.97
+
+
+@pytest.mark.parametrize("arguments, message", [
+    ({"preset": "phone"}, "preset 'phone' is not one of cpu, gpu"),
+    ({"steps": -1}, "steps must be a whole number >= 0, not -1"),
+    ({"batch_size": 0}, "batch_size must be a whole number >= 1, not 0"),
+    ({"side": "big"}, "side must be a whole number >= 1, not 'big'"),
+    ({"side": 2.5}, "side must be a whole number >= 1"),
+    ({"seed": -1}, "seed must be a whole number from 0 to 2"),
+    ({"backend": "nonesuch"}, "unknown backend 'nonesuch'"),
+])
+def test_bad_arguments_are_refused_before_the_fit(tmp_path, monkeypatch, arguments, message):
+    monkeypatch.setattr(example, "trainer_for", lambda *a: pytest.fail("the fit started"))
+    with pytest.raises(CoopnnError, match=message):
+        example.neural_sdf(**{"preset": "cpu", **arguments}, output_dir=tmp_path, progress=False)
+
+
+def test_an_output_folder_that_cannot_be_made_is_refused_before_the_fit(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(example, "trainer_for", lambda *a: pytest.fail("the fit started"))
+    taken = tmp_path / "file"
+    taken.write_text("")
+    assert example.main(["--preset", "cpu", "-o", str(taken / "inside")]) == 1
+    assert capsys.readouterr().err.startswith("coopnn: error: cannot write the PNGs to")

@@ -75,7 +75,12 @@ def test_every_listed_activation_builds():
     ({"output_activation": "softmax"}, "unknown output_activation 'softmax'"),
     ({"encoding": "hash_grid"}, "key 'otype' is 'hash_grid', which is not an encoding coopnn has; encodings: C"),
     ({"octaves": 4}, "octaves configures an encoding"),
-    ({"encoding": "frequency", "octaves": 0}, "whole number of octaves >= 1"),
+    ({"encoding": "frequency", "octaves": 0}, "whole number of octaves from 1 to 64"),
+    ({"encoding": "frequency", "octaves": 1 << 40}, "octaves from 1 to 64 .*, not 1099511627776"),
+    ({"encoding": "frequency", "octaves": True}, "octaves from 1 to 64 .*, not True"),
+    ({"seed": "a"}, "seed must be a whole number >= 0, not 'a'"),
+    ({"seed": -1}, "seed must be a whole number >= 0, not -1"),
+    ({"seed": 1.5}, "seed must be a whole number >= 0, not 1.5"),
     ({"hidden": [8, 0]}, "hidden width must be a whole number >= 1, not 0"),
     ({"out_features": 2.5}, "out_features must be a whole number"),
     ({"hidden": [10**6, 10**6]}, r"an MLP of widths \[2, 1000000, 1000000, 1\] has 1,000,005,000,001 parameters; "

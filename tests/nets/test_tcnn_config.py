@@ -10,6 +10,7 @@ import pytest
 import coopnn
 from coopnn.errors import InputError
 from coopnn.nets.tcnn_parameters import load_tcnn_parameters
+from tests.conftest import import_torch
 
 HASH_ENCODING = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 15,
                  "base_resolution": 16, "per_level_scale": 1.5, "fixed_point_pos": False}
@@ -47,6 +48,14 @@ def test_tcnns_image_config_builds_its_model_and_trainer():
     ({"encoding": {"otype": "HashGrid", "n_features_per_level": 3}}, "'n_features_per_level' is 3"),
     ({"encoding": {"otype": "Blob"}}, "'otype' is 'Blob'"),
     ({"shampoo": {}}, "key 'shampoo' is not one coopnn reads"),
+    ({"network": {"otype": "CutlassMLP", "n_hidden_layers": 1 << 40}}, "n_hidden_layers. is 1,099,511,627,776"),
+    ({"network": {"otype": "CutlassMLP", "n_neurons": 0, "n_hidden_layers": 1 << 40}}, "'network.n_hidden_layers'"),
+    ({"optimizer": {"otype": "Adam", "learning_rate": "0.01"}}, "'optimizer.learning_rate' must be a finite number"),
+    ({"optimizer": {"otype": "Adam", "beta1": None}}, "'optimizer.beta1' must be a finite number, not None"),
+    ({"optimizer": {"otype": "Adam", "epsilon": [1e-15]}}, "'optimizer.epsilon' must be a finite number"),
+    ({"optimizer": {"otype": "Adam", "learning_rate": float("inf")}}, "'optimizer.learning_rate' must be a finite"),
+    ({"optimizer": {"otype": "SGD", "l2_reg": 10 ** 400}}, "'optimizer.l2_reg' must be a finite number"),
+    ({"optimizer": {"otype": "SGD", "learning_rate": True}}, "'optimizer.learning_rate' must be a finite number"),
 ])
 def test_what_coopnn_cannot_do_names_the_key(change, key):
     with pytest.raises(InputError, match=key):
@@ -101,3 +110,36 @@ def test_a_tcnn_parameter_buffer_gives_tcnns_outputs(encoding, n_in, pad_value, 
     np.testing.assert_allclose(model.run(x), want, rtol=1e-4, atol=1e-5)
     with pytest.raises(InputError, match="this one holds 5"):
         load_tcnn_parameters(model, np.zeros(5))
+
+
+def _small_grid_model():
+    config = {**IMAGE_CONFIG, "encoding": {"otype": "HashGrid", "n_levels": 2, "log2_hashmap_size": 6},
+              "network": {"otype": "CutlassMLP", "n_neurons": 16, "n_hidden_layers": 1}}
+    model, trainer = coopnn.from_tcnn_config(config, 2, 3, backend="numpy")
+    trainer.close()
+    return model, 16 * 16 + 16 * 16 + model.parameters()["encoding.params"].size
+
+
+@pytest.mark.parametrize("buffer, message", [
+    (lambda n: np.zeros(n, np.int32), "holds float16 or float32 values, not int32"),
+    (lambda n: np.zeros(n, np.complex64), "not complex64"),
+    (lambda n: np.zeros(n, bool), "not bool"),
+    (lambda n: np.array(["0"] * n), "not <U1"),
+    (lambda n: bytes(4 * n), "not |S"),
+    (lambda n: None, "not object"),
+    (lambda n: [[0.0] * n, [0.0]], "is an array of float16 or float32 values, not list"),
+])
+def test_a_buffer_of_the_wrong_type_is_refused(buffer, message):
+    model, size = _small_grid_model()
+    with pytest.raises(InputError, match=message):
+        load_tcnn_parameters(model, buffer(size))
+
+
+def test_the_pytorch_bindings_params_load_as_they_are():
+    torch = import_torch()
+    model, size = _small_grid_model()
+    values = np.random.default_rng(1).standard_normal(size).astype(np.float16)
+    load_tcnn_parameters(model, torch.nn.Parameter(torch.from_numpy(values)))  # requires_grad, as tcnn's are
+    np.testing.assert_array_equal(model.parameters()["encoding.params"], values[-(size - 512):].astype(np.float32))
+    with pytest.raises(InputError, match="not Tensor"):
+        load_tcnn_parameters(model, torch.zeros(size, dtype=torch.bfloat16))

@@ -2,7 +2,8 @@
 the input columns, their outputs concatenated (the `reduction` Sum and Product are not supported).
 
 Each nested config names its columns with `n_dims_to_encode` (and optionally `dims_to_encode_begin`; otherwise
-they follow the previous one's); at most one may leave `n_dims_to_encode` out and takes the columns left. As in tcnn,
+they follow the previous one's); at most one may leave `n_dims_to_encode` out and takes the columns left (none,
+where one gives `dims_to_encode_begin`, as tcnn has it). As in tcnn,
 each nested output is padded to a multiple of the next one's alignment (a grid's: its features per level) with the
 nested encoding's pad value (in front of a SphericalHarmonics part, after the others), so a tcnn-trained first layer
 lines up. Parameters: the nested encodings' vectors one
@@ -23,6 +24,7 @@ from coopnn.graph.encodings.config import ConfigReader
 
 NRC_PRESET = ({"n_dims_to_encode": 3, "otype": "TriangleWave"}, {"n_dims_to_encode": 5, "otype": "OneBlob"},
               {"otype": "Identity"})
+MAX_DEPTH = 8  # Composites inside Composites (tcnn's configs nest one or two; a deep one would exhaust the stack)
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class Composite(Encoding):
     @classmethod
     def from_config(cls, config: Mapping[str, Any], n_input_dims: int, where: str) -> "Composite":
         keys = ConfigReader(config, where)
+        if where.count(".nested[") >= MAX_DEPTH:  # the path `from_config` gives each nested config
+            raise InputError(f"{where}: Composites nest {MAX_DEPTH} deep at most")
         if str(config.get("otype")).lower() in ("nrc", "oneblobfrequency"):
             nested = [dict(NRC_PRESET[0], n_frequencies=keys.integer("n_frequencies", 12, 1, 64)),
                       dict(NRC_PRESET[1], n_bins=keys.integer("n_bins", 4, 1, 1 << 10)), dict(NRC_PRESET[2])]
@@ -73,11 +77,14 @@ class Composite(Encoding):
                 raise InputError(f"{where}.nested[{i}]: an encoding config is a JSON object (a dict), not {c!r}")
         given = [c.get("n_dims_to_encode") for c in nested]
         explicit_begin = any("dims_to_encode_begin" in c for c in nested)
-        if sum(g is None for g in given) > 1:
-            raise InputError(f"{where}: key 'nested': at most one nested encoding may leave 'n_dims_to_encode' out")
-        for i, g in enumerate(given):
-            if g is not None and (isinstance(g, bool) or not isinstance(g, int) or g < 0):
-                raise InputError(f"{where}.nested[{i}]: key 'n_dims_to_encode' must be a whole number >= 0, not {g!r}")
+        if sum(g is None for g in given) > (0 if explicit_begin else 1):
+            raise InputError(f"{where}: key 'nested': at most one nested encoding may leave 'n_dims_to_encode' out, "
+                             "and none where one gives 'dims_to_encode_begin' (as in tiny-cuda-nn)")
+        for i, c in enumerate(nested):
+            for key in ("n_dims_to_encode", "dims_to_encode_begin"):
+                value = c.get(key, 0)
+                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                    raise InputError(f"{where}.nested[{i}]: key {key!r} must be a whole number >= 0, not {value!r}")
         left = n_input_dims - sum(g for g in given if g is not None)
         if left < 0 and not explicit_begin:
             raise InputError(f"{where}: key 'nested' encodes {n_input_dims - left} input dimensions; the "
@@ -87,7 +94,7 @@ class Composite(Encoding):
             if g is not None and "dims_to_encode_begin" in c:
                 offset = c["dims_to_encode_begin"]
             count = g if g is not None else max(left, 0)
-            if not (isinstance(offset, int) and 0 <= offset and offset + count <= n_input_dims):
+            if offset + count > n_input_dims:
                 raise InputError(f"{where}: key 'dims_to_encode_begin' puts a nested encoding at columns "
                                  f"{offset}..{offset + count - 1} of {n_input_dims}")
             spans.append((offset, count))

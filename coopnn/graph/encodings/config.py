@@ -3,6 +3,7 @@ key (with its path inside a Composite) for a wrong type, a value out of range or
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Mapping
 
 from coopnn.errors import InputError
@@ -38,8 +39,9 @@ class ConfigReader:
     def number(self, key: str, default: float, positive: bool = False) -> float:
         self.read.add(key)
         value = self.config.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            self.fail(key, f"must be a number, not {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not abs(value) <= sys.float_info.max:  # NaN, infinities and ints past float's range
+            self.fail(key, f"must be a finite number, not {value!r}")
         if positive and not value > 0:
             self.fail(key, f"must be > 0, not {value!r}")
         return float(value)

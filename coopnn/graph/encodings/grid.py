@@ -34,6 +34,9 @@ MAX_INPUT_DIMS = 4
 MAX_LOG2_HASHMAP_SIZE = 30
 MAX_PARAMETERS = 1 << 30  # 4 GiB of float32
 INIT_RANGE = 1e-4
+# what sizes each type's tables: a hash grid's are capped at 2^log2_hashmap_size, a tiled one's at base_resolution^d
+SIZE_KEYS = {"Hash": "key 'log2_hashmap_size'", "Dense": "keys 'base_resolution' and 'per_level_scale'",
+             "Tiled": "key 'base_resolution'"}
 _DEFAULT_TYPE = {"grid": "Hash", "hashgrid": "Hash", "densegrid": "Dense", "tiledgrid": "Tiled"}
 
 
@@ -110,8 +113,9 @@ class Grid(Encoding):
             raise InputError(f"{where}: key 'per_level_scale' ({self.per_level_scale}) makes level "
                              f"{self.n_levels - 1} {float(last.scale):.3g} cells wide; coopnn takes up to 2^31")
         if self.n_parameters > MAX_PARAMETERS:
-            raise InputError(f"{where}: key 'log2_hashmap_size' ({self.log2_hashmap_size}) with {self.n_levels} "
-                             f"levels makes {self.n_parameters:,} parameters; coopnn takes up to {MAX_PARAMETERS:,}")
+            keys = SIZE_KEYS[self.grid_type]
+            raise InputError(f"{where}: {keys} of a {self.grid_type} grid of {self.n_levels} levels makes "
+                             f"{self.n_parameters:,} parameters; coopnn takes up to {MAX_PARAMETERS:,}")
 
     @cached_property
     def levels(self) -> tuple[grid_levels.Level, ...]:

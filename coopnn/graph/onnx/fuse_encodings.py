@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from coopnn.errors import InputError
+from coopnn.errors import CoopnnError
 from coopnn.graph.encodings.registry import from_config
 from coopnn.graph.ir import Graph, Op
 from coopnn.graph.onnx.encodings import write_encoding
@@ -89,7 +89,9 @@ def _fuse_one(proto: onnx.ModelProto, node_name: str, record: dict) -> bool:
     try:
         encoding = from_config(record["config"], int(record["n_input_dims"]), f"encoding {node_name!r}")
         x, params, output = record["input"], record["params"] or None, record["output"]
-    except (InputError, KeyError, TypeError, ValueError):
+    except (CoopnnError, KeyError, TypeError, ValueError, OverflowError):
+        return False
+    if not all(isinstance(name, str) for name in (x, params or "", output)):
         return False
     ours = [n for n in graph.node if n.name == node_name or n.name.startswith(node_name + "/")]
     if not ours or ours[-1].name != node_name:
@@ -120,7 +122,7 @@ def fuse_encodings(proto: onnx.ModelProto) -> onnx.ModelProto:
         if entry.key.startswith(METADATA_PREFIX):
             try:
                 record = json.loads(entry.value)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
             if isinstance(record, dict):
                 fused |= _fuse_one(proto, entry.key[len(METADATA_PREFIX):], record)

@@ -26,7 +26,10 @@ def _fail(where, message: str) -> TensorLanguageError:
 @functools.lru_cache(maxsize=256)
 def program(text: str) -> ast.Program:
     """`text` parsed and checked (TensorLanguageError with every diagnostic)."""
-    return checked(parse(text))
+    try:
+        return checked(parse(text))
+    except RecursionError:  # the reader and checker descend into nested regions
+        raise _fail(None, "the text nests regions too deeply to be read") from None
 
 
 def _fusable_instruction(inst: ast.Inst) -> None:

@@ -24,6 +24,13 @@ def text_of(text: Any, use: str) -> str:
     return text
 
 
+def name_of(value: Any, key: str) -> str | None:
+    """A function name a use is given: None (the text's first function) or the name of one, a str."""
+    if value is not None and not isinstance(value, str):
+        raise InputError(f"{key} names a function of the text (a str: 'f' for @f), not {value!r}")
+    return value
+
+
 def activation_function(text: str, function: str | None = None) -> ast.Function:
     return model_function(text_of(text, "activation"), function, 1, 1, "activation")
 

@@ -141,7 +141,7 @@ def test_the_nrc_preset():
     ({"otype": "OneBlob", "n_bins": 12}, 2, "'n_bins' is 12; OneBlob takes a power of two"),
     ({"otype": "SphericalHarmonics", "degree": 9}, 3, "'degree' is 9; supported: 1 to 8"),
     ({"otype": "SphericalHarmonics"}, 2, "encodes 3-D directions"),
-    ({"otype": "Identity", "scale": "big"}, 2, "'scale' must be a number"),
+    ({"otype": "Identity", "scale": "big"}, 2, "'scale' must be a finite number"),
     ({"otype": "Composite"}, 2, "'nested' must be a list"),
     ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 3}]}, 2, "encodes 3 input dim"),
     ({"otype": "Composite", "nested": [{"otype": "Identity"}, {"otype": "OneBlob"}]}, 2, "at most one nested"),
@@ -155,3 +155,40 @@ def test_the_nrc_preset():
 def test_bad_configs_name_the_key(config, dims, message):
     with pytest.raises(InputError, match=message):
         from_config(config, dims)
+
+
+def _nested(depth: int) -> dict:
+    config = {"otype": "Identity"}
+    for _ in range(depth):
+        config = {"otype": "Composite", "nested": [config]}
+    return config
+
+
+@pytest.mark.parametrize("config, dims, message", [
+    ({"otype": "Identity", "scale": 10 ** 400}, 2, "'scale' must be a finite number"),
+    ({"otype": "Identity", "offset": float("inf")}, 2, "'offset' must be a finite number, not inf"),
+    ({"otype": "HashGrid", "per_level_scale": 10 ** 400}, 2, "'per_level_scale' must be a finite number"),
+    ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 2, "dims_to_encode_begin": "0"}]},
+     2, r"nested\[0\]: key 'dims_to_encode_begin' must be a whole number >= 0, not '0'"),
+    ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 1, "dims_to_encode_begin": True}]},
+     2, "'dims_to_encode_begin' must be a whole number >= 0, not True"),
+    ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 1, "dims_to_encode_begin": -1}]},
+     2, "'dims_to_encode_begin' must be a whole number >= 0, not -1"),
+    ({"otype": "Composite", "nested": [{"otype": "Identity", "dims_to_encode_begin": 1}]}, 2,
+     "none where one gives 'dims_to_encode_begin'"),
+    ({"otype": "Composite", "nested": [{"otype": "Identity", "n_dims_to_encode": 1, "dims_to_encode_begin": 1},
+                                       {"otype": "OneBlob"}]}, 2, "none where one gives 'dims_to_encode_begin'"),
+    (_nested(3000), 2, "Composites nest 8 deep at most"),
+])
+def test_hostile_values_name_the_key(config, dims, message):
+    with pytest.raises(InputError, match=message):
+        from_config(config, dims)
+
+
+def test_composites_nest_eight_deep_and_overlapping_columns_are_read_twice():
+    assert from_config(_nested(8), 2).n_output_dims == 2
+    overlapping = from_config({"otype": "Composite", "nested": [
+        {"otype": "Identity", "n_dims_to_encode": 2, "dims_to_encode_begin": 0},
+        {"otype": "Identity", "n_dims_to_encode": 2, "dims_to_encode_begin": 1}]}, 3)
+    x = np.array([[1, 2, 3]], np.float32)
+    np.testing.assert_array_equal(overlapping.forward(x, EMPTY), [[1, 2, 2, 3]])

@@ -139,6 +139,9 @@ def test_gradients_match_finite_differences(interpolation, dims, grid_type):
     ({"otype": "HashGrid", "n_levels": 32, "log2_hashmap_size": 30, "n_features_per_level": 8,
       "per_level_scale": 1.5}, 3,
      "'log2_hashmap_size' .* parameters; coopnn takes up to"),
+    ({"otype": "DenseGrid", "n_levels": 1, "base_resolution": 1 << 20}, 3,
+     "keys 'base_resolution' and 'per_level_scale' of a Dense grid of 1 levels makes"),
+    ({"otype": "TiledGrid", "n_levels": 1, "base_resolution": 1 << 20}, 3, "key 'base_resolution' of a Tiled grid"),
 ])
 def test_bad_configs_name_the_key(config, dims, key):
     with pytest.raises(InputError, match=key):

@@ -4,17 +4,19 @@ ENCODING node, checked by the verifier; a subgraph edited since is not fused."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 import coopnn
 from coopnn.errors import UnsupportedOperatorError
 from coopnn.graph.ir import Op
 from coopnn.graph.onnx.export import export_onnx
-from coopnn.graph.onnx.fuse_encodings import fuse_encodings
+from coopnn.graph.onnx.fuse_encodings import DOMAIN, fuse_encodings
 from coopnn.graph.verify import verify
 from tests.graph.encodings.cases import ENCODINGS, IDS, inputs
 
@@ -72,3 +74,28 @@ def test_metadata_that_does_not_describe_the_nodes_fuses_nothing(value):
     proto = export_onnx(model_for(config, n_in).graph)
     proto.metadata_props[0].value = value
     assert not any(node.op_type == "Encoding" for node in fuse_encodings(proto).graph.node)
+
+
+@pytest.mark.parametrize("change", [{"n_input_dims": float("inf")}, {"input": ["x"]}, {"params": ["p"]},
+                                    {"output": {"y": 1}}, "[" * 100000],
+                         ids=["infinite-dims", "input-list", "params-list", "output-object", "deep-json"])
+def test_a_hostile_record_fuses_nothing(change):
+    config, n_in = ENCODINGS[0]
+    proto = export_onnx(model_for(config, n_in).graph)
+    record = json.loads(proto.metadata_props[0].value)
+    proto.metadata_props[0].value = change if isinstance(change, str) else json.dumps({**record, **change})
+    assert not any(node.op_type == "Encoding" for node in fuse_encodings(proto).graph.node)
+
+
+@pytest.mark.parametrize("config, message", [(2.5, "the JSON object must be str"),
+                                             ("[" * 100000, "maximum recursion depth"),
+                                             ('{"otype": "HashGrid", "log2_hashmap_size": 40}',
+                                              "'log2_hashmap_size' is 40")],
+                         ids=["float-attribute", "deep-json", "huge-table"])
+def test_an_encoding_node_with_a_hostile_config_names_the_node(config, message):
+    node = helper.make_node("Encoding", ["x"], ["y"], name="enc", domain=DOMAIN, config=config, n_input_dims=2)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["n", 2])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 2])])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20), helper.make_opsetid(DOMAIN, 1)])
+    with pytest.raises(UnsupportedOperatorError, match=f"node 'enc'.*cannot be built: .*{message}"):
+        coopnn.load(proto.SerializeToString(), backend="numpy")

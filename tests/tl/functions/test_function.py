@@ -9,6 +9,7 @@ import pytest
 import coopnn
 from coopnn import tl
 from coopnn.errors import CompileError, CoopnnError, InputError
+from coopnn.tl import TensorLanguageError
 from coopnn.tl.functions.named import derivative_function
 from tests.tl.functions.examples import FEATURES, SOFTPLUS, WAVE
 
@@ -82,3 +83,24 @@ def test_a_missing_derivative_is_an_error_naming_the_instruction_when_training()
 def test_a_named_derivative_must_exist_and_fit():
     _error(lambda t: tl.activation(t, derivative="missing"), SOFTPLUS, "no function @missing")
     _error(lambda t: tl.activation(t, derivative="features"), SOFTPLUS + FEATURES, "takes 2 arguments")
+
+
+@pytest.mark.parametrize("use, key, value", [
+    *((use, "function", value) for use in (tl.activation, tl.encoding, tl.loss) for value in (["relu"], 3)),
+    *((use, "derivative", value) for use in (tl.activation, tl.loss) for value in (["relu"], 1.0))])
+def test_a_function_name_that_is_not_a_str_is_refused_by_key(use, key, value):
+    with pytest.raises(InputError, match=f"{key} names a function of the text .*, not {value!r}".replace("[", r"\[")):
+        use(RELU, **{key: value})
+
+
+def _nested_ifs(depth: int) -> str:
+    opening = "".join(f"%r{i} = if %c -> (f32) {{\n" for i in range(depth))
+    closing = "".join("} else {\nyield (%x)\n}\n" + (f"yield (%r{i})\n" if i else "") for i in reversed(range(depth)))
+    return ("func @f(%x: f32) -> (f32) {\n%c = cmp.lt %x, %x : bool\n" + opening + "yield (%x)\n" + closing
+            + "yield (%r0)\n}\n")
+
+
+def test_regions_nested_past_what_the_reader_descends_are_a_tensor_language_error():
+    assert tl.activation(_nested_ifs(100)).op.value == "tl_function"
+    with pytest.raises(TensorLanguageError, match="nests regions too deeply"):
+        tl.activation(_nested_ifs(2000))

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 
-from coopnn.errors import InputError
+from coopnn.errors import CoopnnError
 from coopnn.graph.encodings.registry import from_config
 from coopnn.graph.ir import Op
 from coopnn.graph.onnx.context import ConversionContext
@@ -21,7 +21,7 @@ def encoding(node: OnnxNode, ctx: ConversionContext) -> None:
     try:
         made = from_config(json.loads(node.attr("config", "")), int(node.attr("n_input_dims", 0)),
                            f"encoding node {node.name!r}")
-    except (InputError, json.JSONDecodeError, ValueError) as e:
+    except (CoopnnError, TypeError, ValueError, RecursionError) as e:  # ValueError: json's decode errors
         ctx.fail(f"its encoding config cannot be built: {e}")
     inputs = [node.input(0)]
     if made.n_parameters:
