@@ -115,10 +115,10 @@ class Trainer:
         weights of the last. A GPU session keeps the data set's buffers after `fit` returns (where they take at most
         a sixteenth of the device's memory), for the next fit on data of the same shapes, which fills them anew and
         runs the steps recorded for them; data of other shapes replaces them, and `close()` frees them."""
-        if steps < 0 or batch_size < 1:
-            raise InputError(f"fit needs steps >= 0 and batch_size >= 1, not {steps} and {batch_size}")
-        if read_every is not None and read_every < 1:
-            raise InputError(f"read_every must be at least 1, not {read_every}")
+        for name, value, least in (("steps", steps, 0), ("batch_size", batch_size, 1), ("read_every", read_every, 1)):
+            whole = not isinstance(value, bool) and isinstance(value, (int, np.integer))
+            if (value is not None or name != "read_every") and not (whole and value >= least):
+                raise InputError(f"fit needs {name} a whole number >= {least}, not {value!r}")
         feeds, targets = self._data(x, y, on_device=True)
         losses = np.empty(steps, np.float64)
         bar = Progress(steps, label="fit") if progress else None

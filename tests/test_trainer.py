@@ -184,8 +184,13 @@ def test_data_errors_are_typed():
         trainer.step(X, np.full((2048, 2), "a"))
     with pytest.raises(InputError, match="no samples"):
         trainer.fit(X[:0], Y[:0], steps=1, progress=False)
-    with pytest.raises(InputError, match="steps >= 0 and batch_size >= 1"):
+    with pytest.raises(InputError, match="batch_size a whole number >= 1, not 0"):
         trainer.fit(X, Y, steps=1, batch_size=0, progress=False)
+    for steps in ("5", 2.0, True, -1):
+        with pytest.raises(InputError, match=f"steps a whole number >= 0, not {steps!r}"):
+            trainer.fit(X, Y, steps=steps, progress=False)
+    with pytest.raises(InputError, match="read_every a whole number >= 1, not 0"):
+        trainer.fit(X, Y, steps=1, read_every=0, progress=False)
     with pytest.raises(InputError, match="unknown loss"):
         coopnn.Trainer(trainer.model, loss="cross_entropy")
     with pytest.raises(InputError, match="unknown optimizer 'adamw'; optimizers: adam, sgd, or an Optimizer"):
