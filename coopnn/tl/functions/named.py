@@ -24,12 +24,20 @@ def text_of(text: Any, use: str) -> str:
     return text
 
 
+def name_of(name: Any, role: str) -> str | None:
+    """`name` (a function of the text, for `role`) checked before the cached look-ups, which need it hashable."""
+    if name is not None and not isinstance(name, str):
+        raise InputError(f"the {role} names a function of the text (a str, such as 'logistic'), not {name!r}")
+    return name
+
+
 def activation_function(text: str, function: str | None = None) -> ast.Function:
-    return model_function(text_of(text, "activation"), function, 1, 1, "activation")
+    return model_function(text_of(text, "activation"), name_of(function, "activation's function"), 1, 1,
+                          "activation")
 
 
 def loss_function(text: str, function: str | None = None) -> ast.Function:
-    return model_function(text_of(text, "loss"), function, 2, 1, "loss")
+    return model_function(text_of(text, "loss"), name_of(function, "loss's function"), 2, 1, "loss")
 
 
 @functools.lru_cache(maxsize=256)

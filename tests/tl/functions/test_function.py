@@ -10,7 +10,7 @@ import coopnn
 from coopnn import tl
 from coopnn.errors import CompileError, CoopnnError, InputError
 from coopnn.tl.functions.named import derivative_function
-from tests.tl.functions.examples import FEATURES, SOFTPLUS, WAVE
+from tests.tl.functions.examples import FEATURES, LOG_COSH, SOFTPLUS, WAVE
 
 RELU = """func @relu(%x: f32) -> f32 {
     %zero = constant 0.0 : f32
@@ -82,3 +82,19 @@ def test_a_missing_derivative_is_an_error_naming_the_instruction_when_training()
 def test_a_named_derivative_must_exist_and_fit():
     _error(lambda t: tl.activation(t, derivative="missing"), SOFTPLUS, "no function @missing")
     _error(lambda t: tl.activation(t, derivative="features"), SOFTPLUS + FEATURES, "takes 2 arguments")
+
+
+def test_a_loss_checks_its_named_derivative_when_made():
+    _error(lambda t: tl.loss(t, derivative="missing"), LOG_COSH, "no function @missing")
+    _error(lambda t: tl.loss(t, derivative="softplus"), LOG_COSH + SOFTPLUS,
+           "@softplus takes 1 arguments; a derivative of a loss takes 2")
+
+
+@pytest.mark.parametrize("make", [
+    lambda: tl.activation(SOFTPLUS, function=3), lambda: tl.activation(SOFTPLUS, derivative=["logistic"]),
+    lambda: tl.encoding(FEATURES, function=3), lambda: tl.loss(LOG_COSH, function=3),
+    lambda: tl.loss(LOG_COSH, derivative=["log_cosh"]),
+], ids=["activation-function", "activation-derivative", "encoding-function", "loss-function", "loss-derivative"])
+def test_function_names_that_are_not_strings_are_input_errors(make):
+    with pytest.raises(InputError, match="names a function of the text .a str, such as 'logistic'., not"):
+        make()
