@@ -136,6 +136,9 @@ class TensorLanguageLoss(Loss):
         from coopnn.tl.functions import named
 
         named.loss_function(self.text, self.function)
+        if self.derivative is not None:  # a missing or misfit derivative fails here, as an activation's does
+            named.derivative_function(self.text, self.function, named.name_of(self.derivative, "derivative"),
+                                      2, 0, "loss")
 
     def terms(self, prediction, target):
         from coopnn.tl.functions import evaluate, named

@@ -19,7 +19,7 @@ from coopnn.tl.checker import checked
 from coopnn.tl.errors import Diagnostic, TensorLanguageError
 from coopnn.tl.parse_base import FreshNames
 from coopnn.tl.printer import function_text
-from coopnn.tl.types import BOOL, F32
+from coopnn.tl.types import F32
 
 Rule = Callable[["_Deriver", ast.Inst, dict], tuple]
 RULES: dict[type, Rule] = {}
@@ -32,17 +32,15 @@ class NoDerivative(TensorLanguageError):
 
 
 class _Deriver:
-    """Writes the instructions of one region at a time; `types` holds every value's type seen so far."""
+    """Writes the instructions of one region at a time."""
 
     def __init__(self, function: ast.Function):
         self.fresh = FreshNames(function_text(function))
         self.body: list[ast.Inst] = []
-        self.types = {a.value.name: a.type for a in function.arguments}
 
-    def emit(self, cls: type, value_type=F32, **fields) -> ast.Value:
+    def emit(self, cls: type, **fields) -> ast.Value:
         result = ast.Value(self.fresh.take("d"))
         self.body.append(cls(results=(result,), **fields))
-        self.types[result.name] = value_type
         return result
 
     def constant(self, value: float) -> ast.Value:
@@ -58,7 +56,7 @@ class _Deriver:
         return self.emit(ast.Math, op=op, operand=a, type=F32)
 
     def compare(self, op: str, a: ast.Value, b: ast.Value) -> ast.Value:
-        return self.emit(ast.Compare, BOOL, op=op, a=a, b=b)
+        return self.emit(ast.Compare, op=op, a=a, b=b)
 
     def materialized(self, tangent: ast.Value | None) -> ast.Value:
         return self.constant(0.0) if tangent is None else tangent
@@ -115,14 +113,11 @@ def derivative(function: ast.Function, wrt: int) -> ast.Function:
 
 @_rule(ast.Constant, ast.Compare)
 def _no_tangent(d: _Deriver, i, scope):
-    for result in i.results:
-        d.types[result.name] = getattr(i, "type", BOOL)
     return (None,)
 
 
 @_rule(ast.Arith)
 def _arith(d: _Deriver, i: ast.Arith, scope):
-    d.types[i.results[0].name] = i.type
     if i.type != F32:
         return (None,)
     a, b, y = i.a, i.b, i.results[0]
@@ -149,7 +144,6 @@ def _arith(d: _Deriver, i: ast.Arith, scope):
 
 @_rule(ast.Unary)
 def _unary(d: _Deriver, i: ast.Unary, scope):
-    d.types[i.results[0].name] = i.type
     ta = scope.get(i.a.name)
     if i.type != F32 or ta is None:
         return (None,)
@@ -162,7 +156,6 @@ def _unary(d: _Deriver, i: ast.Unary, scope):
 
 @_rule(ast.Math)
 def _math(d: _Deriver, i: ast.Math, scope):
-    d.types[i.results[0].name] = i.type
     ta, x, y = scope.get(i.operand.name), i.operand, i.results[0]
     if ta is None:
         return (None,)
@@ -195,10 +188,5 @@ def _if(d: _Deriver, i: ast.If, scope):
     extra = tuple(ast.Value(d.fresh.take("d")) for t in i.types if t == F32)
     d.body.append(ast.If(results=i.results + extra, condition=i.condition, types=i.types + (F32,) * len(extra),
                          then=then, otherwise=otherwise, span=i.span))
-    tangents, remaining = [], iter(extra)
-    for result, value_type in zip(i.results, i.types):
-        d.types[result.name] = value_type
-        tangents.append(next(remaining) if value_type == F32 else None)
-    for value in extra:
-        d.types[value.name] = F32
-    return tuple(tangents)
+    remaining = iter(extra)
+    return tuple(next(remaining) if value_type == F32 else None for value_type in i.types)

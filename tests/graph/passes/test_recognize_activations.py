@@ -76,6 +76,39 @@ def test_other_constants_keep_the_arithmetic():
     assert Op.GELU not in op_list(apply_checked(recognize_activations, graph))
 
 
+def _tanh_form(g: GraphBuilder, x: str, power=3.0, coefficient=0.044715, scale=math.sqrt(2 / math.pi),
+               half=0.5) -> dict[str, str]:
+    """The tanh form with its constants as given, and every value it computes by name."""
+    values = {"power": g.node(Op.POW, x, g.constant("three", power))}
+    values["cubic"] = g.node(Op.MUL, g.constant("c", coefficient), values["power"])
+    values["sum"] = g.node(Op.ADD, x, values["cubic"])
+    values["inner"] = g.node(Op.MUL, g.constant("scale", scale), values["sum"])
+    values["tanh"] = g.node(Op.TANH, values["inner"])
+    values["one_plus"] = g.node(Op.ADD, values["tanh"], g.constant("one", 1.0))
+    values["gate"] = g.node(Op.MUL, g.constant("half", half), values["one_plus"])
+    values["y"] = g.node(Op.MUL, x, values["gate"], out="y")
+    return values
+
+
+@pytest.mark.parametrize("constant", [dict(power=2.0), dict(coefficient=0.0447), dict(scale=0.8), dict(half=0.25)],
+                         ids=lambda c: next(iter(c)))
+def test_the_tanh_form_with_another_constant_keeps_the_arithmetic(constant):
+    g = GraphBuilder()
+    graph = g.build(_tanh_form(g, g.input("x", 5), **constant)["y"])
+
+    assert Op.GELU not in op_list(apply_checked(recognize_activations, graph))
+
+
+@pytest.mark.parametrize("intermediate", ["power", "cubic", "sum", "inner", "tanh", "one_plus", "gate"])
+def test_an_intermediate_that_is_a_graph_output_keeps_the_arithmetic(intermediate):
+    g = GraphBuilder()
+    values = _tanh_form(g, g.input("x", 5))
+    assert op_list(apply_checked(recognize_activations, g.build(values["y"]))) == [Op.GELU]  # alone, it is taken
+    graph = g.build(values["y"], values[intermediate])
+
+    assert Op.GELU not in op_list(apply_checked(recognize_activations, graph))
+
+
 def test_a_gate_of_another_value_keeps_the_arithmetic():
     g = GraphBuilder()
     x, z = g.input("x", 5), g.input("z", 5)

@@ -11,7 +11,7 @@ from coopnn import tl
 from coopnn.errors import CompileError, CoopnnError, InputError
 from coopnn.tl import TensorLanguageError
 from coopnn.tl.functions.named import derivative_function
-from tests.tl.functions.examples import FEATURES, SOFTPLUS, WAVE
+from tests.tl.functions.examples import FEATURES, LOG_COSH, SOFTPLUS, WAVE
 
 RELU = """func @relu(%x: f32) -> f32 {
     %zero = constant 0.0 : f32
@@ -104,3 +104,10 @@ def test_regions_nested_past_what_the_reader_descends_are_a_tensor_language_erro
     assert tl.activation(_nested_ifs(100)).op.value == "tl_function"
     with pytest.raises(TensorLanguageError, match="nests regions too deeply"):
         tl.activation(_nested_ifs(2000))
+
+
+def test_a_loss_checks_its_named_derivative_when_made():
+    _error(lambda t: tl.loss(t, derivative="missing"), LOG_COSH, "no function @missing")
+    _error(lambda t: tl.loss(t, derivative="softplus"), LOG_COSH + SOFTPLUS,
+           "@softplus takes 1 arguments; a derivative of a loss takes 2")
+

@@ -61,6 +61,57 @@ def test_portable_inference_matches_numpy(validated_device, name):
         np.testing.assert_allclose(device(x), oracle(x), rtol=RTOL, atol=ATOL)
 
 
+# rem, not_equal, and/or/xor/not, a bool constant and an if yielding a bool: the lowerings no model above takes (the
+# kernel's a - b trunc(a / b) and the interpreter's fmod differ only within rounding of a multiple, which these inputs
+# are not near)
+_LOGIC_BODY = """    %zero = constant 0.0 : f32
+    %period = constant 2.5 : f32
+    %yes = constant true : bool
+    %r = rem {x}, %period : f32
+    %s = sin {x} : f32
+    %positive = greater_than {x}, %zero : bool
+    %nonzero = not_equal %s, %zero : bool
+    %both = and %positive, %nonzero : bool
+    %any = or %both, %yes : bool
+    %below = xor %any, %positive : bool
+    %above = not %below : bool
+    %v, %keep = if %above -> (f32, bool) {{
+        %e = native_exp2 %s : f32
+        yield (%e, %nonzero)
+    }} else {{
+        %a = abs {x} : f32
+        %l = log2 %a : f32
+        yield (%l, %below)
+    }}
+    %u = if %keep -> (f32) {{ yield (%v) }} else {{ yield (%s) }}
+    %y = add %u, %r : f32
+"""
+LOGIC = f"func @logic(%x: f32) -> (f32) {{\n{_LOGIC_BODY.format(x='%x')}    yield (%y)\n}}\n"
+LOGIC_FEATURES = (f"func @logic_features(%x: f32, %t: f32) -> (f32, f32) {{\n{_LOGIC_BODY.format(x='%x')}"
+                  f"    %w = mul %y, %t : f32\n    yield (%y, %w)\n}}\n")
+
+
+LOGIC_MODELS = {"activation": dict(activation=tl.activation(LOGIC)),
+                "encoding": dict(encoding=tl.encoding(LOGIC_FEATURES), activation="tanh")}
+
+
+@pytest.mark.parametrize("name", LOGIC_MODELS)
+@pytest.mark.parametrize("target_name", ["portable", "coopvec"])
+def test_the_logic_and_remainder_modules_pass_spirv_val(name, target_name, tmp_path):
+    program = compile_graph(mlp_graph(2, [16], 3, seed=3, **LOGIC_MODELS[name]), target_name=target_name)
+    spirv_val(program.binary.spirv, tmp_path)
+
+
+@pytest.mark.vulkan
+@pytest.mark.parametrize("name", LOGIC_MODELS)
+def test_portable_lowers_the_logic_and_remainder_instructions(validated_device, name):
+    model = LOGIC_MODELS[name]
+    x = np.random.default_rng(4).uniform(-12, 12, (501, 2)).astype(np.float32)  # rem wraps several times
+    with coopnn.mlp(2, [16], 3, backend="portable", seed=3, **model) as device, \
+            coopnn.mlp(2, [16], 3, backend="numpy", seed=3, **model) as oracle:
+        np.testing.assert_allclose(device(x), oracle(x), rtol=RTOL, atol=ATOL)
+
+
 @pytest.mark.vulkan
 @pytest.mark.parametrize("loss", LOSSES)
 @pytest.mark.parametrize("name", ["softplus-rule", "features-wave"])
