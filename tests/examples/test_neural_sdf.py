@@ -32,3 +32,12 @@ def test_the_gpu_preset_trains_on_a_gpu_backend_and_renders_the_shape(tmp_path, 
     result = example.neural_sdf(preset="gpu", steps=500, side=128, output_dir=tmp_path, progress=False)
     assert result.train_backend in example.GPU_TRAINING and result.render_backend != "numpy"
     assert result.silhouette_iou > 0.97
+
+
+@pytest.mark.parametrize("backend, weights", [("coopvec", "fp16"), ("portable", "fp32"), ("numpy", "fp32")])
+def test_each_backend_trains_in_a_weight_format_it_takes(backend, weights, monkeypatch):
+    # coopvec refuses float32 weights: asked for them, "auto" would always fall through to portable
+    made = {}
+    monkeypatch.setattr(example.coopnn, "from_tcnn_config", lambda *args, **kwargs: made.update(kwargs) or (1, 2))
+    assert example.trainer_for(example.sdf_config(example.PRESETS["cpu"]), backend, 0) == (backend, 1, 2)
+    assert made["backend"] == backend and made["weights"] == weights
