@@ -37,10 +37,8 @@ def _entries(encoding: Grid, level: grid_levels.Level, corners: Tensor) -> Tenso
         for dim in range(d):
             index = index ^ _times_u32(corners[..., dim], grid_levels.COHERENT_PRIMES[dim])
     elif level.resolution <= grid_levels.MAX_DENSE_BASE[d]:
-        stride = 1
-        for dim in range(d):
-            index = (index + _times_u32(corners[..., dim], stride & U32)) & U32
-            stride *= level.resolution
+        for dim, stride in enumerate(grid_levels.dense_strides(level, d)):
+            index = (index + _times_u32(corners[..., dim], stride)) & U32
     return index % level.size + level.offset
 
 

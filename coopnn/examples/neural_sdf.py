@@ -77,12 +77,13 @@ def has_gpu() -> bool:
 
 def trainer_for(config: dict, backend: str, seed: int) -> tuple[str, coopnn.Model, coopnn.Trainer]:
     """(backend, model, trainer) on `backend`, or with "auto" on the first of GPU_TRAINING that trains the model here
-    (numpy without a GPU)."""
+    (numpy without a GPU); each in the first weight format it takes (coopvec's float16: it refuses float32)."""
     candidates = ([backend] if backend != "auto" else list(GPU_TRAINING) if has_gpu() else []) + ["numpy"]
     refusals = []
     for name in dict.fromkeys(candidates):
         try:
-            return (name, *coopnn.from_tcnn_config(config, 3, 1, seed=seed, backend=name))
+            weights = coopnn.backends.training_backend(name).formats[0].name
+            return (name, *coopnn.from_tcnn_config(config, 3, 1, seed=seed, backend=name, weights=weights))
         except CoopnnError as e:
             if backend != "auto":
                 raise

@@ -56,3 +56,12 @@ def test_an_output_folder_that_cannot_be_made_is_refused_before_the_fit(tmp_path
     taken.write_text("")
     assert example.main(["--preset", "cpu", "-o", str(taken / "inside")]) == 1
     assert capsys.readouterr().err.startswith("coopnn: error: cannot write the PNGs to")
+
+
+@pytest.mark.parametrize("backend, weights", [("coopvec", "fp16"), ("portable", "fp32"), ("numpy", "fp32")])
+def test_each_backend_trains_in_a_weight_format_it_takes(backend, weights, monkeypatch):
+    # coopvec refuses float32 weights: asked for them, "auto" would always fall through to portable
+    made = {}
+    monkeypatch.setattr(example.coopnn, "from_tcnn_config", lambda *args, **kwargs: made.update(kwargs) or (1, 2))
+    assert example.trainer_for(example.sdf_config(example.PRESETS["cpu"]), backend, 0) == (backend, 1, 2)
+    assert made["backend"] == backend and made["weights"] == weights

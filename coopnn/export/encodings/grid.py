@@ -23,10 +23,7 @@ def _index(program, level, corner: list[str]) -> str:
         return program.assign(f"({' ^ '.join(terms)}) % {level.size}u", "uint")
     if level.resolution > grid_levels.MAX_DENSE_BASE[len(corner)]:
         return "0u"  # tcnn's dense index of a level too fine to stride is 0, modulo the size
-    stride, terms = 1, []
-    for c in corner:
-        terms.append(f"{c} * {stride & grid_levels.U32}u")
-        stride *= level.resolution
+    terms = [f"{c} * {stride}u" for c, stride in zip(corner, grid_levels.dense_strides(level, len(corner)))]
     return program.assign(f"({' + '.join(terms)}) % {level.size}u", "uint")
 
 

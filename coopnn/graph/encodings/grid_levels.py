@@ -7,7 +7,9 @@ vertices, not cells), resolution = ceil(scale) + 1 vertices a side. Its table ho
 to a multiple of 8, capped at 2^log2_hashmap_size for a hash grid and at base_resolution^d for a tiled one. A
 vertex is indexed densely (x + y r + z r^2 ..., in uint32) unless the grid is a hash grid whose table is smaller
 than r^d (or r is too large to index densely), when it is hashed; either way the index is taken modulo the table size
-(so a tiled grid repeats, and a dense one wraps the vertices past its last one).
+(so a tiled grid repeats, and a dense one wraps the vertices past its last one). The dense index adds a dimension only
+while its stride r^k is within the table, as tcnn's loop does (`dense_strides`): a tiled level much finer than its
+table leaves out its last dimensions.
 """
 
 from __future__ import annotations
@@ -70,6 +72,16 @@ def levels(n_dims: int, n_levels: int, grid_type: str, log2_hashmap_size: int, b
     return tuple(out)
 
 
+def dense_strides(level: Level, n_dims: int) -> tuple[int, ...]:
+    """The strides r^k of the leading dimensions tcnn's dense index adds: dimension k only while r^k is within the
+    level's table (tcnn's guard against uint32 overflow in fine levels), so every stride fits uint32."""
+    strides, stride = [], 1
+    while len(strides) < n_dims and stride <= level.size:
+        strides.append(stride)
+        stride *= level.resolution
+    return tuple(strides)
+
+
 def vertex_index(level: Level, n_dims: int, corner: np.ndarray) -> np.ndarray:
     """Table entries (int64, in [0, level.size)) of the vertices `corner` [..., n_dims] (uint32)."""
     corner = corner.astype(np.uint32)
@@ -78,9 +90,8 @@ def vertex_index(level: Level, n_dims: int, corner: np.ndarray) -> np.ndarray:
         for dim in range(n_dims):
             index ^= corner[..., dim] * np.uint32(COHERENT_PRIMES[dim])
     else:
-        index, stride = np.zeros(corner.shape[:-1], np.uint32), 1
+        index = np.zeros(corner.shape[:-1], np.uint32)
         if level.resolution <= MAX_DENSE_BASE[n_dims]:
-            for dim in range(n_dims):
-                index += corner[..., dim] * np.uint32(stride & U32)
-                stride *= level.resolution
+            for dim, stride in enumerate(dense_strides(level, n_dims)):
+                index += corner[..., dim] * np.uint32(stride)
     return (index % np.uint32(level.size)).astype(np.int64)

@@ -100,6 +100,18 @@ def test_tiled_levels_repeat_the_base_tile():
     assert [lv.resolution for lv in grid.levels] == [4, 8]
 
 
+def test_a_dense_index_stops_at_the_first_stride_past_the_table():
+    # tcnn's dense index adds a dimension only while its stride r^k fits the table (its guard against uint32
+    # overflow): level 1 (scale 5, 6 vertices a side) tiles a table of 4, so y's stride 6 is past it and y is left out
+    grid = from_config({"otype": "TiledGrid", "n_levels": 2, "n_features_per_level": 1, "base_resolution": 2,
+                        "per_level_scale": 3.0, "interpolation": "Nearest"}, 2)
+    assert [(lv.resolution, lv.size) for lv in grid.levels] == [(2, 4), (6, 4)]
+    params = np.array([0, 0, 0, 0, 0, 100, 200, 300], np.float32)
+    # p = 5 x + 1/2: cells (1, 0), (1, 1), (3, 5); entry x mod 4 (not (x + 6 y) mod 4)
+    x = np.array([[0.2, 0.0], [0.2, 0.2], [0.6, 0.9]], np.float32)
+    np.testing.assert_array_equal(grid.forward(x, params)[:, 1], [100, 100, 300])
+
+
 def test_initial_parameters_are_uniform_in_plus_minus_1e4():
     grid = from_config(TCNN_IMAGE, 2)
     params = grid.initial_parameters(np.random.default_rng(0))

@@ -21,11 +21,9 @@ def _entries(e: Emitter, encoding: Grid, level: grid_levels.Level, corners: str)
             term = e.times_u32(e.column(corners, dim, 2), grid_levels.COHERENT_PRIMES[dim])
             index = term if index is None else e.op("BitwiseXor", [index, term])
     elif level.resolution <= grid_levels.MAX_DENSE_BASE[d]:
-        stride = 1
-        for dim in range(d):
-            term = e.times_u32(e.column(corners, dim, 2), stride % U32_RANGE)
+        for dim, stride in enumerate(grid_levels.dense_strides(level, d)):
+            term = e.times_u32(e.column(corners, dim, 2), stride)
             index = term if index is None else e.op("Mod", [e.op("Add", [index, term]), e.i64(U32_RANGE)])
-            stride *= level.resolution
     else:  # tcnn indexes every vertex of a level too fine to index densely at entry 0
         index = e.op("Mul", [e.column(corners, 0, 2), e.i64(0)])
     return e.op("Add", [e.op("Mod", [index, e.i64(level.size)]), e.i64(level.offset)])

@@ -11,7 +11,7 @@ target's float16 pairs: `coopnn.backends.coopvec.table_atomics`)."""
 from __future__ import annotations
 
 from coopnn.graph.encodings.grid import Grid
-from coopnn.graph.encodings.grid_levels import COHERENT_PRIMES, MAX_DENSE_BASE, U32, Level
+from coopnn.graph.encodings.grid_levels import COHERENT_PRIMES, MAX_DENSE_BASE, Level, dense_strides
 from coopnn.shaders.spirv.ops import Ops
 
 
@@ -22,10 +22,9 @@ def _vertex_index(w, level: Level, vertex: list):
         for dim in range(1, len(vertex)):
             index = w.xor(index, w.mul(vertex[dim], w.uint(COHERENT_PRIMES[dim])))
     elif level.resolution <= MAX_DENSE_BASE[len(vertex)]:
-        index, stride = vertex[0], level.resolution
-        for dim in range(1, len(vertex)):
-            index = w.add(index, w.mul(vertex[dim], w.uint(stride & U32)))
-            stride *= level.resolution
+        index = vertex[0]
+        for dim, stride in enumerate(dense_strides(level, len(vertex))[1:], start=1):
+            index = w.add(index, w.mul(vertex[dim], w.uint(stride)))
     else:  # tcnn's dense index of a level too fine to count in uint32: every vertex reads entry 0
         return w.uint(0)
     return w.modulo(index, level.size)
