@@ -148,16 +148,13 @@ def neural_sdf(*, preset: str | None = None, steps: int | None = None, batch_siz
     out = output_folder(output_dir)
     trained_on, model, trainer = trainer_for(sdf_config(chosen), train_backend, seed)
     points = training_points(chosen.points, seed)
-    with trainer:
-        losses = trainer.fit(to_grid(points), scene(points)[:, None], steps=chosen.steps, batch_size=chosen.batch,
-                             progress=progress)
-    runner = prepare(model.graph, backend=backend, weights="auto")
     camera = Camera(side=chosen.side)
-    try:
-        image, hit = render(lambda p: runner.run(to_grid(p))[:, 0], camera, progress=progress)
-    finally:
-        runner.close()
-        model.close()
+    with model:  # closed however the fit or the render ends
+        with trainer:
+            losses = trainer.fit(to_grid(points), scene(points)[:, None], steps=chosen.steps,
+                                 batch_size=chosen.batch, progress=progress)
+        with prepare(model.graph, backend=backend, weights="auto") as runner:
+            image, hit = render(lambda p: runner.run(to_grid(p))[:, 0], camera, progress=progress)
     reference, expected = render(scene, camera)
     paths = out / "neural_sdf.png", out / "reference.png", out / "comparison.png"
     write_png(paths[0], image)

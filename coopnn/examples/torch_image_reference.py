@@ -1,8 +1,9 @@
 """The PyTorch reference of `coopnn fit-image --encoding hashgrid`: tiny-cuda-nn's image configuration (hash grid
 from `coopnn.bench.torch_encodings`, a 64-wide bias-free ReLU MLP of 2 hidden layers as tcnn's, RelativeL2, Adam
-with tcnn's settings) trained in plain PyTorch on the same image and the same pixel centres, reporting the GPU time
-a step and the PSNR at the steps asked for: `python -m coopnn.examples.torch_image_reference --steps 1000 10000
-[--device cuda] [-o DIR]` writes DIR/torch_reference.csv.
+with tcnn's learning rate, betas and epsilon, without its l2_reg of 1e-6) trained in plain PyTorch on the same image
+and the same pixel centres, reporting the GPU time a step and the PSNR at the steps asked for:
+`python -m coopnn.examples.torch_image_reference --steps 1000 10000 [--device cuda] [-o DIR]` writes
+DIR/torch_reference.csv.
 """
 
 from __future__ import annotations
