@@ -11,10 +11,10 @@ encoding's parameters.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Mapping
 
 from coopnn.errors import InputError
+from coopnn.graph.encodings.config import is_finite_number
 from coopnn.graph.encodings.registry import from_config as encoding_from_config
 from coopnn.graph.ir import Activation, Op
 from coopnn.model import Model
@@ -56,7 +56,7 @@ def _count(section: Mapping[str, Any], key: str, where: str, default: int) -> in
 
 def _number(section: Mapping[str, Any], key: str, where: str) -> float:
     value = section[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not abs(value) <= sys.float_info.max:
+    if not is_finite_number(value):
         raise InputError(f"tiny-cuda-nn config: key '{where}.{key}' must be a finite number, not {value!r}")
     return float(value)
 

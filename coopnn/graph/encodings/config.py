@@ -9,6 +9,12 @@ from typing import Any, Mapping
 from coopnn.errors import InputError
 
 
+def is_finite_number(value: Any) -> bool:
+    """Whether a config's `value` is an int or float (not a bool) that float holds: not NaN, an infinity or an int
+    past float's range."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and abs(value) <= sys.float_info.max
+
+
 class ConfigReader:
     """The keys of one encoding config, read one at a time; `finish()` refuses the keys nobody read."""
 
@@ -39,8 +45,7 @@ class ConfigReader:
     def number(self, key: str, default: float, positive: bool = False) -> float:
         self.read.add(key)
         value = self.config.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not abs(value) <= sys.float_info.max:  # NaN, infinities and ints past float's range
+        if not is_finite_number(value):
             self.fail(key, f"must be a finite number, not {value!r}")
         if positive and not value > 0:
             self.fail(key, f"must be > 0, not {value!r}")
