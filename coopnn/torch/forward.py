@@ -5,8 +5,9 @@ Refresh. torch counts in-place changes of a tensor (`Tensor._version`: an optimi
 all count). When the count moved since the weights were last refreshed, the run records the backend's refresh
 (`coopnn.torch.sync`) in front of its dispatch, in the same submission, which waits for the caller's stream: so it
 reads the vector as every earlier operation on that stream left it, and no host wait is added. Where the model holds
-a parameter in a shared entry or a layout no member writes, the model takes the vector through the host instead
-(read back on the caller's stream, then prepared anew: slow, and said so in `host_refreshes`).
+a parameter other than unchanged in an entry of its own, or in a layout no member writes, the model takes the vector
+through the host instead (read back on the caller's stream, then prepared anew: slow, and said so in
+`host_refreshes`).
 """
 
 from __future__ import annotations

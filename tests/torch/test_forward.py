@@ -1,8 +1,8 @@
 """`ForwardRunner` on lavapipe without CUDA: the bridge is stood in for by the host path and the shared vector by a
 Vulkan buffer the stand-in fills from a CPU tensor before each run (as shared memory would hold it). Checked: no
-refresh while the parameters are unchanged, the GPU refresh once they changed, the host refresh where the kernel
-shares an entry between parameters (then the GPU one), a refresh kept past an empty batch (which dispatches
-nothing), all against the numpy backend."""
+refresh while the parameters are unchanged, the GPU refresh once they changed (zero biases included: each has an
+entry of its own), the host refresh where no member writes the weights, a refresh kept past an empty batch (which
+dispatches nothing), all against the numpy backend."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def runner(require_vulkan, monkeypatch):
     master = CpuMaster(model)
     log = []
     monkeypatch.setattr(forward, "bridge_for", lambda executable: HostBridge(executable, master, log))
-    yield forward.ForwardRunner(model, master, sync.member("portable")), log
+    yield forward.ForwardRunner(model, master, sync.member("portable")), log, model
     model.close()
     master.scope.close()
 
@@ -71,31 +71,42 @@ def _reference(runner, x):
 
 
 def test_refreshes_follow_in_place_changes(runner):
-    runner, log = runner
+    runner, log, _ = runner
     tensor = runner.master.tensor
     x = torch.rand(64, 5) * 2 - 1
     np.testing.assert_allclose(runner.run(x, tensor._version).numpy(), _reference(runner, x), rtol=1e-4, atol=1e-5)
     assert log == [False] and runner.host_refreshes == 0
-    tensor.add_(torch.linspace(-0.1, 0.1, tensor.numel()))  # the zero biases differ from here on
+    tensor.add_(torch.linspace(-0.1, 0.1, tensor.numel()))  # the zero biases, each in an entry of its own
     np.testing.assert_allclose(runner.run(x, tensor._version).numpy(), _reference(runner, x), rtol=1e-4, atol=1e-5)
-    assert runner.host_refreshes == 1 and log[-1] is False  # the shared entry: through the host, prepared anew
+    assert log[-1] is True and runner.host_refreshes == 0
     runner.run(x, tensor._version)
-    assert log[-1] is False and runner.host_refreshes == 1  # unchanged: nothing to refresh
+    assert log[-1] is False  # unchanged: nothing to refresh
     for step in range(3):
         tensor.mul_(0.9)
         np.testing.assert_allclose(runner.run(x, tensor._version).numpy(), _reference(runner, x), rtol=1e-4,
                                    atol=1e-5, err_msg=f"update {step}")
         assert log[-1] is True  # on the GPU, in the run's submission
-    assert runner.host_refreshes == 1
+    assert runner.host_refreshes == 0
 
 
 def test_an_empty_batch_keeps_the_refresh_for_the_next_run(runner):
-    runner, log = runner
+    runner, log, _ = runner
     tensor = runner.master.tensor
     x = torch.rand(64, 5) * 2 - 1
     tensor.add_(torch.linspace(-0.1, 0.1, tensor.numel()))
-    runner.run(x, tensor._version)  # the shared entry's update, through the host: GPU refreshes from here on
+    runner.run(x, tensor._version)
     tensor.mul_(0.9)
     assert runner.run(torch.rand(0, 5), tensor._version).shape == (0, 3)
     np.testing.assert_allclose(runner.run(x, tensor._version).numpy(), _reference(runner, x), rtol=1e-4, atol=1e-5)
     assert log[-1] is True
+
+
+def test_without_a_member_the_weights_are_refreshed_through_the_host(runner):
+    member_runner, log, model = runner
+    host = forward.ForwardRunner(model, member_runner.master, None)
+    tensor = host.master.tensor
+    x = torch.rand(64, 5) * 2 - 1
+    for step in range(2):
+        tensor.add_(torch.linspace(-0.1, 0.1, tensor.numel()))
+        np.testing.assert_allclose(host.run(x, tensor._version).numpy(), _reference(host, x), rtol=1e-4, atol=1e-5)
+        assert log[-1] is False and host.host_refreshes == step + 1

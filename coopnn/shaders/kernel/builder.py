@@ -14,7 +14,8 @@ from coopnn.shaders.kernel.program import Instr, Param, KernelProgram, VecType
 
 
 class KernelBuilder:
-    """Accumulates parameters and instructions; constant parameters with equal contents are shared."""
+    """Accumulates parameters and instructions; constant parameters with equal contents and the same source are
+    shared."""
 
     def __init__(self, name: str):
         self.name = name
@@ -37,16 +38,17 @@ class KernelBuilder:
 
     def constant_param(self, array: np.ndarray, role: str, prefix: str, source: str = "") -> str:
         """A matrix or vector parameter holding `array` (the graph constant `source`, where it is one unchanged);
-        parameters with identical contents are shared."""
+        parameters with identical contents are shared, except between different graph constants, whose values
+        may be trained apart (a shared entry could not follow both)."""
         array = np.ascontiguousarray(array, dtype=np.float32)
-        key = (role, array.shape, array.tobytes())
+        key = (role, array.shape, array.tobytes(), source)
         name = self._by_content.get(key)
         if name is None:
             name = f"{prefix}{len(self.constants)}"
             self.add_param(name, role, array.shape)
             self.constants[name] = array
             self._by_content[key] = name
-        if source:
+        if source and source not in self.sources.get(name, ()):
             self.sources[name] = self.sources.get(name, ()) + (source,)
         return name
 

@@ -5,8 +5,7 @@ vector on the GPU, recorded in the run's own submission (`coopnn.interop.slot.Pr
 buffer's layout is not one it can write (the module then refreshes the model through the host).
 
 `held_parameters` says which weight entry holds which parameter: every parameter must sit unchanged in exactly one
-entry of its own (a kernel shares the entry of constants with equal contents, such as biases that all start at
-zero; the module refreshes such a model through the host once, after which they differ).
+entry of its own (the kernel builder never shares an entry between two graph constants, so zero biases qualify).
 """
 
 from __future__ import annotations
