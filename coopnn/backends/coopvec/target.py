@@ -96,6 +96,7 @@ class CoopvecEmitter:
                                f"kernels only, not in a training kernel ({options.describe()})")
         if staged and several:
             raise CompileError(f"the coopvec target stages rows of one sample an invocation, not {options.describe()}")
+        _check_sample_components(program, options)
         self.frame = ShaderFrame(() if accumulates else self.bindings[:1], 16, workgroup_size, self.push_constants,
                                  bounds_check=bounds_check and not staged and not several)
         self.m, self.fn = self.frame.module, self.frame.main
@@ -405,3 +406,18 @@ class CoopvecTarget:
         samples = (invocations[0] * options.samples_per_invocation,) + invocations[1:]
         return Binary("coopvec", spirv, "main", samples, emitter.bindings, emitter.push_constants,
                       packed, frozenset(emitter.features), frozenset())
+
+
+# The H200's driver failed to build (VkErrorUnknown) the pipeline of 4 samples of 128-wide layers and built those of
+# 256 components (bench/results/nvidia-h200-2026-12-02-27f76a6-gpu-tests.md).
+MAX_SAMPLE_COMPONENTS = 256
+
+
+def _check_sample_components(program, options: InferenceOptions) -> None:
+    """Refuse several samples an invocation whose widest layer, times the samples, passes MAX_SAMPLE_COMPONENTS."""
+    count = options.samples_per_invocation
+    widest = max((max(p.shape) for p in program.params if p.role == "matrix"), default=0)
+    if count > 1 and widest * count > MAX_SAMPLE_COMPONENTS:
+        raise CompileError(f"samples_per_invocation={count} with layers {widest} wide holds {widest * count} "
+                           f"components an invocation; the coopvec target takes at most {MAX_SAMPLE_COMPONENTS} "
+                           f"(use {max(1, MAX_SAMPLE_COMPONENTS // widest)} or fewer samples for this model)")

@@ -42,4 +42,4 @@ def held_parameters(executable, graph: Graph) -> dict[str, str] | None:
             return None
         held[entry] = names[0]
         found.add(names[0])
-    return held if found == set(by_constant) else None
+    return held if found == set(by_constant.values()) else None

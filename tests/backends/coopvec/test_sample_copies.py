@@ -10,6 +10,7 @@ import pytest
 import coopnn
 from coopnn.backends import target
 from coopnn.backends.coopvec.inference_options import InferenceOptions
+from coopnn.backends.coopvec.target import MAX_SAMPLE_COMPONENTS
 from coopnn.errors import CompileError
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
@@ -21,6 +22,9 @@ from tests.backends.portable.test_target import spirv_val
 from tests.conftest import ROOT
 
 MODELS = ("mlp_3_64x2_3", "mlp_32_64x4_16", "mlp_64_128x4_16")
+# (model, samples an invocation) the target takes: at most MAX_SAMPLE_COMPONENTS components of the widest layer
+TAKEN = [(name, count) for name in MODELS + ("image",) for count in (2, 4)
+         if (name, count) != ("mlp_64_128x4_16", 4)]
 IMAGE_ENCODING = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 15,
                   "base_resolution": 16, "per_level_scale": 1.5}
 
@@ -33,8 +37,7 @@ def _graph(name: str):
 
 
 @pytest.mark.parametrize("io_dtype", ["f32", "f16"])
-@pytest.mark.parametrize("count", [2, 4])
-@pytest.mark.parametrize("name", MODELS + ("image",))
+@pytest.mark.parametrize("name, count", TAKEN)
 def test_several_samples_an_invocation_pass_spirv_val(name, count, io_dtype, tmp_path):
     options = InferenceOptions(samples_per_invocation=count, vector_table_reads=name == "image")
     binary = target("coopvec").compile(lower(_graph(name)), FP16, 64, io_dtype=io_dtype, options=options)
@@ -61,9 +64,15 @@ def test_other_counts_and_staged_rows_are_refused():
                                   options=InferenceOptions(stage_rows=True, samples_per_invocation=2))
 
 
+def test_more_components_an_invocation_than_the_driver_builds_are_refused():
+    assert 128 * 4 > MAX_SAMPLE_COMPONENTS
+    with pytest.raises(CompileError, match=r"samples_per_invocation=4 with layers 128 wide .* \(use 2 or fewer"):
+        target("coopvec").compile(lower(_graph("mlp_64_128x4_16")), FP16, 64,
+                                  options=InferenceOptions(samples_per_invocation=4))
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("count", [2, 4])
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name, count", [case for case in TAKEN if case[0] != "image"])
 def test_several_samples_an_invocation_give_the_fp16_reference(coopvec_device, name, count):
     """From numpy (the host path's chunks), float32 and float16 device arrays; 70001 samples: the last invocation
     has one."""

@@ -9,7 +9,7 @@ import pytest
 
 import coopnn
 from coopnn.runtime.vk.memory import HostAccess
-from tests.conftest import import_torch
+from tests.conftest import ROOT, import_torch
 
 torch = import_torch()  # before coopnn.torch, which imports it
 from coopnn.torch import sync  # noqa: E402
@@ -37,6 +37,12 @@ def _new_values(model, seed):
 def test_parameters_with_equal_contents_keep_entries_of_their_own(require_vulkan):
     with coopnn.mlp(3, [16, 16], 4, backend="portable", initialisation="xavier") as model:  # biases all zero
         held = sync.held_parameters(model._executable, model.graph)
+        assert held is not None and sorted(held.values()) == sorted(model.parameters())
+
+
+def test_an_imported_model_whose_constants_are_named_apart_from_its_parameters_holds_each(require_vulkan):
+    with coopnn.load(ROOT / "models" / "mlp_3_64x2_3.onnx", backend="portable") as model:
+        held = sync.held_parameters(model._current_executable(), model.graph)
         assert held is not None and sorted(held.values()) == sorted(model.parameters())
 
 

@@ -47,7 +47,7 @@ def product_dispatches(session, products, kernel, tuning, count: int, partials) 
     chunk_tiles, chunks = coopmat_blocks.chunking(session.layout, count, tuning)
     push = products.pack_push(count=tasks * coopmat_blocks.SUBGROUP * tuning.gradient_subgroups,
                               chunk_tiles=chunk_tiles, batch=count, capacity=session.capacity,
-                              parameters=session.layout.size)
+                              parameters=session.layout.layers_size)
     return [Dispatch(kernel, (session.tape_buffer, partials, session.state), push, (tasks, chunks, 1))], chunks
 
 

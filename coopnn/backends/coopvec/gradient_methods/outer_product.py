@@ -22,7 +22,7 @@ class PerSampleOuterProducts(outer_product.OuterProducts):
 
         convert = repack(session.context, session.optimal, outer_product.by_parameter(session.accumulators,
                                                                                       session.layout),
-                         session.sums, session.layout.entries(FP16))
+                         session.sums, session.layout.entries(FP16, tables=False))
         return [Recorded(convert)], session.sums, 0
 
 
