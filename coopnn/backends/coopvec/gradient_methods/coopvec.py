@@ -31,7 +31,8 @@ class CooperativeVectorProducts(GradientMethod):
         products, product_kernel = session.gradient_shaders[0], session.gradient_kernels[0]
         chunks = -(-count // coopvec_gradients.CHUNK)
         rows = coopvec_gradients.row_starts(session.layout)[-1]
-        push = products.pack_push(count=rows, batch=count, capacity=session.capacity, parameters=session.layout.layers_size)
+        push = products.pack_push(count=rows, batch=count, capacity=session.capacity,
+                                  parameters=session.layout.layers_size)
         return [Dispatch(product_kernel, (session.tape_buffer, session.partials, session.ones), push,
                          (product_kernel.group_count_for(rows), chunks, 1))], chunks
 
