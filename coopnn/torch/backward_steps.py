@@ -86,7 +86,7 @@ class BackwardSteps:
         steps = []
         if buffers.weights is not None:
             steps += [_recorded(_copies(buffers.weights, session.working_buffer(), self.weight_regions)),
-                      *session.step_method.working_steps(session)]
+                      *session.step_method.refresh_steps(session)]
         fill = Recorded(lambda cmd: lib.vkCmdFillBuffer(cmd, buffers.gradient.handle, 0, self.gradient_bytes, 0))
         steps += [fill, _recorded(_whole(buffers.x, session.io[session._binding(self.input_name)], batch * x_bytes),
                                   _whole(buffers.upstream, session.io[session._binding(TARGET)],

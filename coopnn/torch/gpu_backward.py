@@ -114,8 +114,6 @@ class GpuBackward:
             return "the training device shares no memory with CUDA"
         if session.context.shared_context is not master.scope.shared_context:
             return "the training session runs on another Vulkan context than the module's parameters"
-        if session.step_method.keeps_blocked_copy:
-            return f"the {session.step_method.name!r} step kernel reads a blocked copy of the weights"
         if session.working_dtype == "f16" and master.mirror is None:
             return "the session reads float16 weights and the module keeps no float16 mirror"
         return None

@@ -99,4 +99,4 @@ def test_an_empty_batch_gets_zero_gradients_and_a_closed_runner_refuses(require_
         runner.close()
         with pytest.raises(ModelClosedError, match="closed"):
             runner.run(torch.rand(8, 5), torch.rand(8, 3), params, params._version, False)
-        assert runner._session is None  # no session made anew for a closed module
+        assert not runner.sessions  # no session made anew for a closed module

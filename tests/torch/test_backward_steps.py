@@ -44,7 +44,7 @@ def test_gradients_on_the_gpu_match_the_host_pass(require_vulkan, encoding):
         dy = torch.tensor(rng.uniform(-1, 1, (37, 3)), dtype=torch.float32)
         wants_x = encoding is None  # an encoding before the first layer gives no input gradient
         want, want_x = runner.run(x, dy, params, 1, wants_x)
-        session = runner._session
+        session = runner.last.session
         session.load_parameters(model.parameters())  # the GPU copy of `params` must replace these
         context = session.context
 

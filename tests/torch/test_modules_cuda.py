@@ -1,10 +1,10 @@
 """`coopnn.torch` modules on a cooperative-vector GPU with PyTorch CUDA: forward passes against the float16 emulation
 of the same network (the coopvec oracle, float16 tolerances) and against the network written in PyTorch (float32),
 for every activation; parameters updated in place by torch optimizers and seen by the next call; float16 in and out;
-module.half() refused; backward passes (parameters and inputs) against PyTorch's autograd; an empty batch; double
-backward refused; a short run of torch.optim.Adam against coopnn's Trainer; several streams; tensors outliving their
-module; 10,000 calls with no growth in Vulkan objects, fds or this process's device memory. Skips, with the reason,
-without PyTorch, a CUDA device or cooperative vectors."""
+module.half() refused; backward passes (parameters and inputs, and parameters alone on the tiled step kernel) against
+PyTorch's autograd; an empty batch; double backward refused; a short run of torch.optim.Adam against coopnn's Trainer;
+several streams; tensors outliving their module; 10,000 calls with no growth in Vulkan objects, fds or this process's
+device memory. Skips, with the reason, without PyTorch, a CUDA device or cooperative vectors."""
 
 from __future__ import annotations
 
@@ -258,7 +258,7 @@ def test_backward_matches_pytorch_for_every_activation(torch, ct, activation):
     target = torch.rand(2048, 16, device="cuda")
     torch.nn.functional.mse_loss(module(x), target).backward()
     # the gradient lands in params.grad as the backward pass wrote it, in memory Vulkan shares
-    assert module.params.grad.data_ptr() == module._backward.on_gpu.last_gradient_pointer
+    assert module.params.grad.data_ptr() == module._backward.last.on_gpu.last_gradient_pointer
     reference = module.params.detach().clone().requires_grad_()
     x_ref = x.detach().clone().requires_grad_()
     y, hidden = _quantized_reference(torch, module._runner.master.layout.views(reference), x_ref, activation)
@@ -272,6 +272,28 @@ def test_backward_matches_pytorch_for_every_activation(torch, ct, activation):
             compared &= (z.abs() >= bound).all(dim=1)
         assert int(compared.sum()) >= len(x) // 2
     _close_enough(x.grad[compared], x_ref.grad[compared])
+    module.close()
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_parameter_gradients_alone_run_on_the_tiled_step(torch, ct, activation):
+    """An input without requires_grad: the pass runs on the tiled step kernel, whose blocked copy of the weights is
+    rearranged on the GPU from the parameters torch changed in place, and gives PyTorch's gradients."""
+    module = ct.Network(32, 16, _network(activation=activation), seed=8, **COOPVEC)
+    views = module._runner.master.layout.views
+    x = (torch.rand(2048, 32, device="cuda") * 2 - 1).half().float()
+    target = torch.rand(2048, 16, device="cuda")
+    for change in (1.0, 0.5):
+        with torch.no_grad():
+            module.params.mul_(change)
+        module.params.grad = None
+        torch.nn.functional.mse_loss(module(x), target).backward()
+        assert module._backward.last.session.step_method.name == "tiled"
+        assert module._backward.last.on_gpu is not None, module._backward.last.gpu_unavailable
+        reference = module.params.detach().clone().requires_grad_()
+        y, _ = _quantized_reference(torch, views(reference), x, activation)
+        torch.nn.functional.mse_loss(y, target).backward()
+        _close_enough(module.params.grad, reference.grad)
     module.close()
 
 
@@ -373,7 +395,7 @@ def test_training_steps_leak_nothing(torch, ct):
         gc.collect()
 
     steps(20)
-    assert module._backward.on_gpu is not None, module._backward.gpu_unavailable
+    assert module._backward.last.on_gpu is not None, module._backward.last.gpu_unavailable
     before = (context.live_objects(), _open_fds(), torch.cuda.memory_allocated(), _own_device_bytes(context))
     steps(500)
     assert (context.live_objects(), _open_fds(), torch.cuda.memory_allocated(), _own_device_bytes(context)) == before
@@ -391,7 +413,7 @@ def test_backward_on_the_gpu_gives_what_the_pass_through_the_host_gives(torch, c
     x = torch.rand(3000, width, device="cuda", requires_grad=encoding is None)
     dy = torch.randn(3000, 16, device="cuda") * 1e-3
     module(x).backward(dy)
-    assert module._backward.on_gpu is not None, module._backward.gpu_unavailable
+    assert module._backward.last.on_gpu is not None, module._backward.last.gpu_unavailable
     params = module.params
     grad, grad_x = module._backward.run(x.detach().cpu(), dy.cpu(), params, params._version, encoding is None)
     np.testing.assert_allclose(params.grad.cpu().numpy(), grad.cpu().numpy(), **FP32)

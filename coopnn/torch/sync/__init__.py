@@ -2,7 +2,9 @@
 each a module of this package naming its backend (`BACKEND`), whether it reads the float16 mirror (`READS_HALVES`)
 and `prologue(executable, master, held)`, the commands that rewrite the model's weight buffer from the module's
 vector on the GPU, recorded in the run's own submission (`coopnn.interop.slot.Prologue`), or None where the weight
-buffer's layout is not one it can write (the module then refreshes the model through the host).
+buffer's layout is not one it can write (the module then refreshes the model through the host), and the training
+options of the sessions its backward passes run on, where the input's gradient is wanted (`INPUT_GRADIENT_OPTIONS`)
+and where it is not (`BACKWARD_OPTIONS`).
 
 `held_parameters` says which weight entry holds which parameter: every parameter must sit unchanged in exactly one
 entry of its own (the kernel builder never shares an entry between two graph constants, so zero biases qualify).

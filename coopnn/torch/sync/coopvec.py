@@ -39,6 +39,8 @@ def prologue(executable, master, held: dict[str, str]) -> Prologue | None:
     return Prologue(("convert", master.mirror_buffer.serial, executable.weight_buffer.serial),
                     (master.mirror_buffer,), record)
 
-# the training session a backward pass runs on (`coopnn.torch.backward`): the per-sample step kernel, which is
-# compiled from the step program and so writes the gradient in the network's input
-BACKWARD_OPTIONS = {"step": "coopvec"}
+# the training sessions backward passes run on (`coopnn.torch.backward`): where the input's gradient is wanted, the
+# per-sample step kernel, which is compiled from the step program and so writes it; else the backend's choice (the
+# tiled kernel where it takes the model)
+INPUT_GRADIENT_OPTIONS = {"step": "coopvec"}
+BACKWARD_OPTIONS: dict[str, str] = {}

@@ -45,5 +45,7 @@ def prologue(executable, master, held: dict[str, str]) -> Prologue | None:
 
     return Prologue(("copy", master.buffer.serial, executable.weight_buffer.serial), (master.buffer,), record)
 
-# the training session a backward pass runs on (`coopnn.torch.backward`): the backend's defaults
+# the training sessions backward passes run on (`coopnn.torch.backward`), with and without the input's gradient: the
+# backend's defaults, whose one step kernel writes it
+INPUT_GRADIENT_OPTIONS: dict[str, str] = {}
 BACKWARD_OPTIONS: dict[str, str] = {}

@@ -59,6 +59,11 @@ class StepKernel:
         """Commands after the optimizer that turn its working copy into what the kernel reads."""
         return []
 
+    def refresh_steps(self, session) -> list:
+        """Commands that turn a working copy written from outside (a `coopnn.torch` module's parameters copied in)
+        into what the kernel reads, including what the optimizer itself would have written beside it."""
+        return self.working_steps(session)
+
 
 class GradientMethod:
     """A weight-gradient method: what it needs of the step kernel and the device, its kernels, buffers and

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from coopnn.backends.coopvec import tiled_step
 from coopnn.train.gpu import tiling
 from coopnn.train.gpu.families import StepKernel
@@ -14,6 +16,15 @@ from coopnn.train.gpu.families import StepKernel
 # per-sample kernel on all three benchmark MLPs (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-training-tiled-step-
 # b262144.md, ...-b65536.md, ...-tiled-step-ablation.md); two-layer models were not measured.
 AUTO_TILED_FROM_LAYERS = 3
+
+
+def blocked_runs(order: np.ndarray) -> list[tuple[int, int, int]]:
+    """(source element, destination element, elements) for each run of consecutive elements that the scatter
+    `blocked[order] = flat` keeps consecutive: a tile row of a weight matrix, a bias."""
+    breaks = np.flatnonzero(np.diff(order.astype(np.int64)) != 1) + 1
+    starts = np.concatenate(([0], breaks))
+    lengths = np.diff(np.concatenate((starts, [len(order)])))
+    return [(int(s), int(order[s]), int(n)) for s, n in zip(starts, lengths)]
 
 
 def device_subgroups(session) -> tuple[int, int]:
@@ -60,6 +71,14 @@ class TiledStep(StepKernel):
 
     def weights_buffer(self, session):
         return session.blocked
+
+    def refresh_steps(self, session) -> list:
+        """The blocked copy rearranged from the working copy, one copy region a run that stays consecutive."""
+        from coopnn.runtime.vk.commands import copied_regions
+
+        itemsize = 2  # both copies are float16
+        regions = [(s * itemsize, d * itemsize, n * itemsize) for s, d, n in blocked_runs(session.block_order)]
+        return [copied_regions(session.working, session.blocked, regions)]
 
 
 KERNEL = TiledStep()
