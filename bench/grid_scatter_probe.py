@@ -162,7 +162,7 @@ def timed(cp, launch, runs: int) -> float:
 
 
 def measure(cp, table: tuple, batches: list[int], runs: int) -> list[dict]:
-    module = cp.RawModule(code=SOURCE, options=("-DPRIME1=%du" % COHERENT_PRIMES[1], "-O3"))
+    module = cp.RawModule(code=SOURCE, options=("-DPRIME1=%du" % COHERENT_PRIMES[1],))
     constants = level_records(table)
     pointer = module.get_global("LEVELS")
     pointer.copy_from_host(constants.ctypes.data, constants.nbytes)

@@ -64,14 +64,6 @@ class Recorded:
     record: Callable[[object], None]
 
 
-def copied_regions(source: Buffer, destination: Buffer, regions) -> Recorded:
-    """One vkCmdCopyBuffer of `regions` ((source offset, destination offset, bytes) each) from `source` into
-    `destination`."""
-    structs = ffi.new("VkBufferCopy[]", [{"srcOffset": s, "dstOffset": d, "size": n} for s, d, n in regions])
-    count = len(regions)
-    return Recorded(lambda cmd: lib.vkCmdCopyBuffer(cmd, source.handle, destination.handle, count, structs))
-
-
 class Dispatcher:
     """Records and submits work on the context's compute queue, one submission at a time (a lock makes callers on
     other threads wait their turn)."""

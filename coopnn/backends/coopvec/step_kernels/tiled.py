@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from coopnn.backends.coopvec import tiled_step
 from coopnn.train.gpu import tiling
 from coopnn.train.gpu.families import StepKernel
@@ -16,15 +14,6 @@ from coopnn.train.gpu.families import StepKernel
 # per-sample kernel on all three benchmark MLPs (bench/results/nvidia-h100-80gb-hbm3-2026-11-27-training-tiled-step-
 # b262144.md, ...-b65536.md, ...-tiled-step-ablation.md); two-layer models were not measured.
 AUTO_TILED_FROM_LAYERS = 3
-
-
-def blocked_runs(order: np.ndarray) -> list[tuple[int, int, int]]:
-    """(source element, destination element, elements) for each run of consecutive elements that the scatter
-    `blocked[order] = flat` keeps consecutive: a tile row of a weight matrix, a bias."""
-    breaks = np.flatnonzero(np.diff(order.astype(np.int64)) != 1) + 1
-    starts = np.concatenate(([0], breaks))
-    lengths = np.diff(np.concatenate((starts, [len(order)])))
-    return [(int(s), int(order[s]), int(n)) for s, n in zip(starts, lengths)]
 
 
 def device_subgroups(session) -> tuple[int, int]:
@@ -68,17 +57,23 @@ class TiledStep(StepKernel):
         session.block_index = session.context.create_buffer(session.block_order.nbytes, HostAccess.NONE)
         session.block_index.upload(session.block_order)
         session.blocked = session.context.create_buffer(session.layout.size * 2, HostAccess.NONE)
+        session.blocked_copy = None  # the kernel of `refresh_steps`, made on its first use
 
     def weights_buffer(self, session):
         return session.blocked
 
     def refresh_steps(self, session) -> list:
-        """The blocked copy rearranged from the working copy, one copy region a run that stays consecutive."""
-        from coopnn.runtime.vk.commands import copied_regions
+        """The blocked copy rearranged from the working copy by `blocked_copy_shader`, an invocation an element."""
+        from coopnn.runtime.executable import load_kernel
+        from coopnn.runtime.vk.commands import Dispatch
+        from coopnn.shaders.training.blocked_copy import blocked_copy_shader
 
-        itemsize = 2  # both copies are float16
-        regions = [(s * itemsize, d * itemsize, n * itemsize) for s, d, n in blocked_runs(session.block_order)]
-        return [copied_regions(session.working, session.blocked, regions)]
+        if session.blocked_copy is None:
+            shader = blocked_copy_shader()
+            session.blocked_copy = shader, load_kernel(session.context, shader)
+        (shader, kernel), count = session.blocked_copy, session.layout.size
+        return [Dispatch(kernel, (session.working, session.block_index, session.blocked),
+                         shader.pack_push(count=count), kernel.group_count_for(count))]
 
 
 KERNEL = TiledStep()

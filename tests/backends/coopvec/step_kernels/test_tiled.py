@@ -1,25 +1,43 @@
-"""The tiled step kernel's blocked copy made from a working copy written from outside (`TiledStep.refresh_steps`):
-its copy regions, checked without a device against the scatter the optimizer does."""
+"""The tiled step kernel's blocked copy made from a working copy written from outside the optimizer
+(`TiledStep.refresh_steps`, `blocked_copy_shader`): spirv-val, and on a Vulkan device (lavapipe in CI, validation on
+where installed) the scatter `blocked[block_index] = working` the optimizer does."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from coopnn.backends.coopvec.step_kernels.tiled import blocked_runs
+from coopnn.errors import BackendUnavailableError
+from coopnn.shaders.training.blocked_copy import blocked_copy_shader
 from coopnn.shaders.training.layout import ParameterLayout
+from tests.backends.portable.test_target import spirv_val
+from tests.devices import Kernel, assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
 
 
-def test_the_copy_regions_rearrange_the_working_copy_as_the_scatter_does():
+def test_the_blocked_copy_shader_validates(tmp_path):
+    spirv_val(blocked_copy_shader().spirv, tmp_path)
+
+
+@pytest.mark.vulkan
+def test_the_blocked_copy_rearranges_the_working_copy_as_the_optimizer_does(tmp_path):
+    reason = vulkan_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from coopnn.runtime.vk.context import VulkanContext
+
+    shader = blocked_copy_shader()
+    try:
+        context = VulkanContext(features=shader.features, validation=validation_off_reason() is None,
+                                pipeline_cache_dir=tmp_path)
+    except BackendUnavailableError as exc:
+        pytest.skip(str(exc))
     layout = ParameterLayout.of([("w0", "b0", 32, 48), ("w1", "b1", 16, 32), ("w2", "b2", 16, 16)])
     order = layout.block_index(16)
-    flat = np.random.default_rng(1).standard_normal(layout.size).astype(np.float16)
-    want = np.empty_like(flat)
-    want[order] = flat
-    got = np.full_like(flat, np.nan)
-    runs = blocked_runs(order)
-    for source, destination, count in runs:
-        got[destination:destination + count] = flat[source:source + count]
-    np.testing.assert_array_equal(got, want)
-    weights = sum(shape.weight_size for shape in layout.layers)
-    assert len(runs) <= weights // 16 + 1  # a tile row a region at most, biases joined to their neighbours
-    assert sum(count for _, _, count in runs) == layout.size
+    working = np.random.default_rng(1).standard_normal(layout.size).astype(np.float16)
+    want = np.empty_like(working)
+    want[order] = working
+    kernel = Kernel(context, shader, [working, order, np.full_like(working, np.nan)])
+    _, _, blocked = kernel.run(shader.pack_push(count=layout.size), layout.size)
+    np.testing.assert_array_equal(blocked, want)
+    context.close()
+    assert_no_validation_messages(context)
