@@ -23,7 +23,7 @@ from coopnn.backends.coopvec import coopvec_gradients
 from coopnn.shaders.training import coopmat_gradients
 from coopnn.backends.coopvec.gradient_methods import AUTO_GRADIENTS, gradient_methods
 from coopnn.backends.coopvec.step_kernels import selectable, step_kernels
-from coopnn.backends.coopvec.table_atomics import AUTO_TABLE_ATOMICS, table_atomics_methods
+from coopnn.backends.coopvec.table_atomics import auto_table_atomics, table_atomics_methods
 from coopnn.backends.coopvec.target import FEATURES
 from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES
 from coopnn.shaders.training.shader import BASE_FEATURES
@@ -66,7 +66,8 @@ class CoopvecTrainingSession(KernelTrainingSession):
         "coopvec" (one invocation per sample, cooperative vectors) or "auto" (the per-sample one for a model with a
         trained grid, which only it trains).
         `table_atomics`: how the per-sample kernel adds a trained grid's gradient, "float32" (float32 atomics),
-        "float16_pairs" (float16 pairs, VK_NV_shader_atomic_float16_vector) or "auto" (`AUTO_TABLE_ATOMICS`).
+        "float16_pairs" (float16 pairs, VK_NV_shader_atomic_float16_vector) or "auto" (`auto_table_atomics`: float16
+        pairs where the device offers them).
         `tuning`: the knobs of the tiled step and cooperative-matrix gradient kernels, by default the model's
         (`tuning_for`)."""
         if gradients not in GRADIENT_METHODS:
@@ -75,7 +76,8 @@ class CoopvecTrainingSession(KernelTrainingSession):
             raise ValueError(f"step must be {_alternatives(STEP_METHODS)}, not {step!r}")
         if table_atomics not in TABLE_ATOMICS:
             raise ValueError(f"table_atomics must be {_alternatives(TABLE_ATOMICS)}, not {table_atomics!r}")
-        self.table_atomics = table_atomics_methods()[AUTO_TABLE_ATOMICS if table_atomics == "auto" else table_atomics]
+        # "auto" is chosen once the device is known (`open_device`)
+        self.table_atomics = None if table_atomics == "auto" else table_atomics_methods()[table_atomics]
         self.gradient_method = gradient_methods()[AUTO_GRADIENTS if gradients == "auto" else gradients]
         self.requested_step = self.gradient_method.step_for(step)
         self.requested_tuning = tuning
@@ -102,7 +104,10 @@ class CoopvecTrainingSession(KernelTrainingSession):
         from coopnn.runtime.vk import shared
 
         if self.layout.tables:
-            self.table_atomics.check_device(shared.chosen_device(device))
+            info = shared.chosen_device(device)
+            if self.table_atomics is None:
+                self.table_atomics = auto_table_atomics(info)
+            self.table_atomics.check_device(info)
         return super().open_device(device)
 
     @functools.cached_property

@@ -142,12 +142,17 @@ def test_a_device_without_float16_vector_atomics_is_refused_naming_the_option(re
                                                       r"which recorded device .* lacks; use table_atomics='float32'"):
         _session(*GRIDS[0], table_atomics="float16_pairs")
     _session(*GRIDS[0], table_atomics="float32")  # float32 atomics need nothing it lacks
+    assert _session(*GRIDS[0]).table_atomics.name == "float32"  # what "auto" takes there
+
+
+def test_auto_takes_float16_pairs_where_the_device_offers_them(recorded_device):
+    assert _session(*GRIDS[0]).table_atomics.name == "float16_pairs"
     CoopvecTrainingSession(mlp_graph(2, [16], 3), get_loss("l2"), Adam(), None, table_atomics="float16_pairs")
 
 
 def test_table_atomics_are_the_registered_members_and_a_trainer_option():
     assert TABLE_ATOMICS == ("auto", *METHODS) and METHODS == ["float16_pairs", "float32"]
-    assert AUTO_TABLE_ATOMICS in METHODS
+    assert sorted(AUTO_TABLE_ATOMICS) == METHODS
     assert all(isinstance(m, TableAtomics) and m.name == name for name, m in table_atomics_methods().items())
     for name in TABLE_ATOMICS:
         check_training_options(training_backend("coopvec"), {"table_atomics": name})

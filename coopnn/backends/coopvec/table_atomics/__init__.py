@@ -3,7 +3,8 @@
 the device must offer for them, and the commands around the step kernel that zero that buffer and bring its sums
 into the float32 gradient the optimizer reads.
 
-`table_atomics=` names one, or "auto", which takes `AUTO_TABLE_ATOMICS`.
+`table_atomics=` names one, or "auto", which takes the first of `AUTO_TABLE_ATOMICS` the device offers
+(`auto_table_atomics`).
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from __future__ import annotations
 from coopnn.errors import BackendUnavailableError
 from coopnn.train.gpu.families import members
 
-# "auto" takes float32 atomics, the sums portable makes too: float16 pairs made tcnn's image configuration's step
-# faster (bench/results/nvidia-h200-2026-12-02-98ddb30-training-tcnn-image-b262144.md), but their GPU test against
-# the oracle has not yet been seen to pass.
-AUTO_TABLE_ATOMICS = "float32"
+# "auto" takes the first of these the device offers: float16 pairs made tcnn's image configuration's step faster
+# (bench/results/nvidia-h200-2026-12-02-98ddb30-training-tcnn-image-b262144.md) and match the oracle as float32 atomics
+# do (bench/results/nvidia-h200-2026-12-02-27f76a6-gpu-tests.md, at 1d9770c); float32 atomics where it lacks them.
+AUTO_TABLE_ATOMICS = ("float16_pairs", "float32")
 
 
 class TableAtomics:
@@ -66,3 +67,11 @@ class TableAtomics:
 
 def table_atomics_methods() -> dict[str, TableAtomics]:
     return members(__name__, "METHOD")
+
+
+def auto_table_atomics(info) -> TableAtomics:
+    """The member "auto" takes on the device `info` (a `DeviceInfo`): the first of `AUTO_TABLE_ATOMICS` whose
+    features it offers, else the last (whose `check_device` then names what is missing)."""
+    methods = table_atomics_methods()
+    return next((methods[name] for name in AUTO_TABLE_ATOMICS
+                 if all(info.features.get(f) for f in methods[name].features)), methods[AUTO_TABLE_ATOMICS[-1]])
