@@ -12,6 +12,8 @@ Kernels (medians of CUDA-event times over `--runs` launches after warm-up):
                                   added with one float16-pair atomic (atomicAdd on __half2), levels in turn
   scatter f16 pairs, a thread a (sample, level)   the same, the levels of a sample on threads of their own
                                   (samples fastest, as tcnn launches its grid backward)
+  ... dense levels in C copies    a thread a sample, each block adding the dense (coarse) levels into copy
+                                  block % C of their tables: as many atomics on C times the addresses
   scatter f32, a thread a sample / a (sample, level)   the same with one float32 atomic a feature
 A step kernel that scatters inside itself pays at least its variant's row; the difference between the two
 arrangements says whether the levels on threads of their own (a kernel after the step) would be faster. Writes
@@ -106,6 +108,24 @@ extern "C" __global__ void scatter_h2_level(const float2* points, const __half2*
     scatter_level_h2(LEVELS[l], points[s], deltas[(size_t)s * n_levels + l], grad);
 }
 
+// The dense (coarse) levels' gradient spread over `copies` copies of the table, a block adding into copy
+// blockIdx.x % copies: the same atomics on `copies` times as many addresses (a sum over the copies after).
+extern "C" __global__ void scatter_h2_sample_copies(const float2* points, const __half2* deltas, __half2* grad, int n,
+                                                    int n_levels, unsigned copies, unsigned entries) {
+    int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= n) return;
+    float2 p = points[s];
+    unsigned copy = (blockIdx.x % copies) * entries;
+    for (int l = 0; l < n_levels; ++l) {
+        unsigned cell[4]; float w[4];
+        corners(LEVELS[l], p, cell, w);
+        float2 df = __half22float2(deltas[(size_t)s * n_levels + l]);
+        unsigned shift = LEVELS[l].hashed ? 0u : copy;
+        for (int c = 0; c < 4; ++c)
+            atomicAdd(&grad[cell[c] + shift], __float22half2_rn(make_float2(w[c] * df.x, w[c] * df.y)));
+    }
+}
+
 extern "C" __global__ void scatter_f32_sample(const float2* points, const __half2* deltas, float* grad, int n,
                                               int n_levels) {
     int s = blockIdx.x * blockDim.x + threadIdx.x;
@@ -124,12 +144,14 @@ extern "C" __global__ void scatter_f32_level(const float2* points, const __half2
 
 CONFIGS = {"image": TCNN_IMAGE_CONFIG["encoding"]}
 THREADS = 128
-# name, kernel, gradient dtype (None: the gather), whether levels get threads of their own
-KERNELS = (("gather, a thread a sample", "gather", None, False),
-           ("scatter f16 pairs, a thread a sample", "scatter_h2_sample", np.float16, False),
-           ("scatter f16 pairs, a thread a (sample, level)", "scatter_h2_level", np.float16, True),
-           ("scatter f32, a thread a sample", "scatter_f32_sample", np.float32, False),
-           ("scatter f32, a thread a (sample, level)", "scatter_f32_level", np.float32, True))
+# name, kernel, gradient dtype (None: the gather), whether levels get threads of their own, copies of the dense levels
+KERNELS = (("gather, a thread a sample", "gather", None, False, 1),
+           ("scatter f16 pairs, a thread a sample", "scatter_h2_sample", np.float16, False, 1),
+           ("scatter f16 pairs, a thread a (sample, level)", "scatter_h2_level", np.float16, True, 1),
+           *((f"scatter f16 pairs, a thread a sample, dense levels in {c} copies", "scatter_h2_sample_copies",
+              np.float16, False, c) for c in (8, 32, 128)),
+           ("scatter f32, a thread a sample", "scatter_f32_sample", np.float32, False, 1),
+           ("scatter f32, a thread a (sample, level)", "scatter_f32_level", np.float32, True, 1))
 
 
 def grid_levels(config: dict):
@@ -175,13 +197,15 @@ def measure(cp, table: tuple, batches: list[int], runs: int) -> list[dict]:
         points = cp.asarray(rng.uniform(0, 1, (n, 2)).astype(np.float32))
         deltas = cp.asarray(rng.uniform(-1e-3, 1e-3, (n, n_levels, 2)).astype(np.float16))
         out = cp.empty((n, n_levels, 2), cp.float16)
-        for label, name, dtype, per_level in KERNELS:
+        for label, name, dtype, per_level, copies in KERNELS:
             kernel = module.get_function(name)
             grid = ((n + THREADS - 1) // THREADS, n_levels if per_level else 1)
-            target = out if dtype is None else cp.zeros((entries, 2), dtype)
+            target = out if dtype is None else cp.zeros((copies * entries, 2), dtype)
             source = grid_table if dtype is None else deltas
-            ms = timed(cp, lambda: kernel(grid, (THREADS,), (points, source, target, np.int32(n),
-                                                             np.int32(n_levels))), runs)
+            arguments = (points, source, target, np.int32(n), np.int32(n_levels))
+            if copies > 1:
+                arguments += (np.uint32(copies), np.uint32(entries))
+            ms = timed(cp, lambda: kernel(grid, (THREADS,), arguments), runs)
             corners = n * n_levels * 4
             rows.append({"kernel": label, "batch": n, "ms": round(ms, 4),
                          "G corners/s": round(corners / ms / 1e6, 1)})

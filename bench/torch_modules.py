@@ -14,7 +14,10 @@ Per model and batch, in ms per call:
                   in the run's own submission, as in a training loop);
   PyTorch AMP     the same network (`coopnn.bench.torch_graph`) under float16 autocast, eager, same stream timing;
   step            coopnn.torch forward, MSE, backward (coopnn's training kernels, on the GPU) and torch's fused Adam
-                  on `params` (blank where the backward pass is refused: the reason is in the JSON);
+                  on `params` (blank where the backward pass is refused: the reason is in the JSON), the input
+                  without requires_grad (coopvec: the tiled step kernel where it takes the model);
+  step, x.grad    the same with an input that requires grad (coopvec: the per-sample step kernel, which writes the
+                  input's gradient; blank where input gradients are refused, behind an encoding);
   step, wall      one such step and a torch.cuda.synchronize(), by the host clock;
   forward+backward  the step without the optimizer;
   AMP step        PyTorch AMP forward, MSE, backward and fused Adam with a GradScaler;
@@ -112,7 +115,7 @@ def _amp_step(torch, net, optimizer, scaler, x, target):
 
 def _module_step(torch, module, optimizer, x, target):
     def step():
-        module.params.grad = None  # as zero_grad(set_to_none=True) leaves it
+        module.params.grad = x.grad = None  # as zero_grad(set_to_none=True) leaves them
         torch.nn.functional.mse_loss(module(x), target).backward()
         if optimizer is not None:
             optimizer.step()
@@ -138,11 +141,18 @@ def measure_steps(torch, module, x, target, calls: int) -> dict:
 
     module_optimizer = torch.optim.Adam([module.params], lr=1e-4, fused=True)
     try:
-        return {"step_ms": stream_ms(torch, _module_step(torch, module, module_optimizer, x, target), calls),
-                "step_wall_ms": wall_ms(torch, _module_step(torch, module, module_optimizer, x, target), calls),
-                "forward_backward_ms": stream_ms(torch, _module_step(torch, module, None, x, target), calls)}
+        found = {"step_ms": stream_ms(torch, _module_step(torch, module, module_optimizer, x, target), calls),
+                 "step_wall_ms": wall_ms(torch, _module_step(torch, module, module_optimizer, x, target), calls),
+                 "forward_backward_ms": stream_ms(torch, _module_step(torch, module, None, x, target), calls)}
     except CoopnnError as error:
         return {"step_refused": str(error)}
+    try:
+        wants = x.detach().requires_grad_()
+        found["input_gradient_step_ms"] = stream_ms(torch, _module_step(torch, module, module_optimizer, wants,
+                                                                        target), calls)
+    except CoopnnError as error:
+        found["input_gradient_refused"] = str(error)
+    return found
 
 
 def measure_model(torch, name: str, batches: list[int], calls: int, anchors: dict) -> list[dict]:
@@ -201,14 +211,14 @@ def markdown(document: dict) -> str:
              f"{environment['coopnn']}, torch {(environment['torch'] or {}).get('version')}; ms per call, "
              f"{document['calls']} calls; tcnn (fused / JIT, GPU time) from {ANCHORS.name}.", "",
              "| model | batch | forward | forward, wall | after update | PyTorch AMP | step | step, wall | "
-             "forward+backward | AMP step | AMP / step | tcnn infer | tcnn train |", "|---" * 13 + "|"]
+             "forward+backward | step, x.grad | AMP step | AMP / step | tcnn infer | tcnn train |", "|---" * 14 + "|"]
     for r in document["rows"]:
         tcnn = r["tcnn"]
         infer = [tcnn[k] for k in ("infer fused", "infer JIT") if k in tcnn] or None
         train = [tcnn[k] for k in ("train fused", "train JIT") if k in tcnn] or None
         step = r.get("step_ms")
         cells = [r["forward_ms"], r["forward_wall_ms"], r["after_update_ms"], r["amp_forward_ms"], step,
-                 r.get("step_wall_ms"), r.get("forward_backward_ms"), r["amp_step_ms"],
+                 r.get("step_wall_ms"), r.get("forward_backward_ms"), r.get("input_gradient_step_ms"), r["amp_step_ms"],
                  None if step is None else r["amp_step_ms"] / step, infer, train]
         lines.append(f"| {r['model']} | 2^{r['batch'].bit_length() - 1} | " + " | ".join(map(_cell, cells)) + " |")
     refused = sorted({(r["model"], r["step_refused"]) for r in document["rows"] if "step_refused" in r})

@@ -57,7 +57,7 @@ class TiledStep(StepKernel):
         session.block_index = session.context.create_buffer(session.block_order.nbytes, HostAccess.NONE)
         session.block_index.upload(session.block_order)
         session.blocked = session.context.create_buffer(session.layout.size * 2, HostAccess.NONE)
-        session.blocked_copy = None  # the kernel of `refresh_steps`, made on its first use
+        session.blocked_copy_kernel = None  # (shader, kernel) of `refresh_steps`, made on its first use
 
     def weights_buffer(self, session):
         return session.blocked
@@ -68,10 +68,10 @@ class TiledStep(StepKernel):
         from coopnn.runtime.vk.commands import Dispatch
         from coopnn.shaders.training.blocked_copy import blocked_copy_shader
 
-        if session.blocked_copy is None:
+        if session.blocked_copy_kernel is None:
             shader = blocked_copy_shader()
-            session.blocked_copy = shader, load_kernel(session.context, shader)
-        (shader, kernel), count = session.blocked_copy, session.layout.size
+            session.blocked_copy_kernel = shader, load_kernel(session.context, shader)
+        (shader, kernel), count = session.blocked_copy_kernel, session.layout.size
         return [Dispatch(kernel, (session.working, session.block_index, session.blocked),
                          shader.pack_push(count=count), kernel.group_count_for(count))]
 
