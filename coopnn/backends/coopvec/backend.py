@@ -30,6 +30,7 @@ from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.kernel.program import KernelProgram
 from coopnn.backends.base import Examined
 from coopnn.backends.coopvec.products import requirements, weight_plan
+from coopnn.backends.coopvec.inference_options import shipped_options
 from coopnn.backends.coopvec.target import FEATURES, CoopvecTarget
 from coopnn.backends.coopvec.training import (GRADIENT_METHODS, STEP_METHODS, TABLE_ATOMICS, TRAINING_FEATURES,
                                               CoopvecTrainingSession)
@@ -122,7 +123,8 @@ def prepare_coopvec(graph: Graph, program: KernelProgram, weights: WeightFormat,
     with open_context(device, features=FEATURES):
         packed = optimal_weights(weight_plan(program, weights), device)
         def compiled(io_dtype: str):
-            made = CoopvecBackend.target.compile(program, weights, workgroup_size, packed=packed, io_dtype=io_dtype)
+            made = CoopvecBackend.target.compile(program, weights, workgroup_size, packed=packed, io_dtype=io_dtype,
+                                                 options=shipped_options(weights))
             # device addresses let `convert_in_place` write new weights with the driver's conversion on the GPU
             return dataclasses.replace(made, features=made.features | {"bufferDeviceAddress"})
 

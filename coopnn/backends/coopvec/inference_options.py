@@ -1,5 +1,5 @@
 """How the coopvec inference kernel moves its sample rows (`InferenceOptions`), and the ones the backend ships
-(`DEFAULT_OPTIONS`, chosen here only).
+(`shipped_options`, chosen here only).
 
 By default every invocation loads its own input row and stores its own output row (OpCooperativeVectorLoadNV and
 StoreNV on the storage buffer, `target.py`): with rows of 64 bytes and more, one load instruction of a subgroup then
@@ -11,8 +11,8 @@ once hit different banks. `stage_elements` stages the other rows (3 values: 6 or
 (`staged_elements.py`). `streaming_rows` marks the direct row loads and stores Nontemporal, so that rows
 streaming through the caches may leave the weights there. `vector_table_reads` reads the 2 or 4 features of a grid vertex in one load
 (`table_runs.py`). `samples_per_invocation` lowers the kernel for 2 or 4 consecutive samples an invocation
-(`sample_copies.py`). The default (all off) is byte-for-byte the kernel the backend shipped before the options
-existed; `bench/inference_variants.py` measures each option against it.
+(`sample_copies.py`). The default (all off, `DEFAULT_OPTIONS`) is byte-for-byte the kernel the backend shipped before
+the options existed; `bench/inference_variants.py` measures each option against the shipped kernel.
 """
 
 from __future__ import annotations
@@ -41,6 +41,15 @@ class InferenceOptions:
         return ", ".join(on) or "defaults"
 
 
-# what the backend compiles its inference kernels with (`backend.prepare_coopvec`): the defaults until the
-# benchmark's measurements in `bench/results/` choose otherwise
+# every option off: what the target compiles when given none (training kernels among them)
 DEFAULT_OPTIONS = InferenceOptions()
+# what the backend compiles its inference kernels with (`backend.prepare_coopvec`) where the weights are floats: a grid
+# vertex's features in one load, which took tiny-cuda-nn's image model at 2^21 from 0.502 to 0.434 ms on the H200
+# (bench/results/nvidia-h200-2026-12-03-8b3189c-inference-variants-hashgrid.md; models without a grid compile as
+# with the defaults); integer kernels read their tables element by element
+SHIPPED_OPTIONS = InferenceOptions(vector_table_reads=True)
+
+
+def shipped_options(weights) -> InferenceOptions:
+    """The options of the backend's inference kernel for weights of the format `weights`."""
+    return DEFAULT_OPTIONS if weights.input_quantization is not None else SHIPPED_OPTIONS

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from coopnn.backends import target
-from coopnn.backends.coopvec.inference_options import DEFAULT_OPTIONS, InferenceOptions
+from coopnn.backends.coopvec.inference_options import DEFAULT_OPTIONS, SHIPPED_OPTIONS, InferenceOptions, shipped_options
+from coopnn.layouts.formats import weight_format
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
@@ -30,6 +31,12 @@ def test_the_defaults_are_off_and_described_so():
     assert DEFAULT_OPTIONS == InferenceOptions() and DEFAULT_OPTIONS.describe() == "defaults"
     both = InferenceOptions(stage_rows=True, samples_per_invocation=2)
     assert both.describe() == "stage_rows, samples_per_invocation=2"
+
+
+def test_the_backend_reads_grid_vertices_in_one_load_where_its_weights_are_floats():
+    assert SHIPPED_OPTIONS == InferenceOptions(vector_table_reads=True)
+    assert shipped_options(weight_format("fp16")) == shipped_options(weight_format("fp8_e4m3")) == SHIPPED_OPTIONS
+    assert shipped_options(weight_format("int8")) == DEFAULT_OPTIONS
 
 
 @pytest.mark.parametrize("io_dtype", ["f32", "f16"])
