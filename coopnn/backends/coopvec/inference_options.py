@@ -9,8 +9,8 @@ of the work-group's block of rows, and each invocation then reads (or writes) it
 the staged rows 16 bytes further apart than their width, so that the invocations of a subgroup reading their rows at
 once hit different banks. `stage_elements` stages the other rows (3 values: 6 or 12 bytes) element by element
 (`staged_elements.py`). `streaming_rows` marks the direct row loads and stores Nontemporal, so that rows
-streaming through the caches may leave the weights there. `vector_table_reads` reads the 2 or 4 features of a grid vertex in one load
-(`table_runs.py`). `samples_per_invocation` lowers the kernel for 2 or 4 consecutive samples an invocation
+streaming through the caches may leave the weights there. `vector_table_reads` reads the 2 or 4 features of a
+grid vertex in one load (`table_runs.py`). `samples_per_invocation` lowers the kernel for 2 or 4 consecutive samples an invocation
 (`sample_copies.py`). The default (all off, `DEFAULT_OPTIONS`) is byte-for-byte the kernel the backend shipped before
 the options existed; `bench/inference_variants.py` measures each option against the shipped kernel.
 """

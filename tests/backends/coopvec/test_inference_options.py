@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from coopnn.backends import target
-from coopnn.backends.coopvec.inference_options import DEFAULT_OPTIONS, SHIPPED_OPTIONS, InferenceOptions, shipped_options
+from coopnn.backends.coopvec.inference_options import (DEFAULT_OPTIONS, SHIPPED_OPTIONS, InferenceOptions,
+                                                       shipped_options)
 from coopnn.layouts.formats import weight_format
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
