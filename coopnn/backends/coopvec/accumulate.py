@@ -159,4 +159,4 @@ def accumulate_encoding(e: CoopvecEmitter, instr: Instr) -> None:
     binding = e.binding_of[e.program.param(target).graph_name or target]
     xs, deltas = e.forms.components(e.held[x], "f32"), e.forms.components(e.held[delta], "f32")
     scatter_gradient(EncodingWriter(e.m, e.fn), encoding, xs, deltas,
-                     e.table_atomics.adds(e, binding, instr.attrs["start"]))
+                     e.table_atomics.adds(e, binding, instr.attrs["start"], encoding))

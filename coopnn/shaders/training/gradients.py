@@ -18,7 +18,9 @@ same order, where the kernels that wrote them flag the status of non-finite ones
 
 `widen_shader`: bindings 0 float16 sums (the outer-product method's accumulators, row-major in the flat order, or a
 grid's float16 table gradient), 1 gradient, 2 status; push `count`, `first` (where the sums start, in halves), `to`
-(the first gradient element written); gradient[to + p] = sums[first + p].
+(the first gradient element written), `shared` and `copies`; gradient[to + p] = sums[first + p], plus for the first
+`shared` elements the `copies` - 1 more copies of them laid out after the `count` sums (a grid's contended levels
+added into copies of their own, `coopnn.backends.coopvec.table_atomics.float16_pairs`), in copy order.
 
 All add in float32, in index order (`partial_sum_shader` in the lanes' order); the last two set status[0] to 1 (an
 atomic OR) when a sum is NaN or infinite (a float16 sum that overflowed is infinite).
@@ -193,9 +195,20 @@ def add_partials(frame: ShaderFrame, binding: int):
 
 
 def widen_shader() -> Binary:
-    """float16 gradient sums widened to the float32 gradient, element by element."""
-    frame = _frame(("first", "u32"), ("to", "u32"), source="sums", source_width=16)
+    """float16 gradient sums widened to the float32 gradient, the first `shared` elements summed over `copies`
+    copies (the first the sums themselves, the others after them, `shared` elements each)."""
+    frame = _frame(("first", "u32"), ("to", "u32"), ("shared", "u32"), ("copies", "u32"), source="sums",
+                   source_width=16)
     ix, f16 = Indices(frame), frame.module.type_float(16)
-    half = load(frame, SOURCE, ix.add(frame.push_value("first"), frame.sample), f16)
-    _store_and_check(frame, ix.ops.float_convert(frame.f32, half), ix.add(frame.push_value("to"), frame.sample))
+    count, first, shared = frame.push_value("count"), frame.push_value("first"), frame.push_value("shared")
+
+    def half(index):
+        return ix.ops.float_convert(frame.f32, load(frame, SOURCE, ix.add(first, index), f16))
+
+    inside = ix.less(frame.sample, shared)
+    # past the shared elements no copy is added: the loop runs zero times
+    extra = ix.ops.select(frame.u32, inside, ix.sub(frame.push_value("copies"), frame.uint(1)), frame.zero)
+    total = _accumulate(frame, extra, lambda k: half(ix.add(ix.add(count, ix.mul(k, shared)), frame.sample)))
+    total = ix.ops.float_add(frame.f32, half(frame.sample), total)
+    _store_and_check(frame, total, ix.add(frame.push_value("to"), frame.sample))
     return finish("widen_gradient", frame, 3, FEATURES | {"shaderFloat16", "storageBuffer16BitAccess"})

@@ -12,6 +12,8 @@ import pytest
 from coopnn.backends import training_backend
 from coopnn.backends.base import check_training_options
 from coopnn.backends.coopvec.table_atomics import AUTO_TABLE_ATOMICS, TableAtomics, table_atomics_methods
+from coopnn.backends.coopvec.table_atomics.float16_pairs import CONTENDED_ELEMENTS, COPIES, contended_elements
+from coopnn.graph.encodings.grid import Grid
 from coopnn.backends.coopvec.training import TABLE_ATOMICS, CoopvecTrainingSession
 from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.nets.builders import mlp_graph
@@ -20,6 +22,7 @@ from coopnn.shaders.training.tuning import DEFAULT
 from coopnn.train.gpu.plan import plan_training
 from coopnn.train.losses import get_loss
 from coopnn.train.optim import Adam
+from tests.backends.coopvec.test_encodings import IMAGE_ENCODING
 from tests.backends.portable.test_target import spirv_val
 from tools import training_shader_hashes as recorded
 
@@ -106,13 +109,25 @@ def test_float16_pairs_add_into_a_table_sized_buffer_widened_into_the_gradient(r
     table = session.layout.tables[0]
     session._ensure_capacity(1000)
     bound = session._buffers(None)[next(b.index for b in session.binary.bindings if b.role == "table_gradient")]
-    assert bound is session.table_halves and session.table_halves.size == 2 * table.size
+    shared = contended_elements(session.plan.tables[0].node.attrs["encoding"])
+    assert shared == table.size  # every level of this small grid is contended
+    assert bound is session.table_halves and session.table_halves.size == 2 * (table.size + (COPIES - 1) * shared)
     (widen,) = session.table_gradient_steps()
     assert widen.buffers == (session.table_halves, session.gradient, session.state)
-    assert widen.push_constants == session.table_shaders[0].pack_push(count=table.size, first=0, to=table.offset)
+    assert widen.push_constants == session.table_shaders[0].pack_push(count=table.size, first=0, to=table.offset,
+                                                                      shared=shared, copies=COPIES)
     # the widening runs beside the loss tiles, and the weight gradients' first dispatch beside both
     commands, _ = session.gradient_commands(1000)
     assert commands[1].kernel is widen.kernel and commands[1].alongside and commands[2].alongside
+
+
+def test_the_contended_levels_are_the_leading_ones_of_at_most_2_to_the_15_elements():
+    """tcnn's image grid: its six dense levels (256 to 14,888 entries of 2 features); none at one feature a level."""
+    image = Grid.from_config(IMAGE_ENCODING, 2, "encoding")
+    assert contended_elements(image) == 2 * sum(level.size for level in image.levels[:6]) == 53008
+    assert image.levels[6].size * 2 > CONTENDED_ELEMENTS >= image.levels[5].size * 2
+    single = Grid.from_config({**IMAGE_ENCODING, "n_features_per_level": 1}, 2, "encoding")
+    assert contended_elements(single) == 0
 
 
 def test_auto_takes_the_per_sample_step_for_a_grid_even_where_it_would_take_the_tiled_one():

@@ -29,9 +29,9 @@ class TableAtomics:
         """(element type, array stride in bytes) of the runtime array the step kernel binds as its table gradient."""
         raise NotImplementedError
 
-    def adds(self, emitter, binding: int, start: int):
-        """`coopnn.shaders.targets.encodings.grid.scatter_gradient`'s add(first, values) into `binding`, for a table
-        at element `start` of the flat parameters (its first element `first` + 0)."""
+    def adds(self, emitter, binding: int, start: int, encoding):
+        """`coopnn.shaders.targets.encodings.grid.scatter_gradient`'s add(first, values, level) into `binding`, for a
+        table at element `start` of the flat parameters (its first element `first` + 0)."""
         raise NotImplementedError
 
     def check_device(self, info) -> None:

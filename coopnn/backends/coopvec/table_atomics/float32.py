@@ -14,7 +14,7 @@ class Float32Atomics(TableAtomics):
     def element_type(self, emitter):
         return emitter.f32, 4
 
-    def adds(self, emitter, binding: int, start: int):
+    def adds(self, emitter, binding: int, start: int, encoding):
         return float32_atomic_adds(emitter.frame, binding, start)
 
 

@@ -80,15 +80,15 @@ SCATTER_FEATURES = frozenset({"shaderBufferFloat32AtomicAdd", "vulkanMemoryModel
 
 
 def scatter_gradient(w, encoding: Grid, xs: list, deltas: list, add) -> None:
-    """The backward rule of `Grid.backward` for one sample: for every level and vertex, add(first, values) with the
-    vertex's F values, delta of output (level, f) x the vertex's weight, for the elements first + f, first =
-    (offset + index) F, of the parameter vector the forward pass read them from."""
+    """The backward rule of `Grid.backward` for one sample: for every level and vertex, add(first, values, level)
+    with the vertex's F values, delta of output (level, f) x the vertex's weight, for the elements first + f, first =
+    (offset + index) F, of the parameter vector the forward pass read them from (`level`: the vertex's `Level`)."""
     features = encoding.n_features_per_level
     for number, level in enumerate(encoding.levels):
         for weight, vertex in _corners(w, encoding, level, xs):
             first = w.mul(w.add(_vertex_index(w, level, vertex), w.uint(level.offset)), w.uint(features))
             level_deltas = deltas[number * features:(number + 1) * features]
-            add(first, [delta if weight is None else w.mul(weight, delta) for delta in level_deltas])
+            add(first, [delta if weight is None else w.mul(weight, delta) for delta in level_deltas], level)
 
 
 def float32_atomic_adds(frame, binding: int, start: int):
@@ -100,7 +100,7 @@ def float32_atomic_adds(frame, binding: int, start: int):
     m.extension("SPV_EXT_shader_atomic_float_add")
     scope, relaxed = m.enum_constant("Scope", "Device"), m.enum_constant("MemorySemantics", "Relaxed")
 
-    def add(first, values) -> None:
+    def add(first, values, level) -> None:  # every level alike
         for f, value in enumerate(values):
             element = ops.int_add(u32, first, frame.uint(start + f))
             ops.atomic_float_add(frame.f32, frame.element_pointer(binding, element), scope, relaxed, value)
