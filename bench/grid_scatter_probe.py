@@ -75,71 +75,56 @@ extern "C" __global__ void gather(const float2* points, const __half2* table, __
     }
 }
 
-__device__ inline void scatter_level_h2(const Level& L, float2 p, __half2 d, __half2* grad) {
+// shift: elements from a vertex's entry to the copy this thread adds into (0: the table's own)
+__device__ inline void scatter_level_h2(const Level& L, float2 p, __half2 d, __half2* grad, unsigned shift) {
     unsigned cell[4]; float w[4];
     corners(L, p, cell, w);
     float2 df = __half22float2(d);
     for (int c = 0; c < 4; ++c)
-        atomicAdd(&grad[cell[c]], __float22half2_rn(make_float2(w[c] * df.x, w[c] * df.y)));
+        atomicAdd(&grad[cell[c] + shift], __float22half2_rn(make_float2(w[c] * df.x, w[c] * df.y)));
 }
 
-__device__ inline void scatter_level_f32(const Level& L, float2 p, __half2 d, float* grad) {
+__device__ inline void scatter_level_f32(const Level& L, float2 p, __half2 d, float* grad, unsigned shift) {
     unsigned cell[4]; float w[4];
     corners(L, p, cell, w);
     float2 df = __half22float2(d);
     for (int c = 0; c < 4; ++c) {
-        atomicAdd(&grad[2 * cell[c]], w[c] * df.x);
-        atomicAdd(&grad[2 * cell[c] + 1], w[c] * df.y);
+        atomicAdd(&grad[2 * (cell[c] + shift)], w[c] * df.x);
+        atomicAdd(&grad[2 * (cell[c] + shift) + 1], w[c] * df.y);
     }
 }
 
-extern "C" __global__ void scatter_h2_sample(const float2* points, const __half2* deltas, __half2* grad, int n,
-                                             int n_levels) {
-    int s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= n) return;
-    float2 p = points[s];
-    for (int l = 0; l < n_levels; ++l) scatter_level_h2(LEVELS[l], p, deltas[(size_t)s * n_levels + l], grad);
-}
-
-extern "C" __global__ void scatter_h2_level(const float2* points, const __half2* deltas, __half2* grad, int n,
-                                            int n_levels) {
-    int s = blockIdx.x * blockDim.x + threadIdx.x, l = blockIdx.y;
-    if (s >= n) return;
-    scatter_level_h2(LEVELS[l], points[s], deltas[(size_t)s * n_levels + l], grad);
-}
-
-// The dense (coarse) levels' gradient spread over `copies` copies of the table, a block adding into copy
-// blockIdx.x % copies: the same atomics on `copies` times as many addresses (a sum over the copies after).
-extern "C" __global__ void scatter_h2_sample_copies(const float2* points, const __half2* deltas, __half2* grad, int n,
-                                                    int n_levels, unsigned copies, unsigned entries) {
+// A thread a sample, its levels in turn; the dense (coarse) levels into copy blockIdx.x % copies of the table:
+// as many atomics on `copies` times the addresses (a sum over the copies would follow).
+template <typename G, void (*SCATTER)(const Level&, float2, __half2, G*, unsigned)>
+__device__ inline void by_sample(const float2* points, const __half2* deltas, G* grad, int n, int n_levels,
+                                 unsigned copies, unsigned entries) {
     int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= n) return;
     float2 p = points[s];
     unsigned copy = (blockIdx.x % copies) * entries;
-    for (int l = 0; l < n_levels; ++l) {
-        unsigned cell[4]; float w[4];
-        corners(LEVELS[l], p, cell, w);
-        float2 df = __half22float2(deltas[(size_t)s * n_levels + l]);
-        unsigned shift = LEVELS[l].hashed ? 0u : copy;
-        for (int c = 0; c < 4; ++c)
-            atomicAdd(&grad[cell[c] + shift], __float22half2_rn(make_float2(w[c] * df.x, w[c] * df.y)));
-    }
+    for (int l = 0; l < n_levels; ++l)
+        SCATTER(LEVELS[l], p, deltas[(size_t)s * n_levels + l], grad, LEVELS[l].hashed ? 0u : copy);
 }
 
-extern "C" __global__ void scatter_f32_sample(const float2* points, const __half2* deltas, float* grad, int n,
-                                              int n_levels) {
-    int s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= n) return;
-    float2 p = points[s];
-    for (int l = 0; l < n_levels; ++l) scatter_level_f32(LEVELS[l], p, deltas[(size_t)s * n_levels + l], grad);
-}
-
-extern "C" __global__ void scatter_f32_level(const float2* points, const __half2* deltas, float* grad, int n,
-                                             int n_levels) {
+// A thread a (sample, level), samples fastest, as tiny-cuda-nn launches its grid backward.
+template <typename G, void (*SCATTER)(const Level&, float2, __half2, G*, unsigned)>
+__device__ inline void by_level(const float2* points, const __half2* deltas, G* grad, int n, int n_levels) {
     int s = blockIdx.x * blockDim.x + threadIdx.x, l = blockIdx.y;
     if (s >= n) return;
-    scatter_level_f32(LEVELS[l], points[s], deltas[(size_t)s * n_levels + l], grad);
+    SCATTER(LEVELS[l], points[s], deltas[(size_t)s * n_levels + l], grad, 0u);
 }
+
+#define KERNEL(name, G, arrangement, ...) \
+    extern "C" __global__ void name(const float2* points, const __half2* deltas, G* grad, int n, int n_levels, \
+                                    unsigned copies, unsigned entries) { \
+        arrangement<G, __VA_ARGS__>(points, deltas, grad, n, n_levels ARRANGEMENT_##arrangement); }
+#define ARRANGEMENT_by_sample , copies, entries
+#define ARRANGEMENT_by_level
+KERNEL(scatter_h2_sample, __half2, by_sample, scatter_level_h2)
+KERNEL(scatter_h2_level, __half2, by_level, scatter_level_h2)
+KERNEL(scatter_f32_sample, float, by_sample, scatter_level_f32)
+KERNEL(scatter_f32_level, float, by_level, scatter_level_f32)
 """
 
 CONFIGS = {"image": TCNN_IMAGE_CONFIG["encoding"]}
@@ -148,7 +133,7 @@ THREADS = 128
 KERNELS = (("gather, a thread a sample", "gather", None, False, 1),
            ("scatter f16 pairs, a thread a sample", "scatter_h2_sample", np.float16, False, 1),
            ("scatter f16 pairs, a thread a (sample, level)", "scatter_h2_level", np.float16, True, 1),
-           *((f"scatter f16 pairs, a thread a sample, dense levels in {c} copies", "scatter_h2_sample_copies",
+           *((f"scatter f16 pairs, a thread a sample, dense levels in {c} copies", "scatter_h2_sample",
               np.float16, False, c) for c in (8, 32, 128)),
            ("scatter f32, a thread a sample", "scatter_f32_sample", np.float32, False, 1),
            ("scatter f32, a thread a (sample, level)", "scatter_f32_level", np.float32, True, 1))
@@ -203,7 +188,7 @@ def measure(cp, table: tuple, batches: list[int], runs: int) -> list[dict]:
             target = out if dtype is None else cp.zeros((copies * entries, 2), dtype)
             source = grid_table if dtype is None else deltas
             arguments = (points, source, target, np.int32(n), np.int32(n_levels))
-            if copies > 1:
+            if dtype is not None:
                 arguments += (np.uint32(copies), np.uint32(entries))
             ms = timed(cp, lambda: kernel(grid, (THREADS,), arguments), runs)
             corners = n * n_levels * 4
