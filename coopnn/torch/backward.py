@@ -8,9 +8,10 @@ member's `INPUT_GRADIENT_OPTIONS` where the input's gradient is wanted (a step k
 session serves both where the two agree. With the module's parameters in memory CUDA shares (`master`) and CUDA
 tensors, every pass runs on the GPU alone (`gpu_backward.GpuBackward`: the parameters reach the session's weights,
 and the gradients the caller's stream, in shared memory). Elsewhere (host tensors, as the lavapipe tests pass, or a
-session that shares no memory with CUDA) the pass goes through the host (`coopnn.train.gpu.backward_pass.backward`), the parameters loaded
-into the session whenever torch changed them. An empty batch's gradients are zero, with nothing run. First-order
-only (`function.CoopnnForward` refuses double backward). After `close` a pass raises ModelClosedError.
+session that shares no memory with CUDA) the pass goes through the host (`coopnn.train.gpu.backward_pass.backward`),
+the parameters loaded into the session whenever torch changed them. An empty batch's gradients are zero, with
+nothing run. First-order only (`function.CoopnnForward` refuses double backward). After `close` a pass raises
+ModelClosedError.
 """
 
 from __future__ import annotations
