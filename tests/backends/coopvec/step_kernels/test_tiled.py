@@ -11,7 +11,7 @@ from coopnn.errors import BackendUnavailableError
 from coopnn.shaders.training.blocked_copy import blocked_copy_shader
 from coopnn.shaders.training.layout import ParameterLayout
 from tests.backends.portable.test_target import spirv_val
-from tests.devices import Kernel, assert_no_validation_messages, validation_off_reason, vulkan_skip_reason
+from tests.devices import Kernel
 
 
 def test_the_blocked_copy_shader_validates(tmp_path):
@@ -19,16 +19,10 @@ def test_the_blocked_copy_shader_validates(tmp_path):
 
 
 @pytest.mark.vulkan
-def test_the_blocked_copy_rearranges_the_working_copy_as_the_optimizer_does(tmp_path):
-    reason = vulkan_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    from coopnn.runtime.vk.context import VulkanContext
-
+def test_the_blocked_copy_rearranges_the_working_copy_as_the_optimizer_does(make_context):
     shader = blocked_copy_shader()
     try:
-        context = VulkanContext(features=shader.features, validation=validation_off_reason() is None,
-                                pipeline_cache_dir=tmp_path)
+        context = make_context(features=shader.features)
     except BackendUnavailableError as exc:
         pytest.skip(str(exc))
     layout = ParameterLayout.of([("w0", "b0", 32, 48), ("w1", "b1", 16, 32), ("w2", "b2", 16, 16)])
@@ -39,5 +33,3 @@ def test_the_blocked_copy_rearranges_the_working_copy_as_the_optimizer_does(tmp_
     kernel = Kernel(context, shader, [working, order, np.full_like(working, np.nan)])
     _, _, blocked = kernel.run(shader.pack_push(count=layout.size), layout.size)
     np.testing.assert_array_equal(blocked, want)
-    context.close()
-    assert_no_validation_messages(context)
