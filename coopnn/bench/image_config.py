@@ -40,11 +40,11 @@ def image_data(path: str, size: int | None = None) -> ImageData:
     return ImageData(pixel_centres(target.shape[0]), target.reshape(-1, 3), target.shape[0])
 
 
-def made(backend: str, seed: int = 0) -> tuple[coopnn.Model, coopnn.Trainer]:
-    """The configuration's model and trainer on `backend` in its weight format (CoopnnError where it cannot train
-    it)."""
+def made(backend: str, seed: int = 0, **trainer_options: str) -> tuple[coopnn.Model, coopnn.Trainer]:
+    """The configuration's model and trainer (with `trainer_options`) on `backend` in its weight format (CoopnnError
+    where it cannot train it)."""
     return coopnn.from_tcnn_config(TCNN_IMAGE_CONFIG, 2, 3, seed=seed, backend=backend,
-                                   weights=WEIGHTS.get(backend, "fp32"))
+                                   weights=WEIGHTS.get(backend, "fp32"), **trainer_options)
 
 
 def model_only(backend: str) -> coopnn.Model:
