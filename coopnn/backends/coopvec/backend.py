@@ -124,7 +124,7 @@ def prepare_coopvec(graph: Graph, program: KernelProgram, weights: WeightFormat,
         packed = optimal_weights(weight_plan(program, weights), device)
         def compiled(io_dtype: str):
             made = CoopvecBackend.target.compile(program, weights, workgroup_size, packed=packed, io_dtype=io_dtype,
-                                                 options=shipped_options(weights))
+                                                 options=shipped_options(weights, program))
             # device addresses let `convert_in_place` write new weights with the driver's conversion on the GPU
             return dataclasses.replace(made, features=made.features | {"bufferDeviceAddress"})
 

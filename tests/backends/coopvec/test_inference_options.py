@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import coopnn
 from coopnn.backends import target
-from coopnn.backends.coopvec.inference_options import (DEFAULT_OPTIONS, SHIPPED_OPTIONS, InferenceOptions,
-                                                       shipped_options)
+from coopnn.backends.coopvec.inference_options import (DEFAULT_OPTIONS, SHIPPED_OPTIONS, TABLE_OPTIONS,
+                                                       InferenceOptions, reads_tables, shipped_options)
 from coopnn.layouts.formats import weight_format
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
@@ -17,6 +18,7 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.shaders.kernel.lower import lower
 from coopnn.shaders.spirv import disassemble
 from tests.backends.coopvec.option_kernels import executable_with
+from tests.backends.coopvec.test_table_runs import IMAGE_ENCODING
 from tests.backends.portable.test_target import spirv_val
 from tests.conftest import ROOT
 
@@ -35,9 +37,21 @@ def test_the_defaults_are_off_and_described_so():
 
 
 def test_the_backend_reads_grid_vertices_in_one_load_where_its_weights_are_floats():
+    program = lower(_graph("mlp_32_64x4_16"))
     assert SHIPPED_OPTIONS == InferenceOptions(vector_table_reads=True)
-    assert shipped_options(weight_format("fp16")) == shipped_options(weight_format("fp8_e4m3")) == SHIPPED_OPTIONS
-    assert shipped_options(weight_format("int8")) == DEFAULT_OPTIONS
+    assert (shipped_options(weight_format("fp16"), program) == shipped_options(weight_format("fp8_e4m3"), program)
+            == SHIPPED_OPTIONS)
+    assert shipped_options(weight_format("int8"), program) == DEFAULT_OPTIONS
+
+
+@pytest.mark.parametrize("hidden, expected", [([64, 64], TABLE_OPTIONS), ([256], SHIPPED_OPTIONS)],
+                         ids=["two-samples", "too-wide-for-two"])
+def test_a_kernel_reading_tables_takes_two_samples_an_invocation_where_they_fit(hidden, expected):
+    with coopnn.mlp(2, hidden, 3, encoding=IMAGE_ENCODING, backend="numpy", weights="fp16") as model:
+        program = lower(model.graph)
+    assert reads_tables(program) and not reads_tables(lower(_graph("mlp_32_64x4_16")))
+    assert shipped_options(weight_format("fp16"), program) == expected
+    assert shipped_options(weight_format("int8"), program) == DEFAULT_OPTIONS
 
 
 @pytest.mark.parametrize("io_dtype", ["f32", "f16"])
