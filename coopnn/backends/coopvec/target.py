@@ -127,9 +127,11 @@ class CoopvecEmitter:
         # the memory operands of direct row loads and stores: none, or a hint that rows are read and written once
         self.row_access = ("Nontemporal",) if options.streaming_rows else ()
         self.stages = self.row_stages(staged, options.pad_rows)
-        if options.vector_table_reads and (self.training or self.integer):
-            raise CompileError(f"the coopvec target reads table runs as vectors in inference kernels with float "
-                               f"weights only, not in a {'training' if self.training else weights.name} kernel")
+        if options.vector_table_reads and (accumulates or self.integer):
+            # accumulating kernels write the weight buffer that the runs would read through a second, read-only view
+            raise CompileError(f"the coopvec target reads table runs as vectors in kernels with float weights that do "
+                               f"not accumulate into them, not in a "
+                               f"{'gradient-accumulating' if accumulates else weights.name} kernel")
         self.table_runs = TableRuns(self) if options.vector_table_reads else None
         self.held: dict[str, Held] = {}
         self.array_pointers: dict[int, object] = {}

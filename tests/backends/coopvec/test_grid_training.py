@@ -17,6 +17,7 @@ from coopnn.graph.encodings.grid import Grid
 from coopnn.backends.coopvec.training import TABLE_ATOMICS, CoopvecTrainingSession
 from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.nets.builders import mlp_graph
+from coopnn.shaders.spirv import disassemble
 from coopnn.shaders.targets.encodings.grid import SCATTER_FEATURES
 from coopnn.shaders.training.tuning import DEFAULT
 from coopnn.train.gpu.plan import plan_training
@@ -83,6 +84,13 @@ def test_every_gradient_method_of_the_per_sample_step_trains_a_grid(recorded_dev
         assert not [name for name in session.accumulators if "encoding" in name]
     for binary in session.binaries().values():
         spirv_val(binary.spirv, tmp_path)
+
+
+@pytest.mark.parametrize("gradients", PER_SAMPLE_GRADIENTS)
+def test_the_step_reads_a_vertex_in_one_load_unless_it_accumulates_into_the_weights(recorded_device, gradients):
+    session = _session(*GRIDS[0], gradients=gradients)
+    runs = "WeightRuns2" in disassemble(session.binary.spirv)
+    assert runs is not session.gradient_method.accumulates
 
 
 @pytest.mark.parametrize("method", METHODS)

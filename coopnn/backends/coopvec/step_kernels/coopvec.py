@@ -5,6 +5,7 @@ added with the session's `table_atomics`). The only step kernel that trains a gr
 
 from __future__ import annotations
 
+from coopnn.backends.coopvec.inference_options import DEFAULT_OPTIONS, InferenceOptions
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends.coopvec.products import weight_plan
 from coopnn.backends.coopvec.target import CoopvecTarget
@@ -13,6 +14,9 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.train.gpu.families import StepKernel
 
 LAYOUT = "training_optimal"
+# a trained grid's vertex read in one load, as inference reads it (`table_runs.py`), where the kernel does not
+# accumulate gradients into the weight buffer those loads read
+TABLE_READS = InferenceOptions(vector_table_reads=True)
 
 
 def optimal_size(context, rows: int, cols: int) -> int:
@@ -50,8 +54,9 @@ class PerSampleStep(StepKernel):
                                f"reads weights that are not among the parameters it trains ({', '.join(constants)}); "
                                "train it with backend='numpy'")
         session.image = session.gradient_method.weight_image(session, session.packed)
+        options = DEFAULT_OPTIONS if session.gradient_method.accumulates else TABLE_READS
         return CoopvecTarget().compile(session.program, FP16, 64, packed=session.image,
-                                       table_atomics=session.table_atomics)
+                                       table_atomics=session.table_atomics, options=options)
 
     def create_weights(self, session) -> None:
         from coopnn.runtime.vk.memory import HostAccess
