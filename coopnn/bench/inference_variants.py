@@ -73,6 +73,8 @@ VARIANTS = {
     "streaming_pairs": Variant(options=replace(PAIRS, streaming_rows=True)),
     "pairs": Variant(options=PAIRS), "pairs_wg32": Variant(32, PAIRS), "quads": Variant(options=QUADS),
     "pairs_table_runs": Variant(options=replace(PAIRS, vector_table_reads=True)),
+    "table_neighbours": Variant(options=replace(RUNS, neighbour_reads=True)),
+    "pairs_table_neighbours": Variant(options=replace(PAIRS, vector_table_reads=True, neighbour_reads=True)),
 }
 
 

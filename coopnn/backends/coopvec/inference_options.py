@@ -10,7 +10,8 @@ the staged rows 16 bytes further apart than their width, so that the invocations
 once hit different banks. `stage_elements` stages the other rows (3 values: 6 or 12 bytes) element by element
 (`staged_elements.py`). `streaming_rows` marks the direct row loads and stores Nontemporal, so that rows
 streaming through the caches may leave the weights there. `vector_table_reads` reads the 2 or 4 features of a
-grid vertex in one load (`table_runs.py`). `samples_per_invocation` lowers the kernel for 2 or 4 consecutive samples
+grid vertex in one load (`table_runs.py`), and `neighbour_reads` with it two vertices of 2 features that are
+neighbours along the grid's first dimension as one 8-byte block where they share one. `samples_per_invocation` lowers the kernel for 2 or 4 consecutive samples
 an invocation (`sample_copies.py`). The default (all off, `DEFAULT_OPTIONS`) is byte-for-byte the kernel the backend
 shipped before the options existed; `bench/inference_variants.py` measures each option against the shipped kernel.
 """
@@ -29,12 +30,15 @@ class InferenceOptions:
     pad_rows: bool = False  # staged rows one 16-byte word further apart than their width (needs stage_rows)
     stage_elements: bool = False  # rows not of whole words copied through workgroup memory element by element
     vector_table_reads: bool = False  # an encoding's runs of 2 or 4 table elements (grid features) in one load
+    neighbour_reads: bool = False  # two neighbouring vertices' runs of 2 in one block load where they share one
     streaming_rows: bool = False  # direct row loads and stores marked Nontemporal (read or written once)
     samples_per_invocation: int = 1  # consecutive samples an invocation lowers instruction by instruction in turn
 
     def __post_init__(self):
         if self.samples_per_invocation not in (1, 2, 4):
             raise CompileError(f"samples_per_invocation is 1, 2 or 4, not {self.samples_per_invocation!r}")
+        if self.neighbour_reads and not self.vector_table_reads:
+            raise CompileError("neighbour_reads reads table runs as vectors: it needs vector_table_reads")
 
     def describe(self) -> str:
         on = [name if value is True else f"{name}={value}" for name, value in vars(self).items()

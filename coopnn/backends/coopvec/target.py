@@ -359,11 +359,14 @@ class CoopvecEmitter:
             raise CompileError(f"the coopvec target reads the parameters of {instr.attrs['encoding'].describe()} "
                                f"with float16 or 8-bit float weights, not {self.weights.name}")
         read = (lambda element: self.vector_element(params[0], element)) if params else None
-        runs = None
+        runs = neighbours = None
         if params and self.table_runs is not None:
             runs = lambda first, count: self.table_runs.read(params[0], first, count)  # noqa: E731
+            if self.options.neighbour_reads:
+                neighbours = lambda first, other, count: self.table_runs.read_neighbours(  # noqa: E731
+                    params[0], first, other, count)
         xs = self.forms.components(self.unrounded.get(x, self.held[x]), "f32")
-        ys = emit_encoding(EncodingWriter(self.m, self.fn, read, runs), instr.attrs["encoding"], xs)
+        ys = emit_encoding(EncodingWriter(self.m, self.fn, read, runs, neighbours), instr.attrs["encoding"], xs)
         return self.forms.from_scalars("f32", ys)
 
     def vector_element(self, param: str, element):

@@ -20,6 +20,7 @@ from tests.backends.portable.test_target import spirv_val
 from tests.shaders.targets.encoding_cases import EVERY, EVERY_IDS, fp16_reference, inputs, kernel_model
 
 RUNS = InferenceOptions(vector_table_reads=True)
+NEIGHBOURS = replace(RUNS, neighbour_reads=True)
 IMAGE_ENCODING = {"otype": "HashGrid", "n_levels": 16, "n_features_per_level": 2, "log2_hashmap_size": 15,
                   "base_resolution": 16, "per_level_scale": 1.5}
 
@@ -29,21 +30,27 @@ def test_every_encoding_test_model_passes_spirv_val(config, n_in, tmp_path):
     model, _ = kernel_model(config, n_in, "numpy")
     with model:
         program = lower(model.graph)
-    spirv_val(target("coopvec").compile(program, FP16, 64, options=RUNS).spirv, tmp_path)
+    for options in (RUNS, NEIGHBOURS):
+        spirv_val(target("coopvec").compile(program, FP16, 64, options=options).spirv, tmp_path)
 
 
-def test_a_vertex_of_two_features_is_one_load():
-    """tcnn's image grid: 16 levels x 4 corners, two float16 features each: 64 table loads instead of 128."""
+def test_neighbouring_vertices_of_two_features_are_one_block_load_and_a_pair_where_apart():
+    """tcnn's image grid: 16 levels x 2 neighbour pairs of corners, each the load of its aligned 8-byte block and,
+    inside a branch taken where the second corner is outside it, that corner's 4-byte pair: no element loads."""
     with coopnn.mlp(2, [64, 64], 3, encoding=IMAGE_ENCODING, backend="numpy", weights="fp16") as model:
         program = lower(model.graph)
-    default = disassemble(target("coopvec").compile(program, FP16, 64).spirv).count("OpLoad")
-    runs = disassemble(target("coopvec").compile(program, FP16, 64, options=RUNS).spirv).count("OpLoad")
-    assert default - runs == 16 * 4
+    default = disassemble(target("coopvec").compile(program, FP16, 64).spirv)
+    runs = disassemble(target("coopvec").compile(program, FP16, 64, options=NEIGHBOURS).spirv)
+    loads = lambda text, kind: sum(f"OpLoad %{kind} " in line for line in text.splitlines())  # noqa: E731
+    assert loads(runs, "v4half") == loads(runs, "v2half") == 16 * 2
+    assert loads(runs, "half") == loads(default, "half") - 16 * 4 * 2
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("options", [RUNS, replace(RUNS, stage_elements=True), replace(RUNS, samples_per_invocation=2)],
-                         ids=["runs", "runs-staged-elements", "runs-pairs"])
+@pytest.mark.parametrize("options", [RUNS, NEIGHBOURS, replace(RUNS, stage_elements=True),
+                                     replace(RUNS, samples_per_invocation=2),
+                                     replace(NEIGHBOURS, samples_per_invocation=2)],
+                         ids=["runs", "neighbours", "runs-staged-elements", "runs-pairs", "neighbours-pairs"])
 @pytest.mark.parametrize("config, n_in", EVERY, ids=EVERY_IDS)
 def test_every_encoding_test_model_gives_the_fp16_reference(coopvec_device, config, n_in, options):
     """Also with the encoded inputs staged element by element and with two samples an invocation, the variants the

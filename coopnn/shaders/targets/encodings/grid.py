@@ -30,11 +30,26 @@ def _vertex_index(w, level: Level, vertex: list):
     return w.modulo(index, level.size)
 
 
+def _first(w, grid: Grid, level: Level, vertex: list):
+    """The vertex's first element in the parameter vector: (offset + index) F."""
+    return w.mul(w.add(_vertex_index(w, level, vertex), w.uint(level.offset)), w.uint(grid.n_features_per_level))
+
+
 def _features(w, grid: Grid, level: Level, vertex: list) -> list:
     """The F features of a vertex: elements (offset + index) F + f of the parameter vector."""
+    return w.read_run(_first(w, grid, level, vertex), grid.n_features_per_level)
+
+
+def _corner_features(w, grid: Grid, level: Level, vertices: list) -> list:
+    """The F features of each corner, corners 2k and 2k + 1 (neighbours along the first dimension, which the
+    CoherentPrime hash and the dense index keep in one aligned pair of entries about half the time) read
+    together."""
+    firsts = [_first(w, grid, level, vertex) for vertex in vertices]
     features = grid.n_features_per_level
-    first = w.mul(w.add(_vertex_index(w, level, vertex), w.uint(level.offset)), w.uint(features))
-    return w.read_run(first, features)
+    values = []
+    for k in range(0, len(firsts), 2):
+        values += w.read_neighbours(firsts[k], firsts[k + 1], features)
+    return values
 
 
 def _fractions(w, grid: Grid, fractions: list) -> list:
@@ -64,11 +79,11 @@ def _corners(w, grid: Grid, level: Level, xs: list):
 
 
 def _level(w, grid: Grid, level: Level, xs: list) -> list:
+    corners = list(_corners(w, grid, level, xs))
+    if corners[0][0] is None:  # Nearest: the cell's own vertex
+        return _features(w, grid, level, corners[0][1])
     blended = None
-    for weight, vertex in _corners(w, grid, level, xs):
-        values = _features(w, grid, level, vertex)
-        if weight is None:
-            return values
+    for (weight, _), values in zip(corners, _corner_features(w, grid, level, [v for _, v in corners])):
         terms = [w.mul(weight, value) for value in values]
         blended = terms if blended is None else [w.add(a, b) for a, b in zip(blended, terms)]
     return blended
@@ -79,16 +94,24 @@ def _level(w, grid: Grid, level: Level, xs: list) -> list:
 SCATTER_FEATURES = frozenset({"shaderBufferFloat32AtomicAdd", "vulkanMemoryModelDeviceScope"})
 
 
-def scatter_gradient(w, encoding: Grid, xs: list, deltas: list, add) -> None:
+def scatter_gradient(w, encoding: Grid, xs: list, deltas: list, add, add_neighbours=None) -> None:
     """The backward rule of `Grid.backward` for one sample: for every level and vertex, add(first, values, level)
     with the vertex's F values, delta of output (level, f) x the vertex's weight, for the elements first + f, first =
-    (offset + index) F, of the parameter vector the forward pass read them from (`level`: the vertex's `Level`)."""
+    (offset + index) F, of the parameter vector the forward pass read them from (`level`: the vertex's `Level`).
+    With `add_neighbours`, corners 2k and 2k + 1 (neighbours along the first dimension) are added together by
+    add_neighbours(first, values, other, other_values, level)."""
     features = encoding.n_features_per_level
     for number, level in enumerate(encoding.levels):
-        for weight, vertex in _corners(w, encoding, level, xs):
-            first = w.mul(w.add(_vertex_index(w, level, vertex), w.uint(level.offset)), w.uint(features))
-            level_deltas = deltas[number * features:(number + 1) * features]
-            add(first, [delta if weight is None else w.mul(weight, delta) for delta in level_deltas], level)
+        level_deltas = deltas[number * features:(number + 1) * features]
+        adds = [(_first(w, encoding, level, vertex),
+                 [delta if weight is None else w.mul(weight, delta) for delta in level_deltas])
+                for weight, vertex in _corners(w, encoding, level, xs)]
+        if add_neighbours is not None and len(adds) > 1:
+            for k in range(0, len(adds), 2):
+                add_neighbours(*adds[k], *adds[k + 1], level)
+            continue
+        for first, values in adds:
+            add(first, values, level)
 
 
 def float32_atomic_adds(frame, binding: int, start: int):

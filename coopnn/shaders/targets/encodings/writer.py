@@ -4,7 +4,9 @@ Float32 arithmetic and GLSL.std.450 go through `ScalarWriter` (the targets' shar
 integer arithmetic is tiny-cuda-nn's uint32 arithmetic (wrapping products, xor, modulo). A target hands in
 `read(element)`, the float32 value of element `element` (a u32 id) of the encoding's parameter vector, wherever
 its weight buffer keeps it, and may hand in `read_run(first, count)`, `count` consecutive elements from `first` (a
-multiple of `count`) in one access; `offset_by` gives a nested encoding its own part of that vector.
+multiple of `count`) in one access, and `read_neighbours(first, other, count)`, the runs of two vertices that are
+neighbours along a grid's first dimension, in one access where they share one aligned block of twice their length;
+`offset_by` gives a nested encoding its own part of that vector.
 """
 
 from __future__ import annotations
@@ -16,17 +18,20 @@ from coopnn.shaders.targets.scalar_writer import ScalarWriter
 
 Reader = Callable[[Id], Id]
 RunReader = Callable[[Id, int], list]
+NeighbourReader = Callable[[Id, Id, int], tuple]
 INT32_LIMIT = 2.0 ** 31
 
 
 class EncodingWriter:
-    def __init__(self, module: Module, fn: Function, read: Reader | None = None, read_run: RunReader | None = None):
+    def __init__(self, module: Module, fn: Function, read: Reader | None = None, read_run: RunReader | None = None,
+                 read_neighbours: NeighbourReader | None = None):
         self.m, self.fn = module, fn
         self.scalars = ScalarWriter(module, fn)
         self.f32, self.boolean = self.scalars.f32, self.scalars.boolean
         self.u32, self.i32 = module.type_int(32, False), module.type_int(32, True)
         self._read = read
         self._read_run = read_run
+        self._read_neighbours = read_neighbours
 
     # ----- parameters -----------------------------------------------------------------------------------------------
 
@@ -43,15 +48,25 @@ class EncodingWriter:
             return self._read_run(first, count)
         return [self.read(self.add(first, self.uint(f)) if f else first) for f in range(count)]
 
+    def read_neighbours(self, first: Id, other: Id, count: int) -> tuple[list, list]:
+        """The runs of `count` elements from `first` and from `other` (each a multiple of `count`), as float32: one
+        access for both where the target reads neighbours so and they share an aligned block of 2 `count`."""
+        if self._read_neighbours is not None:
+            return self._read_neighbours(first, other, count)
+        return self.read_run(first, count), self.read_run(other, count)
+
     def offset_by(self, elements: int) -> "EncodingWriter":
-        """A writer in the same function whose parameter vector starts `elements` into this one's (runs read in one
-        access only where `elements` keeps them aligned: a multiple of 4)."""
+        """A writer in the same function whose parameter vector starts `elements` into this one's (runs and
+        neighbours read in one access only where `elements` keeps them aligned: a multiple of 8)."""
         if elements == 0 or self._read is None:
-            return EncodingWriter(self.m, self.fn, self._read, self._read_run)
-        runs = self._read_run
-        return EncodingWriter(self.m, self.fn, lambda element: self.read(self.add(element, self.uint(elements))),
+            return EncodingWriter(self.m, self.fn, self._read, self._read_run, self._read_neighbours)
+        runs, neighbours = self._read_run, self._read_neighbours
+        shifted = lambda first: self.add(first, self.uint(elements))  # noqa: E731
+        return EncodingWriter(self.m, self.fn, lambda element: self.read(shifted(element)),
                               None if runs is None or elements % 4 else
-                              lambda first, count: runs(self.add(first, self.uint(elements)), count))
+                              lambda first, count: runs(shifted(first), count),
+                              None if neighbours is None or elements % 8 else
+                              lambda first, other, count: neighbours(shifted(first), shifted(other), count))
 
     # ----- float32 --------------------------------------------------------------------------------------------------
 
