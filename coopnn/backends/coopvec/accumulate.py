@@ -158,6 +158,5 @@ def accumulate_encoding(e: CoopvecEmitter, instr: Instr) -> None:
     e.features |= e.table_atomics.features
     binding = e.binding_of[e.program.param(target).graph_name or target]
     xs, deltas = e.forms.components(e.held[x], "f32"), e.forms.components(e.held[delta], "f32")
-    start = instr.attrs["start"]
-    scatter_gradient(EncodingWriter(e.m, e.fn), encoding, xs, deltas, e.table_atomics.adds(e, binding, start, encoding),
-                     e.table_atomics.neighbour_adds(e, binding, start, encoding))
+    scatter_gradient(EncodingWriter(e.m, e.fn), encoding, xs, deltas,
+                     e.table_atomics.adds(e, binding, instr.attrs["start"], encoding))

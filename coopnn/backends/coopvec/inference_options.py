@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coopnn.backends.coopvec.sample_copies import most_samples
 from coopnn.errors import CompileError
 
 
@@ -49,12 +48,13 @@ class InferenceOptions:
 # every option off: what the target compiles when given none (training kernels among them)
 DEFAULT_OPTIONS = InferenceOptions()
 # what the backend compiles its inference kernels with (`backend.prepare_coopvec`) where the weights are floats: a grid
-# vertex's features in one load, which took tiny-cuda-nn's image model at 2^21 from 0.502 to 0.434 ms on the H200,
-# and for a kernel reading tables two samples an invocation as well, 0.419 ms
+# vertex's features in one load, which took tiny-cuda-nn's image model at 2^21 from 0.502 to 0.434 ms on the H200
 # (bench/results/nvidia-h200-2026-12-03-8b3189c-inference-variants-hashgrid.md; models without a grid compile as
-# with the defaults); integer kernels read their tables element by element
+# with the defaults), and for a kernel reading tables neighbouring vertices in one block as well: 0.392 ms, against
+# 0.416 with two samples an invocation instead (...-2026-12-03-1186fbe-inference-variants-hashgrid.md); integer
+# kernels read their tables element by element
 SHIPPED_OPTIONS = InferenceOptions(vector_table_reads=True)
-TABLE_OPTIONS = InferenceOptions(vector_table_reads=True, samples_per_invocation=2)
+TABLE_OPTIONS = InferenceOptions(vector_table_reads=True, neighbour_reads=True)
 
 
 def shipped_options(weights, program) -> InferenceOptions:
@@ -62,9 +62,7 @@ def shipped_options(weights, program) -> InferenceOptions:
     `weights`."""
     if weights.input_quantization is not None:
         return DEFAULT_OPTIONS
-    if reads_tables(program) and TABLE_OPTIONS.samples_per_invocation <= most_samples(program):
-        return TABLE_OPTIONS
-    return SHIPPED_OPTIONS
+    return TABLE_OPTIONS if reads_tables(program) else SHIPPED_OPTIONS
 
 
 def reads_tables(program) -> bool:

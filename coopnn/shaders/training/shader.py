@@ -39,10 +39,10 @@ def _buffer_variable(frame: ShaderFrame, binding: int, element, stride: int, *, 
     return m.global_variable("StorageBuffer", block, name=name, decorations=decorations)
 
 
-def buffer_view(frame: ShaderFrame, binding: int, scalar, *, writable: bool, name: str, stride: int | None = None):
-    """Binding `binding` once more, as a runtime array of `scalar` (tightly packed, or `stride` bytes apart: a
-    vector's size), beside its declaration in `frame.buffers`: a variable for access chains of its own."""
-    stride = stride if stride is not None else frame.module.scalar_widths(scalar).pop() // 8
+def buffer_view(frame: ShaderFrame, binding: int, scalar, *, writable: bool, name: str):
+    """Binding `binding` once more, as a runtime array of `scalar` (tightly packed), beside its declaration in
+    `frame.buffers`: a variable for access chains of its own."""
+    stride = frame.module.scalar_widths(scalar).pop() // 8
     return _buffer_variable(frame, binding, scalar, stride, writable=writable, name=name)
 
 

@@ -129,20 +129,6 @@ def test_float16_pairs_add_into_a_table_sized_buffer_widened_into_the_gradient(r
     assert commands[1].kernel is widen.kernel and commands[1].alongside and commands[2].alongside
 
 
-def test_float16_blocks_add_neighbouring_vertices_as_one_block_and_the_second_apart_where_it_is_not_in_it(
-        recorded_device):
-    """tcnn's image grid: 16 levels x 2 neighbour pairs of corners, each one f16vec4 atomic and, in a branch, one
-    f16vec2 atomic; float16 pairs, and float16 blocks on a grid of one feature a level, add vertex by vertex."""
-    def quads_and_pairs(*case, method):
-        text = disassemble(_session(*case, table_atomics=method).binary.spirv)
-        atomics = [line for line in text.splitlines() if "OpAtomicFAddEXT" in line]
-        return sum("%v4half" in line for line in atomics), sum("%v2half" in line for line in atomics)
-
-    assert quads_and_pairs(IMAGE_ENCODING, 2, method="float16_blocks") == (16 * 2, 16 * 2)
-    assert quads_and_pairs(IMAGE_ENCODING, 2, method="float16_pairs") == (0, 16 * 4)
-    assert quads_and_pairs(*GRIDS[1], method="float16_blocks")[0] == 0
-
-
 def test_the_contended_levels_are_the_leading_ones_of_at_most_2_to_the_15_elements():
     """tcnn's image grid: its six dense levels (256 to 14,888 entries of 2 features); none at one feature a level."""
     image = Grid.from_config(IMAGE_ENCODING, 2, "encoding")
@@ -188,10 +174,10 @@ def test_auto_takes_float16_pairs_where_the_device_offers_them(recorded_device):
 
 
 def test_table_atomics_are_the_registered_members_and_a_trainer_option():
-    assert TABLE_ATOMICS == ("auto", *METHODS) and METHODS == ["float16_blocks", "float16_pairs", "float32"]
-    assert set(AUTO_TABLE_ATOMICS) <= set(METHODS) and AUTO_TABLE_ATOMICS[-1] == "float32"  # needs the least
+    assert TABLE_ATOMICS == ("auto", *METHODS) and METHODS == ["float16_pairs", "float32"]
+    assert sorted(AUTO_TABLE_ATOMICS) == METHODS
     assert all(isinstance(m, TableAtomics) and m.name == name for name, m in table_atomics_methods().items())
     for name in TABLE_ATOMICS:
         check_training_options(training_backend("coopvec"), {"table_atomics": name})
-    with pytest.raises(ValueError, match=r"table_atomics must be 'auto', 'float16_blocks', 'float16_pairs' or 'float32', not 'f16'"):
+    with pytest.raises(ValueError, match=r"table_atomics must be 'auto', 'float16_pairs' or 'float32', not 'f16'"):
         _session(*GRIDS[0], table_atomics="f16")

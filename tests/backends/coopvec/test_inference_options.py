@@ -11,6 +11,7 @@ import coopnn
 from coopnn.backends import target
 from coopnn.backends.coopvec.inference_options import (DEFAULT_OPTIONS, SHIPPED_OPTIONS, TABLE_OPTIONS,
                                                        InferenceOptions, reads_tables, shipped_options)
+from coopnn.errors import CompileError
 from coopnn.layouts.formats import weight_format
 from coopnn.graph.onnx.importer import import_model
 from coopnn.graph.passes import optimize
@@ -44,14 +45,18 @@ def test_the_backend_reads_grid_vertices_in_one_load_where_its_weights_are_float
     assert shipped_options(weight_format("int8"), program) == DEFAULT_OPTIONS
 
 
-@pytest.mark.parametrize("hidden, expected", [([64, 64], TABLE_OPTIONS), ([256], SHIPPED_OPTIONS)],
-                         ids=["two-samples", "too-wide-for-two"])
-def test_a_kernel_reading_tables_takes_two_samples_an_invocation_where_they_fit(hidden, expected):
-    with coopnn.mlp(2, hidden, 3, encoding=IMAGE_ENCODING, backend="numpy", weights="fp16") as model:
+def test_a_kernel_reading_tables_reads_neighbouring_vertices_in_one_block():
+    with coopnn.mlp(2, [64, 64], 3, encoding=IMAGE_ENCODING, backend="numpy", weights="fp16") as model:
         program = lower(model.graph)
     assert reads_tables(program) and not reads_tables(lower(_graph("mlp_32_64x4_16")))
-    assert shipped_options(weight_format("fp16"), program) == expected
+    assert TABLE_OPTIONS == InferenceOptions(vector_table_reads=True, neighbour_reads=True)
+    assert shipped_options(weight_format("fp16"), program) == TABLE_OPTIONS
     assert shipped_options(weight_format("int8"), program) == DEFAULT_OPTIONS
+
+
+def test_neighbour_reads_need_vector_table_reads():
+    with pytest.raises(CompileError, match="neighbour_reads reads table runs as vectors: it needs vector_table_reads"):
+        InferenceOptions(neighbour_reads=True)
 
 
 @pytest.mark.parametrize("io_dtype", ["f32", "f16"])

@@ -5,7 +5,7 @@ added with the session's `table_atomics`). The only step kernel that trains a gr
 
 from __future__ import annotations
 
-from coopnn.backends.coopvec.inference_options import DEFAULT_OPTIONS, InferenceOptions
+from coopnn.backends.coopvec.inference_options import DEFAULT_OPTIONS, TABLE_OPTIONS
 from coopnn.backends.coopvec.layouts import pack_plan, padded
 from coopnn.backends.coopvec.products import weight_plan
 from coopnn.backends.coopvec.target import CoopvecTarget
@@ -14,9 +14,9 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.train.gpu.families import StepKernel
 
 LAYOUT = "training_optimal"
-# a trained grid's vertex read in one load, as inference reads it (`table_runs.py`), where the kernel does not
-# accumulate gradients into the weight buffer those loads read
-TABLE_READS = InferenceOptions(vector_table_reads=True)
+# a trained grid's vertices read as inference reads them (`table_runs.py`, `inference_options.TABLE_OPTIONS`), where the
+# kernel does not accumulate gradients into the weight buffer those loads read
+TABLE_READS = TABLE_OPTIONS
 
 
 def optimal_size(context, rows: int, cols: int) -> int:

@@ -35,11 +35,6 @@ class TableAtomics:
         table at element `start` of the flat parameters (its first element `first` + 0)."""
         raise NotImplementedError
 
-    def neighbour_adds(self, emitter, binding: int, start: int, encoding):
-        """`scatter_gradient`'s add_neighbours(first, values, other, other_values, level), adding two vertices
-        that are neighbours along the grid's first dimension together where they can be; None: each alone."""
-        return None
-
     def check_device(self, info) -> None:
         """BackendUnavailableError naming this method where the device (`DeviceInfo`) lacks its features."""
         missing = sorted(f for f in self.features if not info.features.get(f))

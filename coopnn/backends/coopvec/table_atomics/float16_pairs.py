@@ -98,7 +98,7 @@ class Float16Pairs(TableAtomics):
         from coopnn.runtime.vk.memory import HostAccess
 
         elements = session.layout.tables[0].size + (COPIES - 1) * contended_elements(_encoding(session))
-        session.table_halves = session.context.create_buffer(align_up(elements * 2, 8), HostAccess.NONE)
+        session.table_halves = session.context.create_buffer(align_up(elements * 2, 4), HostAccess.NONE)
 
     def gradient_buffer(self, session):
         return session.table_halves

@@ -94,24 +94,16 @@ def _level(w, grid: Grid, level: Level, xs: list) -> list:
 SCATTER_FEATURES = frozenset({"shaderBufferFloat32AtomicAdd", "vulkanMemoryModelDeviceScope"})
 
 
-def scatter_gradient(w, encoding: Grid, xs: list, deltas: list, add, add_neighbours=None) -> None:
+def scatter_gradient(w, encoding: Grid, xs: list, deltas: list, add) -> None:
     """The backward rule of `Grid.backward` for one sample: for every level and vertex, add(first, values, level)
     with the vertex's F values, delta of output (level, f) x the vertex's weight, for the elements first + f, first =
-    (offset + index) F, of the parameter vector the forward pass read them from (`level`: the vertex's `Level`).
-    With `add_neighbours`, corners 2k and 2k + 1 (neighbours along the first dimension) are added together by
-    add_neighbours(first, values, other, other_values, level)."""
+    (offset + index) F, of the parameter vector the forward pass read them from (`level`: the vertex's `Level`)."""
     features = encoding.n_features_per_level
     for number, level in enumerate(encoding.levels):
         level_deltas = deltas[number * features:(number + 1) * features]
-        adds = [(_first(w, encoding, level, vertex),
-                 [delta if weight is None else w.mul(weight, delta) for delta in level_deltas])
-                for weight, vertex in _corners(w, encoding, level, xs)]
-        if add_neighbours is not None and len(adds) > 1:
-            for k in range(0, len(adds), 2):
-                add_neighbours(*adds[k], *adds[k + 1], level)
-            continue
-        for first, values in adds:
-            add(first, values, level)
+        for weight, vertex in _corners(w, encoding, level, xs):
+            add(_first(w, encoding, level, vertex),
+                [delta if weight is None else w.mul(weight, delta) for delta in level_deltas], level)
 
 
 def float32_atomic_adds(frame, binding: int, start: int):
