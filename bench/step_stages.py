@@ -5,15 +5,19 @@ options.
     python3 bench/step_stages.py [--models hashgrid_image,mlp_32_64x4_16] [--batches 16,18]
                                  [--backend coopvec] [--options gradients=coopvec table_atomics=float32 ...] [--out DIR]
 
-Each `--options` word is one variant (`key=value` pairs joined by commas; "default" for none). Writes
-`<device>-<date>-step-stages.md` into --out (default: print only).
+Each `--options` word is one variant: trainer options as `key=value` pairs joined by commas ("default" for none), or
+`tuning:knob=value,...` for the coopvec session's `Tuning` (`coopnn.shaders.training.tuning`) in place of the one
+`tuning_for` picks. Writes `<device>-<date>-step-stages.md` into --out (default: print only).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from ast import literal_eval
+from contextlib import nullcontext
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -21,9 +25,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing coopnn
 
 import coopnn  # noqa: E402
+from coopnn.backends.coopvec import training as coopvec_training  # noqa: E402
 from coopnn.bench.environment import describe_environment, device_name, driver, results_stem  # noqa: E402
 from coopnn.bench.image_config import WEIGHTS, made  # noqa: E402
 from coopnn.bench.step_stages import markdown, stage_times  # noqa: E402
+from coopnn.shaders.training.tuning import Tuning  # noqa: E402
 
 WARMUP_STEPS = 30
 
@@ -42,14 +48,20 @@ def data_for(model, rows: int) -> tuple[np.ndarray, np.ndarray]:
     return (rng.uniform(0, 1, (rows, n_in)).astype(np.float32), rng.uniform(0, 1, (rows, n_out)).astype(np.float32))
 
 
-def parse_options(word: str) -> dict:
+def parse_options(word: str) -> tuple[dict, Tuning | None]:
+    """(trainer options, tuning or None) of one `--options` word."""
     if word == "default":
-        return {}
-    return dict(pair.split("=", 1) for pair in word.split(","))
+        return {}, None
+    if word.startswith("tuning:"):
+        knobs = dict(pair.split("=", 1) for pair in word[len("tuning:"):].split(","))
+        return {}, Tuning(**{k: literal_eval(v) for k, v in knobs.items()})
+    return dict(pair.split("=", 1) for pair in word.split(",")), None
 
 
 def measure(name: str, backend: str, word: str, batches: list[int]) -> str:
-    model, trainer = trainer_for(name, backend, parse_options(word))
+    options, tuning = parse_options(word)
+    with mock.patch.object(coopvec_training, "tuning_for", lambda shapes: tuning) if tuning else nullcontext():
+        model, trainer = trainer_for(name, backend, options)
     out = []
     try:
         x, y = data_for(model, max(batches))

@@ -123,5 +123,5 @@ class OuterProducts(GradientMethod):
         steps, sums, first = self.sums(session)
         size = session.layout.layers_size  # a trained grid's gradient the step kernel adds itself
         return steps + [Dispatch(kernel, (sums, session.gradient, session.state),
-                                 widen.pack_push(count=size, first=first, to=0, shared=0, copies=1),
+                                 widen.pack_push(count=size, first=first, to=0, shared=0),
                                  kernel.group_count_for(size))], 0

@@ -123,7 +123,7 @@ def test_float16_pairs_add_into_a_table_sized_buffer_widened_into_the_gradient(r
     (widen,) = session.table_gradient_steps()
     assert widen.buffers == (session.table_halves, session.gradient, session.state)
     assert widen.push_constants == session.table_shaders[0].pack_push(count=table.size, first=0, to=table.offset,
-                                                                      shared=shared, copies=COPIES)
+                                                                      shared=shared)
     # the widening runs beside the loss tiles, and the weight gradients' first dispatch beside both
     commands, _ = session.gradient_commands(1000)
     assert commands[1].kernel is widen.kernel and commands[1].alongside and commands[2].alongside

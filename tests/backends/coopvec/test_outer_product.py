@@ -21,6 +21,7 @@ from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT
 from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.kernel.builder import KernelBuilder
 from coopnn.shaders.kernel.interpret import run_program
+from coopnn.backends.coopvec.table_atomics.float16_pairs import COPIES
 from coopnn.shaders.training.gradients import widen_shader
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.train.gpu.plan import plan_training
@@ -89,7 +90,8 @@ def test_accumulating_step_kernels_pass_spirv_val(method, activation, loss, tmp_
 
 
 def test_the_widening_kernel_passes_spirv_val(tmp_path):
-    spirv_val(widen_shader().spirv, tmp_path)
+    for copies in (1, COPIES):
+        spirv_val(widen_shader(copies).spirv, tmp_path)
 
 
 def test_the_portable_target_refuses_accumulation():

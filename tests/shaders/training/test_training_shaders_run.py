@@ -1,8 +1,8 @@
 """The training kernels on a Vulkan device (lavapipe in CI, validation layer on where installed): the optimizer steps
 match `coopnn.train.optim` (reading the gradient or adding partial gradients), the tape gradient matches numpy's
 einsum, partial sums add up, non-finite values set (and a set status skips) as documented, the loss tiles' sums and
-the optimizer's step end add up the losses and the latter keeps the state words, and a step kernel's frame draws the
-rows the numpy sampler draws."""
+the optimizer's step end add up the losses and the latter keeps the state words, a step kernel's frame draws the
+rows the numpy sampler draws, and the widening of float16 sums adds a grid's copies."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from coopnn.errors import BackendUnavailableError
 from coopnn.shaders.training.gradients import (SUM_LANES, partial_sum_invocations, partial_sum_shader,
-                                               tape_gradient_shader)
+                                               tape_gradient_shader, widen_shader)
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.shaders.targets.sampler import sample_rows
 from coopnn.shaders.training.optimizer import SCHEDULE_ROWS, SCHEDULE_WORDS, optimizer_groups, optimizer_shader
@@ -323,3 +323,22 @@ def test_a_step_kernel_reads_the_rows_the_numpy_sampler_draws(context, whole):
     drawn, _ = kernel.run(push, count)
     expected = sample_rows(seed, step, batch, rows, whole)
     np.testing.assert_array_equal(drawn.view(np.uint32), np.concatenate([expected, np.full(count - batch, expected[0])]))
+
+
+@pytest.mark.parametrize("copies", [1, 4, 32])
+def test_the_widening_adds_the_copies_of_the_shared_elements(make_context, copies):
+    shader = widen_shader(copies)
+    try:
+        context = make_context(features=shader.features)
+    except BackendUnavailableError as exc:
+        pytest.skip(str(exc))
+    table, shared, first, to = 1003, 240 if copies > 1 else 0, 6, 5  # whole numbers: the float16 sums are exact
+    sums = np.random.default_rng(5).integers(-8, 9, first + table + (copies - 1) * shared).astype(np.float16)
+    kernel = Kernel(context, shader, [sums, np.zeros(to + table + 2, np.float32), np.zeros(1, np.uint32)])
+    _, gradient, status = kernel.run(shader.pack_push(count=table, first=first, to=to, shared=shared), table)
+    want = sums[first:first + table].astype(np.float32)
+    for copy in range(1, copies):
+        start = first + table + (copy - 1) * shared
+        want[:shared] += sums[start:start + shared]
+    np.testing.assert_array_equal(gradient[to:to + table], want)
+    assert not gradient[:to].any() and not gradient[to + table:].any() and status[0] == 0

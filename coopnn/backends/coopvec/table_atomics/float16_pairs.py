@@ -92,7 +92,7 @@ class Float16Pairs(TableAtomics):
         return ops.select(u32, ops.int_equal(emitter.boolean, copy, frame.zero), frame.zero, past)
 
     def shaders(self, session) -> list:
-        return [widen_shader()]
+        return [widen_shader(COPIES)]
 
     def create_buffers(self, session) -> None:
         from coopnn.runtime.vk.memory import HostAccess
@@ -111,7 +111,7 @@ class Float16Pairs(TableAtomics):
 
         (widen,), (kernel,), table = session.table_shaders, session.table_kernels, session.layout.tables[0]
         push = widen.pack_push(count=table.size, first=0, to=table.offset,
-                               shared=contended_elements(_encoding(session)), copies=COPIES)
+                               shared=contended_elements(_encoding(session)))
         return [Dispatch(kernel, (session.table_halves, session.gradient, session.state), push,
                          kernel.group_count_for(table.size))]
 
