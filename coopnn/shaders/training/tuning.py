@@ -61,8 +61,6 @@ MEASURED: dict[tuple[tuple[int, int], ...], Tuning] = {
     # mlp_32_64x4_16: whole steps 1.15x faster at 2^18, the products 1.44x
     # (bench/results/nvidia-h200-2026-12-02-0d3f101-train-variants.md)
     ((64, 32), (64, 64), (64, 64), (64, 64), (16, 64)): Tuning(row_tiles=4, column_tiles=4, gradient_subgroups=4),
-    # tiny-cuda-nn's image configuration (the MLP after its hash grid): the products PROVISIONAL
-    ((64, 32), (64, 64), (3, 64)): Tuning(row_tiles=4, column_tiles=4, gradient_subgroups=4),
 }
 
 
