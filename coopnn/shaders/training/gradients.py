@@ -197,9 +197,9 @@ def add_partials(frame: ShaderFrame, binding: int):
 def widen_shader(copies: int = 1) -> Binary:
     """float16 gradient sums widened to the float32 gradient, the first `shared` elements summed over `copies`
     copies (the first the sums themselves, the others after them, `shared` elements each). The copies are a count
-    the kernel is built for, their loads unrolled so that they are in flight together: in a loop, each waited for the
-    one before, and widening tcnn's image grid took 0.023 ms on the H200
-    (bench/results/nvidia-h200-2026-12-03-1186fbe-step-stages.md)."""
+    the kernel is built for, their loads unrolled and summed as a balanced tree; on tcnn's image grid that widened
+    in 0.0214 ms on the H200 against 0.0228 with a loop over them
+    (bench/results/nvidia-h200-2026-12-03-5f3407b-step-stages.md)."""
     frame = _frame(("first", "u32"), ("to", "u32"), ("shared", "u32"), source="sums", source_width=16)
     ix, f16 = Indices(frame), frame.module.type_float(16)
     count, first, shared = frame.push_value("count"), frame.push_value("first"), frame.push_value("shared")
