@@ -1,0 +1,45 @@
+"""A training step's commands timed apart (`coopnn.bench.step_stages`): the names and the table, and on a Vulkan
+device (lavapipe in CI) a portable session's step split into its commands, each timed, next to the whole."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import coopnn
+from coopnn.bench.step_stages import command_name, markdown, stage_times
+from coopnn.runtime.vk.commands import Dispatch, Recorded
+from tests.conftest import ROOT
+
+
+def test_a_dispatch_is_named_by_its_kernel_and_other_commands_by_their_place():
+    kernel = type("Kernel", (), {"name": "adam"})()
+    assert command_name(Dispatch(kernel, ()), 3) == "adam"
+    assert command_name(Recorded(lambda cmd: None), 7) == "command 7 (fill, copy or conversion)"
+
+
+def test_the_table_gives_milliseconds_and_shares_and_dashes_where_none_were_timed():
+    rows = [{"stage": "whole step", "ms": 0.5, "share": 1.0}, {"stage": "0: step", "ms": None, "share": None}]
+    text = markdown("m, batch 2^10", rows)
+    assert "| whole step | 0.5000 | 100.0% |" in text and "| 0: step | - | - |" in text
+
+
+@pytest.mark.vulkan
+def test_a_portable_step_splits_into_its_commands(require_vulkan):
+    model = coopnn.load(str(ROOT / "models" / "mlp_3_64x2_3.onnx"), backend="portable")
+    trainer = coopnn.Trainer(model, "l2", "adam")
+    try:
+        rng = np.random.default_rng(0)
+        x, y = rng.uniform(-1, 1, (256, 3)).astype(np.float32), rng.uniform(0, 1, (256, 3)).astype(np.float32)
+        trainer.fit(x, y, steps=2, batch_size=128, progress=False)
+        data = trainer.session.upload_data(*trainer._data(x, y, on_device=True))
+        try:
+            rows = stage_times(trainer.session, data, 128, rounds=2)
+        finally:
+            data.close()
+    finally:
+        trainer.close()
+        model.close()
+    stages = [row["stage"] for row in rows]
+    assert stages[0] == "whole step" and stages[-1] == "sum of the parts" and "1: loss_tiles" in stages
+    assert all(row["ms"] > 0 for row in rows) and rows[0]["share"] == 1.0
