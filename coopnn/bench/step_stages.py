@@ -41,9 +41,8 @@ def stage_times(session, data, batch: int, rounds: int = ROUNDS) -> list[dict]:
     whole = times["whole step"]
     rows = [{"stage": key, "ms": ms, "share": None if not (ms and whole) else ms / whole}
             for key, ms in times.items()]
-    parts = [r["ms"] for r in rows[1:] if r["ms"] is not None]
-    rows.append({"stage": "sum of the parts", "ms": float(np.sum(parts)), "share": np.sum(parts) / whole
-                 if whole else None})
+    parts = float(np.sum([r["ms"] for r in rows[1:] if r["ms"] is not None]))
+    rows.append({"stage": "sum of the parts", "ms": parts, "share": parts / whole if whole else None})
     return rows
 
 
@@ -54,6 +53,7 @@ def _without_alongside(dispatch):
 
 
 def markdown(title: str, rows: list[dict]) -> str:
+    """`stage_times`' rows as a markdown table under the heading `title`."""
     lines = [f"### {title}", "", "| command | GPU ms | share of the step |", "|---|---|---|"]
     for row in rows:
         ms = "-" if row["ms"] is None else f"{row['ms']:.4f}"

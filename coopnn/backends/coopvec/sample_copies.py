@@ -12,21 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# The H200's driver failed to build (VkErrorUnknown) the pipeline of 4 samples of 128-wide layers and built those of
-# 256 components (bench/results/nvidia-h200-2026-12-02-27f76a6-gpu-tests.md).
-MAX_SAMPLE_COMPONENTS = 256
-
-
-def widest_layer(program) -> int:
-    """The most rows or columns of any matrix of `program` (a `KernelProgram`; 0 where it has none)."""
-    return max((max(p.shape) for p in program.params if p.role == "matrix"), default=0)
-
-
-def most_samples(program) -> int:
-    """The most samples an invocation of `program` may hold: MAX_SAMPLE_COMPONENTS over its widest layer."""
-    widest = widest_layer(program)
-    return MAX_SAMPLE_COMPONENTS // widest if widest else MAX_SAMPLE_COMPONENTS
-
 
 @dataclass
 class SampleCopy:

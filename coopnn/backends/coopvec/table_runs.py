@@ -66,6 +66,7 @@ class TableRuns:
                                       ops.int_add(u32, block, e.uint(offset // 4)))
         quad = ops.float_convert(e.m.type_vector(e.f32, 4), ops.load(vector, pointer))
         halves = [ops.extract(e.f32, quad, f) for f in range(4)]
+
         def half_of_block(start):  # the run from `start` where it is in the block: its upper or lower half
             upper = ops.int_not_equal(e.boolean, ops.bitwise_and(u32, start, e.uint(2)), e.frame.zero)
             return [ops.select(e.f32, upper, halves[2 + f], halves[f]) for f in range(2)]

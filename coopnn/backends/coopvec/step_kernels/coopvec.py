@@ -14,9 +14,6 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.train.gpu.families import StepKernel
 
 LAYOUT = "training_optimal"
-# a trained grid's vertices read as inference reads them (`table_runs.py`, `inference_options.TABLE_OPTIONS`), where the
-# kernel does not accumulate gradients into the weight buffer those loads read
-TABLE_READS = TABLE_OPTIONS
 
 
 def optimal_size(context, rows: int, cols: int) -> int:
@@ -54,7 +51,8 @@ class PerSampleStep(StepKernel):
                                f"reads weights that are not among the parameters it trains ({', '.join(constants)}); "
                                "train it with backend='numpy'")
         session.image = session.gradient_method.weight_image(session, session.packed)
-        options = DEFAULT_OPTIONS if session.gradient_method.accumulates else TABLE_READS
+        # a trained grid's vertices read as inference reads them, unless gradients accumulate into the weight buffer
+        options = DEFAULT_OPTIONS if session.gradient_method.accumulates else TABLE_OPTIONS
         return CoopvecTarget().compile(session.program, FP16, 64, packed=session.image,
                                        table_atomics=session.table_atomics, options=options)
 

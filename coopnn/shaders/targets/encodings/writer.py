@@ -57,7 +57,7 @@ class EncodingWriter:
 
     def offset_by(self, elements: int) -> "EncodingWriter":
         """A writer in the same function whose parameter vector starts `elements` into this one's (runs and
-        neighbours read in one access only where `elements` keeps them aligned: a multiple of 8)."""
+        neighbours read in one access only where `elements` keeps them aligned: a multiple of 4)."""
         if elements == 0 or self._read is None:
             return EncodingWriter(self.m, self.fn, self._read, self._read_run, self._read_neighbours)
         runs, neighbours = self._read_run, self._read_neighbours
@@ -65,7 +65,7 @@ class EncodingWriter:
         return EncodingWriter(self.m, self.fn, lambda element: self.read(shifted(element)),
                               None if runs is None or elements % 4 else
                               lambda first, count: runs(shifted(first), count),
-                              None if neighbours is None or elements % 8 else
+                              None if neighbours is None or elements % 4 else
                               lambda first, other, count: neighbours(shifted(first), shifted(other), count))
 
     # ----- float32 --------------------------------------------------------------------------------------------------
