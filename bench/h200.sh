@@ -11,7 +11,7 @@ export COOPNN_CACHE_DIR="${COOPNN_CACHE_DIR:-/tmp/coopnn-cache}"
 nvidia-smi > "$OUT/device.txt" 2>&1 || true
 
 declare -A LIMIT=([tests]=420 [train]=240 [hashgrid]=360 [run]=420 [device_arrays]=120 [torch_modules]=240
-                  [train_variants]=420 [inference_variants]=420 [grid_probe]=90)
+                  [train_variants]=420 [inference_variants]=420 [grid_probe]=90 [step_stages]=150)
 declare -A STEPS=(
   [tests]="python3 -m pytest -m gpu -n 12 -q -rf -p no:cacheprovider tests"
   [train]="python3 bench/train.py --fit-steps 1000 --out \$dir && python3 bench/train.py --batch 65536 --out \$dir"
@@ -22,6 +22,7 @@ declare -A STEPS=(
   [train_variants]="python3 bench/train_variants.py --out \$dir"
   [inference_variants]="python3 bench/inference_variants.py --out \$dir"
   [grid_probe]="python3 bench/grid_scatter_probe.py --out \$dir"
+  [step_stages]="python3 bench/step_stages.py --models hashgrid_image,mlp_3_64x2_3,mlp_32_64x4_16,mlp_64_128x4_16 --out \$dir"
 )
 
 status=0
