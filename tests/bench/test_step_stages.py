@@ -1,5 +1,6 @@
-"""A training step's commands timed apart (`coopnn.bench.step_stages`): the names and the table, and on a Vulkan
-device (lavapipe in CI) a portable session's step split into its commands, each timed, next to the whole."""
+"""A training step's commands timed apart (`coopnn.bench.step_stages`, `bench/step_stages.py`): the names, the table
+and the script's variants, and on a Vulkan device (lavapipe in CI) a portable session's step split into its
+commands, each timed, next to the whole, and the script's file."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 import coopnn
 from coopnn.bench.step_stages import command_name, markdown, stage_times
 from coopnn.runtime.vk.commands import Dispatch, Recorded
+from coopnn.shaders.training.tuning import Tuning
+from tests.bench.test_scripts import _script
 from tests.conftest import ROOT
 
 
@@ -43,3 +46,22 @@ def test_a_portable_step_splits_into_its_commands(require_vulkan):
     stages = [row["stage"] for row in rows]
     assert stages[0] == "whole step" and stages[-1] == "sum of the parts" and "1: loss_tiles" in stages
     assert all(row["ms"] > 0 for row in rows) and rows[0]["share"] == 1.0
+
+
+def test_the_script_reads_trainer_options_and_tunings():
+    script = _script("step_stages")
+    assert script.parse_options("default") == ({}, None)
+    assert script.parse_options("table_atomics=float32,gradients=coopvec") == (
+        {"table_atomics": "float32", "gradients": "coopvec"}, None)
+    assert script.parse_options("tuning:row_tiles=4,gradient_subgroups=4") == (
+        {}, Tuning(row_tiles=4, gradient_subgroups=4))
+
+
+@pytest.mark.vulkan
+def test_the_script_writes_a_table_for_each_model_variant_and_batch(require_vulkan, tmp_path):
+    script = _script("step_stages")
+    assert script.main(["--backend", "portable", "--models", "mlp_3_64x2_3", "--batches", "8", "--out",
+                        str(tmp_path)]) == 0
+    (written,) = tmp_path.glob("*-step-stages.md")
+    text = written.read_text()
+    assert "### mlp_3_64x2_3, batch 2^8, options: default" in text and "| whole step |" in text
