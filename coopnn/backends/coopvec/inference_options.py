@@ -12,8 +12,9 @@ once hit different banks. `stage_elements` stages the other rows (3 values: 6 or
 streaming through the caches may leave the weights there. `vector_table_reads` reads the 2 or 4 features of a
 grid vertex in one load (`table_runs.py`), and `neighbour_reads` with it two vertices of 2 features that are
 neighbours along the grid's first dimension as one 8-byte block where they share one. `samples_per_invocation`
-lowers the kernel for 2 or 4 consecutive samples an invocation (`sample_copies.py`). The default (all off, `DEFAULT_OPTIONS`) is byte-for-byte the kernel the backend
-shipped before the options existed; `bench/inference_variants.py` measures each option against the shipped kernel.
+lowers the kernel for 2 or 4 consecutive samples an invocation (`sample_copies.py`). The default (all off,
+`DEFAULT_OPTIONS`) is byte-for-byte the kernel the backend shipped before the options existed;
+`bench/inference_variants.py` measures each option against the shipped kernel.
 """
 
 from __future__ import annotations
