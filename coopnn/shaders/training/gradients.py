@@ -18,12 +18,14 @@ same order, where the kernels that wrote them flag the status of non-finite ones
 
 `widen_shader`: bindings 0 float16 sums (the outer-product method's accumulators, row-major in the flat order, or a
 grid's float16 table gradient), 1 gradient, 2 status; push `count`, `first` (where the sums start, in halves), `to`
-(the first gradient element written), `shared` and `copies`; gradient[to + p] = sums[first + p], plus for the first
-`shared` elements the `copies` - 1 more copies of them laid out after the `count` sums (a grid's contended levels
-added into copies of their own, `coopnn.backends.coopvec.table_atomics.float16_pairs`), in copy order.
+(the first gradient element written) and `shared`; gradient[to + p] = sums[first + p], plus for the first `shared`
+elements the `copies` - 1 more copies of them laid out after the `count` sums (`copies` the count the kernel is
+built for: a grid's contended levels added into copies of their own,
+`coopnn.backends.coopvec.table_atomics.float16_pairs`).
 
-All add in float32, in index order (`partial_sum_shader` in the lanes' order); the last two set status[0] to 1 (an
-atomic OR) when a sum is NaN or infinite (a float16 sum that overflowed is infinite).
+All add in float32, in index order (`partial_sum_shader` in the lanes' order, `widen_shader`'s copies as a balanced
+tree); the last two set status[0] to 1 (an atomic OR) when a sum is NaN or infinite (a float16 sum that overflowed
+is infinite).
 """
 
 from __future__ import annotations

@@ -35,12 +35,16 @@ class TableAtomics:
         table at element `start` of the flat parameters (its first element `first` + 0)."""
         raise NotImplementedError
 
+    def missing_features(self, info) -> list[str]:
+        """The features of this method the device (`DeviceInfo`) lacks, sorted."""
+        return sorted(f for f in self.features if not info.features.get(f))
+
     def check_device(self, info) -> None:
         """BackendUnavailableError naming this method where the device (`DeviceInfo`) lacks its features."""
-        missing = sorted(f for f in self.features if not info.features.get(f))
+        missing = self.missing_features(info)
         if missing:
             others = sorted(name for name, method in table_atomics_methods().items()
-                            if method is not self and all(info.features.get(f) for f in method.features))
+                            if method is not self and not method.missing_features(info))
             raise BackendUnavailableError(f"table_atomics={self.name!r} needs {', '.join(missing)}, which "
                                           f"{info.describe()} lacks; use table_atomics="
                                           + " or ".join(repr(o) for o in others))
@@ -75,5 +79,5 @@ def auto_table_atomics(info) -> TableAtomics:
     """The member "auto" takes on the device `info` (a `DeviceInfo`): the first of `AUTO_TABLE_ATOMICS` whose
     features it offers, else the last (whose `check_device` then names what is missing)."""
     methods = table_atomics_methods()
-    return next((methods[name] for name in AUTO_TABLE_ATOMICS
-                 if all(info.features.get(f) for f in methods[name].features)), methods[AUTO_TABLE_ATOMICS[-1]])
+    return next((methods[name] for name in AUTO_TABLE_ATOMICS if not methods[name].missing_features(info)),
+                methods[AUTO_TABLE_ATOMICS[-1]])
