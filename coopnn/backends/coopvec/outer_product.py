@@ -88,8 +88,8 @@ class OuterProducts(GradientMethod):
         self.name, self.layout = name, layout
 
     def step_for(self, requested: str) -> str:
-        if requested == "tiled":
-            raise ValueError(f"gradients={self.name!r} accumulates in the coopvec step kernel, not the tiled one")
+        if requested not in ("auto", "coopvec"):
+            raise ValueError(f"gradients={self.name!r} accumulates in the coopvec step kernel, not the {requested} one")
         return "coopvec"
 
     def shaders(self, session):

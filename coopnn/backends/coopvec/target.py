@@ -53,6 +53,8 @@ INTERPRETATIONS = {"FLOAT16": "Float16NV", "FLOAT8_E4M3": "FloatE4M3NV", "FLOAT8
 FEATURES = frozenset({"cooperativeVector", "shaderFloat16", "storageBuffer16BitAccess", "vulkanMemoryModel"})
 IO_BYTES_PER_COMPONENT = 2
 IO_VECTOR_ALIGNMENT = COMPONENT_ALIGNMENT * IO_BYTES_PER_COMPONENT  # bytes: OpCooperativeVectorLoadNV/StoreNV offsets
+# the layout that reads a plain matrix's memory as its transpose
+PLAIN_TRANSPOSES = {"row_major": "column_major", "column_major": "row_major"}
 
 # kernel instruction -> its lowering, an emitter method taking the instruction and giving the result's Held value;
 # every instruction of the table (`coopnn.shaders.kernel.ops`) has one
@@ -321,9 +323,13 @@ class CoopvecEmitter:
         m = self.m
         element = m.enum_constant("ComponentType", INTERPRETATIONS[weight_format(matrix.dtype).component_type])
         transpose = bool(instr.attrs.get("transpose"))
+        layout = matrix.layout
         if transpose:
             # the product with the stored rows x columns matrix's transpose: `rows` in, `columns` out
             rows, columns = columns, rows
+            if layout in PLAIN_TRANSPOSES:
+                # plain layouts take no Transpose operand: a row-major matrix is its transpose column-major
+                layout, transpose = PLAIN_TRANSPOSES[layout], False
         x = self.forms.padded_vector(self.held[instr.args[1]], columns)
         weights = self.array_pointer(0)
         scaled = matrix.scale_offset is not None
@@ -333,7 +339,7 @@ class CoopvecEmitter:
         if fused_bias:
             operands += [weights, self.uint(bias.offset), self.m.enum_constant("ComponentType", "Float16NV")]
         operands += [self.uint(rows), self.uint(columns),
-                     m.enum_constant("CooperativeVectorMatrixLayout", LAYOUT_ENUMERANTS[matrix.layout]),
+                     m.enum_constant("CooperativeVectorMatrixLayout", LAYOUT_ENUMERANTS[layout]),
                      m.constant(self.boolean, transpose)]
         if matrix.stride:
             operands.append(self.uint(matrix.stride))

@@ -63,8 +63,9 @@ class CoopvecTrainingSession(KernelTrainingSession):
         (formed by the tiled step kernel from the tiles it holds, `tiled_fused`: no tape) or "auto"
         (`AUTO_GRADIENTS`).
         `step`: the forward/backward kernel, "tiled" (`tiled_step`: cooperative matrices over tiles of samples),
-        "coopvec" (one invocation per sample, cooperative vectors) or "auto" (the per-sample one for a model with a
-        trained grid, which only it trains).
+        "coopvec" (one invocation per sample, cooperative vectors), "coopvec_rows" (that kernel reading the
+        optimizer's row-major working copy, with no conversion between steps) or "auto" (the per-sample one for a
+        model with a trained grid, which only the per-sample kernels train).
         `table_atomics`: how the per-sample kernel adds a trained grid's gradient, "float32" (float32 atomics),
         "float16_pairs" (float16 pairs, VK_NV_shader_atomic_float16_vector) or "auto" (`auto_table_atomics`: float16
         pairs where the device offers them).

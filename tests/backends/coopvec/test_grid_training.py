@@ -14,6 +14,7 @@ from coopnn.backends.base import check_training_options
 from coopnn.backends.coopvec.table_atomics import AUTO_TABLE_ATOMICS, TableAtomics, table_atomics_methods
 from coopnn.backends.coopvec.table_atomics.float16_pairs import CONTENDED_ELEMENTS, COPIES, contended_elements
 from coopnn.graph.encodings.grid import Grid
+from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.backends.coopvec.training import TABLE_ATOMICS, CoopvecTrainingSession
 from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.nets.builders import mlp_graph
@@ -73,6 +74,32 @@ def test_every_kernel_of_a_grid_step_passes_spirv_val(recorded_device, config, n
     assert table_atomics_methods()[method].features <= session.binary.features <= session.features()
     for binary in session.binaries().values():
         spirv_val(binary.spirv, tmp_path)
+
+
+@pytest.mark.parametrize("config, n_in", GRIDS, ids=[_grid_id(case) for case in GRIDS])
+def test_the_step_reading_the_working_copy_binds_it_and_converts_nothing(recorded_device, config, n_in, tmp_path):
+    session = _session(config, n_in, hidden=(32,), step="coopvec_rows")
+    assert session.weights_buffer() is session.working
+    assert session.step_method.working_steps(session) == []
+    assert dict(session.image.entries) == session.layout.entries(FP16)
+    spirv_val(session.binary.spirv, tmp_path)
+    # (layout, transpose) of every product: row-major forward, column-major (the transpose) backward
+    products = set()
+    for line in disassemble(session.binary.spirv).splitlines():
+        if "MatrixMul" in line:
+            words = line.split()
+            at = words.index("%false") if "%false" in words else words.index("%true")
+            products.add((words[at - 1], words[at]))
+    assert products == {("%uint_0", "%false"), ("%uint_1", "%false")}
+
+
+@pytest.mark.parametrize("options, refusal", [
+    ({"hidden": (40,)}, r"step='coopvec_rows': matrix '.*' of .* starts at byte 720 of the working copy"),
+    ({"gradients": "outer_product"}, r"accumulates in the coopvec step kernel, not the coopvec_rows one"),
+])
+def test_the_step_reading_the_working_copy_refuses_what_it_cannot_read(recorded_device, options, refusal):
+    with pytest.raises((CompileError, ValueError), match=refusal):
+        _session(*GRIDS[0], step="coopvec_rows", **options)
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -39,6 +39,7 @@ GRIDS = [
      2),
 ]
 IMAGE_BATCH = 1 << 14
+PER_SAMPLE_STEPS = ("auto", "coopvec_rows")  # "auto" takes the per-sample kernel reading converted weights
 RTOL, ATOL = 1e-3, 2.5e-3
 
 
@@ -47,12 +48,13 @@ def _grid_id(case) -> str:
     return f"{config['otype']}-{n_in}d-{config.get('interpolation', 'Linear')}-{config['n_features_per_level']}f"
 
 
+@pytest.mark.parametrize("step", PER_SAMPLE_STEPS)
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("config, n_in", GRIDS, ids=[_grid_id(case) for case in GRIDS])
-def test_tables_train_as_the_numpy_oracle_trains_them(config, n_in, method):
+def test_tables_train_as_the_numpy_oracle_trains_them(config, n_in, method, step):
     graph = rounded(mlp_graph(n_in, [32], 3, encoding=config, seed=3))
-    session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, table_atomics=method)
-    assert session.step_method.name == "coopvec"
+    session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, table_atomics=method, step=step)
+    assert session.step_method.name == ("coopvec" if step == "auto" else step)
     # the grids' own domain, [0, 1]
     assert_matches_on_random_data(session, graph, "l2", n_in, 3, 1000, low=0.0)
 
@@ -69,14 +71,15 @@ def test_every_gradient_method_of_the_per_sample_step_trains_a_grid(gradients, m
     assert_matches_on_random_data(session, graph, "l2", n_in, 3, 1000, low=0.0)
 
 
+@pytest.mark.parametrize("step", PER_SAMPLE_STEPS)
 @pytest.mark.parametrize("method", METHODS)
-def test_the_image_configuration_trains_as_the_numpy_oracle(method):
+def test_the_image_configuration_trains_as_the_numpy_oracle(method, step):
     graph = rounded(mlp_graph(2, [64, 64], 3, encoding=IMAGE_ENCODING, seed=7))
     rng = np.random.default_rng(3)
     feeds = {"x": round_fp16(rng.random((IMAGE_BATCH, 2), dtype=np.float32))}
     targets = {"y": round_fp16(rng.random((IMAGE_BATCH, 3), dtype=np.float32))}
     oracle = NumpyTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3))
-    session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, table_atomics=method)
+    session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, table_atomics=method, step=step)
     try:
         assert_matches_the_oracle(session, oracle, feeds, targets)
     finally:

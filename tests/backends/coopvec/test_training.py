@@ -68,6 +68,23 @@ def test_step_matches_the_numpy_step(gradients, inputs, hidden, outputs, activat
         session.close()
 
 
+@pytest.mark.parametrize("gradients", ["coopmat", "coopvec"])
+@pytest.mark.parametrize("hidden, activation, loss", [([64, 64], "relu", "l2"), ([32, 96, 64], "tanh", "huber")])
+def test_the_step_reading_the_working_copy_matches_the_numpy_step(gradients, hidden, activation, loss):
+    graph = _rounded(mlp_graph(3, hidden, 4, activation=activation, encoding="frequency", octaves=3))
+    rng = np.random.default_rng(4)
+    feeds = {"x": round_fp16(rng.uniform(-1, 1, (1000, 3)).astype(np.float32))}
+    targets = {"y": round_fp16(rng.uniform(0, 1, (1000, 4)).astype(np.float32))}
+    oracle = NumpyTrainingSession(graph, get_loss(loss), Adam(lr=1e-3))
+    session = CoopvecTrainingSession(graph, get_loss(loss), Adam(lr=1e-3), None, gradients=gradients,
+                                     step="coopvec_rows")
+    try:
+        assert session.step_method.working_steps(session) == []
+        assert_matches_the_oracle(session, oracle, feeds, targets)
+    finally:
+        session.close()
+
+
 @pytest.mark.parametrize("gradients", METHODS)
 def test_a_step_allocates_a_tape_only_where_its_gradients_read_one(gradients):
     keeps_tape = gradients in ("coopmat", "coopvec")
@@ -125,7 +142,7 @@ def test_overflowing_step_is_skipped_and_the_loss_scale_halves(gradients):
         session.close()
 
 
-@pytest.mark.parametrize("step", ["tiled", "coopvec"])
+@pytest.mark.parametrize("step", ["tiled", "coopvec", "coopvec_rows"])
 def test_steps_after_skipped_ones_in_the_same_run_are_taken(step):
     """The step end clears the status word a skipped step set, so in one submitted run of steps (no host in between)
     the steps after the loss scale has fallen far enough update the weights."""

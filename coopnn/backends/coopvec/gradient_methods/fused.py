@@ -16,8 +16,8 @@ class FusedGradients(GradientMethod):
     device_features = tiled_fused.FEATURES
 
     def step_for(self, requested: str) -> str:
-        if requested == "coopvec":
-            raise ValueError("gradients='fused' forms them in the tiled step kernel, not the coopvec one")
+        if requested not in ("auto", "tiled"):
+            raise ValueError(f"gradients='fused' forms them in the tiled step kernel, not the {requested} one")
         return "fused"
 
     def shaders(self, session):

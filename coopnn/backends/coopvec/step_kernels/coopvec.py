@@ -24,6 +24,16 @@ def optimal_size(context, rows: int, cols: int) -> int:
                           matrix_format(FP16, rows, cols, LAYOUT))
 
 
+def check_trained_only(session, entries) -> None:
+    """CompileError unless every weight the kernel reads is a parameter the session trains."""
+    constants = sorted(set(entries) - set(session.layout.entries(FP16)))
+    if constants:
+        # The step's weights come from the optimizer's working copy, which holds parameters only.
+        raise CompileError(f"the per-sample coopvec step cannot train {session.plan.graph.name!r}: its kernel "
+                           f"reads weights that are not among the parameters it trains ({', '.join(constants)}); "
+                           "train it with backend='numpy'")
+
+
 class PerSampleStep(StepKernel):
     name = "coopvec"
     preference = 1
@@ -35,6 +45,15 @@ class PerSampleStep(StepKernel):
         return True
 
     def compile(self, session):
+        session.image = session.gradient_method.weight_image(session, self.weight_image(session))
+        # a trained grid's vertices read as inference reads them, unless gradients accumulate into the weight buffer
+        options = DEFAULT_OPTIONS if session.gradient_method.accumulates else TABLE_OPTIONS
+        return CoopvecTarget().compile(session.program, FP16, 64, packed=session.image,
+                                       table_atomics=session.table_atomics, options=options)
+
+    def weight_image(self, session):
+        """Where the kernel reads each weight: every matrix converted to `LAYOUT` (the bytes reserved, written by
+        `working_steps`), biases and tables beside them."""
         from coopnn.backends.coopvec.driver import converted_size, matrix_format
 
         def reserve(matrix):
@@ -44,17 +63,8 @@ class PerSampleStep(StepKernel):
                                         matrix_format(FP16, rows, cols, LAYOUT)))
 
         session.packed = pack_plan(weight_plan(session.program, FP16), LAYOUT, reserve)
-        constants = sorted(set(session.packed.entries) - set(session.layout.entries(FP16)))
-        if constants:
-            # The step's weights are converted from the optimizer's working copy, which holds parameters only.
-            raise CompileError(f"the per-sample coopvec step cannot train {session.plan.graph.name!r}: its kernel "
-                               f"reads weights that are not among the parameters it trains ({', '.join(constants)}); "
-                               "train it with backend='numpy'")
-        session.image = session.gradient_method.weight_image(session, session.packed)
-        # a trained grid's vertices read as inference reads them, unless gradients accumulate into the weight buffer
-        options = DEFAULT_OPTIONS if session.gradient_method.accumulates else TABLE_OPTIONS
-        return CoopvecTarget().compile(session.program, FP16, 64, packed=session.image,
-                                       table_atomics=session.table_atomics, options=options)
+        check_trained_only(session, session.packed.entries)
+        return session.packed
 
     def create_weights(self, session) -> None:
         from coopnn.runtime.vk.memory import HostAccess
