@@ -7,7 +7,7 @@ options.
 
 Each `--options` word is one variant: trainer options as `key=value` pairs joined by commas ("default" for none), or
 `tuning:knob=value,...` for the coopvec session's `Tuning` (`coopnn.shaders.training.tuning`) in place of the one
-`tuning_for` picks. Writes `<device>-<date>-step-stages.md` into --out (default: print only).
+`tuning_for` picks, or both joined by "+" (`step=coopvec_rows+tuning:tiles_in_flight=2`). Writes `<device>-<date>-step-stages.md` into --out (default: print only).
 """
 
 from __future__ import annotations
@@ -49,13 +49,18 @@ def data_for(model, rows: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def parse_options(word: str) -> tuple[dict, Tuning | None]:
-    """(trainer options, tuning or None) of one `--options` word."""
-    if word == "default":
-        return {}, None
-    if word.startswith("tuning:"):
-        knobs = dict(pair.split("=", 1) for pair in word[len("tuning:"):].split(","))
-        return {}, Tuning(**{k: literal_eval(v) for k, v in knobs.items()})
-    return dict(pair.split("=", 1) for pair in word.split(",")), None
+    """(trainer options, tuning or None) of one `--options` word: its parts joined by "+" each trainer options or a
+    tuning."""
+    options, tuning = {}, None
+    for part in word.split("+"):
+        if part == "default":
+            continue
+        if part.startswith("tuning:"):
+            knobs = dict(pair.split("=", 1) for pair in part[len("tuning:"):].split(","))
+            tuning = Tuning(**{k: literal_eval(v) for k, v in knobs.items()})
+        else:
+            options.update(pair.split("=", 1) for pair in part.split(","))
+    return options, tuning
 
 
 def measure(name: str, backend: str, word: str, batches: list[int]) -> str:
