@@ -34,24 +34,32 @@ from coopnn.shaders.spirv.ops import Ops
 from coopnn.shaders.targets.base import Binary, ShaderFrame, push_constant_block
 from coopnn.shaders.training.indices import Indices
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
-from coopnn.shaders.training.shader import finish, load, storage_buffer, store, training_frame
+from coopnn.shaders.training.shader import finish, load, storage_buffer, store, training_frame, vector_view
 
 SOURCE, GRADIENT, STATUS = range(3)
 # Device-scope atomics under the Vulkan memory model need this capability, hence this feature.
 FEATURES = frozenset({"vulkanMemoryModelDeviceScope"})
 SUM_COLUMNS = 32  # elements a partial-sum workgroup adds up: one subgroup's contiguous loads
 SUM_LANES = 8  # subgroups of a partial-sum workgroup, each adding every SUM_LANES-th chunk
+WIDEN_LANES = (1, 2, 4)  # elements an invocation of `widen_shader` may widen
 
 
 def _frame(*push: tuple[str, str], source: str, source_width: int = 32, target: str = "gradient",
-           status: bool = True, workgroup: int | None = None) -> ShaderFrame:
+           status: bool = True, workgroup: int | None = None, lanes: int = 1) -> ShaderFrame:
     """The frame of a kernel over flat parameter elements: one invocation per element (bounds-checked), or with
-    `workgroup`, workgroups of that many invocations that cooperate (no bounds check: all reach its barriers)."""
+    `workgroup`, workgroups of that many invocations that cooperate (no bounds check: all reach its barriers); with
+    `lanes`, source and target are arrays of vectors of that many elements."""
     block = push_constant_block(("count", "u32"), *push)
     frame = (training_frame(block) if workgroup is None
              else ShaderFrame((), 32, workgroup, push_constants=block, bounds_check=False))
-    storage_buffer(frame, SOURCE, frame.module.type_float(source_width), writable=False, name=source)
-    storage_buffer(frame, GRADIENT, frame.f32, writable=True, name=target)
+    m = frame.module
+    if lanes == 1:
+        storage_buffer(frame, SOURCE, m.type_float(source_width), writable=False, name=source)
+        storage_buffer(frame, GRADIENT, frame.f32, writable=True, name=target)
+    else:
+        frame.buffers[SOURCE] = vector_view(frame, SOURCE, m.type_float(source_width), lanes, writable=False,
+                                            name=source)
+        frame.buffers[GRADIENT] = vector_view(frame, GRADIENT, frame.f32, lanes, writable=True, name=target)
     if status:
         storage_buffer(frame, STATUS, frame.u32, writable=True, name="status")
     return frame
@@ -196,28 +204,42 @@ def add_partials(frame: ShaderFrame, binding: int):
     return element, first, total
 
 
-def widen_shader(copies: int = 1) -> Binary:
+def widen_shader(copies: int = 1, lanes: int = 1) -> Binary:
     """float16 gradient sums widened to the float32 gradient, the first `shared` elements summed over `copies`
     copies (the first the sums themselves, the others after them, `shared` elements each). The copies are a count
     the kernel is built for, their loads unrolled and summed as a balanced tree; on tcnn's image grid that widened
     in 0.0214 ms on the H200 against 0.0228 with a loop over them
-    (bench/results/nvidia-h200-2026-12-03-5f3407b-step-stages.md)."""
-    frame = _frame(("first", "u32"), ("to", "u32"), ("shared", "u32"), source="sums", source_width=16)
-    ix, f16 = Indices(frame), frame.module.type_float(16)
+    (bench/results/nvidia-h200-2026-12-03-5f3407b-step-stages.md). An invocation widens `lanes` consecutive
+    elements (1, 2 or 4) with vector loads and stores, so the push values are counted in vectors of that many."""
+    if lanes not in WIDEN_LANES:
+        raise ValueError(f"lanes must be one of {WIDEN_LANES}, not {lanes}")
+    frame = _frame(("first", "u32"), ("to", "u32"), ("shared", "u32"), source="sums", source_width=16, lanes=lanes)
+    ix, m = Indices(frame), frame.module
+    half, wide = (frame.module.type_float(16), frame.f32) if lanes == 1 else (
+        m.type_vector(m.type_float(16), lanes), m.type_vector(frame.f32, lanes))
     count, first, shared = frame.push_value("count"), frame.push_value("first"), frame.push_value("shared")
 
-    def half(index):
-        return ix.ops.float_convert(frame.f32, load(frame, SOURCE, ix.add(first, index), f16))
+    def widened(index):
+        return ix.ops.float_convert(wide, load(frame, SOURCE, ix.add(first, index), half))
 
-    total = frame.main.variable(frame.f32)
-    ix.ops.store(total, half(frame.sample))
+    total = frame.main.variable(wide)
+    ix.ops.store(total, widened(frame.sample))
     if copies > 1:
         with frame.main.if_(ix.less(frame.sample, shared)):
-            terms = [half(ix.add(ix.add(count, ix.mul(frame.uint(k - 1), shared)), frame.sample))
+            terms = [widened(ix.add(ix.add(count, ix.mul(frame.uint(k - 1), shared)), frame.sample))
                      for k in range(1, copies)]
-            ix.ops.store(total, _pairwise_sum(ix.ops, frame.f32, [ix.ops.load(frame.f32, total), *terms]))
-    _store_and_check(frame, ix.ops.load(frame.f32, total), ix.add(frame.push_value("to"), frame.sample))
+            ix.ops.store(total, _pairwise_sum(ix.ops, wide, [ix.ops.load(wide, total), *terms]))
+    value = ix.ops.load(wide, total)
+    store(frame, GRADIENT, ix.add(frame.push_value("to"), frame.sample), value, wide)
+    # a vector is finite exactly when the sum of its components is: they are float16 sums, far below float32's limit
+    flag_nonfinite(frame, value if lanes == 1 else _pairwise_sum(
+        ix.ops, frame.f32, [ix.ops.extract(frame.f32, value, k) for k in range(lanes)]), STATUS)
     return finish("widen_gradient", frame, 3, FEATURES | {"shaderFloat16", "storageBuffer16BitAccess"})
+
+
+def widen_lanes(*counts: int) -> int:
+    """The most `WIDEN_LANES` dividing every one of `counts` (element counts and offsets of a widening)."""
+    return max(lanes for lanes in WIDEN_LANES if all(count % lanes == 0 for count in counts))
 
 
 def _pairwise_sum(ops, f32, terms: list):

@@ -46,6 +46,13 @@ def buffer_view(frame: ShaderFrame, binding: int, scalar, *, writable: bool, nam
     return _buffer_variable(frame, binding, scalar, stride, writable=writable, name=name)
 
 
+def vector_view(frame: ShaderFrame, binding: int, scalar, lanes: int, *, writable: bool, name: str):
+    """Binding `binding` as a runtime array of vectors of `lanes` `scalar`s (tightly packed)."""
+    m = frame.module
+    stride = lanes * m.scalar_widths(scalar).pop() // 8
+    return _buffer_variable(frame, binding, m.type_vector(scalar, lanes), stride, writable=writable, name=name)
+
+
 def word_view(frame: ShaderFrame, binding: int, *, writable: bool):
     """Binding `binding` once more, as a runtime array of 16-byte elements (`word_type`: HALVES_PER_WORD float16
     values), for copies of whole rows of float16 values between it and workgroup memory."""

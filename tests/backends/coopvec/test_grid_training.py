@@ -20,6 +20,7 @@ from coopnn.errors import BackendUnavailableError, CompileError
 from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.spirv import disassemble
 from coopnn.shaders.targets.encodings.grid import SCATTER_FEATURES
+from coopnn.shaders.training.gradients import widen_lanes
 from coopnn.shaders.training.tuning import DEFAULT
 from coopnn.train.gpu.plan import plan_training
 from coopnn.train.losses import get_loss
@@ -149,8 +150,9 @@ def test_float16_pairs_add_into_a_table_sized_buffer_widened_into_the_gradient(r
     assert bound is session.table_halves and session.table_halves.size == 2 * (table.size + (COPIES - 1) * shared)
     (widen,) = session.table_gradient_steps()
     assert widen.buffers == (session.table_halves, session.gradient, session.state)
-    assert widen.push_constants == session.table_shaders[0].pack_push(count=table.size, first=0, to=table.offset,
-                                                                      shared=shared)
+    lanes = widen_lanes(table.size, table.offset, shared)  # elements an invocation widens: whole vectors
+    assert lanes > 1 and widen.push_constants == session.table_shaders[0].pack_push(
+        count=table.size // lanes, first=0, to=table.offset // lanes, shared=shared // lanes)
     # the widening runs beside the loss tiles, and the weight gradients' first dispatch beside both
     commands, _ = session.gradient_commands(1000)
     assert commands[1].kernel is widen.kernel and commands[1].alongside and commands[2].alongside

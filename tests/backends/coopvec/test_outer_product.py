@@ -22,7 +22,7 @@ from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.kernel.builder import KernelBuilder
 from coopnn.shaders.kernel.interpret import run_program
 from coopnn.backends.coopvec.table_atomics.float16_pairs import COPIES
-from coopnn.shaders.training.gradients import widen_shader
+from coopnn.shaders.training.gradients import WIDEN_LANES, widen_shader
 from coopnn.shaders.training.layout import ParameterLayout, TapeLayout
 from coopnn.train.gpu.plan import plan_training
 from coopnn.train.gpu.step_program import gradient_name, step_program
@@ -91,7 +91,8 @@ def test_accumulating_step_kernels_pass_spirv_val(method, activation, loss, tmp_
 
 def test_the_widening_kernel_passes_spirv_val(tmp_path):
     for copies in (1, COPIES):
-        spirv_val(widen_shader(copies).spirv, tmp_path)
+        for lanes in WIDEN_LANES:
+            spirv_val(widen_shader(copies, lanes).spirv, tmp_path)
 
 
 def test_the_portable_target_refuses_accumulation():

@@ -325,17 +325,20 @@ def test_a_step_kernel_reads_the_rows_the_numpy_sampler_draws(context, whole):
     np.testing.assert_array_equal(drawn.view(np.uint32), np.concatenate([expected, np.full(count - batch, expected[0])]))
 
 
-@pytest.mark.parametrize("copies", [1, 4, 32])
-def test_the_widening_adds_the_copies_of_the_shared_elements(make_context, copies):
-    shader = widen_shader(copies)
+@pytest.mark.parametrize("copies, lanes", [(1, 1), (4, 1), (32, 1), (1, 2), (32, 2), (32, 4)])
+def test_the_widening_adds_the_copies_of_the_shared_elements(make_context, copies, lanes):
+    shader = widen_shader(copies, lanes)
     try:
         context = make_context(features=shader.features)
     except BackendUnavailableError as exc:
         pytest.skip(str(exc))
-    table, shared, first, to = 1003, 240 if copies > 1 else 0, 6, 5  # whole numbers: the float16 sums are exact
+    # whole numbers: the float16 sums are exact; counts and offsets whole vectors of `lanes`
+    table, shared, first, to = (1003, 240, 6, 5) if lanes == 1 else (1004, 240, 8, 4)
+    shared = shared if copies > 1 else 0
     sums = np.random.default_rng(5).integers(-8, 9, first + table + (copies - 1) * shared).astype(np.float16)
-    kernel = Kernel(context, shader, [sums, np.zeros(to + table + 2, np.float32), np.zeros(1, np.uint32)])
-    _, gradient, status = kernel.run(shader.pack_push(count=table, first=first, to=to, shared=shared), table)
+    kernel = Kernel(context, shader, [sums, np.zeros(to + table + 4, np.float32), np.zeros(1, np.uint32)])
+    push = shader.pack_push(count=table // lanes, first=first // lanes, to=to // lanes, shared=shared // lanes)
+    _, gradient, status = kernel.run(push, table // lanes)
     want = sums[first:first + table].astype(np.float32)
     for copy in range(1, copies):
         start = first + table + (copy - 1) * shared

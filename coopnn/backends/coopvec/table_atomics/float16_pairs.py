@@ -17,7 +17,7 @@ from __future__ import annotations
 from coopnn.backends.coopvec.table_atomics import TableAtomics
 from coopnn.layouts.pack import align_up
 from coopnn.shaders.spirv.ops import Ops
-from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES, widen_shader
+from coopnn.shaders.training.gradients import FEATURES as GRADIENT_FEATURES, widen_lanes, widen_shader
 
 FEATURES = frozenset({"shaderFloat16VectorAtomics", "shaderFloat16", "storageBuffer16BitAccess"}) | GRADIENT_FEATURES
 COPIES = 32
@@ -39,6 +39,13 @@ def contended_elements(encoding) -> int:
 
 def _encoding(session):
     return session.plan.tables[0].node.attrs["encoding"]
+
+
+def _lanes(session) -> int:
+    """Elements an invocation of the session's widening takes: as many as the table's size, place and contended
+    part allow, up to 4."""
+    table = session.layout.tables[0]
+    return widen_lanes(table.size, table.offset, contended_elements(_encoding(session)))
 
 
 class Float16Pairs(TableAtomics):
@@ -92,7 +99,7 @@ class Float16Pairs(TableAtomics):
         return ops.select(u32, ops.int_equal(emitter.boolean, copy, frame.zero), frame.zero, past)
 
     def shaders(self, session) -> list:
-        return [widen_shader(COPIES)]
+        return [widen_shader(COPIES, _lanes(session))]
 
     def create_buffers(self, session) -> None:
         from coopnn.runtime.vk.memory import HostAccess
@@ -110,10 +117,11 @@ class Float16Pairs(TableAtomics):
         from coopnn.runtime.vk.commands import Dispatch
 
         (widen,), (kernel,), table = session.table_shaders, session.table_kernels, session.layout.tables[0]
-        push = widen.pack_push(count=table.size, first=0, to=table.offset,
-                               shared=contended_elements(_encoding(session)))
+        lanes = _lanes(session)
+        push = widen.pack_push(count=table.size // lanes, first=0, to=table.offset // lanes,
+                               shared=contended_elements(_encoding(session)) // lanes)
         return [Dispatch(kernel, (session.table_halves, session.gradient, session.state), push,
-                         kernel.group_count_for(table.size))]
+                         kernel.group_count_for(table.size // lanes))]
 
 
 METHOD = Float16Pairs()
