@@ -136,12 +136,20 @@ class CoopvecTrainingSession(KernelTrainingSession):
         if self.layout.tables:
             self.table_atomics.create_buffers(self)
             self.table_kernels = [load_kernel(self.context, shader) for shader in self.table_shaders]
+            if self.table_atomics.clears_after_step:
+                self.context.run([self._table_fill()])
+
+    def _table_fill(self):
+        buffer, offset, size = self.table_atomics.zeroed(self)
+        return self.fill_zero(buffer, size=size, offset=offset)
 
     def table_gradient_zeroing(self) -> list:
-        if not self.layout.tables:
+        if not self.layout.tables or self.table_atomics.clears_after_step:
             return []
-        buffer, offset, size = self.table_atomics.zeroed(self)
-        return [self.fill_zero(buffer, size=size, offset=offset)]
+        return [self._table_fill()]
+
+    def table_gradient_cleanup(self) -> list:
+        return [self._table_fill()] if self.layout.tables and self.table_atomics.clears_after_step else []
 
     def table_gradient_buffer(self):
         return self.table_atomics.gradient_buffer(self)

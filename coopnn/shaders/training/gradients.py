@@ -45,20 +45,22 @@ WIDEN_LANES = (1, 2, 4)  # elements an invocation of `widen_shader` may widen
 
 
 def _frame(*push: tuple[str, str], source: str, source_width: int = 32, target: str = "gradient",
-           status: bool = True, workgroup: int | None = None, lanes: int = 1) -> ShaderFrame:
+           status: bool = True, workgroup: int | None = None, lanes: int = 1,
+           source_writable: bool = False) -> ShaderFrame:
     """The frame of a kernel over flat parameter elements: one invocation per element (bounds-checked), or with
     `workgroup`, workgroups of that many invocations that cooperate (no bounds check: all reach its barriers); with
-    `lanes`, source and target are arrays of vectors of that many elements."""
+    `lanes`, source and target are arrays of vectors of that many elements; `source_writable`: the kernel writes
+    its source too."""
     block = push_constant_block(("count", "u32"), *push)
     frame = (training_frame(block) if workgroup is None
              else ShaderFrame((), 32, workgroup, push_constants=block, bounds_check=False))
     m = frame.module
     if lanes == 1:
-        storage_buffer(frame, SOURCE, m.type_float(source_width), writable=False, name=source)
+        storage_buffer(frame, SOURCE, m.type_float(source_width), writable=source_writable, name=source)
         storage_buffer(frame, GRADIENT, frame.f32, writable=True, name=target)
     else:
-        frame.buffers[SOURCE] = vector_view(frame, SOURCE, m.type_float(source_width), lanes, writable=False,
-                                            name=source)
+        frame.buffers[SOURCE] = vector_view(frame, SOURCE, m.type_float(source_width), lanes,
+                                            writable=source_writable, name=source)
         frame.buffers[GRADIENT] = vector_view(frame, GRADIENT, frame.f32, lanes, writable=True, name=target)
     if status:
         storage_buffer(frame, STATUS, frame.u32, writable=True, name="status")
@@ -204,23 +206,30 @@ def add_partials(frame: ShaderFrame, binding: int):
     return element, first, total
 
 
-def widen_shader(copies: int = 1, lanes: int = 1) -> Binary:
+def widen_shader(copies: int = 1, lanes: int = 1, clears: bool = False) -> Binary:
     """float16 gradient sums widened to the float32 gradient, the first `shared` elements summed over `copies`
     copies (the first the sums themselves, the others after them, `shared` elements each). The copies are a count
     the kernel is built for, their loads unrolled and summed as a balanced tree; on tcnn's image grid that widened
     in 0.0214 ms on the H200 against 0.0228 with a loop over them
     (bench/results/nvidia-h200-2026-12-03-5f3407b-step-stages.md). An invocation widens `lanes` consecutive
-    elements (1, 2 or 4) with vector loads and stores, so the push values are counted in vectors of that many."""
+    elements (1, 2 or 4) with vector loads and stores, so the push values are counted in vectors of that many. With
+    `clears`, it zeroes every sum it read, so the sums are zero for the next step without a fill of their own."""
     if lanes not in WIDEN_LANES:
         raise ValueError(f"lanes must be one of {WIDEN_LANES}, not {lanes}")
-    frame = _frame(("first", "u32"), ("to", "u32"), ("shared", "u32"), source="sums", source_width=16, lanes=lanes)
+    frame = _frame(("first", "u32"), ("to", "u32"), ("shared", "u32"), source="sums", source_width=16, lanes=lanes,
+                   source_writable=clears)
     ix, m = Indices(frame), frame.module
     half, wide = (frame.module.type_float(16), frame.f32) if lanes == 1 else (
         m.type_vector(m.type_float(16), lanes), m.type_vector(frame.f32, lanes))
     count, first, shared = frame.push_value("count"), frame.push_value("first"), frame.push_value("shared")
+    zero = m.constant(half, [0.0] * lanes if lanes > 1 else 0.0)
 
     def widened(index):
-        return ix.ops.float_convert(wide, load(frame, SOURCE, ix.add(first, index), half))
+        at = ix.add(first, index)
+        value = ix.ops.float_convert(wide, load(frame, SOURCE, at, half))
+        if clears:
+            store(frame, SOURCE, at, zero, half)
+        return value
 
     total = frame.main.variable(wide)
     ix.ops.store(total, widened(frame.sample))

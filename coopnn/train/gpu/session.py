@@ -213,6 +213,11 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         return [self.fill_zero(self.gradient, size=self.layout.size * 4 - start, offset=start)] if self.layout.tables \
             else []
 
+    def table_gradient_cleanup(self) -> list:
+        """Commands after a step kernel that no gradient steps follow, leaving what it adds a grid's gradient into as
+        the next step kernel expects it: none, it is zeroed before every step kernel."""
+        return []
+
     def table_gradient_buffer(self):
         """The buffer the step kernel adds a trained grid's gradient into."""
         return self.gradient
@@ -384,7 +389,8 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         self.books.sync()
         count, _ = self._write_batch(feeds, targets, batch)
         loss_buffer, downloads = self._losses(batch)
-        self.last_gpu_ms = self.context.run(self._forward_backward(batch, count), downloads)
+        self.last_gpu_ms = self.context.run(self._forward_backward(batch, count) + self.table_gradient_cleanup(),
+                                            downloads)
         return float(np.sum(loss_buffer.read(np.float32, batch), dtype=np.float64) / (batch * self.plan.out_features))
 
     def gradients(self, feeds, targets) -> dict[str, np.ndarray]:

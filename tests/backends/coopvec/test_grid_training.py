@@ -150,6 +150,8 @@ def test_float16_pairs_add_into_a_table_sized_buffer_widened_into_the_gradient(r
     assert bound is session.table_halves and session.table_halves.size == 2 * (table.size + (COPIES - 1) * shared)
     (widen,) = session.table_gradient_steps()
     assert widen.buffers == (session.table_halves, session.gradient, session.state)
+    # the widening clears the sums, so only a step kernel no widening follows (a loss) is followed by a fill
+    assert session.table_gradient_zeroing() == [] and len(session.table_gradient_cleanup()) == 1
     lanes = widen_lanes(table.size, table.offset, shared)  # elements an invocation widens: whole vectors
     assert lanes > 1 and widen.push_constants == session.table_shaders[0].pack_push(
         count=table.size // lanes, first=0, to=table.offset // lanes, shared=shared // lanes)

@@ -325,9 +325,10 @@ def test_a_step_kernel_reads_the_rows_the_numpy_sampler_draws(context, whole):
     np.testing.assert_array_equal(drawn.view(np.uint32), np.concatenate([expected, np.full(count - batch, expected[0])]))
 
 
-@pytest.mark.parametrize("copies, lanes", [(1, 1), (4, 1), (32, 1), (1, 2), (32, 2), (32, 4)])
-def test_the_widening_adds_the_copies_of_the_shared_elements(make_context, copies, lanes):
-    shader = widen_shader(copies, lanes)
+@pytest.mark.parametrize("copies, lanes, clears", [(1, 1, False), (4, 1, False), (32, 1, True), (1, 2, True),
+                                                   (32, 2, False), (32, 4, True)])
+def test_the_widening_adds_the_copies_of_the_shared_elements(make_context, copies, lanes, clears):
+    shader = widen_shader(copies, lanes, clears)
     try:
         context = make_context(features=shader.features)
     except BackendUnavailableError as exc:
@@ -338,10 +339,12 @@ def test_the_widening_adds_the_copies_of_the_shared_elements(make_context, copie
     sums = np.random.default_rng(5).integers(-8, 9, first + table + (copies - 1) * shared).astype(np.float16)
     kernel = Kernel(context, shader, [sums, np.zeros(to + table + 4, np.float32), np.zeros(1, np.uint32)])
     push = shader.pack_push(count=table // lanes, first=first // lanes, to=to // lanes, shared=shared // lanes)
-    _, gradient, status = kernel.run(push, table // lanes)
+    after, gradient, status = kernel.run(push, table // lanes)
     want = sums[first:first + table].astype(np.float32)
     for copy in range(1, copies):
         start = first + table + (copy - 1) * shared
         want[:shared] += sums[start:start + shared]
     np.testing.assert_array_equal(gradient[to:to + table], want)
     assert not gradient[:to].any() and not gradient[to + table:].any() and status[0] == 0
+    # with `clears` every sum read is zero after it (what lies before `first` was not read)
+    np.testing.assert_array_equal(after[first:], 0 if clears else sums[first:])

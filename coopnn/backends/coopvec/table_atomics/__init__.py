@@ -60,8 +60,12 @@ class TableAtomics:
         """The buffer bound as the step kernel's table gradient."""
         return session.gradient
 
+    # whether `after_step`'s dispatches leave the buffer the step kernel adds into zero (no fill before the next step)
+    clears_after_step = False
+
     def zeroed(self, session) -> tuple:
-        """(buffer, first byte, bytes) the step kernel adds into, which is zeroed before it."""
+        """(buffer, first byte, bytes) the step kernel adds into: zeroed before it, or once where `after_step`
+        clears it."""
         table = session.layout.tables[0]
         return session.gradient, table.offset * 4, table.size * 4
 

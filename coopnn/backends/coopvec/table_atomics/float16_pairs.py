@@ -10,7 +10,10 @@ The leading levels of at most `CONTENDED_ELEMENTS` elements each (`contended_ele
 work-group w adding into copy w mod COPIES (the first copy is the table's own buffer, the others follow it), and the
 widening adds the copies; each copy also sums fewer terms in float16. Alone, the float16-pair atomics of tcnn's
 image configuration took 0.61 ms at 2^18 on the H200, and 0.25 ms with its six dense levels in 32 copies (0.24 in
-128; bench/results/nvidia-h200-2026-12-03-94b4281-grid-scatter-probe.md)."""
+128; bench/results/nvidia-h200-2026-12-03-94b4281-grid-scatter-probe.md).
+
+The widening zeroes every sum it reads, so the buffer is zeroed once, when it is made, and after a step kernel that
+no widening follows (`CoopvecTrainingSession.loss`), rather than by a fill before every step."""
 
 from __future__ import annotations
 
@@ -98,8 +101,10 @@ class Float16Pairs(TableAtomics):
         past = ops.int_add(u32, frame.uint(table - shared), ops.int_mul(u32, copy, frame.uint(shared)))
         return ops.select(u32, ops.int_equal(emitter.boolean, copy, frame.zero), frame.zero, past)
 
+    clears_after_step = True  # the widening zeroes the sums it reads
+
     def shaders(self, session) -> list:
-        return [widen_shader(COPIES, _lanes(session))]
+        return [widen_shader(COPIES, _lanes(session), clears=True)]
 
     def create_buffers(self, session) -> None:
         from coopnn.runtime.vk.memory import HostAccess
