@@ -27,8 +27,6 @@ chunks give at least `TARGET_SUBGROUPS` subgroups; `most_chunks` bounds the part
 `Tuning.gradient_subgroups` of more than one, a work-group of that many subgroups shares one block of one chunk, its
 subgroups taking the chunk's 16-sample tiles in turn (each staging into its own part of the arrays, behind subgroup
 barriers), and writes the sum of their accumulators: more subgroups load at once for the same partial gradients.
-With `Tuning.tiles_in_flight` of 2, an unstaged block loads two of its 16-sample tiles before it multiplies either,
-so each subgroup has twice the tape in flight.
 
 Every partial gradient it writes that is not finite sets the training state's status word (binding 2), so the
 optimizer, which adds the partials itself, knows before it starts whether the step is skipped. Each invocation adds
@@ -109,7 +107,6 @@ class GradientKernel:
                  tuning: Tuning = DEFAULT):
         self.parameters, self.tape, self.blocks = parameters, tape, blocks
         self.subgroups, self.staged_always = tuning.gradient_subgroups, tuning.staged
-        self.in_flight = tuning.tiles_in_flight
         self.push = push_constant_block(("count", "u32"), ("batch", "u32"), ("capacity", "u32"),
                                         ("parameters", "u32"), ("chunk_tiles", "u32"))
         self.frame = frame = ShaderFrame((), 32, SUBGROUP * self.subgroups, push_constants=self.push)
@@ -188,53 +185,11 @@ class GradientKernel:
             self._delta_addressing(block)
             block.inputs = ix.add(ix.mul(frame.uint(self.tape.input_start(blocks.index)),
                                            self.capacity), block.k0)
-            if self.in_flight == 2 and not block.staged:
-                self._paired_samples(block)
-            else:
-                with fn.for_range(self.part, self.chunk_tiles, self._parts()) as t:
-                    b0 = ix.add(self.first_sample, ix.mul(t, frame.uint(TILE)))
-                    with fn.if_(ix.less(b0, self.batch)):
-                        self._samples(block, b0)
+            with fn.for_range(self.part, self.chunk_tiles, self._parts()) as t:
+                b0 = ix.add(self.first_sample, ix.mul(t, frame.uint(TILE)))
+                with fn.if_(ix.less(b0, self.batch)):
+                    self._samples(block, b0)
             self._write_block(block)
-
-    def _paired_samples(self, block: Block) -> None:
-        """The chunk's 16-sample tiles two at a time, a subgroup's tile t and t + subgroups: both tiles' loads are
-        issued before either's products, so a subgroup has twice the tape in flight while it waits."""
-        frame, fn, ix, ops = self.frame, self.fn, self.ix, self.ops
-        with fn.for_range(self.part, self.chunk_tiles, frame.uint(2 * self.subgroups)) as t:
-            b0 = ix.add(self.first_sample, ix.mul(t, frame.uint(TILE)))
-            b1 = ix.add(b0, frame.uint(self.subgroups * TILE))
-            # the second tile is in the chunk (whose tiles need not pair up) and holds samples of the batch
-            second = ix.both(ix.less(ix.add(t, frame.uint(self.subgroups)), self.chunk_tiles),
-                             ix.less(b1, self.batch))
-            with fn.if_(ix.less(b0, self.batch)):
-                # an unused second tile reads the first one's tape again: every load stays inside the tape
-                tiles = [self._loaded(block, b) for b in (b0, ops.select(self.u32, second, b1, b0))]
-                self._products(block, *tiles[0])
-                with fn.if_(second):
-                    self._products(block, *tiles[1])
-
-    def _loaded(self, block: Block, b0) -> tuple[list, list]:
-        """The A tiles (row tiles that may lie past the layer kept in variables, loaded only where they do not) and
-        the B tiles of samples b0..b0+15 of an unstaged block."""
-        block_inputs = self.ix.add(block.inputs, self.ix.mul(b0, self.frame.uint(block.layer.cols)))
-        b_tiles = [self._input_tile(block, block_inputs, c) for c in range(len(block.col_inside))]
-        a_tiles = []
-        for r, row_valid in enumerate(block.row_inside):
-            if row_valid is None:
-                a_tiles.append(self._delta_matrix(block, b0, r, False))
-                continue
-            held = self.fn.variable(self.a_type)
-            with self.fn.if_(row_valid):
-                self.ops.store(held, self._delta_matrix(block, b0, r, False))
-            a_tiles.append(held)
-        return a_tiles, b_tiles
-
-    def _products(self, block: Block, a_tiles: list, b_tiles: list) -> None:
-        """Multiply-add `_loaded`'s tiles into the block's accumulators."""
-        for r, (row_valid, a) in enumerate(zip(block.row_inside, a_tiles)):
-            with self._guarded(row_valid):
-                self._row_products(block, r, a if row_valid is None else self.ops.load(self.a_type, a), b_tiles)
 
     def _block(self, blocks: LayerBlocks, layer) -> Block:
         """The task's block of `layer`: its first row and column, its tiles inside the layer, zeroed accumulators."""
@@ -294,18 +249,14 @@ class GradientKernel:
         b_tiles = [self._input_tile(block, block_inputs, c) for c in range(len(block.col_inside))]
         for r, row_valid in enumerate(block.row_inside):
             with self._guarded(row_valid):
-                self._row_products(block, r, self._delta_matrix(block, b0, r, staged_deltas), b_tiles)
+                a = self._delta_matrix(block, b0, r, staged_deltas)
+                for b, col_valid, accumulator in zip(b_tiles, block.col_inside, block.products[r]):
+                    with self._guarded(col_valid):
+                        self._multiply_add(a, b, accumulator)
+                with fn.if_(block.with_bias):
+                    self._multiply_add(a, self.ones, block.sums[r])
         if block.staged:
             self._stage_barrier()
-
-    def _row_products(self, block: Block, r: int, a, b_tiles: list) -> None:
-        """Row tile `r`'s delta tile `a` times each B tile into its accumulators, and times ones into its bias sums
-        where the block has them."""
-        for b, col_valid, accumulator in zip(b_tiles, block.col_inside, block.products[r]):
-            with self._guarded(col_valid):
-                self._multiply_add(a, b, accumulator)
-        with self.fn.if_(block.with_bias):
-            self._multiply_add(a, self.ones, block.sums[r])
 
     def _parts(self):
         """The step between a subgroup's 16-sample tiles: the work-group's subgroups take them in turn (None: 1)."""

@@ -33,7 +33,6 @@ class Tuning:
     target_subgroups: int | None = None  # the subgroups chunks are halved until they give
     staged: bool | None = None  # stage the tape tiles through workgroup memory (else by the block's row tiles)
     gradient_subgroups: int = 1  # subgroups a work-group, sharing a block and splitting its chunk's samples
-    tiles_in_flight: int = 1  # 16-sample tiles an unstaged block loads before multiplying (1 or 2)
 
     def __post_init__(self):
         if self.deltas is not None and self.deltas not in DELTA_LAYOUTS:
@@ -43,8 +42,6 @@ class Tuning:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be positive or None, not {value}")
-        if self.tiles_in_flight not in TILES_IN_FLIGHT:
-            raise ValueError(f"tiles_in_flight must be one of {TILES_IN_FLIGHT}, not {self.tiles_in_flight}")
         if self.gradient_subgroups not in GRADIENT_SUBGROUPS:
             raise ValueError(f"gradient_subgroups must be one of {GRADIENT_SUBGROUPS}, not {self.gradient_subgroups}")
 
@@ -56,7 +53,6 @@ class Tuning:
 
 # a work-group's subgroups write its block's 16 x 16 tiles together, each invocation a whole number of elements
 GRADIENT_SUBGROUPS = (1, 2, 4, 8)
-TILES_IN_FLIGHT = (1, 2)
 DEFAULT = Tuning()
 
 # Layer shapes ((outputs, inputs) per layer, in order) -> the tuning bench/train_variants.py measured fastest for them

@@ -25,8 +25,7 @@ LAYOUTS = {
     "wide": ParameterLayout.of([("w0", "b0", 128, 136), ("w1", "b1", 8, 128)]),
 }
 GRADIENT_TUNINGS = [Tuning(gradient_subgroups=s, staged=staged) for s in (2, 4, 8) for staged in (None, True)] + [
-    Tuning(row_tiles=8, column_tiles=2, staged=True, gradient_subgroups=4), Tuning(row_tiles=1, column_tiles=2),
-    Tuning(tiles_in_flight=2), Tuning(tiles_in_flight=2, gradient_subgroups=4, staged=False)]
+    Tuning(row_tiles=8, column_tiles=2, staged=True, gradient_subgroups=4), Tuning(row_tiles=1, column_tiles=2)]
 STEP_TUNINGS = [Tuning(step_samples=128, step_invocations=128), Tuning(step_samples=32, step_invocations=256),
                 Tuning(step_samples=128, step_invocations=256, in_place=False), Tuning(step_samples=64, in_place=False),
                 Tuning(step_invocations=256, step_row_groups=True),
@@ -40,20 +39,6 @@ def test_tuning_refuses_what_no_kernel_takes():
         Tuning(gradient_subgroups=3)
     with pytest.raises(ValueError, match="chunk_tiles"):
         Tuning(chunk_tiles=0)
-    with pytest.raises(ValueError, match="tiles_in_flight"):
-        Tuning(tiles_in_flight=3)
-
-
-@pytest.mark.parametrize("name", sorted(LAYOUTS))
-def test_two_tiles_in_flight_change_only_the_unstaged_blocks(name):
-    layout = LAYOUTS[name]
-    tape = TapeLayout(layout.layers, "samples")
-
-    def spirv(**knobs):
-        return cg.coopmat_gradient_shader(layout, tape, Tuning(**knobs)).spirv
-
-    assert spirv(tiles_in_flight=2, staged=True) == spirv(staged=True)
-    assert spirv(tiles_in_flight=2, staged=False) != spirv(staged=False)
 
 
 def test_the_default_tuning_describes_itself_and_models_without_measurements_take_it():
@@ -70,8 +55,8 @@ def test_tuned_coopmat_gradients_pass_spirv_val(name, tuning, tmp_path):
         shader = cg.coopmat_gradient_shader(layout, TapeLayout(layout.layers, deltas), tuning)
         spirv_val(shader.spirv, tmp_path)
         assert shader.workgroup_size == (32 * tuning.gradient_subgroups, 1, 1)
-        by_rows = any(b.row_tiles >= cg.STAGED_FROM_ROW_TILES for b in blocks.tuned_blocks(layout, tuning))
-        assert (b"staged_inputs" in shader.spirv) == (by_rows if tuning.staged is None else tuning.staged)
+        assert (b"staged_inputs" in shader.spirv) == bool(tuning.staged or any(
+            b.row_tiles >= cg.STAGED_FROM_ROW_TILES for b in blocks.tuned_blocks(layout, tuning)))
 
 
 def test_subgroups_a_work_group_keep_the_chunks_and_fill_the_device_with_fewer_samples_a_chunk():
@@ -143,10 +128,7 @@ GRADIENT_GPU_TUNINGS = [Tuning(gradient_subgroups=4), Tuning(gradient_subgroups=
                         Tuning(row_tiles=8, column_tiles=2, staged=True, gradient_subgroups=4),
                         Tuning(row_tiles=4, column_tiles=4, gradient_subgroups=4), Tuning(row_tiles=1, column_tiles=2),
                         Tuning(chunk_tiles=16, gradient_subgroups=8), Tuning(deltas="features"),
-                        Tuning(deltas="features", gradient_subgroups=4, staged=True), Tuning(tiles_in_flight=2),
-                        # chunks of an odd number of tiles a subgroup: the last tile of each has no partner
-                        Tuning(tiles_in_flight=2, chunk_tiles=17, gradient_subgroups=2),
-                        Tuning(tiles_in_flight=2, deltas="features", row_tiles=1, column_tiles=2)]
+                        Tuning(deltas="features", gradient_subgroups=4, staged=True)]
 GPU_CASES = ([(*model, tuning) for model in MODELS for tuning in GRADIENT_GPU_TUNINGS]
              + [(*MODELS[0], tuning) for tuning in STEP_TUNINGS])
 
