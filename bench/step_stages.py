@@ -7,7 +7,7 @@ options.
 
 Each `--options` word is one variant: trainer options as `key=value` pairs joined by commas ("default" for none), or
 `tuning:knob=value,...` for the coopvec session's `Tuning` (`coopnn.shaders.training.tuning`) in place of the one
-`tuning_for` picks, or both joined by "+" (`step=coopvec_rows+tuning:tiles_in_flight=2`). Writes `<device>-<date>-step-stages.md` into --out (default: print only).
+`tuning_for` picks, or both joined by "+" (`step=coopvec_rows+tuning:deltas=samples`). Writes `<device>-<date>-step-stages.md` into --out (default: print only).
 """
 
 from __future__ import annotations
@@ -57,10 +57,18 @@ def parse_options(word: str) -> tuple[dict, Tuning | None]:
             continue
         if part.startswith("tuning:"):
             knobs = dict(pair.split("=", 1) for pair in part[len("tuning:"):].split(","))
-            tuning = Tuning(**{k: literal_eval(v) for k, v in knobs.items()})
+            tuning = Tuning(**{k: _knob_value(v) for k, v in knobs.items()})
         else:
             options.update(pair.split("=", 1) for pair in part.split(","))
     return options, tuning
+
+
+def _knob_value(text: str):
+    """A knob's value: a Python literal (4, True, None), else the word itself ("samples")."""
+    try:
+        return literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
 
 
 def measure(name: str, backend: str, word: str, batches: list[int]) -> str:

@@ -55,8 +55,8 @@ def test_the_script_reads_trainer_options_and_tunings():
         {"table_atomics": "float32", "gradients": "coopvec"}, None)
     assert script.parse_options("tuning:row_tiles=4,gradient_subgroups=4") == (
         {}, Tuning(row_tiles=4, gradient_subgroups=4))
-    assert script.parse_options("step=coopvec_rows+tuning:tiles_in_flight=2") == (
-        {"step": "coopvec_rows"}, Tuning(tiles_in_flight=2))
+    assert script.parse_options("step=coopvec_rows+tuning:deltas=samples,staged=True") == (
+        {"step": "coopvec_rows"}, Tuning(deltas="samples", staged=True))
 
 
 @pytest.mark.vulkan
