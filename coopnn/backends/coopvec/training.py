@@ -109,6 +109,7 @@ class CoopvecTrainingSession(KernelTrainingSession):
             if self.table_atomics is None:
                 self.table_atomics = auto_table_atomics(info)
             self.table_atomics.check_device(info)
+            self.table_atomics = self.table_atomics.tuned(self.tuning)
         return super().open_device(device)
 
     @functools.cached_property

@@ -1,5 +1,5 @@
-"""The knobs of the tiled step kernel and the cooperative-matrix weight gradients (`Tuning`), and the one place that
-picks them for a model (`tuning_for`).
+"""The knobs of the step kernels and the cooperative-matrix weight gradients (`Tuning`), and the one place that picks
+them for a model (`tuning_for`).
 
 Every knob left None keeps the choice its kernel makes on its own (`coopnn.train.gpu.tiling.tiling_for`,
 `coopnn.shaders.training.coopmat_gradients`), so `Tuning()` compiles the kernels exactly as before. bench/
@@ -33,6 +33,9 @@ class Tuning:
     target_subgroups: int | None = None  # the subgroups chunks are halved until they give
     staged: bool | None = None  # stage the tape tiles through workgroup memory (else by the block's row tiles)
     gradient_subgroups: int = 1  # subgroups a work-group, sharing a block and splitting its chunk's samples
+    # the per-sample step kernel (`coopnn.backends.coopvec.step_kernels.coopvec`)
+    sample_workgroup: int | None = None  # invocations a work-group: a multiple of 32
+    table_copies: int | None = None  # copies of a grid's contended levels its float16-pair atomics add into
 
     def __post_init__(self):
         if self.deltas is not None and self.deltas not in DELTA_LAYOUTS:
@@ -42,6 +45,10 @@ class Tuning:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be positive or None, not {value}")
+        if self.sample_workgroup is not None and (self.sample_workgroup < 32 or self.sample_workgroup % 32):
+            raise ValueError(f"sample_workgroup must be a positive multiple of 32 or None, not {self.sample_workgroup}")
+        if self.table_copies is not None and (self.table_copies < 1 or self.table_copies & (self.table_copies - 1)):
+            raise ValueError(f"table_copies must be a power of two or None, not {self.table_copies}")
         if self.gradient_subgroups not in GRADIENT_SUBGROUPS:
             raise ValueError(f"gradient_subgroups must be one of {GRADIENT_SUBGROUPS}, not {self.gradient_subgroups}")
 

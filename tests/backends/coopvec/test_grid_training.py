@@ -21,7 +21,7 @@ from coopnn.nets.builders import mlp_graph
 from coopnn.shaders.spirv import disassemble
 from coopnn.shaders.targets.encodings.grid import SCATTER_FEATURES
 from coopnn.shaders.training.gradients import widen_lanes
-from coopnn.shaders.training.tuning import DEFAULT
+from coopnn.shaders.training.tuning import DEFAULT, Tuning
 from coopnn.train.gpu.plan import plan_training
 from coopnn.train.losses import get_loss
 from coopnn.train.optim import Adam
@@ -95,7 +95,7 @@ def test_the_step_reading_the_working_copy_binds_it_and_converts_nothing(recorde
 
 
 @pytest.mark.parametrize("options, refusal", [
-    ({"hidden": (40,)}, r"step='coopvec_rows': matrix '.*' of .* starts at byte 720 of the working copy"),
+    ({"hidden": (40,)}, r"step='coopvec_rows' cannot train .*: matrix '.*' starts at byte 720 of the working copy"),
     ({"gradients": "outer_product"}, r"accumulates in the coopvec step kernel, not the coopvec_rows one"),
 ])
 def test_the_step_reading_the_working_copy_refuses_what_it_cannot_read(recorded_device, options, refusal):
@@ -160,6 +160,22 @@ def test_float16_pairs_add_into_a_table_sized_buffer_widened_into_the_gradient(r
     assert commands[1].kernel is widen.kernel and commands[1].alongside and commands[2].alongside
 
 
+@pytest.mark.parametrize("tuning", [Tuning(table_copies=128, sample_workgroup=128), Tuning(table_copies=1)],
+                         ids=Tuning.describe)
+def test_a_tuning_sets_the_copies_of_the_contended_levels_and_the_work_group(recorded_device, tuning, tmp_path):
+    session = _session(*GRIDS[0], table_atomics="float16_pairs", tuning=tuning)
+    table, shared = session.layout.tables[0], contended_elements(session.plan.tables[0].node.attrs["encoding"])
+    assert session.table_atomics.copies == tuning.table_copies
+    assert session.table_halves.size == 2 * (table.size + (tuning.table_copies - 1) * shared)
+    assert session.binary.workgroup_size[0] == (tuning.sample_workgroup or 64)
+    for binary in session.binaries().values():
+        spirv_val(binary.spirv, tmp_path)
+    with pytest.raises(ValueError, match="table_copies must be a power of two"):
+        Tuning(table_copies=24)
+    with pytest.raises(ValueError, match="sample_workgroup must be a positive multiple of 32"):
+        Tuning(sample_workgroup=48)
+
+
 def test_the_contended_levels_are_the_leading_ones_of_at_most_2_to_the_15_elements():
     """tcnn's image grid: its six dense levels (256 to 14,888 entries of 2 features); none at one feature a level."""
     image = Grid.from_config(IMAGE_ENCODING, 2, "encoding")
@@ -169,11 +185,11 @@ def test_the_contended_levels_are_the_leading_ones_of_at_most_2_to_the_15_elemen
     assert contended_elements(single) == 0
 
 
-def test_auto_takes_the_per_sample_step_for_a_grid_even_where_it_would_take_the_tiled_one():
-    graph = mlp_graph(2, [64, 64], 3, encoding=GRIDS[0][0])
-    session = SimpleNamespace(plan=plan_training(graph), loss_function=get_loss("l2"), requested_step="auto",
-                              tuning=DEFAULT)
-    assert CoopvecTrainingSession.choose_step(session).name == "coopvec"
+def test_auto_takes_a_per_sample_step_for_a_grid_even_where_it_would_take_the_tiled_one(recorded_device):
+    # the one reading the working copy where it can (hidden widths multiples of 32), else the one converting it
+    assert _session(*GRIDS[0], hidden=(64, 64)).step_method.name == "coopvec_rows"
+    assert _session(*GRIDS[0], hidden=(40,)).step_method.name == "coopvec"
+    assert _session(*GRIDS[0], hidden=(64, 64), gradients="outer_product").step_method.name == "coopvec"
     plain = SimpleNamespace(plan=plan_training(mlp_graph(2, [64, 64], 3)), loss_function=get_loss("l2"),
                             requested_step="auto", tuning=DEFAULT)
     assert CoopvecTrainingSession.choose_step(plain).name == "tiled"

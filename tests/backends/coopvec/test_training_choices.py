@@ -61,7 +61,7 @@ def test_auto_takes_the_per_sample_step_where_the_tiled_one_cannot_train():
 def test_every_public_name_is_a_registered_member():
     assert GRADIENT_METHODS == ("auto", *sorted(gradient_methods()))
     assert AUTO_GRADIENTS in gradient_methods()
-    assert STEP_METHODS == ("auto", "tiled", "coopvec", "coopvec_rows")  # in the order "auto" tries them
+    assert STEP_METHODS == ("auto", "tiled", "coopvec_rows", "coopvec")  # in the order "auto" tries them
     assert all(isinstance(m, GradientMethod) and m.name == name for name, m in gradient_methods().items())
     assert all(isinstance(k, StepKernel) and k.name == name for name, k in step_kernels().items())
     assert [k.name for k in selectable()] == list(STEP_METHODS[1:])
@@ -86,7 +86,7 @@ def test_every_gradient_method_names_a_registered_step_kernel(gradients):
     ("outer_product", "coopvec_rows", "accumulates in the coopvec step kernel, not the coopvec_rows one"),
     ("tiles", "auto", "gradients must be one of 'auto', 'coopmat', 'coopvec', 'fused', 'outer_product', "
                       "'outer_product_reduced', not 'tiles'"),
-    ("auto", "fused", "step must be 'auto', 'tiled', 'coopvec' or 'coopvec_rows', not 'fused'"),
+    ("auto", "fused", "step must be 'auto', 'tiled', 'coopvec_rows' or 'coopvec', not 'fused'"),
 ])
 def test_combinations_no_kernel_runs_are_refused_before_any_device_work(gradients, step, message):
     with pytest.raises(ValueError, match=message):

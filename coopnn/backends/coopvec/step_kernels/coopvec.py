@@ -14,6 +14,7 @@ from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.train.gpu.families import StepKernel
 
 LAYOUT = "training_optimal"
+WORKGROUP = 64  # invocations a work-group, unless the session's tuning sets `sample_workgroup`
 
 
 def optimal_size(context, rows: int, cols: int) -> int:
@@ -36,7 +37,7 @@ def check_trained_only(session, entries) -> None:
 
 class PerSampleStep(StepKernel):
     name = "coopvec"
-    preference = 1
+    preference = 2
 
     def padded(self, width: int) -> int:
         return padded(width)
@@ -48,7 +49,8 @@ class PerSampleStep(StepKernel):
         session.image = session.gradient_method.weight_image(session, self.weight_image(session))
         # a trained grid's vertices read as inference reads them, unless gradients accumulate into the weight buffer
         options = DEFAULT_OPTIONS if session.gradient_method.accumulates else TABLE_OPTIONS
-        return CoopvecTarget().compile(session.program, FP16, 64, packed=session.image,
+        return CoopvecTarget().compile(session.program, FP16, session.tuning.sample_workgroup or WORKGROUP,
+                                       packed=session.image,
                                        table_atomics=session.table_atomics, options=options)
 
     def weight_image(self, session):

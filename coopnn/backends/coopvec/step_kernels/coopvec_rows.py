@@ -5,7 +5,8 @@ copy into the driver's TrainingOptimal layout after every step (vkCmdConvertCoop
 
 Cooperative-vector products want a matrix on a 64-byte boundary and rows a multiple of 16 bytes apart; the flat
 layout pads every width to 8 elements, so row strides always are, and a matrix starts on such a boundary where the
-layers before it leave it there. A model where one does not is refused with the layer named.
+layers before it leave it there (hidden widths that are multiples of 32). "auto" takes this kernel for a model with a
+trained grid that it can read; a model it cannot read is refused naming the matrix.
 """
 
 from __future__ import annotations
@@ -15,16 +16,24 @@ from coopnn.backends.coopvec.step_kernels.coopvec import PerSampleStep, check_tr
 from coopnn.errors import CompileError
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, WeightImage
+from coopnn.shaders.training.layout import ParameterLayout
 
 ROW_STRIDE_ALIGNMENT = 16  # bytes between rows a plain-layout matrix may have
 
 
 class WorkingCopyStep(PerSampleStep):
     name = "coopvec_rows"
-    preference = 2
+    preference = 1  # before "coopvec", which takes every model this kernel does not
 
     def takes_auto(self, session) -> bool:
-        return False
+        """A model with a trained grid, whose working copy the products can read: the conversion it saves made tcnn's
+        image configuration's step 2.6% faster on the H200, at a step kernel 2% slower
+        (bench/results/nvidia-h200-2026-12-03-8a0d6b0-step-stages.md); a plain MLP was not measured."""
+        if not session.plan.tables or session.gradient_method.accumulates:
+            return False
+        shapes = [(p.weight, p.bias, self.padded(p.rows), self.padded(p.cols)) for p in session.plan.layers]
+        layout = ParameterLayout.of(shapes, [(t.name, t.size) for t in session.plan.tables])
+        return unreadable(layout.entries(FP16)) is None
 
     def weight_image(self, session):
         """The working copy's own entries, after checking the kernel can read them there."""
@@ -35,12 +44,14 @@ class WorkingCopyStep(PerSampleStep):
         entries = session.layout.entries(FP16)
         check_trained_only(session, {**plan.matrices, **plan.biases})
         for name, matrix in plan.matrices.items():
-            _check_readable(self.name, session, entries[name], matrix.shape)
-        for name in plan.biases:
-            if entries[name].offset % VECTOR_ALIGNMENT:
-                raise CompileError(f"step='{self.name}': vector {name!r} of {session.plan.graph.name!r} starts at "
-                                   f"byte {entries[name].offset} of the working copy, not on a {VECTOR_ALIGNMENT}-byte "
-                                   "boundary; use step='coopvec'")
+            if tuple(entries[name].shape) != tuple(matrix.shape):
+                raise CompileError(f"step='{self.name}': matrix {name!r} of {session.plan.graph.name!r} is "
+                                   f"{entries[name].shape} in the working copy and {matrix.shape} in the kernel; "
+                                   "use step='coopvec'")
+        reason = unreadable({name: entries[name] for name in {**plan.matrices, **plan.biases}})
+        if reason is not None:
+            raise CompileError(f"step='{self.name}' cannot train {session.plan.graph.name!r}: {reason}; use "
+                               "step='coopvec'")
         return WeightImage(b"", entries)
 
     def create_weights(self, session) -> None:
@@ -53,16 +64,19 @@ class WorkingCopyStep(PerSampleStep):
         return []
 
 
-def _check_readable(step: str, session, entry, shape) -> None:
-    """CompileError unless the products can read the working copy's matrix `entry` (of the plan's `shape`)."""
-    where = f"matrix {entry.name!r} of {session.plan.graph.name!r}"
-    if tuple(entry.shape) != tuple(shape):
-        raise CompileError(f"step='{step}': {where} is {entry.shape} in the working copy and {shape} in the "
-                           "kernel; use step='coopvec'")
-    if entry.offset % MATRIX_ALIGNMENT or entry.stride % ROW_STRIDE_ALIGNMENT:
-        raise CompileError(f"step='{step}': {where} starts at byte {entry.offset} of the working copy with rows "
-                           f"{entry.stride} bytes apart; cooperative-vector products need a {MATRIX_ALIGNMENT}-byte "
-                           f"start and rows a multiple of {ROW_STRIDE_ALIGNMENT} bytes apart; use step='coopvec'")
+def unreadable(entries) -> str | None:
+    """Why the products cannot read these working-copy entries where they are (a matrix's start or rows, a vector's
+    start), or None."""
+    for entry in entries.values():
+        if entry.layout == "vector":
+            if entry.offset % VECTOR_ALIGNMENT:
+                return (f"vector {entry.name!r} starts at byte {entry.offset} of the working copy, not on a "
+                        f"{VECTOR_ALIGNMENT}-byte boundary")
+        elif entry.offset % MATRIX_ALIGNMENT or entry.stride % ROW_STRIDE_ALIGNMENT:
+            return (f"matrix {entry.name!r} starts at byte {entry.offset} of the working copy with rows {entry.stride} "
+                    f"bytes apart; cooperative-vector products need a {MATRIX_ALIGNMENT}-byte start and rows a "
+                    f"multiple of {ROW_STRIDE_ALIGNMENT} bytes apart (hidden layers whose widths are multiples of 32)")
+    return None
 
 
 KERNEL = WorkingCopyStep()

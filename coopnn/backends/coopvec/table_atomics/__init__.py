@@ -35,6 +35,10 @@ class TableAtomics:
         table at element `start` of the flat parameters (its first element `first` + 0)."""
         raise NotImplementedError
 
+    def tuned(self, tuning) -> TableAtomics:
+        """This method as a session's `Tuning` sets it (itself where no knob applies)."""
+        return self
+
     def missing_features(self, info) -> list[str]:
         """The features of this method the device (`DeviceInfo`) lacks, sorted."""
         return sorted(f for f in self.features if not info.features.get(f))

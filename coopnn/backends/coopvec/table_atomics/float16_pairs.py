@@ -8,7 +8,8 @@ flags an infinite (overflowed) one, so dynamic loss scaling skips that step and 
 Coarse levels are contended: every sample adds into a few hundred entries, and atomics on one address take turns.
 The leading levels of at most `CONTENDED_ELEMENTS` elements each (`contended_elements`) so go into `COPIES` copies,
 work-group w adding into copy w mod COPIES (the first copy is the table's own buffer, the others follow it), and the
-widening adds the copies; each copy also sums fewer terms in float16. Alone, the float16-pair atomics of tcnn's
+widening adds the copies (`Tuning.table_copies` may set another power of two); each copy also sums fewer terms in
+float16. Alone, the float16-pair atomics of tcnn's
 image configuration took 0.61 ms at 2^18 on the H200, and 0.25 ms with its six dense levels in 32 copies (0.24 in
 128; bench/results/nvidia-h200-2026-12-03-94b4281-grid-scatter-probe.md).
 
@@ -55,6 +56,13 @@ class Float16Pairs(TableAtomics):
     name = "float16_pairs"
     features = FEATURES
 
+    def __init__(self, copies: int = COPIES):
+        self.copies = copies  # of the contended levels, a power of two
+
+    def tuned(self, tuning) -> TableAtomics:
+        copies = tuning.table_copies or COPIES
+        return self if copies == self.copies else Float16Pairs(copies)
+
     def element_type(self, emitter):
         return emitter.m.type_vector(emitter.f16, 2), 4
 
@@ -91,25 +99,24 @@ class Float16Pairs(TableAtomics):
 
         return add
 
-    @staticmethod
-    def _copy_shift(emitter, table: int, shared: int):
+    def _copy_shift(self, emitter, table: int, shared: int):
         """Elements from the table's own copy of a contended entry to the work-group's: 0 for copy 0, else past the
         `table` elements and the copies before (even counts, so pairs stay pairs)."""
         ops, u32, frame = Ops(emitter.fn), emitter.frame.u32, emitter.frame
         group = ops.uint_div(u32, frame.sample, frame.uint(frame.workgroup_size[0]))
-        copy = ops.bitwise_and(u32, group, frame.uint(COPIES - 1))
+        copy = ops.bitwise_and(u32, group, frame.uint(self.copies - 1))
         past = ops.int_add(u32, frame.uint(table - shared), ops.int_mul(u32, copy, frame.uint(shared)))
         return ops.select(u32, ops.int_equal(emitter.boolean, copy, frame.zero), frame.zero, past)
 
     clears_after_step = True  # the widening zeroes the sums it reads
 
     def shaders(self, session) -> list:
-        return [widen_shader(COPIES, _lanes(session), clears=True)]
+        return [widen_shader(self.copies, _lanes(session), clears=True)]
 
     def create_buffers(self, session) -> None:
         from coopnn.runtime.vk.memory import HostAccess
 
-        elements = session.layout.tables[0].size + (COPIES - 1) * contended_elements(_encoding(session))
+        elements = session.layout.tables[0].size + (self.copies - 1) * contended_elements(_encoding(session))
         session.table_halves = session.context.create_buffer(align_up(elements * 2, 4), HostAccess.NONE)
 
     def gradient_buffer(self, session):
