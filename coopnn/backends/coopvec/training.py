@@ -5,7 +5,7 @@ method (`gradient_methods`: cooperative matrix, cooperative vector, outer produc
 fused), found by name, and asks them for their kernels, buffers and dispatches; a trained grid's tables train in the
 per-sample step kernel, which adds their gradient with one member of `table_atomics` (float32 atomics, or float16
 pairs). The optimizer updates the float32 master weights and writes a float16 row-major working copy, which the step
-kernel turns into what it reads.
+kernel reads itself or turns into what it reads.
 
 Deltas are float16, so the loss gradient is scaled (dynamic loss scaling, kept on the device by the step's end in the
 optimizer kernel): a step whose gradients overflow is skipped and the scale halved; it starts at 1 and doubles after
