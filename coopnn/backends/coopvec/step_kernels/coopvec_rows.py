@@ -27,8 +27,8 @@ class WorkingCopyStep(PerSampleStep):
 
     def takes_auto(self, session) -> bool:
         """A model with a trained grid, whose working copy the products can read: the conversion it saves made tcnn's
-        image configuration's step 2.6% faster on the H200, at a step kernel 2% slower
-        (bench/results/nvidia-h200-2026-12-03-8a0d6b0-step-stages.md); a plain MLP was not measured."""
+        image configuration's step at 2^18 2.4% faster on the H200, though 2.7% slower at 2^16
+        (bench/results/nvidia-h200-2026-12-03-23053a8-step-stages.md); a plain MLP was not measured."""
         if not session.plan.tables or session.gradient_method.accumulates:
             return False
         shapes = [(p.weight, p.bias, self.padded(p.rows), self.padded(p.cols)) for p in session.plan.layers]
