@@ -64,8 +64,9 @@ class CoopvecTrainingSession(KernelTrainingSession):
         (`AUTO_GRADIENTS`).
         `step`: the forward/backward kernel, "tiled" (`tiled_step`: cooperative matrices over tiles of samples),
         "coopvec" (one invocation per sample, cooperative vectors), "coopvec_rows" (that kernel reading the
-        optimizer's row-major working copy, with no conversion between steps) or "auto" (the per-sample one for a
-        model with a trained grid, which only the per-sample kernels train).
+        optimizer's row-major working copy, with no conversion between steps) or "auto" (the first of them that
+        `takes_auto` the model: "tiled" for deep models; for a model with a trained grid, which only the per-sample
+        kernels train, "coopvec_rows" where it can read the working copy; else "coopvec").
         `table_atomics`: how the per-sample kernel adds a trained grid's gradient, "float32" (float32 atomics),
         "float16_pairs" (float16 pairs, VK_NV_shader_atomic_float16_vector) or "auto" (`auto_table_atomics`: float16
         pairs where the device offers them).

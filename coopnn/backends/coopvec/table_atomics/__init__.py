@@ -25,6 +25,8 @@ class TableAtomics:
 
     name = ""
     features: frozenset[str] = frozenset()  # what the device must enable for the step kernel's atomics
+    # whether `after_step`'s dispatches leave the buffer the step kernel adds into zero (no fill before the next step)
+    clears_after_step = False
 
     def element_type(self, emitter):
         """(element type, array stride in bytes) of the runtime array the step kernel binds as its table gradient."""
@@ -63,9 +65,6 @@ class TableAtomics:
     def gradient_buffer(self, session):
         """The buffer bound as the step kernel's table gradient."""
         return session.gradient
-
-    # whether `after_step`'s dispatches leave the buffer the step kernel adds into zero (no fill before the next step)
-    clears_after_step = False
 
     def zeroed(self, session) -> tuple:
         """(buffer, first byte, bytes) the step kernel adds into: zeroed before it, or once where `after_step`

@@ -9,9 +9,10 @@ Coarse levels are contended: every sample adds into a few hundred entries, and a
 The leading levels of at most `CONTENDED_ELEMENTS` elements each (`contended_elements`) so go into `COPIES` copies,
 work-group w adding into copy w mod COPIES (the first copy is the table's own buffer, the others follow it), and the
 widening adds the copies (`Tuning.table_copies` may set another power of two); each copy also sums fewer terms in
-float16. Alone, the float16-pair atomics of tcnn's
-image configuration took 0.61 ms at 2^18 on the H200, and 0.25 ms with its six dense levels in 32 copies (0.24 in
-128; bench/results/nvidia-h200-2026-12-03-94b4281-grid-scatter-probe.md).
+float16. Alone, the float16-pair atomics of tcnn's image configuration took 0.61 ms at 2^18 on the H200, and 0.25 ms
+with its six dense levels in 32 copies (0.24 in 128;
+bench/results/nvidia-h200-2026-12-03-94b4281-grid-scatter-probe.md); in whole steps 32 copies beat 16, 64 and 128
+(bench/results/nvidia-h200-2026-12-03-23053a8-step-stages.md).
 
 The widening zeroes every sum it reads, so the buffer is zeroed once, when it is made, and after a step kernel that
 no widening follows (`CoopvecTrainingSession.loss`), rather than by a fill before every step."""
@@ -55,6 +56,7 @@ def _lanes(session) -> int:
 class Float16Pairs(TableAtomics):
     name = "float16_pairs"
     features = FEATURES
+    clears_after_step = True  # the widening zeroes the sums it reads
 
     def __init__(self, copies: int = COPIES):
         self.copies = copies  # of the contended levels, a power of two
@@ -107,8 +109,6 @@ class Float16Pairs(TableAtomics):
         copy = ops.bitwise_and(u32, group, frame.uint(self.copies - 1))
         past = ops.int_add(u32, frame.uint(table - shared), ops.int_mul(u32, copy, frame.uint(shared)))
         return ops.select(u32, ops.int_equal(emitter.boolean, copy, frame.zero), frame.zero, past)
-
-    clears_after_step = True  # the widening zeroes the sums it reads
 
     def shaders(self, session) -> list:
         return [widen_shader(self.copies, _lanes(session), clears=True)]
