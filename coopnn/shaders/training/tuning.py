@@ -35,18 +35,25 @@ class Tuning:
     gradient_subgroups: int = 1  # subgroups a work-group, sharing a block and splitting its chunk's samples
     # the per-sample step kernel (`coopnn.backends.coopvec.step_kernels.coopvec`)
     sample_workgroup: int | None = None  # invocations a work-group: a multiple of 32
+    # steps of up to `small_batch` samples run a copy of it with `small_batch_workgroup` invocations a work-group
+    small_batch: int | None = None
+    small_batch_workgroup: int | None = None
     table_copies: int | None = None  # copies of a grid's contended levels its float16-pair atomics add into
 
     def __post_init__(self):
         if self.deltas is not None and self.deltas not in DELTA_LAYOUTS:
             raise ValueError(f"deltas must be one of {', '.join(DELTA_LAYOUTS)} or None, not {self.deltas!r}")
         for name in ("step_samples", "step_invocations", "row_tiles", "column_tiles", "chunk_tiles",
-                     "target_subgroups"):
+                     "target_subgroups", "small_batch"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be positive or None, not {value}")
-        if self.sample_workgroup is not None and (self.sample_workgroup < 32 or self.sample_workgroup % 32):
-            raise ValueError(f"sample_workgroup must be a positive multiple of 32 or None, not {self.sample_workgroup}")
+        for name in ("sample_workgroup", "small_batch_workgroup"):
+            value = getattr(self, name)
+            if value is not None and (value < 32 or value % 32):
+                raise ValueError(f"{name} must be a positive multiple of 32 or None, not {value}")
+        if (self.small_batch is None) != (self.small_batch_workgroup is None):
+            raise ValueError("small_batch and small_batch_workgroup go together: set both or neither")
         if self.table_copies is not None and (self.table_copies < 1 or self.table_copies & (self.table_copies - 1)):
             raise ValueError(f"table_copies must be a power of two or None, not {self.table_copies}")
         if self.gradient_subgroups not in GRADIENT_SUBGROUPS:
@@ -68,6 +75,9 @@ MEASURED: dict[tuple[tuple[int, int], ...], Tuning] = {
     # mlp_32_64x4_16: whole steps 1.15x faster at 2^18, the products 1.44x
     # (bench/results/nvidia-h200-2026-12-02-0d3f101-train-variants.md)
     ((64, 32), (64, 64), (64, 64), (64, 64), (16, 64)): Tuning(row_tiles=4, column_tiles=4, gradient_subgroups=4),
+    # tcnn's image configuration (a grid's 32 features in): its step reading the working copy 8.5% faster at 2^16 with
+    # 256 invocations a work-group, 4.6% slower at 2^18 (bench/results/nvidia-h200-2026-12-03-93983e6-step-stages.md)
+    ((64, 32), (64, 64), (3, 64)): Tuning(small_batch=1 << 16, small_batch_workgroup=256),
 }
 
 

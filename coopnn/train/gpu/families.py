@@ -49,6 +49,14 @@ class StepKernel:
         """Work-groups of the kernel for `count` invocations."""
         return session.step_kernel.group_count_for(count)
 
+    def launch(self, session, count: int) -> tuple:
+        """(loaded kernel, work-groups) a step of `count` invocations dispatches: the session's step kernel."""
+        return session.step_kernel, self.groups(session, count)
+
+    def binaries(self, session) -> dict[str, Binary]:
+        """The kernel's binaries beside the session's `binary`, by name (none)."""
+        return {}
+
     def create_weights(self, session) -> None:
         """Make the buffers the kernel reads its weights from (once, before the first `working_steps`)."""
 

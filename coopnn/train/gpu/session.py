@@ -106,7 +106,8 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
 
     def binaries(self) -> dict[str, Binary]:
         """Every kernel a step dispatches, by name (`Trainer.kernel_statistics`)."""
-        return {"step": self.binary, **{f"gradients {i}": s for i, s in enumerate(self.gradient_shaders)},
+        return {"step": self.binary, **self.step_method.binaries(self),
+                **{f"gradients {i}": s for i, s in enumerate(self.gradient_shaders)},
                 "optimizer": self.optimizer_kernel_shader, "loss tile": self.loss_tile_shader}
 
     # ----- what targets define, and what the session asks its members ----------------------------------------------
@@ -292,8 +293,9 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         rows = batch if data is None else data.rows
         push = self.binary.pack_push(count=count, batch=batch, capacity=self.capacity, rows=rows,
                                      seed=seed & 0xFFFFFFFF, whole=int(batch >= rows))
+        kernel, groups = self.step_method.launch(self, count)
         return [*self.gradient_method.step_prologue(self), *self.table_gradient_zeroing(),
-                Dispatch(self.step_kernel, self._buffers(data), push, self.step_method.groups(self, count))]
+                Dispatch(kernel, self._buffers(data), push, groups)]
 
     def _update(self, batch: int) -> list:
         """The commands after the backward pass of a step: the batch's loss in tiles alongside the first gradient

@@ -174,6 +174,21 @@ def test_a_tuning_sets_the_copies_of_the_contended_levels_and_the_work_group(rec
         Tuning(table_copies=24)
     with pytest.raises(ValueError, match="sample_workgroup must be a positive multiple of 32"):
         Tuning(sample_workgroup=48)
+    with pytest.raises(ValueError, match="small_batch and small_batch_workgroup go together"):
+        Tuning(small_batch=1 << 16)
+
+
+def test_small_batches_run_the_copy_of_the_step_kernel_their_tuning_gives(recorded_device, tmp_path):
+    session = _session(*GRIDS[0], hidden=(32,), tuning=Tuning(small_batch=1 << 12, small_batch_workgroup=256))
+    small = session.binaries()["step, small batches"]
+    assert small.workgroup_size[0] == 256 and session.binary.workgroup_size[0] == 64
+    assert small.push_constants == session.binary.push_constants and small.bindings == session.binary.bindings
+    spirv_val(small.spirv, tmp_path)
+    kernel, groups = session.step_method.launch(session, 4096)
+    assert kernel is session.small_batch_kernel and groups == 16
+    assert session.step_method.launch(session, 4160) == (session.step_kernel, 65)
+    plain = _session(*GRIDS[0], hidden=(32,))
+    assert "step, small batches" not in plain.binaries()
 
 
 def test_the_contended_levels_are_the_leading_ones_of_at_most_2_to_the_15_elements():

@@ -60,15 +60,16 @@ def test_tables_train_as_the_numpy_oracle_trains_them(config, n_in, method, step
     assert_matches_on_random_data(session, graph, "l2", n_in, 3, 1000, low=0.0)
 
 
-@pytest.mark.parametrize("tuning", [Tuning(table_copies=128, sample_workgroup=128), Tuning(table_copies=1,
-                                                                                        sample_workgroup=32)],
+@pytest.mark.parametrize("tuning", [Tuning(table_copies=128, sample_workgroup=128),
+                                    Tuning(table_copies=1, sample_workgroup=32),
+                                    Tuning(small_batch=1 << 12, small_batch_workgroup=256)],
                          ids=Tuning.describe)
 def test_a_tuned_per_sample_step_trains_a_grid_as_the_oracle(tuning):
     config, n_in = GRIDS[0]
     graph = rounded(mlp_graph(n_in, [32], 3, encoding=config, seed=3))
     session = CoopvecTrainingSession(graph, get_loss("l2"), Adam(lr=1e-3), None, table_atomics="float16_pairs",
                                      tuning=tuning)
-    assert session.table_atomics.copies == tuning.table_copies
+    assert session.table_atomics.copies == (tuning.table_copies or 32)
     assert_matches_on_random_data(session, graph, "l2", n_in, 3, 1000, low=0.0)
 
 

@@ -47,11 +47,32 @@ class PerSampleStep(StepKernel):
 
     def compile(self, session):
         session.image = session.gradient_method.weight_image(session, self.weight_image(session))
+        tuning = session.tuning
+        session.small_batch_binary = (None if tuning.small_batch is None
+                                      else self._compiled(session, tuning.small_batch_workgroup))
+        session.small_batch_kernel = None  # loaded when a step first takes it
+        return self._compiled(session, tuning.sample_workgroup or WORKGROUP)
+
+    def _compiled(self, session, workgroup: int):
         # a trained grid's vertices read as inference reads them, unless gradients accumulate into the weight buffer
         options = DEFAULT_OPTIONS if session.gradient_method.accumulates else TABLE_OPTIONS
-        return CoopvecTarget().compile(session.program, FP16, session.tuning.sample_workgroup or WORKGROUP,
-                                       packed=session.image,
+        return CoopvecTarget().compile(session.program, FP16, workgroup, packed=session.image,
                                        table_atomics=session.table_atomics, options=options)
+
+    def launch(self, session, count: int) -> tuple:
+        """The copy for small batches where the tuning has one and `count` is one (the same bindings and push
+        constants), else the session's kernel."""
+        if session.small_batch_binary is None or count > session.tuning.small_batch:
+            return super().launch(session, count)
+        if session.small_batch_kernel is None:
+            from coopnn.runtime.executable import load_kernel
+
+            session.small_batch_kernel = load_kernel(session.context, session.small_batch_binary,
+                                                     f"{session.plan.graph.name} training step, small batches")
+        return session.small_batch_kernel, session.small_batch_kernel.group_count_for(count)
+
+    def binaries(self, session) -> dict:
+        return {} if session.small_batch_binary is None else {"step, small batches": session.small_batch_binary}
 
     def weight_image(self, session):
         """Where the kernel reads each weight: every matrix converted to `LAYOUT` (the bytes reserved, written by
