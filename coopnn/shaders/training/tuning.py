@@ -76,7 +76,8 @@ MEASURED: dict[tuple[tuple[int, int], ...], Tuning] = {
     # (bench/results/nvidia-h200-2026-12-02-0d3f101-train-variants.md)
     ((64, 32), (64, 64), (64, 64), (64, 64), (16, 64)): Tuning(row_tiles=4, column_tiles=4, gradient_subgroups=4),
     # tcnn's image configuration (a grid's 32 features in): its step reading the working copy 8.5% faster at 2^16 with
-    # 256 invocations a work-group, 4.6% slower at 2^18 (bench/results/nvidia-h200-2026-12-03-93983e6-step-stages.md)
+    # 256 invocations a work-group, 4.6% slower at 2^18 (bench/results/nvidia-h200-2026-12-03-93983e6-step-stages.md),
+    # no faster at 2^17 (bench/results/nvidia-h200-2026-12-03-26ec04c-step-stages.md)
     ((64, 32), (64, 64), (3, 64)): Tuning(small_batch=1 << 16, small_batch_workgroup=256),
 }
 
