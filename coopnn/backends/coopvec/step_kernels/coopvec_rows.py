@@ -27,8 +27,9 @@ class WorkingCopyStep(PerSampleStep):
 
     def takes_auto(self, session) -> bool:
         """A model with a trained grid, whose working copy the products can read: the conversion it saves made tcnn's
-        image configuration's step at 2^18 2.4% faster on the H200, though 2.7% slower at 2^16
-        (bench/results/nvidia-h200-2026-12-03-23053a8-step-stages.md); a plain MLP was not measured."""
+        image configuration's step at 2^18 2.0% faster on the H200, and at 2^16 4% faster with the small-batch copy
+        of `tuning.MEASURED` (3.5% slower without; bench/results/nvidia-h200-2026-12-03-93983e6-step-stages.md); a
+        plain MLP was not measured."""
         if not session.plan.tables or session.gradient_method.accumulates:
             return False
         shapes = [(p.weight, p.bias, self.padded(p.rows), self.padded(p.cols)) for p in session.plan.layers]
