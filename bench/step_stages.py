@@ -7,7 +7,8 @@ options.
 
 Each `--options` word is one variant: trainer options as `key=value` pairs joined by commas ("default" for none), or
 `tuning:knob=value,...` for the coopvec session's `Tuning` (`coopnn.shaders.training.tuning`) in place of the one
-`tuning_for` picks, or both joined by "+" (`step=coopvec_rows+tuning:deltas=samples`). Writes `<device>-<date>-step-stages.md` into --out (default: print only).
+`tuning_for` picks, or both joined by "+" (`step=coopvec_rows+tuning:deltas=samples`). Writes
+`<device>-<date>-step-stages.md` into --out (default: print only).
 """
 
 from __future__ import annotations

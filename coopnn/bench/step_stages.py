@@ -23,8 +23,7 @@ def command_name(command, index: int) -> str:
 
 def one_step(session, data, batch: int, seed: int = 0) -> list:
     """The commands of one step on batches drawn from `data` (a `ResidentData` of the session), in order."""
-    count = -(-batch // session.granularity) * session.granularity
-    return session._forward_backward(batch, count, data, seed) + session._update(batch)
+    return session._forward_backward(batch, session.invocations(batch), data, seed) + session._update(batch)
 
 
 def stage_times(session, data, batch: int, rounds: int = ROUNDS) -> list[dict]:

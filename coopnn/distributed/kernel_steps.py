@@ -36,7 +36,7 @@ class KernelReducedSteps:
         session = self.session
         data.select(step % len(data.shards))
         batch = min(batch_size, data.rows)
-        count = -(-batch // session.granularity) * session.granularity
+        count = session.invocations(batch)
         session._ensure_capacity(batch)
         session.books.before(1, step)
         gradients, chunks = session.gradient_commands(batch)

@@ -81,7 +81,7 @@ class BackwardSteps:
     def commands(self, buffers: BackwardBuffers, batch: int) -> list:
         """The commands of a backward pass of `batch` samples (the session's capacity made for it already)."""
         session = self.session
-        count = -(-batch // session.granularity) * session.granularity
+        count = session.invocations(batch)
         x_bytes, upstream_bytes, gradient_row_bytes = self.row_bytes()
         steps = []
         if buffers.weights is not None:

@@ -126,7 +126,7 @@ class GpuBackward:
         dy_rows = tensors.as_cuda_input("upstream gradient", upstream, tuple(upstream.shape[1:]), "f32")
         batch, stream = x_rows.rows, x_rows.stream
         with self.driver.current(self.cuda_context):
-            if -(-batch // session.granularity) * session.granularity > session.capacity:
+            if session.invocations(batch) > session.capacity:
                 self._forget_recordings()  # the buffers they bind are made anew
                 session._ensure_capacity(batch)
             refresh = version != self._synced

@@ -81,11 +81,15 @@ def _accumulate(frame: ShaderFrame, count, term):
     return total
 
 
-def _store_and_check(frame: ShaderFrame, total, element=None) -> None:
-    """gradient[element] = total (element: the invocation's sample index unless given); status[0] |= 1 unless total
-    is finite."""
-    store(frame, GRADIENT, frame.sample if element is None else element, total)
-    flag_nonfinite(frame, total, STATUS)
+def _store_and_check(frame: ShaderFrame, total, element=None, lanes: int = 1) -> None:
+    """gradient[element] = total (element: the invocation's sample index unless given; a vector of `lanes` float32
+    where that is more than 1); status[0] |= 1 unless total is finite."""
+    wide = frame.f32 if lanes == 1 else frame.module.type_vector(frame.f32, lanes)
+    store(frame, GRADIENT, frame.sample if element is None else element, total, wide)
+    # a vector is finite exactly when the sum of its components is, where they are float16 sums (far below float32's
+    # limit)
+    flag_nonfinite(frame, total if lanes == 1 else _pairwise_sum(
+        frame.main.ops, frame.f32, [frame.main.ops.extract(frame.f32, total, k) for k in range(lanes)]), STATUS)
 
 
 def flag_nonfinite(frame: ShaderFrame, value, status: int) -> None:
@@ -219,10 +223,10 @@ def widen_shader(copies: int = 1, lanes: int = 1, clears: bool = False) -> Binar
     frame = _frame(("first", "u32"), ("to", "u32"), ("shared", "u32"), source="sums", source_width=16, lanes=lanes,
                    source_writable=clears)
     ix, m = Indices(frame), frame.module
-    half, wide = (frame.module.type_float(16), frame.f32) if lanes == 1 else (
+    half, wide = (m.type_float(16), frame.f32) if lanes == 1 else (
         m.type_vector(m.type_float(16), lanes), m.type_vector(frame.f32, lanes))
     count, first, shared = frame.push_value("count"), frame.push_value("first"), frame.push_value("shared")
-    zero = m.constant(half, [0.0] * lanes if lanes > 1 else 0.0)
+    zero = m.constant_null(half)
 
     def widened(index):
         at = ix.add(first, index)
@@ -238,11 +242,7 @@ def widen_shader(copies: int = 1, lanes: int = 1, clears: bool = False) -> Binar
             terms = [widened(ix.add(ix.add(count, ix.mul(frame.uint(k - 1), shared)), frame.sample))
                      for k in range(1, copies)]
             ix.ops.store(total, _pairwise_sum(ix.ops, wide, [ix.ops.load(wide, total), *terms]))
-    value = ix.ops.load(wide, total)
-    store(frame, GRADIENT, ix.add(frame.push_value("to"), frame.sample), value, wide)
-    # a vector is finite exactly when the sum of its components is: they are float16 sums, far below float32's limit
-    flag_nonfinite(frame, value if lanes == 1 else _pairwise_sum(
-        ix.ops, frame.f32, [ix.ops.extract(frame.f32, value, k) for k in range(lanes)]), STATUS)
+    _store_and_check(frame, ix.ops.load(wide, total), ix.add(frame.push_value("to"), frame.sample), lanes)
     return finish("widen_gradient", frame, 3, FEATURES | {"shaderFloat16", "storageBuffer16BitAccess"})
 
 

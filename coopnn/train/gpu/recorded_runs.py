@@ -120,7 +120,7 @@ class RecordedRuns:
     def _record_run(self, data: ResidentData, batch: int, seed: int):
         from coopnn.runtime.vk.recording import Recording
 
-        count = -(-batch // self.granularity) * self.granularity
+        count = self.invocations(batch)
         one_step = self._forward_backward(batch, count, data, seed) + self._update(batch)
         return Recording(self.context, one_step, uploads=self._schedule_upload(),
                          downloads=tuple(self.books.downloads()), lanes=LANES)

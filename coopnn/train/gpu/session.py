@@ -63,7 +63,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         self.loss_function, self.optimizer = loss, optimizer
         self.tuning = self.choose_tuning()
         self.step_method = self.choose_step()
-        self.layout = ParameterLayout.of(self.layer_shapes(), [(t.name, t.size) for t in self.plan.tables])
+        self.layout = self.parameter_layout(self.step_method.padded)
         method = self.gradient_method
         self.tape = TapeLayout(self.layout.layers if method.keeps_tape else (), method.delta_layout(self))
         self.program = step_program(self.plan, loss, self.tape, accumulate=method.accumulates, layout=self.layout)
@@ -120,9 +120,10 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         """The step kernel for the model (`self.plan`), before the device is known."""
         return self.step_method
 
-    def layer_shapes(self) -> list[tuple[str, str, int, int]]:
-        width = self.step_method.padded
-        return [(p.weight, p.bias, width(p.rows), width(p.cols)) for p in self.plan.layers]
+    def parameter_layout(self, padded) -> ParameterLayout:
+        """The flat parameters of the plan with every layer's widths padded by `padded` (a step kernel's)."""
+        return ParameterLayout.of([(p.weight, p.bias, padded(p.rows), padded(p.cols)) for p in self.plan.layers],
+                                  [(t.name, t.size) for t in self.plan.tables])
 
     def features(self) -> set[str]:
         """What the device must enable for every kernel of a step (the step kernel's are the target's to add, but for
@@ -267,7 +268,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         read the first sample's row and their losses and gradients are masked out), and the bindings filled on the
         GPU."""
         self._ensure_capacity(batch)
-        count = -(-batch // self.granularity) * self.granularity
+        count = self.invocations(batch)
         inputs = self._input_bindings()
         sources = {b.index: self._source(b, feeds, targets) for b in inputs}
         return count, self.batch_inputs.write(inputs, self.io, sources, batch)
@@ -310,7 +311,7 @@ class KernelTrainingSession(RecordedRuns, StepBuffers):
         (`coopnn.distributed.kernel_steps`)."""
         from coopnn.runtime.vk.commands import Dispatch
 
-        count = -(-batch // self.granularity) * self.granularity
+        count = self.invocations(batch)
         tiles = -(-batch // LOSS_TILE)
         sums = self.loss_tile_shader.pack_push(count=tiles * REDUCE_WIDTH, batch=batch)
         loss_tiles = Dispatch(self.loss_tile_kernel, (self.io[self._binding(LOSS)], self.loss_sums), sums, tiles)

@@ -114,8 +114,13 @@ class StepBuffers:
         bound, most = min(self.capacity_bounds().items(), key=lambda item: item[1])
         return most // self.granularity * self.granularity, bound
 
+    def invocations(self, batch: int) -> int:
+        """The step kernel's invocations for `batch` samples: whole multiples of `granularity`, padding samples
+        masked out."""
+        return -(-batch // self.granularity) * self.granularity
+
     def _ensure_capacity(self, batch: int) -> None:
-        count = -(-batch // self.granularity) * self.granularity
+        count = self.invocations(batch)
         if count <= self.capacity:
             return
         most, bound = self.max_capacity()

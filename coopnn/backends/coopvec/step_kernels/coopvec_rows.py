@@ -16,7 +16,6 @@ from coopnn.backends.coopvec.step_kernels.coopvec import PerSampleStep, check_tr
 from coopnn.errors import CompileError
 from coopnn.layouts.formats.fp16 import FORMAT as FP16
 from coopnn.layouts.pack import MATRIX_ALIGNMENT, VECTOR_ALIGNMENT, WeightImage
-from coopnn.shaders.training.layout import ParameterLayout
 
 ROW_STRIDE_ALIGNMENT = 16  # bytes between rows a plain-layout matrix may have
 
@@ -32,9 +31,7 @@ class WorkingCopyStep(PerSampleStep):
         plain MLP was not measured."""
         if not session.plan.tables or session.gradient_method.accumulates:
             return False
-        shapes = [(p.weight, p.bias, self.padded(p.rows), self.padded(p.cols)) for p in session.plan.layers]
-        layout = ParameterLayout.of(shapes, [(t.name, t.size) for t in session.plan.tables])
-        return unreadable(layout.entries(FP16)) is None
+        return unreadable(session.parameter_layout(self.padded).entries(FP16)) is None
 
     def weight_image(self, session):
         """The working copy's own entries, after checking the kernel can read them there."""
